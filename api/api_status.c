@@ -1,0 +1,71 @@
+/* api_status.c - GET /api/v1/status: who is profiled, on what runtime, what is on, and our cost. */
+#include <cjson/cJSON.h>
+
+#include "api.h"
+#include "prof_agg.h"
+#include "prof_config.h"
+#include "prof_core.h"
+#include "prof_events.h"
+#include "prof_exporter.h"
+#include "prof_sampler.h"
+#include "prof_store.h"
+#include "prof_threads.h"
+
+#define CLRSCOPE_VERSION "0.1.0"
+
+int api_status(const struct web_req *r)
+{
+    cJSON *o = cJSON_CreateObject();
+    cJSON_AddNumberToObject(o, "pid", g_core.pid);
+    cJSON *proc = cJSON_AddObjectToObject(o, "process");
+    cJSON_AddStringToObject(proc, "name", g_core.process_name);
+    cJSON_AddStringToObject(proc, "cmdline", g_core.cmdline);
+    cJSON *rt = cJSON_AddObjectToObject(o, "runtime");
+    cJSON_AddStringToObject(rt, "version", g_core.runtime_version);
+    cJSON_AddNumberToObject(rt, "major", g_core.runtime_major);
+    cJSON_AddNumberToObject(rt, "profiler_info", g_core.info_version);
+    cJSON_AddNumberToObject(o, "uptime_s", prof_unix_now() - g_core.start_unix);
+    cJSON_AddNumberToObject(o, "started", g_core.start_unix);
+    cJSON *profiles = cJSON_AddArrayToObject(o, "profiles");
+    unsigned p = __atomic_load_n(&g_core.profiles, __ATOMIC_RELAXED);
+    for (unsigned bit = 1; bit <= PROFILE_HEAP; bit <<= 1)
+        if (p & bit)
+            cJSON_AddItemToArray(profiles, cJSON_CreateString(prof_profile_name(bit)));
+    cJSON_AddNumberToObject(o, "sampling_hz", g_cfg.sampling_hz);
+    cJSON_AddNumberToObject(o, "history_s", g_cfg.history_s);
+    cJSON_AddStringToObject(o, "clrscope_version", CLRSCOPE_VERSION);
+    cJSON_AddStringToObject(o, "event_session",
+                            prof_events_state() > 0 ? "running"
+                            : prof_events_state() < 0 ? "refused" : "off");
+    cJSON_AddNumberToObject(o, "managed_threads", (double)prof_threads_count());
+
+    struct prof_self_stats self;
+    prof_agg_self_stats(&self);
+    struct prof_sampler_stats ss;
+    prof_sampler_get_stats(&ss);
+    cJSON *so = cJSON_AddObjectToObject(o, "self");
+    cJSON_AddNumberToObject(so, "cpu_s", self.cpu_s);
+    cJSON_AddNumberToObject(so, "cpu_share", self.cpu_share);
+    cJSON_AddNumberToObject(so, "rss_bytes", (double)self.rss_bytes);
+    cJSON_AddNumberToObject(so, "suspended_s", (double)ss.suspended_ns / 1e9);
+    cJSON_AddNumberToObject(so, "sampler_ticks", (double)ss.ticks);
+
+    struct prof_store_stats st;
+    prof_store_get_stats(&st);
+    cJSON *dr = cJSON_AddObjectToObject(o, "dropped");
+    cJSON_AddNumberToObject(dr, "events", (double)self.ring_dropped);
+    cJSON_AddNumberToObject(dr, "stack_nodes", (double)st.dropped_nodes);
+    cJSON_AddNumberToObject(dr, "entries", (double)st.dropped_entries);
+    cJSON_AddNumberToObject(dr, "names", (double)st.dropped_strings);
+    cJSON_AddNumberToObject(dr, "skipped_ticks", (double)ss.skipped_ticks);
+    cJSON_AddNumberToObject(dr, "truncated_stacks", (double)ss.truncated_stacks);
+    cJSON *sto = cJSON_AddObjectToObject(o, "store");
+    cJSON_AddNumberToObject(sto, "stack_nodes", (double)st.nodes);
+    cJSON_AddNumberToObject(sto, "stack_node_cap", (double)st.node_cap);
+    cJSON_AddNumberToObject(sto, "entries", (double)st.entries);
+    cJSON_AddNumberToObject(sto, "names", (double)st.strings);
+
+    cJSON *ex = cJSON_AddObjectToObject(o, "export");
+    prof_exporter_status_json(ex);
+    return web_reply_json(r->conn, 200, o);
+}

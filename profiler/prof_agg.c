@@ -1,0 +1,177 @@
+/* prof_agg.c - see prof_agg.h. */
+#include "prof_agg.h"
+
+#include <dirent.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "prof_alloc.h"
+#include "prof_config.h"
+#include "prof_core.h"
+#include "prof_exc.h"
+#include "prof_gc.h"
+#include "prof_live.h"
+#include "prof_lock.h"
+#include "prof_log.h"
+#include "prof_ring.h"
+#include "prof_walk.h"
+
+#define RING_SLOTS 4096u
+#define SELF_WINDOW 10
+
+static struct {
+    pthread_t thread;
+    int running, stop;
+    pthread_mutex_t lock;
+    struct prof_self_stats self;
+    double hist_self[SELF_WINDOW], hist_proc[SELF_WINDOW];
+    int hist_pos;
+} A = {.lock = PTHREAD_MUTEX_INITIALIZER};
+
+static void drain(void)
+{
+    const char *names[REC_MAX_FRAMES + 2];
+    for (int budget = 100000; budget > 0; budget--) {
+        struct prof_rec *r = prof_ring_peek(g_ring);
+        if (!r)
+            return;
+        int n = prof_walk_names(r->frames, (int)(r->nframes > REC_MAX_FRAMES ? REC_MAX_FRAMES
+                                                                               : r->nframes),
+                                (int)r->truncated, names, REC_MAX_FRAMES + 2);
+        switch (r->kind) {
+        case REC_ALLOC:
+            prof_alloc_consume(r, names, n);
+            break;
+        case REC_LIVE:
+            prof_live_consume(r, names, n);
+            break;
+        case REC_EXCEPTION:
+            prof_exc_consume(r, names, n);
+            break;
+        case REC_LOCK:
+            prof_lock_consume(r, names, n);
+            break;
+        default:
+            break;
+        }
+        prof_ring_release(g_ring);
+    }
+}
+
+/* CPU of our own clrscope-* threads, from /proc/self/task/<tid>/comm. */
+static double self_cpu_seconds(void)
+{
+    DIR *d = opendir("/proc/self/task");
+    if (!d)
+        return 0;
+    double total = 0;
+    struct dirent *e;
+    while ((e = readdir(d))) {
+        if (e->d_name[0] < '0' || e->d_name[0] > '9')
+            continue;
+        char path[64], comm[32] = "";
+        snprintf(path, sizeof path, "/proc/self/task/%.20s/comm", e->d_name);
+        FILE *f = fopen(path, "re");
+        if (!f)
+            continue;
+        if (fgets(comm, sizeof comm, f) &&
+            (!strncmp(comm, "clrscope-", 9) || !strncmp(comm, "civetweb-", 9))) {
+            int64_t ns = prof_thread_cpu_ns((pid_t)atoi(e->d_name));
+            if (ns > 0)
+                total += (double)ns / 1e9;
+        }
+        fclose(f);
+    }
+    closedir(d);
+    return total;
+}
+
+static int64_t rss_bytes(void)
+{
+    FILE *f = fopen("/proc/self/statm", "re");
+    long pages = 0, rss = 0;
+    if (f) {
+        if (fscanf(f, "%ld %ld", &pages, &rss) != 2)
+            rss = 0;
+        fclose(f);
+    }
+    return (int64_t)rss * sysconf(_SC_PAGESIZE);
+}
+
+static void self_tick(void)
+{
+    double self = self_cpu_seconds();
+    double proc = (double)prof_process_cpu_ns() / 1e9;
+    pthread_mutex_lock(&A.lock);
+    int oldest = (A.hist_pos + 1) % SELF_WINDOW;
+    A.hist_self[A.hist_pos] = self;
+    A.hist_proc[A.hist_pos] = proc;
+    double dp = proc - A.hist_proc[oldest], ds = self - A.hist_self[oldest];
+    A.hist_pos = oldest;
+    A.self.cpu_s = self;
+    A.self.cpu_share = dp > 0 && A.hist_proc[oldest] > 0 ? ds / dp : 0;
+    A.self.rss_bytes = rss_bytes();
+    A.self.ring_dropped = prof_ring_dropped(g_ring);
+    A.self.ring_pushed = prof_ring_pushed(g_ring);
+    pthread_mutex_unlock(&A.lock);
+}
+
+static void *agg_main(void *arg)
+{
+    (void)arg;
+    prof_name_thread("agg");
+    g_core.info->vt->InitializeCurrentThread(g_core.info);
+    int64_t next_tick = prof_now_ns();
+    while (!__atomic_load_n(&A.stop, __ATOMIC_ACQUIRE)) {
+        drain();
+        int64_t now = prof_now_ns();
+        if (now >= next_tick) {
+            double u = prof_unix_now();
+            prof_gc_tick(u);
+            prof_live_tick(u);
+            self_tick();
+            next_tick = now + 1000000000LL;
+        }
+        struct timespec ts = {0, 20 * 1000000L};
+        nanosleep(&ts, NULL);
+    }
+    drain();
+    return NULL;
+}
+
+int prof_agg_start(void)
+{
+    g_ring = prof_ring_new(RING_SLOTS);
+    if (!g_ring) {
+        prof_log(LOG_ERROR, "out of memory for the event ring; event-based profiles are off");
+        prof_core_disable(PROFILE_ALLOC | PROFILE_LIVE | PROFILE_EXCEPTIONS | PROFILE_LOCK);
+    }
+    if (pthread_create(&A.thread, NULL, agg_main, NULL)) {
+        prof_log(LOG_ERROR, "cannot start the aggregator thread; event-based profiles are off");
+        prof_core_disable(PROFILE_ALLOC | PROFILE_LIVE | PROFILE_EXCEPTIONS | PROFILE_LOCK |
+                          PROFILE_GC);
+        return -1;
+    }
+    A.running = 1;
+    return 0;
+}
+
+void prof_agg_stop(void)
+{
+    if (!A.running)
+        return;
+    __atomic_store_n(&A.stop, 1, __ATOMIC_RELEASE);
+    pthread_join(A.thread, NULL);
+    A.running = 0;
+}
+
+void prof_agg_self_stats(struct prof_self_stats *out)
+{
+    pthread_mutex_lock(&A.lock);
+    *out = A.self;
+    pthread_mutex_unlock(&A.lock);
+}

@@ -1,0 +1,22 @@
+/*
+ * prof_agg - the clrscope-agg thread: drains the callback ring (prof_ring) every 20 ms, names
+ * frames and hands each record to the module that owns its kind; once a second it runs every
+ * module's periodic tick (GC CPU share, live-object checks, self-cost figures).
+ */
+#ifndef PROF_AGG_H
+#define PROF_AGG_H
+
+#include <stdint.h>
+
+struct prof_self_stats {
+    double cpu_s;          /* CPU time used by clrscope-* threads */
+    double cpu_share;      /* of process CPU over the last 10 s */
+    int64_t rss_bytes;     /* process RSS */
+    uint64_t ring_dropped, ring_pushed;
+};
+
+int prof_agg_start(void);
+void prof_agg_stop(void);
+void prof_agg_self_stats(struct prof_self_stats *out);
+
+#endif

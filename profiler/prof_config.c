@@ -1,0 +1,177 @@
+/* prof_config.c - see prof_config.h. */
+#include "prof_config.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <unistd.h>
+
+#include "prof_log.h"
+
+struct prof_config g_cfg;
+
+static const char *const profile_names[] = {"cpu", "wall", "alloc", "live",
+                                            "gc", "exceptions", "lock", "heap"};
+
+const char *prof_profile_name(unsigned bit)
+{
+    for (int i = 0; i < 8; i++)
+        if (bit == (1u << i))
+            return profile_names[i];
+    return "?";
+}
+
+long prof_env_long(const char *name, long def, long min, long max)
+{
+    const char *s = getenv(name);
+    if (!s || !*s)
+        return def;
+    char *end = NULL;
+    errno = 0;
+    long v = strtol(s, &end, 10);
+    if (errno || !end || *end || v < min || v > max) {
+        prof_log(LOG_WARN, "%s=\"%.40s\" is not a whole number in %ld..%ld; using %ld", name, s,
+                 min, max, def);
+        return def;
+    }
+    return v;
+}
+
+double prof_env_double(const char *name, double def, double min, double max)
+{
+    const char *s = getenv(name);
+    if (!s || !*s)
+        return def;
+    char *end = NULL;
+    errno = 0;
+    double v = strtod(s, &end);
+    if (errno || !end || *end || !(v >= min && v <= max)) {
+        prof_log(LOG_WARN, "%s=\"%.40s\" is not a number in %g..%g; using %g", name, s, min, max,
+                 def);
+        return def;
+    }
+    return v;
+}
+
+int prof_env_bool(const char *name, int def)
+{
+    const char *s = getenv(name);
+    if (!s || !*s)
+        return def;
+    if (!strcasecmp(s, "1") || !strcasecmp(s, "true") || !strcasecmp(s, "yes") ||
+        !strcasecmp(s, "on"))
+        return 1;
+    if (!strcasecmp(s, "0") || !strcasecmp(s, "false") || !strcasecmp(s, "no") ||
+        !strcasecmp(s, "off"))
+        return 0;
+    prof_log(LOG_WARN, "%s=\"%.40s\" is not a boolean (1/0/true/false); using %d", name, s, def);
+    return def;
+}
+
+static void copy_env(const char *name, char *dst, size_t cap, const char *def)
+{
+    const char *s = getenv(name);
+    if (!s || !*s)
+        s = def;
+    if (strlen(s) >= cap) {
+        prof_log(LOG_WARN, "%s is longer than %zu characters; using \"%s\"", name, cap - 1, def);
+        s = def;
+    }
+    snprintf(dst, cap, "%s", s);
+}
+
+static void random_token(char *dst, size_t cap)
+{
+    unsigned char raw[16] = {0};
+    int fd = open("/dev/urandom", O_RDONLY | O_CLOEXEC);
+    ssize_t got = fd >= 0 ? read(fd, raw, sizeof raw) : -1;
+    if (fd >= 0)
+        close(fd);
+    if (got != (ssize_t)sizeof raw) {
+        /* Fall back to weaker entropy rather than running with a guessable empty token. */
+        unsigned long x = (unsigned long)getpid() ^ (unsigned long)(uintptr_t)&raw;
+        for (size_t i = 0; i < sizeof raw; i++) {
+            x = x * 6364136223846793005ul + 1442695040888963407ul;
+            raw[i] ^= (unsigned char)(x >> 56);
+        }
+    }
+    static const char hex[] = "0123456789abcdef";
+    size_t j = 0;
+    for (size_t i = 0; i < sizeof raw && j + 2 < cap; i++) {
+        dst[j++] = hex[raw[i] >> 4];
+        dst[j++] = hex[raw[i] & 15];
+    }
+    dst[j] = 0;
+}
+
+static unsigned parse_profiles(void)
+{
+    const char *s = getenv("CLRSCOPE_PROFILES");
+    if (!s || !*s || !strcasecmp(s, "all"))
+        return PROFILE_ALL;
+    unsigned mask = 0;
+    char buf[256];
+    snprintf(buf, sizeof buf, "%s", s);
+    char *save = NULL;
+    for (char *tok = strtok_r(buf, ", ", &save); tok; tok = strtok_r(NULL, ", ", &save)) {
+        int found = 0;
+        for (int i = 0; i < 8; i++)
+            if (!strcasecmp(tok, profile_names[i])) {
+                mask |= 1u << i;
+                found = 1;
+            }
+        if (!found)
+            prof_log(LOG_WARN, "CLRSCOPE_PROFILES: unknown profile \"%.40s\" ignored (known: cpu, "
+                     "wall, alloc, live, gc, exceptions, lock, heap)", tok);
+    }
+    return mask;
+}
+
+void prof_config_load(void)
+{
+    struct prof_config *c = &g_cfg;
+    memset(c, 0, sizeof *c);
+    const char *lvl = getenv("CLRSCOPE_LOG_LEVEL");
+    c->log_level = LOG_INFO;
+    if (lvl && *lvl) {
+        if (!strcasecmp(lvl, "error"))
+            c->log_level = LOG_ERROR;
+        else if (!strcasecmp(lvl, "warn") || !strcasecmp(lvl, "warning"))
+            c->log_level = LOG_WARN;
+        else if (!strcasecmp(lvl, "info"))
+            c->log_level = LOG_INFO;
+        else if (!strcasecmp(lvl, "debug"))
+            c->log_level = LOG_DEBUG;
+        else
+            prof_log(LOG_WARN, "CLRSCOPE_LOG_LEVEL=\"%.20s\" unknown (error, warn, info, debug); "
+                     "using info", lvl);
+    }
+    prof_log_set_level(c->log_level);
+    c->dashboard = prof_env_bool("CLRSCOPE_DASHBOARD", 1);
+    c->port = (int)prof_env_long("CLRSCOPE_PORT", 6060, 0, 65535);
+    copy_env("CLRSCOPE_BIND", c->bind, sizeof c->bind, "127.0.0.1");
+    copy_env("CLRSCOPE_TOKEN", c->token, sizeof c->token, "");
+    if (!strcmp(c->token, "auto")) {
+        random_token(c->token, sizeof c->token);
+        c->token_auto = 1;
+    }
+    c->sampling_hz = (int)prof_env_long("CLRSCOPE_SAMPLING_HZ", 100, 1, 1000);
+    c->history_s = (int)prof_env_long("CLRSCOPE_HISTORY_S", 900, 10, 86400);
+    c->max_frames = (int)prof_env_long("CLRSCOPE_MAX_FRAMES", 128, 8, 512);
+    c->live_max = (int)prof_env_long("CLRSCOPE_LIVE_MAX", 4096, 0, 1 << 20);
+    c->max_stack_nodes = (int)prof_env_long("CLRSCOPE_MAX_STACK_NODES", 200000, 1000, 1 << 24);
+    c->max_threads = (int)prof_env_long("CLRSCOPE_MAX_THREADS", 4096, 1, 1 << 16);
+    c->gc_warn = prof_env_double("CLRSCOPE_GC_WARN", 0.30, 0.0, 1.0);
+    c->profiles = parse_profiles();
+    const char *rt = getenv("XDG_RUNTIME_DIR");
+    char defdir[400];
+    snprintf(defdir, sizeof defdir, "%.300s/clrscope/dumps", rt && *rt ? rt : "/tmp");
+    copy_env("CLRSCOPE_DUMP_DIR", c->dump_dir, sizeof c->dump_dir, defdir);
+    c->dump_keep = (int)prof_env_long("CLRSCOPE_DUMP_KEEP", 5, 1, 1000);
+    c->dump_max_heap = prof_env_long("CLRSCOPE_DUMP_MAX_HEAP_MB", 4096, 1, 1L << 30) * 1048576L;
+    c->exception_rate = (int)prof_env_long("CLRSCOPE_EXCEPTION_SAMPLES_PER_S", 100, 1, 100000);
+    c->lock_rate = (int)prof_env_long("CLRSCOPE_LOCK_SAMPLES_PER_S", 100, 1, 100000);
+}

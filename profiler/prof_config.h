@@ -1,0 +1,54 @@
+/*
+ * prof_config - clrscope's configuration, read once from the environment at Initialize.
+ * Every bad value is logged once and replaced by its default; nothing here aborts.
+ * After prof_config_load() the struct is immutable and may be read from any thread.
+ */
+#ifndef PROF_CONFIG_H
+#define PROF_CONFIG_H
+
+#include <stdint.h>
+
+enum prof_profile_bit {
+    PROFILE_CPU = 1 << 0,
+    PROFILE_WALL = 1 << 1,
+    PROFILE_ALLOC = 1 << 2,
+    PROFILE_LIVE = 1 << 3,
+    PROFILE_GC = 1 << 4,
+    PROFILE_EXCEPTIONS = 1 << 5,
+    PROFILE_LOCK = 1 << 6,
+    PROFILE_HEAP = 1 << 7,
+    PROFILE_ALL = 0xff,
+};
+
+struct prof_config {
+    int dashboard;        /* CLRSCOPE_DASHBOARD (1) */
+    int port;             /* CLRSCOPE_PORT (6060; 0 = any) */
+    char bind[64];        /* CLRSCOPE_BIND (127.0.0.1) */
+    char token[80];       /* CLRSCOPE_TOKEN ("" = none; "auto" replaced by a random one) */
+    int token_auto;       /* token was generated */
+    int log_level;        /* CLRSCOPE_LOG_LEVEL */
+    int sampling_hz;      /* CLRSCOPE_SAMPLING_HZ (100, 1..1000) */
+    int history_s;        /* CLRSCOPE_HISTORY_S (900) */
+    int max_frames;       /* CLRSCOPE_MAX_FRAMES (128) */
+    int live_max;         /* CLRSCOPE_LIVE_MAX (4096) */
+    int max_stack_nodes;  /* CLRSCOPE_MAX_STACK_NODES (200000) */
+    int max_threads;      /* CLRSCOPE_MAX_THREADS (4096) sampled per tick */
+    double gc_warn;       /* CLRSCOPE_GC_WARN (0.30) */
+    unsigned profiles;    /* CLRSCOPE_PROFILES (all) */
+    char dump_dir[512];   /* CLRSCOPE_DUMP_DIR */
+    int dump_keep;        /* CLRSCOPE_DUMP_KEEP (5) */
+    int64_t dump_max_heap;/* CLRSCOPE_DUMP_MAX_HEAP_MB (4096) in bytes */
+    int exception_rate;   /* CLRSCOPE_EXCEPTION_SAMPLES_PER_S (100) */
+    int lock_rate;        /* CLRSCOPE_LOCK_SAMPLES_PER_S (100) */
+};
+
+extern struct prof_config g_cfg;
+
+void prof_config_load(void);
+/* Helpers shared by modules that read their own variables (the exporter reads DD_*). */
+long prof_env_long(const char *name, long def, long min, long max);
+double prof_env_double(const char *name, double def, double min, double max);
+int prof_env_bool(const char *name, int def);
+const char *prof_profile_name(unsigned bit);
+
+#endif

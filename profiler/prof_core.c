@@ -1,0 +1,229 @@
+/* prof_core.c - see prof_core.h. Initialize/Shutdown sequencing for every module. */
+#include "prof_core.h"
+
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "prof_agg.h"
+#include "prof_config.h"
+#include "prof_events.h"
+#include "prof_gc.h"
+#include "prof_log.h"
+#include "prof_sampler.h"
+#include "prof_store.h"
+#include "prof_symbols.h"
+#include "prof_threads.h"
+#include "web_server.h"
+
+struct prof_core g_core;
+
+int64_t prof_now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000000000LL + ts.tv_nsec;
+}
+
+double prof_unix_now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+int64_t prof_thread_cpu_ns(pid_t tid)
+{
+    /* The kernel's per-thread CPU clock id: MAKE_THREAD_CPUCLOCK(tid, CPUCLOCK_SCHED). */
+    clockid_t cid = (clockid_t)((~(unsigned)tid << 3) | 6u);
+    struct timespec ts;
+    if (clock_gettime(cid, &ts))
+        return -1;
+    return (int64_t)ts.tv_sec * 1000000000LL + ts.tv_nsec;
+}
+
+int64_t prof_process_cpu_ns(void)
+{
+    struct timespec ts;
+    if (clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts))
+        return 0;
+    return (int64_t)ts.tv_sec * 1000000000LL + ts.tv_nsec;
+}
+
+void prof_core_disable(unsigned profile_bit)
+{
+    __atomic_fetch_and(&g_core.profiles, ~profile_bit, __ATOMIC_RELAXED);
+}
+
+int prof_core_stopping(void)
+{
+    return __atomic_load_n(&g_core.stopping, __ATOMIC_ACQUIRE);
+}
+
+void prof_name_thread(const char *what)
+{
+    char name[16];
+    snprintf(name, sizeof name, "clrscope-%s", what);
+    pthread_setname_np(pthread_self(), name);
+}
+
+static void read_process_facts(void)
+{
+    g_core.pid = getpid();
+    FILE *f = fopen("/proc/self/comm", "re");
+    if (f) {
+        if (fgets(g_core.process_name, sizeof g_core.process_name, f))
+            g_core.process_name[strcspn(g_core.process_name, "\n")] = 0;
+        fclose(f);
+    }
+    f = fopen("/proc/self/cmdline", "re");
+    if (f) {
+        size_t n = fread(g_core.cmdline, 1, sizeof g_core.cmdline - 1, f);
+        for (size_t i = 0; i + 1 < n; i++)
+            if (!g_core.cmdline[i])
+                g_core.cmdline[i] = ' ';
+        g_core.cmdline[n] = 0;
+        fclose(f);
+    }
+    /* "dotnet app.dll": name the process after the app, as users think of it */
+    if (!strcmp(g_core.process_name, "dotnet")) {
+        const char *dll = strstr(g_core.cmdline, ".dll");
+        if (dll) {
+            const char *start = dll;
+            while (start > g_core.cmdline && start[-1] != ' ' && start[-1] != '/')
+                start--;
+            snprintf(g_core.process_name, sizeof g_core.process_name, "%.*s", (int)(dll - start),
+                     start);
+        }
+    }
+}
+
+static int query_info(void *unk)
+{
+    struct {
+        const void *const *vt;
+    } *obj = unk;
+    typedef HRESULT (*qi_fn)(void *, REFIID, void **);
+    qi_fn qi = (qi_fn)obj->vt[0];
+    for (int v = 15; v >= 1; v--) {
+        void *p = NULL;
+        if (qi(unk, &IID_ICorProfilerInfo[v], &p) == S_OK && p) {
+            g_core.info = p;
+            g_core.info_version = v;
+            return v;
+        }
+    }
+    return 0;
+}
+
+static void read_runtime_version(void)
+{
+    ICorProfilerInfo15 *info = g_core.info;
+    USHORT clr = 0, major = 0, minor = 0, build = 0, qfe = 0;
+    DWORD type = 0;
+    WCHAR w[64];
+    ULONG got = 0;
+    if (info->vt->GetRuntimeInformation(info, &clr, &type, &major, &minor, &build, &qfe, 64, &got,
+                                        w) >= 0) {
+        g_core.runtime_major = major;
+        snprintf(g_core.runtime_version, sizeof g_core.runtime_version, "%u.%u.%u", major, minor,
+                 build);
+    }
+    /* The build number reported is the runtime's own; prefer the framework directory's version
+     * (the one users see in `dotnet --list-runtimes`), found from libcoreclr's path. */
+    char path[512];
+    FILE *maps = fopen("/proc/self/maps", "re");
+    if (maps) {
+        char line[768];
+        while (fgets(line, sizeof line, maps)) {
+            char *p = strstr(line, "/libcoreclr.so");
+            if (!p)
+                continue;
+            char *start = strchr(line, '/');
+            if (!start || start > p)
+                continue;
+            snprintf(path, sizeof path, "%.*s", (int)(p - start), start);
+            const char *ver = strrchr(path, '/');
+            if (ver && ver[1] >= '0' && ver[1] <= '9' && strchr(ver, '.')) {
+                snprintf(g_core.runtime_version, sizeof g_core.runtime_version, "%.31s", ver + 1);
+            } else {
+                /* self-contained app: read the version from the .deps or version file if any */
+                char vf[600];
+                snprintf(vf, sizeof vf, "%.500s/Microsoft.NETCore.App.deps.json", path);
+                FILE *d = fopen(vf, "re");
+                if (d) {
+                    char buf[4096];
+                    size_t n = fread(buf, 1, sizeof buf - 1, d);
+                    buf[n] = 0;
+                    char *k = strstr(buf, "Microsoft.NETCore.App.Runtime.linux-x64/");
+                    if (k) {
+                        k += strlen("Microsoft.NETCore.App.Runtime.linux-x64/");
+                        size_t len = strcspn(k, "\"");
+                        snprintf(g_core.runtime_version, sizeof g_core.runtime_version, "%.*s",
+                                 (int)(len < 31 ? len : 31), k);
+                    }
+                    fclose(d);
+                }
+            }
+            break;
+        }
+        fclose(maps);
+    }
+}
+
+HRESULT prof_core_initialize(void *info_unknown)
+{
+    g_core.start_unix = prof_unix_now();
+    g_core.start_mono_ns = prof_now_ns();
+    prof_config_load();
+    read_process_facts();
+    int v = query_info(info_unknown);
+    if (v < 12) {
+        prof_log(LOG_WARN, "this runtime offers ICorProfilerInfo%d; clrscope needs 12 or newer "
+                 "(.NET 5+) and stays passive", v);
+        return S_OK; /* stay loaded and quiet; never fail the app */
+    }
+    read_runtime_version();
+    if (g_core.runtime_major && g_core.runtime_major < 8)
+        prof_log(LOG_WARN, "runtime %s is older than .NET 8; clrscope is tested on 8, 9 and 10",
+                 g_core.runtime_version);
+    g_core.profiles = g_cfg.profiles;
+    DWORD lo = COR_PRF_MONITOR_THREADS | COR_PRF_ENABLE_STACK_SNAPSHOT;
+    DWORD hi = COR_PRF_HIGH_BASIC_GC | COR_PRF_HIGH_MONITOR_EVENT_PIPE;
+    lo |= prof_events_extra_event_mask();
+    HRESULT hr = g_core.info->vt->SetEventMask2(g_core.info, lo, hi);
+    if (hr < 0) {
+        prof_log(LOG_ERROR, "SetEventMask2 failed (0x%08x); clrscope stays passive", (unsigned)hr);
+        return S_OK;
+    }
+    prof_threads_init(g_cfg.max_threads);
+    prof_symbols_init();
+    if (prof_store_init(g_cfg.history_s, g_cfg.max_stack_nodes)) {
+        prof_log(LOG_ERROR, "out of memory for the profile store; clrscope stays passive");
+        return S_OK;
+    }
+    g_core.active = 1;
+    prof_gc_init();
+    prof_agg_start();
+    prof_sampler_start();
+    prof_events_start();
+    web_server_start();
+    prof_log(LOG_DEBUG, "initialized on runtime %s (ICorProfilerInfo%d)", g_core.runtime_version,
+             v);
+    return S_OK;
+}
+
+void prof_core_shutdown(void)
+{
+    if (!g_core.active)
+        return;
+    __atomic_store_n(&g_core.stopping, 1, __ATOMIC_RELEASE);
+    web_server_stop();
+    prof_events_stop();
+    prof_sampler_stop();
+    prof_agg_stop();
+    prof_gc_stop();
+}

@@ -1,0 +1,46 @@
+/*
+ * prof_core - the one profiler instance: the runtime's ICorProfilerInfo, runtime facts, process
+ * facts, and the start/stop order of every module. Written once in Initialize (before any clrscope
+ * thread starts), then read-only, except `stopping`, which is atomic.
+ */
+#ifndef PROF_CORE_H
+#define PROF_CORE_H
+
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "clr_abi.h"
+
+struct prof_core {
+    ICorProfilerInfo15 *info; /* runtime-owned; valid until Shutdown */
+    int info_version;         /* highest ICorProfilerInfoN the runtime answered */
+    char runtime_version[32]; /* "10.0.1" */
+    int runtime_major;
+    pid_t pid;
+    char process_name[64];
+    char cmdline[512];
+    double start_unix;        /* seconds since the epoch at Initialize */
+    int64_t start_mono_ns;    /* CLOCK_MONOTONIC at Initialize */
+    unsigned profiles;        /* PROFILE_* bits that are on and working */
+    int active;               /* 0 = passive (old runtime or failed init) */
+    int stopping;             /* atomic: set at Shutdown */
+};
+
+extern struct prof_core g_core;
+
+int64_t prof_now_ns(void);   /* CLOCK_MONOTONIC */
+double prof_unix_now(void);  /* CLOCK_REALTIME in seconds */
+/* CPU time (ns) consumed so far by thread `tid` of this process, -1 if it is gone. */
+int64_t prof_thread_cpu_ns(pid_t tid);
+int64_t prof_process_cpu_ns(void);
+/* Marks a profile bit as failed (logged once by the caller) so status reports the truth. */
+void prof_core_disable(unsigned profile_bit);
+int prof_core_stopping(void);
+/* Names the calling thread "clrscope-<what>" (max 15 chars in total). */
+void prof_name_thread(const char *what);
+
+/* Called from the callback object (prof_entry.c). */
+HRESULT prof_core_initialize(void *info_unknown);
+void prof_core_shutdown(void);
+
+#endif

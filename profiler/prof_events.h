@@ -1,0 +1,18 @@
+/*
+ * prof_events - clrscope's in-process EventPipe session on Microsoft-Windows-DotNETRuntime and
+ * the routing of its events (delivered synchronously on the thread that fired them) to modules.
+ */
+#ifndef PROF_EVENTS_H
+#define PROF_EVENTS_H
+
+#include "clr_abi.h"
+
+DWORD prof_events_extra_event_mask(void);
+void prof_events_start(void);
+void prof_events_stop(void);
+void prof_events_delivered(EVENTPIPE_PROVIDER provider, DWORD id, DWORD version, const BYTE *data,
+                           ULONG len, ThreadID thread, ULONG nframes, const UINT_PTR *frames);
+/* Session state for status: 1 running, 0 off, -1 refused by the runtime. */
+int prof_events_state(void);
+
+#endif

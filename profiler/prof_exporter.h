@@ -1,0 +1,15 @@
+/*
+ * prof_exporter - continuous pprof export to the Datadog agent (DD_* variables), on its own
+ * clrscope-export thread, with a bounded queue, timeouts and retry with backoff.
+ */
+#ifndef PROF_EXPORTER_H
+#define PROF_EXPORTER_H
+
+typedef struct cJSON cJSON;
+
+void prof_exporter_start(void);
+void prof_exporter_stop(void);
+/* Adds enabled, last_upload, last_status, failures, bytes_sent, dropped, ... to `obj`. */
+void prof_exporter_status_json(cJSON *obj);
+
+#endif

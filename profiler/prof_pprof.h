@@ -1,0 +1,32 @@
+/*
+ * prof_pprof - profile views to pprof: frames leaf-first from the call-path trie, the row's values
+ * placed in the builder's columns, and labels (thread id, thread name, and the row's own label such
+ * as the allocated type). Shared by the /debug/pprof endpoints and the Datadog exporter.
+ */
+#ifndef PROF_PPROF_H
+#define PROF_PPROF_H
+
+#include "pprof.h"
+#include "prof_store.h"
+
+/* slot_to_col[k] = builder column receiving v[k], or -1. label_key names the row label (or NULL). */
+int prof_pprof_add_view(pprof_builder *b, const struct prof_view *v, int ncols,
+                        const int slot_to_col[PROF_NVALUES], const char *label_key);
+
+/* One profile type of the dashboard and /debug/pprof: how to build it alone. */
+struct prof_pprof_spec {
+    const char *name;      /* "cpu", "wall", "alloc", "exceptions", "lock", "heap" */
+    int kind;              /* PK_* or -1 for live objects */
+    pprof_value_type types[3];
+    int ntypes;
+    int slot_to_col[PROF_NVALUES];
+    pprof_value_type period_type;
+    const char *label_key;
+};
+
+const struct prof_pprof_spec *prof_pprof_spec(const char *name);
+/* Builds the gzip'd pprof of `spec` over the last `seconds` (or the live set for heap). */
+int prof_pprof_build(const struct prof_pprof_spec *spec, double seconds, unsigned char **out,
+                     size_t *len);
+
+#endif

@@ -1,0 +1,52 @@
+/*
+ * prof_ring - the bounded, lock-free, multi-producer / single-consumer hand-off from runtime
+ * callbacks (app threads, GC threads) to clrscope's aggregator thread.
+ *
+ * Producers never block and never allocate: prof_ring_reserve() claims a preallocated slot or
+ * fails (the drop is counted); the producer fills it and publishes with prof_ring_commit().
+ * The consumer (clrscope-agg only) reads in order with prof_ring_peek()/prof_ring_release().
+ * Algorithm: Vyukov's bounded queue with per-slot sequence numbers.
+ */
+#ifndef PROF_RING_H
+#define PROF_RING_H
+
+#include <stdint.h>
+
+#define REC_MAX_FRAMES 64
+#define REC_TEXT 256
+
+enum prof_rec_kind {
+    REC_ALLOC = 1,     /* a: ClassID/TypeID, b: object size, c: weight-bytes (upscaled), text: type */
+    REC_EXCEPTION = 2, /* text: "type\0message" */
+    REC_LOCK = 3,      /* a: wait ns, b: lock id, c: owner thread id */
+    REC_LIVE = 4,      /* a: handle, b: object size, c: ClassID, text: type */
+    REC_USER = 5,      /* free for modules: a..d, text */
+};
+
+struct prof_rec {
+    uint32_t kind;
+    uint32_t nframes;   /* frames[0] = leaf */
+    uint32_t os_tid;
+    uint32_t truncated;
+    double t_unix;
+    uint64_t a, b, c, d;
+    double x;           /* kind-specific weight */
+    char text[REC_TEXT];
+    uintptr_t frames[REC_MAX_FRAMES]; /* FunctionIDs; 0 = a run of native frames */
+};
+
+struct prof_ring;
+
+struct prof_ring *prof_ring_new(uint32_t slots_pow2);
+void prof_ring_free(struct prof_ring *r);
+struct prof_rec *prof_ring_reserve(struct prof_ring *r); /* NULL when full (counted) */
+void prof_ring_commit(struct prof_ring *r, struct prof_rec *rec);
+struct prof_rec *prof_ring_peek(struct prof_ring *r);     /* consumer; NULL when empty */
+void prof_ring_release(struct prof_ring *r);
+uint64_t prof_ring_dropped(const struct prof_ring *r);
+uint64_t prof_ring_pushed(const struct prof_ring *r);
+
+/* The one ring of the process, created by prof_agg. */
+extern struct prof_ring *g_ring;
+
+#endif

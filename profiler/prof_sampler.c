@@ -1,0 +1,286 @@
+/* prof_sampler.c - see prof_sampler.h. */
+#include "prof_sampler.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "prof_config.h"
+#include "prof_core.h"
+#include "prof_log.h"
+#include "prof_store.h"
+#include "prof_symbols.h"
+
+struct frame {
+    uintptr_t fn, ip;
+};
+
+struct walk {
+    struct frame *frames; /* max_frames entries */
+    int n, max, truncated;
+};
+
+struct captured {
+    uint32_t os_tid;
+    int nframes, truncated;
+};
+
+struct cpu_seen {
+    uint32_t tid;     /* 0 = free */
+    uint32_t gen;     /* last tick that saw it */
+    int64_t cpu_ns;
+};
+
+static struct {
+    pthread_t thread;
+    int running;
+    struct captured *caps;
+    struct frame *frames; /* cap_threads * max_frames */
+    int cap_threads;
+    struct cpu_seen *seen;
+    uint32_t nseen; /* power of two */
+    struct prof_sampler_stats st;
+    pthread_mutex_t st_lock;
+} S = {.st_lock = PTHREAD_MUTEX_INITIALIZER};
+
+static int g_stop;
+
+static HRESULT snapshot_cb(FunctionID fn, UINT_PTR ip, UINT_PTR frame_info, ULONG32 ctx_size,
+                           BYTE *ctx, void *data)
+{
+    (void)frame_info;
+    (void)ctx_size;
+    (void)ctx;
+    struct walk *w = data;
+    if (w->n >= w->max) {
+        w->truncated = 1;
+        return E_FAIL; /* abort the walk; keep what we have (the leaf side) */
+    }
+    if (!fn && w->n > 0 && !w->frames[w->n - 1].fn)
+        return S_OK; /* fold runs of native frames */
+    w->frames[w->n].fn = fn;
+    w->frames[w->n].ip = ip;
+    w->n++;
+    return S_OK;
+}
+
+static int ensure_capacity(int threads)
+{
+    if (threads <= S.cap_threads)
+        return 0;
+    int nc = S.cap_threads ? S.cap_threads : 64;
+    while (nc < threads)
+        nc *= 2;
+    if (nc > g_cfg.max_threads)
+        nc = g_cfg.max_threads;
+    struct captured *c = realloc(S.caps, (size_t)nc * sizeof *c);
+    if (!c)
+        return -1;
+    S.caps = c;
+    struct frame *f = realloc(S.frames, (size_t)nc * (size_t)g_cfg.max_frames * sizeof *f);
+    if (!f)
+        return -1;
+    S.frames = f;
+    S.cap_threads = nc;
+    return 0;
+}
+
+static struct cpu_seen *seen_slot(uint32_t tid)
+{
+    uint32_t mask = S.nseen - 1;
+    for (uint32_t i = (tid * 2654435761u) & mask, k = 0; k < S.nseen; i = (i + 1) & mask, k++)
+        if (S.seen[i].tid == tid || S.seen[i].tid == 0)
+            return &S.seen[i];
+    return NULL;
+}
+
+/* Drops threads not seen for a while so the table never fills with dead tids. */
+static void seen_sweep(uint32_t gen)
+{
+    for (uint32_t i = 0; i < S.nseen; i++)
+        if (S.seen[i].tid && gen - S.seen[i].gen > 100)
+            S.seen[i].tid = 0;
+    /* rebuild probe chains */
+    struct cpu_seen *old = malloc(S.nseen * sizeof *old);
+    if (!old)
+        return;
+    memcpy(old, S.seen, S.nseen * sizeof *old);
+    memset(S.seen, 0, S.nseen * sizeof *old);
+    for (uint32_t i = 0; i < S.nseen; i++)
+        if (old[i].tid) {
+            struct cpu_seen *s = seen_slot(old[i].tid);
+            if (s)
+                *s = old[i];
+        }
+    free(old);
+}
+
+/* Walks all managed threads while the runtime is suspended. No malloc, no locks, no logging. */
+static int capture_all(ICorProfilerInfo15 *info, int *overflow)
+{
+    ICorProfilerThreadEnum *en = NULL;
+    int n = 0;
+    if (info->vt->EnumThreads(info, &en) != S_OK || !en)
+        return 0;
+    ThreadID ids[64];
+    ULONG got = 0;
+    while (en->vt->Next(en, 64, ids, &got) >= 0 && got > 0) {
+        for (ULONG i = 0; i < got; i++) {
+            if (n >= S.cap_threads) {
+                (*overflow)++;
+                continue;
+            }
+            DWORD os_tid = 0;
+            if (info->vt->GetThreadInfo(info, ids[i], &os_tid) != S_OK || !os_tid)
+                continue;
+            struct walk w = {.frames = &S.frames[(size_t)n * (size_t)g_cfg.max_frames],
+                             .max = g_cfg.max_frames};
+            HRESULT hr = info->vt->DoStackSnapshot(info, ids[i], snapshot_cb,
+                                                   COR_PRF_SNAPSHOT_DEFAULT, &w, NULL, 0);
+            if (hr < 0 && hr != CORPROF_E_STACKSNAPSHOT_ABORTED && w.n == 0) {
+                S.st.walk_failures++;
+                /* still record the thread: its wall and CPU time count, under "[unknown]" */
+            }
+            S.caps[n].os_tid = os_tid;
+            S.caps[n].nframes = w.n;
+            S.caps[n].truncated = w.truncated;
+            n++;
+        }
+        if (got < 64)
+            break;
+    }
+    en->vt->Release(en);
+    return n;
+}
+
+static void record(int n, double now_unix, int64_t wall_ns, uint32_t gen)
+{
+    const char **names = malloc((size_t)(g_cfg.max_frames + 1) * sizeof *names);
+    if (!names)
+        return;
+    for (int t = 0; t < n; t++) {
+        struct captured *c = &S.caps[t];
+        struct frame *f = &S.frames[(size_t)t * (size_t)g_cfg.max_frames];
+        int k = 0;
+        if (c->truncated)
+            names[k++] = "[truncated]";
+        for (int i = c->nframes - 1; i >= 0; i--) /* leaf-first -> root-first */
+            names[k++] = f[i].fn ? prof_symbols_function(f[i].fn) : prof_symbols_native(f[i].ip);
+        if (k == 0)
+            names[k++] = "[no managed frames]";
+        if (c->truncated)
+            S.st.truncated_stacks++;
+        int64_t cpu = prof_thread_cpu_ns((pid_t)c->os_tid);
+        int64_t delta = 0;
+        struct cpu_seen *s = seen_slot(c->os_tid);
+        if (s) {
+            if (s->tid == c->os_tid && cpu >= s->cpu_ns)
+                delta = cpu - s->cpu_ns;
+            s->tid = c->os_tid;
+            s->cpu_ns = cpu;
+            s->gen = gen;
+        }
+        if ((g_core.profiles & PROFILE_CPU) && delta > 0) {
+            int64_t v[PROF_NVALUES] = {1, delta, 0};
+            prof_store_add(PK_CPU, now_unix, names, k, c->os_tid, NULL, v);
+        }
+        if (g_core.profiles & PROFILE_WALL) {
+            int64_t v[PROF_NVALUES] = {1, wall_ns, 0};
+            prof_store_add(PK_WALL, now_unix, names, k, c->os_tid, NULL, v);
+        }
+        S.st.samples++;
+    }
+    free(names);
+}
+
+static void *sampler_main(void *arg)
+{
+    (void)arg;
+    prof_name_thread("sampler");
+    ICorProfilerInfo15 *info = g_core.info;
+    info->vt->InitializeCurrentThread(info);
+    const int64_t period = 1000000000LL / g_cfg.sampling_hz;
+    struct timespec next;
+    clock_gettime(CLOCK_MONOTONIC, &next);
+    int64_t last = prof_now_ns();
+    uint32_t gen = 0;
+    static int warned_suspend;
+    while (!__atomic_load_n(&g_stop, __ATOMIC_ACQUIRE) && !prof_core_stopping()) {
+        next.tv_nsec += period;
+        while (next.tv_nsec >= 1000000000L) {
+            next.tv_nsec -= 1000000000L;
+            next.tv_sec++;
+        }
+        while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &next, NULL) == EINTR)
+            ;
+        int64_t now = prof_now_ns();
+        if (now - last > 10 * period) { /* we fell behind (suspended VM, debugger): resync */
+            clock_gettime(CLOCK_MONOTONIC, &next);
+            last = now - period;
+        }
+        int64_t t0 = prof_now_ns();
+        HRESULT hr = info->vt->SuspendRuntime(info);
+        if (hr != S_OK) {
+            S.st.skipped_ticks++;
+            if (hr != CORPROF_E_SUSPENSION_IN_PROGRESS && hr != CORPROF_E_RUNTIME_UNINITIALIZED)
+                prof_log_once(warned_suspend, LOG_WARN, "SuspendRuntime failed (0x%08x); "
+                              "skipping samples while it does", (unsigned)hr);
+            continue;
+        }
+        int overflow = 0;
+        int n = capture_all(info, &overflow);
+        info->vt->ResumeRuntime(info);
+        int64_t t1 = prof_now_ns();
+        gen++;
+        pthread_mutex_lock(&S.st_lock);
+        S.st.ticks++;
+        S.st.suspended_ns += (uint64_t)(t1 - t0);
+        S.st.last_thread_count = (uint64_t)(n + overflow);
+        pthread_mutex_unlock(&S.st_lock);
+        if (overflow)
+            ensure_capacity(S.cap_threads + overflow);
+        record(n, prof_unix_now(), t0 - last, gen);
+        last = t0;
+        if ((gen & 1023) == 0)
+            seen_sweep(gen);
+    }
+    return NULL;
+}
+
+int prof_sampler_start(void)
+{
+    if (!(g_core.profiles & (PROFILE_CPU | PROFILE_WALL)))
+        return 0;
+    S.nseen = 8192;
+    S.seen = calloc(S.nseen, sizeof *S.seen);
+    if (!S.seen || ensure_capacity(64)) {
+        prof_log(LOG_ERROR, "cpu/wall sampler: out of memory; cpu and wall profiles are off");
+        prof_core_disable(PROFILE_CPU | PROFILE_WALL);
+        return -1;
+    }
+    if (pthread_create(&S.thread, NULL, sampler_main, NULL)) {
+        prof_log(LOG_ERROR, "cpu/wall sampler: cannot start its thread; cpu and wall are off");
+        prof_core_disable(PROFILE_CPU | PROFILE_WALL);
+        return -1;
+    }
+    S.running = 1;
+    return 0;
+}
+
+void prof_sampler_stop(void)
+{
+    if (!S.running)
+        return;
+    __atomic_store_n(&g_stop, 1, __ATOMIC_RELEASE);
+    pthread_join(S.thread, NULL);
+    S.running = 0;
+}
+
+void prof_sampler_get_stats(struct prof_sampler_stats *out)
+{
+    pthread_mutex_lock(&S.st_lock);
+    *out = S.st;
+    pthread_mutex_unlock(&S.st_lock);
+}

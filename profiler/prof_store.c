@@ -1,0 +1,393 @@
+/* prof_store.c - see prof_store.h. */
+#include "prof_store.h"
+
+#include <math.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "prof_intern.h"
+#include "prof_log.h"
+
+#define BUCKET_MAX_ENTRIES 32768u
+#define NAME_BYTES_CAP (16u << 20)
+
+struct node {
+    uint32_t parent, frame;
+};
+
+struct entry {
+    uint32_t node, tid, label;
+    uint8_t kind, used;
+    int64_t v[PROF_NVALUES];
+};
+
+struct bucket {
+    int64_t second;        /* which second this bucket holds; -1 = empty */
+    struct entry *e;
+    uint32_t n, cap;       /* cap is a power of two */
+};
+
+static struct {
+    pthread_mutex_t lock;
+    int ready;
+    struct prof_intern names;
+    struct node *nodes;
+    uint32_t nnodes, node_cap, node_max;
+    uint32_t *node_slots; /* hash (parent, frame) -> node+1 */
+    uint32_t nslots;
+    struct bucket *buckets;
+    int nbuckets;
+    struct prof_store_stats st;
+} S = {.lock = PTHREAD_MUTEX_INITIALIZER};
+
+static uint32_t mix(uint64_t x)
+{
+    x ^= x >> 33;
+    x *= 0xff51afd7ed558ccdull;
+    x ^= x >> 33;
+    x *= 0xc4ceb9fe1a85ec53ull;
+    x ^= x >> 33;
+    return (uint32_t)x;
+}
+
+int prof_store_init(int history_s, int max_nodes)
+{
+    pthread_mutex_lock(&S.lock);
+    int rc = -1;
+    if (S.ready) {
+        rc = 0;
+        goto out;
+    }
+    if (prof_intern_init(&S.names, NAME_BYTES_CAP))
+        goto out;
+    S.node_max = (uint32_t)max_nodes;
+    S.node_cap = 4096;
+    S.nodes = calloc(S.node_cap, sizeof *S.nodes);
+    S.nslots = 8192;
+    S.node_slots = calloc(S.nslots, sizeof *S.node_slots);
+    S.nbuckets = history_s;
+    S.buckets = calloc((size_t)history_s, sizeof *S.buckets);
+    if (!S.nodes || !S.node_slots || !S.buckets)
+        goto out;
+    for (int i = 0; i < S.nbuckets; i++)
+        S.buckets[i].second = -1;
+    S.nodes[0].parent = 0;
+    S.nodes[0].frame = prof_intern(&S.names, "all");
+    S.nnodes = 1;
+    S.ready = 1;
+    rc = 0;
+out:
+    pthread_mutex_unlock(&S.lock);
+    return rc;
+}
+
+void prof_store_free(void)
+{
+    pthread_mutex_lock(&S.lock);
+    if (S.ready) {
+        for (int i = 0; i < S.nbuckets; i++)
+            free(S.buckets[i].e);
+        free(S.buckets);
+        free(S.nodes);
+        free(S.node_slots);
+        prof_intern_free(&S.names);
+        S.ready = 0;
+    }
+    pthread_mutex_unlock(&S.lock);
+}
+
+static uint32_t *node_slot(uint32_t parent, uint32_t frame)
+{
+    uint32_t mask = S.nslots - 1;
+    for (uint32_t i = mix(((uint64_t)parent << 32) | frame) & mask;; i = (i + 1) & mask) {
+        uint32_t v = S.node_slots[i];
+        if (!v || (S.nodes[v - 1].parent == parent && S.nodes[v - 1].frame == frame))
+            return &S.node_slots[i];
+    }
+}
+
+static int grow_nodes(void)
+{
+    if (S.nnodes == S.node_cap) {
+        uint32_t nc = S.node_cap * 2;
+        struct node *nn = realloc(S.nodes, nc * sizeof *nn);
+        if (!nn)
+            return -1;
+        S.nodes = nn;
+        S.node_cap = nc;
+    }
+    if ((S.nnodes + 1) * 2 > S.nslots) {
+        uint32_t ns = S.nslots * 2;
+        uint32_t *slots = calloc(ns, sizeof *slots);
+        if (!slots)
+            return -1;
+        free(S.node_slots);
+        S.node_slots = slots;
+        S.nslots = ns;
+        for (uint32_t i = 1; i < S.nnodes; i++)
+            *node_slot(S.nodes[i].parent, S.nodes[i].frame) = i + 1;
+    }
+    return 0;
+}
+
+/* Returns the node for parent->frame, creating it; when the trie is full returns `parent`
+ * (the stack is truncated there) and counts the drop. */
+static uint32_t child(uint32_t parent, uint32_t frame)
+{
+    uint32_t *slot = node_slot(parent, frame);
+    if (*slot)
+        return *slot - 1;
+    if (S.nnodes >= S.node_max || grow_nodes()) {
+        S.st.dropped_nodes++;
+        return parent;
+    }
+    slot = node_slot(parent, frame); /* the table may have been rebuilt */
+    uint32_t id = S.nnodes++;
+    S.nodes[id].parent = parent;
+    S.nodes[id].frame = frame;
+    *slot = id + 1;
+    return id;
+}
+
+static struct entry *bucket_slot(struct bucket *b, const struct entry *key)
+{
+    uint32_t mask = b->cap - 1;
+    uint64_t h = ((uint64_t)key->node << 32) ^ ((uint64_t)key->tid << 8) ^
+                 ((uint64_t)key->label << 20) ^ key->kind;
+    for (uint32_t i = mix(h) & mask;; i = (i + 1) & mask) {
+        struct entry *e = &b->e[i];
+        if (!e->used || (e->node == key->node && e->tid == key->tid && e->label == key->label &&
+                         e->kind == key->kind))
+            return e;
+    }
+}
+
+static int bucket_grow(struct bucket *b)
+{
+    uint32_t nc = b->cap ? b->cap * 2 : 64;
+    struct entry *ne = calloc(nc, sizeof *ne);
+    if (!ne)
+        return -1;
+    struct bucket nb = {.second = b->second, .e = ne, .n = b->n, .cap = nc};
+    for (uint32_t i = 0; i < b->cap; i++)
+        if (b->e[i].used)
+            *bucket_slot(&nb, &b->e[i]) = b->e[i];
+    free(b->e);
+    *b = nb;
+    return 0;
+}
+
+static struct bucket *bucket_for(int64_t second)
+{
+    struct bucket *b = &S.buckets[(uint64_t)second % (uint64_t)S.nbuckets];
+    if (b->second != second) {
+        if (b->second > second)
+            return NULL; /* older than the history we keep */
+        S.st.entries -= b->n;
+        if (b->cap > 1024) { /* give back memory after a burst */
+            free(b->e);
+            b->e = NULL;
+            b->cap = 0;
+        } else if (b->e) {
+            memset(b->e, 0, b->cap * sizeof *b->e);
+        }
+        b->n = 0;
+        b->second = second;
+    }
+    return b;
+}
+
+void prof_store_add(int kind, double t_unix, const char *const *frames, int nframes, uint32_t tid,
+                    const char *label, const int64_t v[PROF_NVALUES])
+{
+    if (kind < 0 || kind >= PK_COUNT)
+        return;
+    pthread_mutex_lock(&S.lock);
+    if (!S.ready)
+        goto out;
+    uint32_t node = 0;
+    for (int i = 0; i < nframes; i++)
+        node = child(node, prof_intern(&S.names, frames[i] ? frames[i] : "[unknown]"));
+    struct entry key = {.node = node,
+                        .tid = tid,
+                        .label = label && *label ? prof_intern(&S.names, label) : 0,
+                        .kind = (uint8_t)kind,
+                        .used = 1};
+    struct bucket *b = bucket_for((int64_t)floor(t_unix));
+    if (!b) {
+        S.st.dropped_entries++;
+        goto out;
+    }
+    if ((b->n + 1) * 4 > b->cap * 3) {
+        if (b->cap >= BUCKET_MAX_ENTRIES || bucket_grow(b)) {
+            /* Full: fold the sample into the root so totals stay right, lose only the stack. */
+            key.node = 0;
+            key.tid = 0;
+            key.label = 0;
+            S.st.dropped_entries++;
+            if (!b->cap)
+                goto out;
+            struct entry *e0 = bucket_slot(b, &key);
+            if (!e0->used && b->n + 1 >= b->cap)
+                goto out;
+        }
+    }
+    struct entry *e = bucket_slot(b, &key);
+    if (!e->used) {
+        *e = key;
+        b->n++;
+        S.st.entries++;
+    }
+    for (int i = 0; i < PROF_NVALUES; i++)
+        e->v[i] += v[i];
+    S.st.samples_added++;
+out:
+    pthread_mutex_unlock(&S.lock);
+}
+
+static void window(double seconds, int64_t *from, int64_t *to, double now)
+{
+    if (!(seconds > 0))
+        seconds = 60;
+    if (seconds > S.nbuckets)
+        seconds = S.nbuckets;
+    *to = (int64_t)floor(now);
+    *from = *to - (int64_t)ceil(seconds) + 1;
+}
+
+int prof_store_view(int kind, double seconds, const char *filter, struct prof_view *out)
+{
+    memset(out, 0, sizeof *out);
+    out->kind = kind;
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    double now = (double)ts.tv_sec + ts.tv_nsec / 1e9;
+    pthread_mutex_lock(&S.lock);
+    int rc = -1;
+    uint32_t *remap = NULL;
+    if (!S.ready)
+        goto out;
+    int64_t from, to;
+    window(seconds, &from, &to, now);
+    out->t_from = (double)from;
+    out->t_to = now;
+    uint32_t want_label = UINT32_MAX;
+    if (filter) {
+        want_label = prof_intern_find(&S.names, filter);
+        if (want_label == UINT32_MAX) { /* nothing has that label: an empty view */
+            rc = 0;
+            goto alloc_root;
+        }
+    }
+    size_t nrows = 0, cap = 256;
+    out->rows = malloc(cap * sizeof *out->rows);
+    remap = calloc(S.nnodes, sizeof *remap); /* old node -> new index + 1 */
+    if (!out->rows || !remap)
+        goto out;
+    for (int64_t s = from; s <= to; s++) {
+        struct bucket *b = &S.buckets[(uint64_t)s % (uint64_t)S.nbuckets];
+        if (b->second != s)
+            continue;
+        for (uint32_t i = 0; i < b->cap; i++) {
+            struct entry *e = &b->e[i];
+            if (!e->used || e->kind != kind || (filter && e->label != want_label))
+                continue;
+            if (nrows == cap) {
+                cap *= 2;
+                struct prof_row *nr = realloc(out->rows, cap * sizeof *nr);
+                if (!nr)
+                    goto out;
+                out->rows = nr;
+            }
+            struct prof_row *r = &out->rows[nrows++];
+            r->node = e->node;
+            r->tid = e->tid;
+            r->label = prof_intern_str(&S.names, e->label);
+            memcpy(r->v, e->v, sizeof r->v);
+            remap[e->node] = 1;
+        }
+    }
+    out->nrows = nrows;
+    /* Mark ancestors, then number the used nodes in increasing old order (keeps parent < child). */
+    for (uint32_t i = S.nnodes; i-- > 1;)
+        if (remap[i])
+            remap[S.nodes[i].parent] = 1;
+    remap[0] = 1;
+    size_t nn = 0;
+    for (uint32_t i = 0; i < S.nnodes; i++)
+        if (remap[i])
+            remap[i] = (uint32_t)++nn;
+    out->parent = malloc(nn * sizeof *out->parent);
+    out->name = malloc(nn * sizeof *out->name);
+    if (!out->parent || !out->name)
+        goto out;
+    for (uint32_t i = 0; i < S.nnodes; i++)
+        if (remap[i]) {
+            uint32_t k = remap[i] - 1;
+            out->parent[k] = i ? remap[S.nodes[i].parent] - 1 : 0;
+            out->name[k] = prof_intern_str(&S.names, S.nodes[i].frame);
+        }
+    out->nnodes = nn;
+    for (size_t i = 0; i < nrows; i++)
+        out->rows[i].node = remap[out->rows[i].node] - 1;
+    rc = 0;
+    goto out;
+alloc_root:
+    out->parent = calloc(1, sizeof *out->parent);
+    out->name = malloc(sizeof *out->name);
+    if (out->parent && out->name) {
+        out->name[0] = "all";
+        out->nnodes = 1;
+    } else {
+        rc = -1;
+    }
+out:
+    pthread_mutex_unlock(&S.lock);
+    free(remap);
+    if (rc)
+        prof_view_free(out);
+    return rc;
+}
+
+void prof_view_free(struct prof_view *v)
+{
+    free(v->parent);
+    free(v->name);
+    free(v->rows);
+    memset(v, 0, sizeof *v);
+}
+
+void prof_store_get_stats(struct prof_store_stats *s)
+{
+    pthread_mutex_lock(&S.lock);
+    S.st.nodes = S.nnodes;
+    S.st.node_cap = S.node_max;
+    S.st.strings = S.names.n;
+    S.st.string_bytes = S.names.bytes;
+    S.st.dropped_strings = S.names.dropped;
+    *s = S.st;
+    pthread_mutex_unlock(&S.lock);
+}
+
+void prof_store_totals(int kind, double seconds, int64_t out[PROF_NVALUES])
+{
+    memset(out, 0, PROF_NVALUES * sizeof *out);
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    pthread_mutex_lock(&S.lock);
+    if (S.ready) {
+        int64_t from, to;
+        window(seconds, &from, &to, (double)ts.tv_sec);
+        for (int64_t s = from; s <= to; s++) {
+            struct bucket *b = &S.buckets[(uint64_t)s % (uint64_t)S.nbuckets];
+            if (b->second != s)
+                continue;
+            for (uint32_t i = 0; i < b->cap; i++)
+                if (b->e[i].used && b->e[i].kind == kind)
+                    for (int k = 0; k < PROF_NVALUES; k++)
+                        out[k] += b->e[i].v[k];
+        }
+    }
+    pthread_mutex_unlock(&S.lock);
+}

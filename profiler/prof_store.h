@@ -1,0 +1,61 @@
+/*
+ * prof_store - every windowed profile (cpu, wall, alloc, exceptions, lock) in bounded memory.
+ *
+ * Stacks live in one call-path trie (node = parent + frame name); samples are summed per second
+ * into a ring of CLRSCOPE_HISTORY_S buckets keyed by (kind, leaf node, thread, label). One mutex
+ * guards it all; writers are clrscope's sampler and aggregator threads (never a runtime callback,
+ * never while the runtime is suspended); readers are API handlers, which copy a view out.
+ * Caps: CLRSCOPE_MAX_STACK_NODES trie nodes, 16 MiB of names, 32768 entries per bucket; what does
+ * not fit is counted in prof_store_stats.
+ */
+#ifndef PROF_STORE_H
+#define PROF_STORE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+enum prof_kind { PK_CPU, PK_WALL, PK_ALLOC, PK_EXC, PK_LOCK, PK_COUNT };
+
+/* Value slots per kind:
+ *   PK_CPU   v0 samples, v1 cpu ns
+ *   PK_WALL  v0 samples, v1 wall ns
+ *   PK_ALLOC v0 estimated count, v1 estimated bytes, v2 samples  (label = type name)
+ *   PK_EXC   v0 estimated count, v1 samples                      (label = exception type)
+ *   PK_LOCK  v0 estimated count, v1 estimated wait ns, v2 samples */
+#define PROF_NVALUES 3
+
+struct prof_row {
+    uint32_t node;      /* index into prof_view.parent/name */
+    uint32_t tid;       /* OS thread id, 0 = none */
+    const char *label;  /* "" when none */
+    int64_t v[PROF_NVALUES];
+};
+
+struct prof_view {
+    int kind;
+    double t_from, t_to;   /* unix seconds covered */
+    size_t nnodes;         /* node 0 is the root ("all") */
+    uint32_t *parent;      /* parent[i] < i for i > 0 */
+    const char **name;     /* frame names; stable for the process lifetime */
+    size_t nrows;
+    struct prof_row *rows;
+};
+
+struct prof_store_stats {
+    uint64_t nodes, node_cap, strings, string_bytes, entries;
+    uint64_t dropped_nodes, dropped_entries, dropped_strings, samples_added;
+};
+
+int prof_store_init(int history_s, int max_nodes);
+void prof_store_free(void);
+/* frames[0] is the outermost (root-side) frame. `label` may be NULL. */
+void prof_store_add(int kind, double t_unix, const char *const *frames, int nframes, uint32_t tid,
+                    const char *label, const int64_t v[PROF_NVALUES]);
+/* Copies the last `seconds` of `kind` (only rows whose label equals `filter` when non-NULL). */
+int prof_store_view(int kind, double seconds, const char *filter, struct prof_view *out);
+void prof_view_free(struct prof_view *v);
+void prof_store_get_stats(struct prof_store_stats *s);
+/* Sums v[] of `kind` over the window without building a view (cheap totals for status/metrics). */
+void prof_store_totals(int kind, double seconds, int64_t out[PROF_NVALUES]);
+
+#endif

@@ -1,0 +1,461 @@
+/* prof_symbols.c - see prof_symbols.h. */
+#include "prof_symbols.h"
+
+#include <dlfcn.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "prof_core.h"
+#include "prof_threads.h"
+
+#define NAME_MAX_LEN 512
+#define MAX_CACHE 200000u
+#define MAX_MODULES 4096
+
+struct kv {
+    uintptr_t key; /* 0 = empty */
+    const char *val;
+};
+
+struct cache {
+    struct kv *e;
+    uint32_t n, cap;
+};
+
+static pthread_mutex_t g_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct cache g_fn, g_cls, g_native;
+static struct {
+    ModuleID id;
+    IMetaDataImport *md;
+} g_mods[MAX_MODULES];
+static int g_nmods;
+
+static uint32_t hash_ptr(uintptr_t p)
+{
+    uint64_t x = p * 0x9E3779B97F4A7C15ull;
+    return (uint32_t)(x >> 32);
+}
+
+static const char *cache_get(struct cache *c, uintptr_t key)
+{
+    if (!c->cap)
+        return NULL;
+    for (uint32_t i = hash_ptr(key) & (c->cap - 1);; i = (i + 1) & (c->cap - 1)) {
+        if (c->e[i].key == key)
+            return c->e[i].val;
+        if (!c->e[i].key)
+            return NULL;
+    }
+}
+
+static void cache_put(struct cache *c, uintptr_t key, const char *val)
+{
+    if (c->n >= MAX_CACHE)
+        return; /* keep answering, just stop remembering */
+    if ((c->n + 1) * 2 > c->cap) {
+        uint32_t nc = c->cap ? c->cap * 2 : 1024;
+        struct kv *ne = calloc(nc, sizeof *ne);
+        if (!ne)
+            return;
+        for (uint32_t i = 0; i < c->cap; i++)
+            if (c->e[i].key)
+                for (uint32_t j = hash_ptr(c->e[i].key) & (nc - 1);; j = (j + 1) & (nc - 1))
+                    if (!ne[j].key) {
+                        ne[j] = c->e[i];
+                        break;
+                    }
+        free(c->e);
+        c->e = ne;
+        c->cap = nc;
+    }
+    for (uint32_t i = hash_ptr(key) & (c->cap - 1);; i = (i + 1) & (c->cap - 1))
+        if (!c->e[i].key) {
+            c->e[i].key = key;
+            c->e[i].val = val;
+            c->n++;
+            return;
+        }
+}
+
+void prof_symbols_init(void)
+{
+}
+
+size_t prof_symbols_count(void)
+{
+    pthread_mutex_lock(&g_lock);
+    size_t n = g_fn.n + g_cls.n + g_native.n;
+    pthread_mutex_unlock(&g_lock);
+    return n;
+}
+
+static IMetaDataImport *metadata_for(ModuleID mod)
+{
+    for (int i = 0; i < g_nmods; i++)
+        if (g_mods[i].id == mod)
+            return g_mods[i].md;
+    void *unk = NULL;
+    ICorProfilerInfo15 *info = g_core.info;
+    if (info->vt->GetModuleMetaData(info, mod, 0, &IID_IMetaDataImport, &unk) != S_OK)
+        unk = NULL;
+    if (g_nmods < MAX_MODULES) {
+        g_mods[g_nmods].id = mod;
+        g_mods[g_nmods].md = unk;
+        g_nmods++;
+    }
+    return unk;
+}
+
+/* Full metadata name of a typedef, nested types joined with '+', like the runtime prints them. */
+static void typedef_name(IMetaDataImport *md, mdTypeDef td, char *out, size_t cap)
+{
+    char parts[8][160];
+    int np = 0;
+    out[0] = 0;
+    for (int depth = 0; depth < 8 && td; depth++) {
+        WCHAR w[160];
+        ULONG got = 0;
+        DWORD flags = 0;
+        mdToken ext = 0;
+        if (md->vt->GetTypeDefProps(md, td, w, 160, &got, &flags, &ext) < 0)
+            break;
+        prof_utf16_to_utf8(w, got, parts[np++], sizeof parts[0]);
+        mdTypeDef outer = 0;
+        if (md->vt->GetNestedClassProps(md, td, &outer) != S_OK)
+            break;
+        td = outer;
+    }
+    size_t len = 0;
+    for (int i = np - 1; i >= 0; i--) {
+        int w = snprintf(out + len, cap - len, "%s%s", i == np - 1 ? "" : "+", parts[i]);
+        if (w < 0 || (size_t)w >= cap - len)
+            break;
+        len += (size_t)w;
+    }
+}
+
+static const char *elem_type_name(CorElementType t)
+{
+    static const char *const names[] = {
+        [0x2] = "System.Boolean", [0x3] = "System.Char",   [0x4] = "System.SByte",
+        [0x5] = "System.Byte",    [0x6] = "System.Int16",  [0x7] = "System.UInt16",
+        [0x8] = "System.Int32",   [0x9] = "System.UInt32", [0xa] = "System.Int64",
+        [0xb] = "System.UInt64",  [0xc] = "System.Single", [0xd] = "System.Double",
+        [0xe] = "System.String",  [0x18] = "System.IntPtr", [0x19] = "System.UIntPtr",
+        [0x1c] = "System.Object",
+    };
+    return t < sizeof names / sizeof names[0] && names[t] ? names[t] : NULL;
+}
+
+static const char *intern_copy(const char *s)
+{
+    char *c = strdup(s);
+    return c ? c : "[out of memory]";
+}
+
+/* Bounded recursion (depth <= 4) for generic arguments; runs on clrscope threads only. */
+static void class_name_locked(ClassID cls, char *out, size_t cap, int depth)
+{
+    ICorProfilerInfo15 *info = g_core.info;
+    out[0] = 0;
+    if (!cls) {
+        snprintf(out, cap, "[unknown type]");
+        return;
+    }
+    const char *hit = cache_get(&g_cls, cls);
+    if (hit) {
+        snprintf(out, cap, "%s", hit);
+        return;
+    }
+    CorElementType et = 0;
+    ClassID elem = 0;
+    ULONG rank = 0;
+    if (info->vt->IsArrayClass(info, cls, &et, &elem, &rank) == S_OK) {
+        char inner[NAME_MAX_LEN];
+        const char *prim = elem_type_name(et);
+        if (elem && depth < 4)
+            class_name_locked(elem, inner, sizeof inner, depth + 1);
+        else
+            snprintf(inner, sizeof inner, "%s", prim ? prim : "[unknown type]");
+        char commas[32] = "";
+        for (ULONG i = 1; i < rank && i < sizeof commas - 1; i++)
+            strcat(commas, ",");
+        if (snprintf(out, cap, "%s[%s]", inner, commas) < 0)
+            out[0] = 0;
+        return;
+    }
+    ModuleID mod = 0;
+    mdTypeDef td = 0;
+    ClassID parent = 0;
+    ClassID args[8];
+    ULONG32 nargs = 0;
+    if (info->vt->GetClassIDInfo2(info, cls, &mod, &td, &parent, 8, &nargs, args) < 0) {
+        snprintf(out, cap, "[unknown type]");
+        return;
+    }
+    IMetaDataImport *md = metadata_for(mod);
+    char raw[NAME_MAX_LEN] = "";
+    if (md)
+        typedef_name(md, td, raw, sizeof raw);
+    if (!raw[0])
+        snprintf(raw, sizeof raw, "[unknown type]");
+    char clean[NAME_MAX_LEN];
+    prof_symbols_clean_type(raw, clean, sizeof clean);
+    size_t len = strlen(clean);
+    if (nargs > 0 && nargs <= 8 && depth < 4) {
+        char *bt = strchr(clean, '`');
+        if (bt)
+            len = (size_t)(bt - clean);
+        clean[len] = 0;
+        len += (size_t)snprintf(clean + len, sizeof clean - len, "<");
+        for (ULONG32 i = 0; i < nargs && len < sizeof clean - 2; i++) {
+            char a[NAME_MAX_LEN];
+            class_name_locked(args[i], a, sizeof a, depth + 1);
+            int w = snprintf(clean + len, sizeof clean - len, "%s%s", i ? "," : "", a);
+            if (w > 0)
+                len += (size_t)w;
+        }
+        if (len < sizeof clean - 1)
+            snprintf(clean + len, sizeof clean - len, ">");
+    }
+    snprintf(out, cap, "%s", clean);
+    if (depth == 0)
+        cache_put(&g_cls, cls, intern_copy(out));
+}
+
+const char *prof_symbols_class(ClassID cls)
+{
+    pthread_mutex_lock(&g_lock);
+    const char *hit = cache_get(&g_cls, cls);
+    if (!hit) {
+        char buf[NAME_MAX_LEN];
+        class_name_locked(cls, buf, sizeof buf, 0);
+        hit = cache_get(&g_cls, cls);
+        if (!hit) {
+            hit = intern_copy(buf);
+            cache_put(&g_cls, cls, hit);
+        }
+    }
+    pthread_mutex_unlock(&g_lock);
+    return hit;
+}
+
+static const char *function_name_locked(FunctionID fn)
+{
+    ICorProfilerInfo15 *info = g_core.info;
+    ClassID cls = 0;
+    ModuleID mod = 0;
+    mdToken tok = 0;
+    char out[NAME_MAX_LEN];
+    if (info->vt->GetFunctionInfo(info, fn, &cls, &mod, &tok) < 0) {
+        BOOL dyn = 0;
+        WCHAR w[200];
+        ULONG got = 0;
+        ModuleID dm = 0;
+        if (info->vt->IsFunctionDynamic && info->vt->IsFunctionDynamic(info, fn, &dyn) == S_OK &&
+            dyn &&
+            info->vt->GetDynamicFunctionInfo(info, fn, &dm, NULL, NULL, 200, &got, w) >= 0) {
+            char n[256];
+            prof_utf16_to_utf8(w, got, n, sizeof n);
+            snprintf(out, sizeof out, "[dynamic] %s", n);
+            return intern_copy(out);
+        }
+        return "[unknown managed]";
+    }
+    IMetaDataImport *md = metadata_for(mod);
+    if (!md)
+        return "[unknown managed]";
+    mdTypeDef td = 0;
+    WCHAR w[256];
+    ULONG got = 0;
+    DWORD attr = 0, impl = 0;
+    ULONG rva = 0, cbsig = 0;
+    const BYTE *sig = NULL;
+    if (md->vt->GetMethodProps(md, tok, &td, w, 256, &got, &attr, &sig, &cbsig, &rva, &impl) < 0)
+        return "[unknown managed]";
+    char method[256];
+    prof_utf16_to_utf8(w, got, method, sizeof method);
+    char type[NAME_MAX_LEN] = "";
+    typedef_name(md, td, type, sizeof type);
+    prof_symbols_clean_method(type, method, out, sizeof out);
+    return intern_copy(out);
+}
+
+const char *prof_symbols_function(FunctionID fn)
+{
+    if (!fn)
+        return "[unknown managed]";
+    pthread_mutex_lock(&g_lock);
+    const char *hit = cache_get(&g_fn, fn);
+    if (!hit) {
+        hit = function_name_locked(fn);
+        cache_put(&g_fn, fn, hit);
+    }
+    pthread_mutex_unlock(&g_lock);
+    return hit;
+}
+
+const char *prof_symbols_native(uintptr_t ip)
+{
+    Dl_info dl;
+    const char *mod = NULL;
+    if (ip && dladdr((void *)ip, &dl) && dl.dli_fname) {
+        const char *slash = strrchr(dl.dli_fname, '/');
+        mod = slash ? slash + 1 : dl.dli_fname;
+    }
+    uintptr_t key = mod ? (uintptr_t)dl.dli_fbase : 1;
+    pthread_mutex_lock(&g_lock);
+    const char *hit = cache_get(&g_native, key);
+    if (!hit) {
+        char buf[300];
+        snprintf(buf, sizeof buf, "[native %s]", mod ? mod : "code");
+        hit = intern_copy(buf);
+        cache_put(&g_native, key, hit);
+    }
+    pthread_mutex_unlock(&g_lock);
+    return hit;
+}
+
+/* Copies [s, s+n) into out at *len, bounded. */
+static void put(char *out, size_t cap, size_t *len, const char *s, size_t n)
+{
+    if (*len >= cap)
+        return;
+    if (n > cap - 1 - *len)
+        n = cap - 1 - *len;
+    memcpy(out + *len, s, n);
+    *len += n;
+    out[*len] = 0;
+}
+
+void prof_symbols_clean_type(const char *in, char *out, size_t cap)
+{
+    size_t len = 0;
+    out[0] = 0;
+    const char *p = in;
+    int first = 1;
+    while (*p) {
+        const char *end = p + strcspn(p, "+[");
+        size_t n = (size_t)(end - p);
+        /* a nested part: drop display classes "<>c...", fold "<Name>d__5" into "Name" */
+        if (n >= 3 && p[0] == '<' && p[1] == '>') {
+            /* skip */
+        } else if (n >= 2 && p[0] == '<') {
+            const char *gt = memchr(p, '>', n);
+            if (gt) {
+                if (!first)
+                    put(out, cap, &len, ".", 1);
+                put(out, cap, &len, p + 1, (size_t)(gt - p - 1));
+                first = 0;
+            }
+        } else {
+            const char *bt = memchr(p, '`', n);
+            if (!first)
+                put(out, cap, &len, ".", 1);
+            put(out, cap, &len, p, bt ? (size_t)(bt - p) : n);
+            first = 0;
+        }
+        p = end;
+        if (*p == '+') {
+            p++;
+            continue;
+        }
+        if (*p == '[') {
+            /* "[]" or "[,]" array suffix, or "[T1,T2]" generic args from runtime names */
+            if (p[1] == ']' || p[1] == ',') {
+                put(out, cap, &len, p, strlen(p));
+                return;
+            }
+            /* generic arguments: translate brackets to angle brackets, recurse flatly */
+            put(out, cap, &len, "<", 1);
+            int depth = 0;
+            for (p++; *p; p++) {
+                char c = *p;
+                if (c == '[') {
+                    if (p[1] == ']' || p[1] == ',') {
+                        const char *close = strchr(p, ']');
+                        size_t k = close ? (size_t)(close - p + 1) : strlen(p);
+                        put(out, cap, &len, p, k);
+                        p += k - 1;
+                        continue;
+                    }
+                    depth++;
+                    put(out, cap, &len, "<", 1);
+                } else if (c == ']') {
+                    if (depth == 0) {
+                        put(out, cap, &len, ">", 1);
+                        p++;
+                        break;
+                    }
+                    depth--;
+                    put(out, cap, &len, ">", 1);
+                } else if (c == '+') {
+                    put(out, cap, &len, ".", 1);
+                } else if (c == '`') {
+                    while (p[1] >= '0' && p[1] <= '9')
+                        p++;
+                } else {
+                    put(out, cap, &len, &c, 1);
+                }
+            }
+            if (*p)
+                put(out, cap, &len, p, strlen(p));
+            return;
+        }
+    }
+}
+
+void prof_symbols_clean_method(const char *type, const char *method, char *out, size_t cap)
+{
+    char t[NAME_MAX_LEN];
+    prof_symbols_clean_type(type, t, sizeof t);
+    /* An async/iterator state machine's MoveNext is the method named by the type's last part. */
+    const char *last_plus = strrchr(type, '+');
+    int state_machine = last_plus && last_plus[1] == '<' && last_plus[2] != '>' &&
+                        !strcmp(method, "MoveNext");
+    if (state_machine) {
+        snprintf(out, cap, "%s", t);
+        return;
+    }
+    if (method[0] == '<' && method[1] != '>') {
+        /* "<Name>b__0_0", "<<Main>$>b__0_0" (lambda in top-level code), "<Main>g__Local|0_0" */
+        int depth = 0;
+        const char *gt = NULL;
+        for (const char *q = method; *q; q++) {
+            if (*q == '<')
+                depth++;
+            else if (*q == '>' && --depth == 0) {
+                gt = q;
+                break;
+            }
+        }
+        if (gt) {
+            const char *name = method + 1;
+            size_t n = (size_t)(gt - method - 1);
+            if (name[0] == '<') { /* nested: take the inner name up to its own '>' */
+                const char *igt = memchr(name, '>', n);
+                if (igt) {
+                    n = (size_t)(igt - name - 1);
+                    name++;
+                }
+            }
+            const char *rest = gt + 1;
+            char m[256];
+            if (rest[0] == 'g' && rest[1] == '_' && rest[2] == '_') { /* local function */
+                const char *local = rest + 3;
+                size_t k = strcspn(local, "|");
+                snprintf(m, sizeof m, "%.*s.%.*s", (int)n, name, (int)k, local);
+            } else if (rest[0] == 'b' && rest[1] == '_' && rest[2] == '_') { /* lambda */
+                snprintf(m, sizeof m, "%.*s.{lambda}", (int)n, name);
+            } else { /* "<Main>$" top-level statements and others */
+                snprintf(m, sizeof m, "%.*s", (int)n, name);
+            }
+            if (snprintf(out, cap, "%s%s%s", t, t[0] ? "." : "", m) < 0)
+                out[0] = 0;
+            return;
+        }
+    }
+    snprintf(out, cap, "%s%s%s", t, t[0] ? "." : "", method);
+}

@@ -1,0 +1,31 @@
+/*
+ * prof_symbols - names for FunctionIDs, ClassIDs and native IPs, cached for the process lifetime.
+ *
+ * Frame names read as C# developers write them: `Namespace.Type.Method`, nested types joined with
+ * '.', generic arguments in angle brackets, compiler-generated lambdas, local functions and async
+ * or iterator state machines folded back into the method that wrote them. Native frames are shown
+ * by module: `[native libcoreclr.so]`.
+ *
+ * Calls ICorProfilerInfo SYNC methods, so only clrscope's own threads (which never run managed
+ * code) may call in; a mutex serialises callers. Returned strings stay valid until exit.
+ */
+#ifndef PROF_SYMBOLS_H
+#define PROF_SYMBOLS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "clr_abi.h"
+
+void prof_symbols_init(void);
+const char *prof_symbols_function(FunctionID fn);
+const char *prof_symbols_native(uintptr_t ip);
+const char *prof_symbols_class(ClassID cls);
+/* Turns a runtime type name ("List`1[System.Int32]", "Ns.Outer+Inner") into clrscope's form
+ * ("List<System.Int32>", "Ns.Outer.Inner"). Exposed for the event parsers and unit tests. */
+void prof_symbols_clean_type(const char *in, char *out, size_t cap);
+/* Joins a metadata type name and method name, folding compiler-generated names. */
+void prof_symbols_clean_method(const char *type, const char *method, char *out, size_t cap);
+size_t prof_symbols_count(void);
+
+#endif

@@ -1,0 +1,162 @@
+/* prof_threads.c - see prof_threads.h. */
+#include "prof_threads.h"
+
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+struct thread_entry {
+    ThreadID id; /* 0 = free */
+    uint32_t os_tid;
+    char name[48];
+};
+
+static pthread_mutex_t g_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct thread_entry *g_tab;
+static int g_cap;
+static size_t g_count;
+static uint64_t g_dropped;
+
+void prof_threads_init(int cap)
+{
+    pthread_mutex_lock(&g_lock);
+    if (!g_tab) {
+        g_tab = calloc((size_t)cap, sizeof *g_tab);
+        g_cap = g_tab ? cap : 0;
+    }
+    pthread_mutex_unlock(&g_lock);
+}
+
+/* Linear scan: thread callbacks are rare and the table is small (thousands at most). */
+static struct thread_entry *find_locked(ThreadID t)
+{
+    for (int i = 0; i < g_cap; i++)
+        if (g_tab[i].id == t)
+            return &g_tab[i];
+    return NULL;
+}
+
+void prof_threads_created(ThreadID t)
+{
+    pthread_mutex_lock(&g_lock);
+    if (g_tab && !find_locked(t)) {
+        struct thread_entry *e = find_locked(0);
+        if (e) {
+            memset(e, 0, sizeof *e);
+            e->id = t;
+            g_count++;
+        } else {
+            g_dropped++;
+        }
+    }
+    pthread_mutex_unlock(&g_lock);
+}
+
+void prof_threads_destroyed(ThreadID t)
+{
+    pthread_mutex_lock(&g_lock);
+    struct thread_entry *e = g_tab ? find_locked(t) : NULL;
+    if (e) {
+        e->id = 0;
+        g_count--;
+    }
+    pthread_mutex_unlock(&g_lock);
+}
+
+void prof_threads_assigned(ThreadID t, DWORD os_tid)
+{
+    prof_threads_created(t);
+    pthread_mutex_lock(&g_lock);
+    struct thread_entry *e = g_tab ? find_locked(t) : NULL;
+    if (e)
+        e->os_tid = os_tid;
+    pthread_mutex_unlock(&g_lock);
+}
+
+void prof_threads_named(ThreadID t, ULONG cch, const WCHAR *name)
+{
+    char utf8[48];
+    prof_utf16_to_utf8(name, name ? cch : 0, utf8, sizeof utf8);
+    prof_threads_created(t);
+    pthread_mutex_lock(&g_lock);
+    struct thread_entry *e = g_tab ? find_locked(t) : NULL;
+    if (e)
+        memcpy(e->name, utf8, sizeof e->name);
+    pthread_mutex_unlock(&g_lock);
+}
+
+const char *prof_threads_name_of(uint32_t os_tid, char *buf, size_t cap)
+{
+    buf[0] = 0;
+    pthread_mutex_lock(&g_lock);
+    for (int i = 0; i < g_cap; i++)
+        if (g_tab[i].id && g_tab[i].os_tid == os_tid && g_tab[i].name[0]) {
+            snprintf(buf, cap, "%s", g_tab[i].name);
+            break;
+        }
+    pthread_mutex_unlock(&g_lock);
+    if (buf[0])
+        return buf;
+    char path[64];
+    snprintf(path, sizeof path, "/proc/self/task/%u/comm", os_tid);
+    FILE *f = fopen(path, "re");
+    if (f) {
+        if (fgets(buf, (int)cap, f))
+            buf[strcspn(buf, "\n")] = 0;
+        fclose(f);
+    }
+    return buf;
+}
+
+size_t prof_threads_count(void)
+{
+    pthread_mutex_lock(&g_lock);
+    size_t n = g_count;
+    pthread_mutex_unlock(&g_lock);
+    return n;
+}
+
+size_t prof_utf16_to_utf8(const WCHAR *src, size_t n, char *dst, size_t cap)
+{
+    size_t j = 0;
+    if (cap == 0)
+        return 0;
+    for (size_t i = 0; src && i < n && src[i]; i++) {
+        uint32_t c = src[i];
+        if (c >= 0xD800 && c <= 0xDBFF && i + 1 < n && src[i + 1] >= 0xDC00 && src[i + 1] <= 0xDFFF) {
+            c = 0x10000 + ((c - 0xD800) << 10) + (src[i + 1] - 0xDC00u);
+            i++;
+        } else if (c >= 0xD800 && c <= 0xDFFF) {
+            c = 0xFFFD;
+        }
+        unsigned char tmp[4];
+        size_t k;
+        if (c < 0x80) {
+            tmp[0] = (unsigned char)c;
+            k = 1;
+        } else if (c < 0x800) {
+            tmp[0] = (unsigned char)(0xC0 | (c >> 6));
+            tmp[1] = (unsigned char)(0x80 | (c & 0x3F));
+            k = 2;
+        } else if (c < 0x10000) {
+            tmp[0] = (unsigned char)(0xE0 | (c >> 12));
+            tmp[1] = (unsigned char)(0x80 | ((c >> 6) & 0x3F));
+            tmp[2] = (unsigned char)(0x80 | (c & 0x3F));
+            k = 3;
+        } else {
+            tmp[0] = (unsigned char)(0xF0 | (c >> 18));
+            tmp[1] = (unsigned char)(0x80 | ((c >> 12) & 0x3F));
+            tmp[2] = (unsigned char)(0x80 | ((c >> 6) & 0x3F));
+            tmp[3] = (unsigned char)(0x80 | (c & 0x3F));
+            k = 4;
+        }
+        if (j + k >= cap)
+            break;
+        memcpy(dst + j, tmp, k);
+        j += k;
+    }
+    dst[j] = 0;
+    return j;
+}

@@ -1,0 +1,28 @@
+/*
+ * prof_threads - the registry of managed threads: ThreadID -> OS tid and name.
+ *
+ * Written by the runtime's thread callbacks (any app thread) under a short mutex that clrscope
+ * never holds while the runtime is suspended; read by the sampler and aggregator after resume.
+ * Capacity is CLRSCOPE_MAX_THREADS; threads beyond it are counted in `dropped`.
+ */
+#ifndef PROF_THREADS_H
+#define PROF_THREADS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "clr_abi.h"
+
+void prof_threads_init(int cap);
+void prof_threads_created(ThreadID t);
+void prof_threads_destroyed(ThreadID t);
+void prof_threads_assigned(ThreadID t, DWORD os_tid);
+void prof_threads_named(ThreadID t, ULONG cch, const WCHAR *name);
+/* Copies the name of OS thread `tid` (managed name, else /proc comm) into buf; returns buf. */
+const char *prof_threads_name_of(uint32_t os_tid, char *buf, size_t cap);
+size_t prof_threads_count(void);
+
+/* UTF-16 to UTF-8 with replacement of unpaired surrogates; always NUL-terminates. */
+size_t prof_utf16_to_utf8(const WCHAR *src, size_t n, char *dst, size_t cap);
+
+#endif

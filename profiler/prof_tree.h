@@ -1,0 +1,39 @@
+/*
+ * prof_tree - turns a prof_view (call-path trie + rows) into what readers need: per-node self and
+ * inclusive values for one value slot, a trimmed tree for flame graphs (at most max_nodes nodes,
+ * small subtrees folded into one "[other]" node per parent), and a top-functions table.
+ * Iterative throughout; all memory on the heap.
+ */
+#ifndef PROF_TREE_H
+#define PROF_TREE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "prof_store.h"
+
+struct prof_tree {
+    size_t n;                 /* kept nodes; node 0 is the root */
+    const char **name;
+    int64_t *value;           /* inclusive */
+    int64_t *self;
+    uint32_t *first_child;    /* UINT32_MAX = none; children sorted by name */
+    uint32_t *next_sibling;
+    int64_t total;
+    size_t trimmed;           /* nodes folded into "[other]" */
+};
+
+struct prof_top_row {
+    const char *name;
+    int64_t self, total;
+};
+
+/* value_slot selects v[value_slot] of each row. */
+int prof_tree_build(const struct prof_view *v, int value_slot, size_t max_nodes,
+                    struct prof_tree *out);
+void prof_tree_free(struct prof_tree *t);
+/* Top functions by self value (recursion counted once per stack for total). */
+int prof_tree_top(const struct prof_view *v, int value_slot, size_t limit,
+                  struct prof_top_row **rows, size_t *nrows);
+
+#endif

@@ -1,0 +1,218 @@
+/*
+ * launcher.c - the `clrscope` command.
+ *   clrscope run [--port N] [--bind ADDR] [--token T] [--] COMMAND [ARGS...]
+ *       runs COMMAND with the profiler attached: sets CORECLR_ENABLE_PROFILING, CORECLR_PROFILER,
+ *       CORECLR_PROFILER_PATH (and CLRSCOPE_* for the options) and execs COMMAND, so its output,
+ *       signals and exit status are exactly its own.
+ *   clrscope ls   lists the profiled processes of this host (from the discovery files).
+ */
+#include <dirent.h>
+#include <errno.h>
+#include <limits.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#define CLSID_STR "{C1A5C09E-5C0E-4C1B-9A7E-0D5E7C1A5C0E}"
+
+static void usage(FILE *f)
+{
+    fprintf(f,
+            "usage: clrscope run [--port N] [--bind ADDR] [--token T|auto] [--] COMMAND [ARGS...]\n"
+            "       clrscope ls\n"
+            "       clrscope --help | --version\n\n"
+            "run   starts COMMAND (e.g. `dotnet app.dll`) with the clrscope profiler attached;\n"
+            "      the dashboard URL is printed on stderr: clrscope: dashboard http://...\n"
+            "ls    lists the processes profiled by clrscope on this host with their URLs\n\n"
+            "Options of run map to environment variables the profiler reads:\n"
+            "  --port N      CLRSCOPE_PORT (default 6060; 0 = any free port)\n"
+            "  --bind ADDR   CLRSCOPE_BIND (default 127.0.0.1; others need a token)\n"
+            "  --token T     CLRSCOPE_TOKEN (auto = a random one per process)\n"
+            "Environment: CLRSCOPE_LIB overrides the path of libclrscope.so.\n");
+}
+
+/* libclrscope.so next to this executable, else CLRSCOPE_LIB. */
+static int find_library(char *out, size_t cap)
+{
+    const char *env = getenv("CLRSCOPE_LIB");
+    if (env && *env) {
+        if (realpath(env, out) && access(out, R_OK) == 0)
+            return 0;
+        fprintf(stderr, "clrscope: CLRSCOPE_LIB=%s is not readable\n", env);
+        return -1;
+    }
+    char self[PATH_MAX];
+    ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
+    if (n <= 0)
+        return -1;
+    self[n] = 0;
+    char *slash = strrchr(self, '/');
+    if (!slash)
+        return -1;
+    *slash = 0;
+    const char *cands[] = {"/libclrscope.so", "/../lib/clrscope/libclrscope.so",
+                           "/../lib/libclrscope.so"};
+    for (size_t i = 0; i < sizeof cands / sizeof cands[0]; i++) {
+        char p[PATH_MAX + 64];
+        snprintf(p, sizeof p, "%s%s", self, cands[i]);
+        if (access(p, R_OK) == 0 && realpath(p, out))
+            return 0;
+    }
+    (void)cap;
+    fprintf(stderr, "clrscope: libclrscope.so not found next to %s (set CLRSCOPE_LIB)\n", self);
+    return -1;
+}
+
+static int valid_port(const char *s)
+{
+    char *end;
+    long v = strtol(s, &end, 10);
+    return *s && !*end && v >= 0 && v <= 65535;
+}
+
+static int cmd_run(int argc, char **argv)
+{
+    int i = 0;
+    for (; i < argc; i++) {
+        const char *a = argv[i];
+        if (!strcmp(a, "--")) {
+            i++;
+            break;
+        }
+        if ((!strcmp(a, "--port") || !strcmp(a, "--bind") || !strcmp(a, "--token")) &&
+            i + 1 >= argc) {
+            fprintf(stderr, "clrscope: %s needs a value\n", a);
+            return 2;
+        }
+        if (!strcmp(a, "--port")) {
+            if (!valid_port(argv[++i])) {
+                fprintf(stderr, "clrscope: --port must be 0..65535, not '%s'\n", argv[i]);
+                return 2;
+            }
+            setenv("CLRSCOPE_PORT", argv[i], 1);
+        } else if (!strcmp(a, "--bind")) {
+            setenv("CLRSCOPE_BIND", argv[++i], 1);
+        } else if (!strcmp(a, "--token")) {
+            setenv("CLRSCOPE_TOKEN", argv[++i], 1);
+        } else if (a[0] == '-' && a[1] == '-') {
+            fprintf(stderr, "clrscope: unknown option %s\n", a);
+            usage(stderr);
+            return 2;
+        } else {
+            break;
+        }
+    }
+    if (i >= argc) {
+        fprintf(stderr, "clrscope: run needs a command, e.g. clrscope run -- dotnet app.dll\n");
+        return 2;
+    }
+    char lib[PATH_MAX];
+    if (find_library(lib, sizeof lib))
+        return 127;
+    setenv("CORECLR_ENABLE_PROFILING", "1", 1);
+    setenv("CORECLR_PROFILER", CLSID_STR, 1);
+    setenv("CORECLR_PROFILER_PATH", lib, 1);
+    execvp(argv[i], &argv[i]);
+    fprintf(stderr, "clrscope: cannot run %s: %s\n", argv[i], strerror(errno));
+    return errno == ENOENT ? 127 : 126;
+}
+
+/* Minimal reader for the discovery file we write ourselves: "key":value pairs. */
+static void json_field(const char *json, const char *key, char *out, size_t cap)
+{
+    char pat[64];
+    snprintf(pat, sizeof pat, "\"%s\":", key);
+    out[0] = 0;
+    const char *p = strstr(json, pat);
+    if (!p)
+        return;
+    p += strlen(pat);
+    if (*p == '"') {
+        p++;
+        size_t n = strcspn(p, "\"");
+        snprintf(out, cap, "%.*s", (int)(n < cap ? n : cap - 1), p);
+    } else {
+        size_t n = strcspn(p, ",}");
+        snprintf(out, cap, "%.*s", (int)(n < cap ? n : cap - 1), p);
+    }
+}
+
+static int list_dir(const char *dir, int *shown)
+{
+    DIR *d = opendir(dir);
+    if (!d)
+        return 0;
+    struct dirent *e;
+    while ((e = readdir(d))) {
+        size_t len = strlen(e->d_name);
+        if (len < 6 || strcmp(e->d_name + len - 5, ".json"))
+            continue;
+        char path[PATH_MAX];
+        snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
+        FILE *f = fopen(path, "re");
+        if (!f)
+            continue;
+        char buf[4096];
+        size_t n = fread(buf, 1, sizeof buf - 1, f);
+        fclose(f);
+        buf[n] = 0;
+        char pid[16], url[256], cmd[600], token[96];
+        json_field(buf, "pid", pid, sizeof pid);
+        json_field(buf, "url", url, sizeof url);
+        json_field(buf, "cmdline", cmd, sizeof cmd);
+        json_field(buf, "token", token, sizeof token);
+        long p = strtol(pid, NULL, 10);
+        if (p <= 0 || (kill((pid_t)p, 0) && errno == ESRCH))
+            continue; /* gone without cleaning up (killed): not listed */
+        if (!*shown)
+            printf("%-8s %-34s %s\n", "PID", "URL", "COMMAND");
+        if (token[0] && strcmp(token, "null"))
+            printf("%-8ld %s?token=%s %s\n", p, url, token, cmd);
+        else
+            printf("%-8ld %-34s %s\n", p, url, cmd);
+        (*shown)++;
+    }
+    closedir(d);
+    return 0;
+}
+
+static int cmd_ls(void)
+{
+    int shown = 0;
+    const char *rt = getenv("XDG_RUNTIME_DIR");
+    char dir[PATH_MAX];
+    if (rt && *rt) {
+        snprintf(dir, sizeof dir, "%s/clrscope", rt);
+        list_dir(dir, &shown);
+    }
+    list_dir("/tmp/clrscope", &shown);
+    if (!shown)
+        printf("no profiled processes found\n");
+    return 0;
+}
+
+int main(int argc, char **argv)
+{
+    if (argc < 2) {
+        usage(stderr);
+        return 2;
+    }
+    if (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h") || !strcmp(argv[1], "help")) {
+        usage(stdout);
+        return 0;
+    }
+    if (!strcmp(argv[1], "--version")) {
+        printf("clrscope 0.1.0\n");
+        return 0;
+    }
+    if (!strcmp(argv[1], "run"))
+        return cmd_run(argc - 2, argv + 2);
+    if (!strcmp(argv[1], "ls"))
+        return cmd_ls();
+    fprintf(stderr, "clrscope: unknown command '%s'\n", argv[1]);
+    usage(stderr);
+    return 2;
+}

@@ -1,0 +1,26 @@
+/*
+ * web_json - a bounded, growable byte buffer with JSON string escaping, for replies too large for
+ * a cJSON tree (flame graphs). Escapes '"', '\\' and control characters; passes UTF-8 through.
+ * Past `max` bytes it stops growing and sets `overflow` (the handler then answers 413/500).
+ */
+#ifndef WEB_JSON_H
+#define WEB_JSON_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+struct jbuf {
+    char *p;
+    size_t len, cap, max;
+    int overflow;
+};
+
+void jb_init(struct jbuf *b, size_t max);
+void jb_free(struct jbuf *b);
+void jb_raw(struct jbuf *b, const char *s, size_t n);
+void jb_str(struct jbuf *b, const char *s);          /* a quoted, escaped JSON string */
+void jb_int(struct jbuf *b, int64_t v);
+void jb_num(struct jbuf *b, double v);               /* null for NaN/inf */
+#define jb_lit(b, s) jb_raw((b), (s), sizeof(s) - 1)
+
+#endif

@@ -1,0 +1,355 @@
+/* web_server.c - see web_server.h. */
+#include "web_server.h"
+
+#include <civetweb.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "api.h"
+#include "prof_config.h"
+#include "prof_core.h"
+#include "prof_log.h"
+#include "web_assets.h"
+#include "web_util.h"
+
+enum { M_GET = 1, M_POST = 2, M_DELETE = 4 };
+
+struct route {
+    const char *path;
+    int prefix; /* 1: path is a prefix ("/api/v1/gcdump" matches "/api/v1/gcdump/3") */
+    int methods;
+    int (*fn)(const struct web_req *r);
+};
+
+static const struct route g_routes[] = {
+    {"/api/v1/status", 0, M_GET, api_status},
+    {"/api/v1/flamegraph", 0, M_GET, api_flamegraph},
+    {"/api/v1/top", 0, M_GET, api_top},
+    {"/api/v1/gc", 0, M_GET, api_gc},
+    {"/api/v1/allocations", 0, M_GET, api_allocations},
+    {"/api/v1/live", 0, M_GET, api_live},
+    {"/api/v1/exceptions", 0, M_GET, api_exceptions},
+    {"/api/v1/locks", 0, M_GET, api_locks},
+    {"/api/v1/gcdump", 1, M_GET | M_POST | M_DELETE, api_gcdump},
+    {"/debug/pprof", 1, M_GET, api_pprof},
+    {"/metrics", 0, M_GET, api_metrics},
+};
+
+static struct mg_context *g_ctx;
+static int g_port;
+static char g_discovery[600];
+
+int web_server_port(void)
+{
+    return g_port;
+}
+
+int web_token_ok(const char *presented, const char *expected)
+{
+    size_t lp = presented ? strlen(presented) : 0, le = strlen(expected);
+    unsigned char diff = (unsigned char)(lp != le);
+    for (size_t i = 0; i < le; i++)
+        diff |= (unsigned char)(expected[i] ^ (i < lp ? presented[i] : 0));
+    return diff == 0;
+}
+
+static int is_loopback(const char *addr)
+{
+    return !strncmp(addr, "127.", 4) || !strcmp(addr, "localhost") || !strcmp(addr, "::1");
+}
+
+static int method_bit(const char *m)
+{
+    if (!strcmp(m, "GET") || !strcmp(m, "HEAD"))
+        return M_GET;
+    if (!strcmp(m, "POST"))
+        return M_POST;
+    if (!strcmp(m, "DELETE"))
+        return M_DELETE;
+    return 0;
+}
+
+/* Host must name this server (DNS-rebinding defence): loopback names with our port, or the bound
+ * address. With a token on a non-loopback bind any Host is accepted: the token is the guard. */
+static int host_ok(struct mg_connection *c)
+{
+    const char *host = mg_get_header(c, "Host");
+    if (!host)
+        return 1; /* HTTP/1.0 clients; nothing for a rebinding attack to ride on */
+    if (!is_loopback(g_cfg.bind) && g_cfg.token[0])
+        return 1;
+    char port[16];
+    snprintf(port, sizeof port, ":%d", g_port);
+    const char *names[] = {"127.0.0.1", "localhost", "[::1]", g_cfg.bind};
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
+        size_t n = strlen(names[i]);
+        if (!strncasecmp(host, names[i], n) && (!strcmp(host + n, port) || host[n] == 0))
+            return 1;
+    }
+    return 0;
+}
+
+/* Cookie value of `name`, copied into buf. */
+static int cookie_value(struct mg_connection *c, const char *name, char *buf, size_t cap)
+{
+    const char *h = mg_get_header(c, "Cookie");
+    if (!h)
+        return 0;
+    return mg_get_cookie(h, name, buf, cap) > 0;
+}
+
+static int auth_ok(const struct web_req *r, int *set_cookie)
+{
+    *set_cookie = 0;
+    if (!g_cfg.token[0])
+        return 1;
+    char *buf = malloc(256);
+    if (!buf)
+        return 0;
+    int ok = 0;
+    const char *h = mg_get_header(r->conn, "Authorization");
+    if (h && !strncasecmp(h, "Bearer ", 7) && web_token_ok(h + 7, g_cfg.token))
+        ok = 1;
+    if (!ok && r->query && mg_get_var(r->query, strlen(r->query), "token", buf, 256) > 0 &&
+        web_token_ok(buf, g_cfg.token)) {
+        ok = 1;
+        *set_cookie = 1;
+    }
+    if (!ok && cookie_value(r->conn, "clrscope_token", buf, 256) && web_token_ok(buf, g_cfg.token))
+        ok = 1;
+    free(buf);
+    return ok;
+}
+
+/* Cross-site POSTs are refused: a browser always sends Origin on them. */
+static int origin_ok(struct mg_connection *c)
+{
+    const char *origin = mg_get_header(c, "Origin");
+    if (!origin)
+        return 1; /* curl and other non-browser clients */
+    const char *host = mg_get_header(c, "Host");
+    if (!host)
+        return 0;
+    const char *p = strstr(origin, "://");
+    return p && !strcasecmp(p + 3, host);
+}
+
+static int serve_asset(const struct web_req *r, int set_cookie)
+{
+    const struct web_asset *a = web_asset_find(r->path);
+    if (!a)
+        return web_reply_error(r->conn, 404, "no such page: %.200s", r->path);
+    const char *inm = mg_get_header(r->conn, "If-None-Match");
+    char cookie[200] = "";
+    if (set_cookie)
+        snprintf(cookie, sizeof cookie,
+                 "clrscope_token=%s; Path=/; HttpOnly; SameSite=Strict", g_cfg.token);
+    if (inm && !strcmp(inm, a->etag) && !set_cookie) {
+        mg_response_header_start(r->conn, 304);
+        mg_response_header_add(r->conn, "ETag", a->etag, -1);
+        mg_response_header_send(r->conn);
+        return 304;
+    }
+    const char *ae = mg_get_header(r->conn, "Accept-Encoding");
+    int gz = ae && strstr(ae, "gzip") && a->gz_len < a->len;
+    const char *extra[] = {"ETag", a->etag, "Vary", "Accept-Encoding",
+                           gz ? "Content-Encoding" : NULL, "gzip",
+                           NULL, NULL, NULL};
+    if (set_cookie) {
+        int k = gz ? 6 : 4;
+        extra[k] = "Set-Cookie";
+        extra[k + 1] = cookie;
+    }
+    if (!strcmp(r->method, "HEAD"))
+        return web_reply_bytes(r->conn, 200, a->mime, "", 0, extra);
+    return web_reply_bytes(r->conn, 200, a->mime, gz ? a->gz : a->data, gz ? a->gz_len : a->len,
+                           extra);
+}
+
+static int handle(struct mg_connection *c, void *cbdata)
+{
+    (void)cbdata;
+    const struct mg_request_info *ri = mg_get_request_info(c);
+    struct web_req r = {.conn = c,
+                        .method = ri->request_method,
+                        .path = ri->local_uri ? ri->local_uri : "/",
+                        .query = ri->query_string};
+    if (!host_ok(c))
+        return web_reply_error(c, 403, "Host header does not name this server");
+    int set_cookie = 0;
+    if (!auth_ok(&r, &set_cookie))
+        return web_reply_error(c, 401, "missing or wrong token: send 'Authorization: Bearer "
+                               "<token>' or open the dashboard with ?token=<token>");
+    int m = method_bit(r.method);
+    size_t plen = strlen(r.path);
+    while (plen > 1 && r.path[plen - 1] == '/' && strncmp(r.path, "/debug/pprof", 12))
+        plen--; /* "/api/v1/status/" == "/api/v1/status" */
+    for (size_t i = 0; i < sizeof g_routes / sizeof g_routes[0]; i++) {
+        const struct route *rt = &g_routes[i];
+        size_t n = strlen(rt->path);
+        int match = rt->prefix ? (!strncmp(r.path, rt->path, n) &&
+                                  (r.path[n] == 0 || r.path[n] == '/'))
+                               : (plen == n && !strncmp(r.path, rt->path, n));
+        if (!match)
+            continue;
+        if (!(rt->methods & m))
+            return web_reply_error(c, 405, "method %.10s not allowed on %s", r.method, rt->path);
+        if (m != M_GET && !origin_ok(c))
+            return web_reply_error(c, 403, "cross-origin request refused");
+        return rt->fn(&r);
+    }
+    if (m != M_GET)
+        return web_reply_error(c, 405, "method not allowed");
+    return serve_asset(&r, set_cookie);
+}
+
+static int log_message(const struct mg_connection *c, const char *msg)
+{
+    (void)c;
+    prof_log(LOG_DEBUG, "web: %s", msg);
+    return 1;
+}
+
+static void *init_thread(const struct mg_context *ctx, int type)
+{
+    (void)ctx;
+    prof_name_thread(type == 0 ? "web" : "web-w");
+    return NULL;
+}
+
+static void write_discovery(void)
+{
+    const char *rt = getenv("XDG_RUNTIME_DIR");
+    char dir[400];
+    snprintf(dir, sizeof dir, "%.300s/clrscope", rt && *rt ? rt : "/tmp");
+    if (mkdir(dir, rt && *rt ? 0700 : 01777) && errno != EEXIST) {
+        prof_log(LOG_WARN, "cannot create %s (%s); `clrscope ls` will not list this process",
+                 dir, strerror(errno));
+        return;
+    }
+    if (!(rt && *rt))
+        chmod(dir, 01777); /* shared like /tmp: each user's files stay their own (0600) */
+    snprintf(g_discovery, sizeof g_discovery, "%s/%d.json", dir, (int)g_core.pid);
+    char tmp[620];
+    snprintf(tmp, sizeof tmp, "%s.tmp", g_discovery);
+    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+    if (fd < 0) {
+        prof_log(LOG_WARN, "cannot write %s (%s)", tmp, strerror(errno));
+        g_discovery[0] = 0;
+        return;
+    }
+    char url[200];
+    snprintf(url, sizeof url, "http://%s:%d/", is_loopback(g_cfg.bind) ? "127.0.0.1" : g_cfg.bind,
+             g_port);
+    /* names are escaped for JSON by keeping only printable ASCII without quotes/backslashes */
+    char cmd[sizeof g_core.cmdline];
+    size_t j = 0;
+    for (size_t i = 0; g_core.cmdline[i] && j + 1 < sizeof cmd; i++) {
+        char ch = g_core.cmdline[i];
+        cmd[j++] = (ch < 32 || ch == '"' || ch == '\\' || ch > 126) ? '?' : ch;
+    }
+    cmd[j] = 0;
+    char body[1400];
+    int n = snprintf(body, sizeof body,
+                     "{\"pid\":%d,\"port\":%d,\"url\":\"%s\",\"bind\":\"%s\",\"token\":%s%s%s,"
+                     "\"cmdline\":\"%s\",\"runtime\":\"%s\",\"started\":%.3f}\n",
+                     (int)g_core.pid, g_port, url, g_cfg.bind, g_cfg.token[0] ? "\"" : "",
+                     g_cfg.token[0] ? g_cfg.token : "null", g_cfg.token[0] ? "\"" : "", cmd,
+                     g_core.runtime_version, g_core.start_unix);
+    ssize_t w = write(fd, body, (size_t)n);
+    close(fd);
+    if (w != n || rename(tmp, g_discovery)) {
+        unlink(tmp);
+        g_discovery[0] = 0;
+    }
+}
+
+static void remove_discovery(void)
+{
+    if (g_discovery[0]) {
+        unlink(g_discovery);
+        g_discovery[0] = 0;
+    }
+}
+
+static struct mg_context *try_start(int port, char *err, size_t errcap)
+{
+    char listen[96], nthreads[8] = "6";
+    snprintf(listen, sizeof listen, "%s:%d", g_cfg.bind, port);
+    const char *opts[] = {"listening_ports", listen,
+                          "num_threads", nthreads,
+                          "request_timeout_ms", "15000",
+                          "max_request_size", "16384",
+                          "enable_keep_alive", "no",
+                          "access_control_list", NULL,
+                          NULL, NULL};
+    if (is_loopback(g_cfg.bind))
+        opts[11] = "-0.0.0.0/0,+127.0.0.0/8";
+    else
+        opts[10] = NULL;
+    struct mg_callbacks cb;
+    memset(&cb, 0, sizeof cb);
+    cb.log_message = log_message;
+    cb.init_thread = init_thread;
+    struct mg_init_data init = {.callbacks = &cb, .user_data = NULL, .configuration_options = opts};
+    unsigned code = 0;
+    struct mg_error_data ed = {.code = &code, .text = err, .text_buffer_size = errcap};
+    err[0] = 0;
+    return mg_start2(&init, &ed);
+}
+
+int web_server_start(void)
+{
+    if (!g_cfg.dashboard) {
+        prof_log(LOG_INFO, "dashboard off (CLRSCOPE_DASHBOARD=0)");
+        return 0;
+    }
+    if (!is_loopback(g_cfg.bind) && !g_cfg.token[0]) {
+        prof_log(LOG_ERROR, "CLRSCOPE_BIND=%s is not a loopback address and CLRSCOPE_TOKEN is "
+                 "unset: the dashboard stays off (set CLRSCOPE_TOKEN=auto)", g_cfg.bind);
+        return -1;
+    }
+    mg_init_library(0);
+    char err[256];
+    int tries = g_cfg.port == 0 ? 1 : 16;
+    for (int i = 0; i < tries && !g_ctx; i++) {
+        int port = g_cfg.port == 0 ? 0 : g_cfg.port + i;
+        if (port > 65535)
+            break;
+        g_ctx = try_start(port, err, sizeof err);
+    }
+    if (!g_ctx) {
+        prof_log(LOG_ERROR, "dashboard not started: %s on %s ports %d..%d (%s); the app and the "
+                 "other profiles run on", "no free port", g_cfg.bind, g_cfg.port,
+                 g_cfg.port + tries - 1, err[0] ? err : "unknown error");
+        return -1;
+    }
+    struct mg_server_port ports[4];
+    int np = mg_get_server_ports(g_ctx, 4, ports);
+    g_port = np > 0 ? ports[0].port : g_cfg.port;
+    mg_set_request_handler(g_ctx, "/", handle, NULL);
+    write_discovery();
+    atexit(remove_discovery);
+    const char *host = is_loopback(g_cfg.bind) ? "127.0.0.1" : g_cfg.bind;
+    if (g_cfg.token[0] && g_cfg.token_auto)
+        prof_log(LOG_ALWAYS, "dashboard http://%s:%d/?token=%s (pid %d)", host, g_port, g_cfg.token,
+                 (int)g_core.pid);
+    else
+        prof_log(LOG_ALWAYS, "dashboard http://%s:%d/ (pid %d)", host, g_port, (int)g_core.pid);
+    return 0;
+}
+
+void web_server_stop(void)
+{
+    remove_discovery();
+    if (g_ctx) {
+        mg_stop(g_ctx);
+        g_ctx = NULL;
+    }
+}
