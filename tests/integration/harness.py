@@ -1,0 +1,233 @@
+"""
+harness.py - runs the real test app (tests/apps/TestApp) under libclrscope.so and talks to it.
+
+    with ProfiledApp("cpu-split", ["--seconds", "8"]) as app:
+        app.wait_ready()
+        status = app.json("/api/v1/status")
+        ...
+        truth = app.wait_truth()      # the app's own ground truth (JSON it writes at the end)
+
+Environment: CLRSCOPE_BUILD (default <repo>/build) holds libclrscope.so, the launcher `clrscope`
+and apps/<net10|net9|net8>/ (tests/apps/build.sh); CLRSCOPE_TEST_RUNTIME picks the app runtime
+(net10 by default).
+"""
+import gzip
+import json
+import os
+import re
+import signal
+import subprocess
+import tempfile
+import threading
+import time
+import urllib.error
+import urllib.request
+
+REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
+BUILD = os.environ.get("CLRSCOPE_BUILD", os.path.join(REPO, "build"))
+LAUNCHER = os.path.join(BUILD, "clrscope")
+LIB = os.path.join(BUILD, "libclrscope.so")
+CLSID = "{C1A5C09E-5C0E-4C1B-9A7E-0D5E7C1A5C0E}"
+URL_RE = re.compile(r"clrscope: dashboard (http://[^ ]+/)(\?token=\S+)? \(pid (\d+)\)")
+
+
+def app_command(runtime=None):
+    """The command line that starts TestApp on the chosen runtime."""
+    runtime = runtime or os.environ.get("CLRSCOPE_TEST_RUNTIME", "net10")
+    base = os.path.join(BUILD, "apps", runtime)
+    exe = os.path.join(base, "TestApp")
+    dll = os.path.join(base, "TestApp.dll")
+    if runtime != "net10" and os.path.exists(exe):
+        return [exe]  # self-contained publish: the runtime travels with the app
+    if os.path.exists(dll):
+        return ["dotnet", dll]
+    raise FileNotFoundError(f"test app for {runtime} not built: run tests/apps/build.sh {BUILD}/apps")
+
+
+def available_runtimes():
+    out = []
+    for rt in ("net8", "net9", "net10"):
+        try:
+            app_command(rt)
+            out.append(rt)
+        except FileNotFoundError:
+            pass
+    return out
+
+
+class ProfiledApp:
+    """A TestApp process under the profiler; stdout/stderr captured line by line."""
+
+    def __init__(self, mode, args=(), env=None, use_launcher=True, runtime=None, profile=True,
+                 port="0"):
+        self.mode = mode
+        self.args = list(args)
+        self.extra_env = dict(env or {})
+        self.use_launcher = use_launcher
+        self.runtime = runtime
+        self.profile = profile
+        self.port = port
+        self.tmp = tempfile.mkdtemp(prefix="clrscope-test-")
+        self.truth_path = os.path.join(self.tmp, "truth.json")
+        self.stdout_lines, self.stderr_lines = [], []
+        self.url = None
+        self.token = None
+        self.pid = None
+        self.proc = None
+        self._url_event = threading.Event()
+        self._ready_event = threading.Event()
+
+    # ---- process ----
+    def start(self):
+        env = dict(os.environ)
+        env.update({"CLRSCOPE_TRUTH": self.truth_path, "DOTNET_CLI_TELEMETRY_OPTOUT": "1",
+                    "DOTNET_NOLOGO": "1"})
+        if self.port is not None:
+            env["CLRSCOPE_PORT"] = str(self.port)
+        env.update(self.extra_env)
+        cmd = app_command(self.runtime) + [self.mode] + self.args
+        if self.profile and self.use_launcher:
+            cmd = [LAUNCHER, "run", "--"] + cmd
+        elif self.profile:
+            env.update({"CORECLR_ENABLE_PROFILING": "1", "CORECLR_PROFILER": CLSID,
+                        "CORECLR_PROFILER_PATH": LIB})
+        self.cmd = cmd
+        self.proc = subprocess.Popen(cmd, env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                     stderr=subprocess.PIPE, text=True, bufsize=1)
+        threading.Thread(target=self._pump, args=(self.proc.stdout, self.stdout_lines, False),
+                         daemon=True).start()
+        threading.Thread(target=self._pump, args=(self.proc.stderr, self.stderr_lines, True),
+                         daemon=True).start()
+        return self
+
+    def _pump(self, stream, sink, is_err):
+        for line in stream:
+            sink.append(line.rstrip("\n"))
+            if is_err:
+                m = URL_RE.search(line)
+                if m:
+                    self.url = m.group(1).rstrip("/")
+                    self.token = m.group(2)[len("?token="):] if m.group(2) else None
+                    self.pid = int(m.group(3))
+                    self._url_event.set()
+            elif line.startswith("ready"):
+                self._ready_event.set()
+
+    def __enter__(self):
+        return self.start()
+
+    def __exit__(self, *exc):
+        self.stop()
+
+    def stop(self, sig=signal.SIGTERM, timeout=30):
+        if self.proc and self.proc.poll() is None:
+            try:
+                self.proc.stdin.close()
+            except OSError:
+                pass
+            self.proc.send_signal(sig)
+            try:
+                self.proc.wait(timeout=timeout)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        return self.proc.returncode if self.proc else None
+
+    def wait_exit(self, timeout=120):
+        self.proc.wait(timeout=timeout)
+        time.sleep(0.2)  # let the pumps drain
+        return self.proc.returncode
+
+    def wait_ready(self, timeout=60, need_url=True):
+        if not self._ready_event.wait(timeout):
+            raise AssertionError(f"app did not print 'ready' in {timeout}s; stderr: "
+                                 + "\n".join(self.stderr_lines[-20:]))
+        if need_url and not self._url_event.wait(timeout):
+            raise AssertionError("no dashboard line on stderr; stderr: "
+                                 + "\n".join(self.stderr_lines[-20:]))
+        return self
+
+    def wait_truth(self, timeout=120):
+        """Waits for the app to exit on its own and returns its ground-truth JSON."""
+        self.wait_exit(timeout)
+        with open(self.truth_path) as f:
+            return json.load(f)
+
+    def truth_lines(self):
+        """Every 'truth: {...}' line printed so far (apps with --truth-every-second)."""
+        out = []
+        for line in list(self.stdout_lines):
+            if line.startswith("truth: "):
+                out.append(json.loads(line[len("truth: "):]))
+        return out
+
+    # ---- HTTP ----
+    def request(self, path, method="GET", data=None, headers=None, timeout=60):
+        req = urllib.request.Request(self.url + path, method=method, data=data,
+                                     headers=dict(headers or {}))
+        if self.token and "Authorization" not in req.headers:
+            req.add_header("Authorization", "Bearer " + self.token)
+        try:
+            with urllib.request.urlopen(req, timeout=timeout) as r:
+                return r.status, dict(r.headers), r.read()
+        except urllib.error.HTTPError as e:
+            return e.code, dict(e.headers), e.read()
+
+    def json(self, path, expect=200, **kw):
+        status, headers, body = self.request(path, **kw)
+        if status != expect:
+            raise AssertionError(f"{path}: HTTP {status}, want {expect}: {body[:300]!r}")
+        return json.loads(body)
+
+    def pprof(self, path, out_path=None):
+        status, headers, body = self.request(path, timeout=300)
+        if status != 200:
+            raise AssertionError(f"{path}: HTTP {status}: {body[:300]!r}")
+        out_path = out_path or os.path.join(self.tmp, "profile.pb.gz")
+        with open(out_path, "wb") as f:
+            f.write(body)
+        gzip.decompress(body)  # must be gzip
+        return out_path
+
+
+def go_pprof(args, profile_path):
+    """Runs `go tool pprof ARGS PROFILE` and returns stdout (HOME/GOCACHE made writable)."""
+    env = dict(os.environ)
+    cache = os.path.join(tempfile.gettempdir(), "clrscope-gocache")
+    env.setdefault("GOCACHE", cache)
+    env.setdefault("HOME", tempfile.gettempdir())
+    env["PPROF_TMPDIR"] = tempfile.gettempdir()
+    r = subprocess.run(["go", "tool", "pprof"] + list(args) + [profile_path], env=env,
+                       capture_output=True, text=True, timeout=120)
+    if r.returncode != 0:
+        raise AssertionError(f"go tool pprof {args} failed: {r.stderr}")
+    return r.stdout
+
+
+def tree_totals_by_name(root):
+    """Inclusive value of every frame name in a flame tree, counting recursion once per path."""
+    totals = {}
+    stack = [(root, frozenset())]
+    while stack:
+        node, seen = stack.pop()
+        name = node["name"]
+        if name not in seen:
+            totals[name] = totals.get(name, 0) + node["value"]
+        child_seen = seen | {name}
+        for c in node.get("children", []):
+            stack.append((c, child_seen))
+    return totals
+
+
+def find_paths(root, name):
+    """Every root-to-node path (list of names) that ends at a frame called `name`."""
+    out = []
+    stack = [(root, [])]
+    while stack:
+        node, path = stack.pop()
+        p = path + [node["name"]]
+        if node["name"] == name:
+            out.append((p, node["value"]))
+        for c in node.get("children", []):
+            stack.append((c, p))
+    return out
