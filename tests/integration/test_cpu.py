@@ -1,0 +1,111 @@
+"""
+CPU and wall time (issue 3): a known 3:1 CPU split between two callers of one leaf, a sleeping
+thread that must show in wall time under Thread.Sleep and not in CPU time, and pprof downloads
+that `go tool pprof` reads.
+"""
+import os
+import re
+import shutil
+import unittest
+
+from harness import ProfiledApp, find_paths, go_pprof, tree_totals_by_name
+
+HEAVY = "TestApp.CpuWork.HeavyCaller"
+LIGHT = "TestApp.CpuWork.LightCaller"
+LEAF = "TestApp.CpuWork.SpinLeaf"
+SLEEPER = "TestApp.CpuWork.SleepingLoop"
+
+
+class CpuSplit(unittest.TestCase):
+    """One run of cpu-split; every assertion compares with the app's own measurements."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.app = ProfiledApp("cpu-split", ["--seconds", "40"])
+        cls.app.start()
+        cls.app.wait_ready()
+        import time
+        time.sleep(12)  # let enough samples accumulate (>= 1000 CPU samples at 100 Hz)
+        cls.cpu = cls.app.json("/api/v1/flamegraph?type=cpu&seconds=60")
+        cls.wall = cls.app.json("/api/v1/flamegraph?type=wall&seconds=60")
+        cls.top = cls.app.json("/api/v1/top?type=cpu&seconds=60&limit=20")
+        cls.cpu_pprof = cls.app.pprof("/debug/pprof/profile?seconds=4",
+                                      os.path.join(cls.app.tmp, "cpu.pb.gz"))
+        cls.wall_pprof = cls.app.pprof("/debug/pprof/wall?seconds=5&wait=0",
+                                       os.path.join(cls.app.tmp, "wall.pb.gz"))
+        cls.app.stop()
+        with open(cls.app.truth_path) as f:
+            import json
+            cls.truth = json.load(f)
+
+    def test_caller_split_matches_truth(self):
+        totals = tree_totals_by_name(self.cpu["root"])
+        heavy, light = totals.get(HEAVY, 0), totals.get(LIGHT, 0)
+        self.assertGreater(heavy + light, 0, f"callers missing from {sorted(totals)[:30]}")
+        measured = heavy / (heavy + light)
+        t = self.truth
+        true_share = t["heavy_cpu_ms"] / (t["heavy_cpu_ms"] + t["light_cpu_ms"])
+        self.assertAlmostEqual(measured, true_share, delta=0.05,
+                               msg=f"heavy share {measured:.3f} vs truth {true_share:.3f}")
+
+    def test_leaf_is_under_both_callers(self):
+        paths = [p for p, v in find_paths(self.cpu["root"], LEAF)]
+        self.assertTrue(any(HEAVY in p for p in paths))
+        self.assertTrue(any(LIGHT in p for p in paths))
+
+    def test_cpu_total_is_cpu_time_not_wall_time(self):
+        # the cpu tree's total never exceeds the process's CPU time, and the workers' CPU shows
+        proc_cpu_ms = self.truth.get("process_cpu_ms") or self.truth.get("process_cpu_s", 0) * 1000
+        total_ms = self.cpu["total"] / 1e6
+        if proc_cpu_ms:
+            self.assertLessEqual(total_ms, proc_cpu_ms * 1.05 + 50)
+        self.assertEqual(self.cpu["unit"], "nanoseconds")
+
+    def test_sleeper_in_wall_not_in_cpu(self):
+        wall_totals = tree_totals_by_name(self.wall["root"])
+        cpu_totals = tree_totals_by_name(self.cpu["root"])
+        self.assertIn(SLEEPER, wall_totals)
+        sleep_paths = find_paths(self.wall["root"], "System.Threading.Thread.Sleep")
+        self.assertTrue(any(SLEEPER in p for p, v in sleep_paths), "Thread.Sleep under SleepingLoop")
+        # wall time of the sleeping thread is about the elapsed time (>= 10 s of the 12 s window)
+        self.assertGreater(wall_totals[SLEEPER] / 1e9, 8)
+        # and its CPU time is (almost) nothing
+        self.assertLess(cpu_totals.get(SLEEPER, 0), 0.02 * self.cpu["total"] + 50e6)
+
+    def test_top_table(self):
+        names = [f["name"] for f in self.top["functions"]]
+        self.assertEqual(names[0], LEAF, "the leaf burns the CPU: it has the largest self time")
+        self.assertGreaterEqual(self.top["functions"][0]["total"], self.top["functions"][0]["self"])
+
+    @unittest.skipUnless(shutil.which("go"), "go tool pprof not installed")
+    def test_go_tool_pprof_reads_cpu_and_wall(self):
+        top = go_pprof(["-top", "-nodecount=30"], self.cpu_pprof)
+        self.assertIn(LEAF, top)
+        self.assertIn(HEAVY, top)
+        self.assertRegex(top, r"Type: cpu")
+        raw = go_pprof(["-raw"], self.cpu_pprof)
+        self.assertIn("thread id", raw)
+        self.assertIn("cpu-worker", raw)
+        wall = go_pprof(["-top", "-nodecount=40"], self.wall_pprof)
+        self.assertIn(SLEEPER, wall)
+        self.assertRegex(wall, r"Type: wall")
+
+
+class Errors(unittest.TestCase):
+    def test_bad_queries_are_400_json(self):
+        with ProfiledApp("wait", ["--seconds", "60"]) as app:
+            app.wait_ready()
+            for q in ["type=nope", "seconds=-1", "seconds=abc", "seconds=1e999", "max_nodes=0",
+                      "type=cpu&seconds=999999", "seconds=", "type=" + "x" * 5000]:
+                status, headers, body = app.request("/api/v1/flamegraph?" + q)
+                self.assertEqual(status, 400, q)
+                self.assertIn(b'"error"', body)
+            status, _, _ = app.request("/debug/pprof/nope")
+            self.assertEqual(status, 404)
+            status, _, body = app.request("/debug/pprof/")
+            self.assertEqual(status, 200)
+            self.assertIn(b"profile", body)
+
+
+if __name__ == "__main__":
+    unittest.main()

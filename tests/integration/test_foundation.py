@@ -1,0 +1,164 @@
+"""
+Foundation (issue 2): the profiler loads into a real .NET app, leaves its behaviour alone, and
+serves the dashboard and /api/v1/status as CONTRACT.md says.
+"""
+import json
+import os
+import socket
+import subprocess
+import time
+import unittest
+
+from harness import BUILD, CLSID, LAUNCHER, LIB, ProfiledApp, app_command
+
+
+def run_plain(args, env=None, profile=False, launcher=True, timeout=120):
+    """Runs TestApp to completion; returns (exit code, stdout, stderr)."""
+    e = dict(os.environ)
+    e.update(env or {})
+    cmd = app_command() + list(args)
+    if profile and launcher:
+        cmd = [LAUNCHER, "run", "--"] + cmd
+    elif profile:
+        e.update({"CORECLR_ENABLE_PROFILING": "1", "CORECLR_PROFILER": CLSID,
+                  "CORECLR_PROFILER_PATH": LIB})
+    r = subprocess.run(cmd, env=e, capture_output=True, text=True, timeout=timeout)
+    return r.returncode, r.stdout, r.stderr
+
+
+class Behaviour(unittest.TestCase):
+    def test_output_and_exit_status_unchanged(self):
+        base = run_plain(["hello", "--exit", "7"], env={"CLRSCOPE_PORT": "0"})
+        prof = run_plain(["hello", "--exit", "7"], env={"CLRSCOPE_PORT": "0"}, profile=True)
+        self.assertEqual(base[0], 7)
+        self.assertEqual(prof[0], 7, prof[2])
+        self.assertEqual(prof[1], base[1])
+        self.assertIn("clrscope: dashboard http://127.0.0.1:", prof[2])
+
+    def test_without_launcher(self):
+        code, out, err = run_plain(["version"], env={"CLRSCOPE_PORT": "0"}, profile=True,
+                                   launcher=False)
+        self.assertEqual(code, 0, err)
+        self.assertRegex(err, r"clrscope: dashboard http://127\.0\.0\.1:\d+/ \(pid \d+\)")
+
+    def test_launcher_errors(self):
+        r = subprocess.run([LAUNCHER, "run"], capture_output=True, text=True)
+        self.assertEqual(r.returncode, 2)
+        self.assertIn("needs a command", r.stderr)
+        r = subprocess.run([LAUNCHER, "run", "--port", "99999", "--", "true"], capture_output=True,
+                           text=True)
+        self.assertEqual(r.returncode, 2)
+        r = subprocess.run([LAUNCHER, "run", "--", "/nonexistent/cmd"], capture_output=True,
+                           text=True)
+        self.assertEqual(r.returncode, 127)
+        r = subprocess.run([LAUNCHER, "--help"], capture_output=True, text=True)
+        self.assertEqual(r.returncode, 0)
+        self.assertIn("clrscope run", r.stdout)
+
+    def test_bad_environment_is_logged_not_fatal(self):
+        code, out, err = run_plain(["hello"], profile=True, env={
+            "CLRSCOPE_PORT": "not-a-port", "CLRSCOPE_SAMPLING_HZ": "-5",
+            "CLRSCOPE_LOG_LEVEL": "loud", "CLRSCOPE_PROFILES": "cpu,bogus",
+            "CLRSCOPE_HISTORY_S": "1e99"})
+        self.assertEqual(code, 0, err)
+        self.assertEqual(out, "hello from TestApp\n")
+        for var in ("CLRSCOPE_PORT", "CLRSCOPE_SAMPLING_HZ", "CLRSCOPE_LOG_LEVEL",
+                    "CLRSCOPE_PROFILES", "CLRSCOPE_HISTORY_S"):
+            self.assertIn(var, err)
+
+    def test_non_loopback_bind_needs_token(self):
+        code, out, err = run_plain(["hello"], profile=True,
+                                   env={"CLRSCOPE_BIND": "0.0.0.0", "CLRSCOPE_PORT": "0"})
+        self.assertEqual(code, 0)
+        self.assertEqual(out, "hello from TestApp\n")
+        self.assertIn("CLRSCOPE_TOKEN is unset", err)
+        self.assertNotIn("clrscope: dashboard", err)
+
+
+class Dashboard(unittest.TestCase):
+    def test_status_discovery_and_ls(self):
+        with ProfiledApp("wait", ["--seconds", "60"]) as app:
+            app.wait_ready()
+            pid_line = [l for l in app.stdout_lines if l.startswith("ready")][0]
+            app_pid = int(pid_line.split("pid=")[1])
+            self.assertEqual(app.pid, app_pid)
+            st = app.json("/api/v1/status")
+            self.assertEqual(st["pid"], app_pid)
+            code, version, _ = run_plain(["version"])
+            self.assertEqual(st["runtime"]["version"], version.strip())
+            self.assertGreater(st["uptime_s"], 0)
+            self.assertIn("cpu", st["profiles"])
+            self.assertEqual(st["process"]["name"], "TestApp")
+            # discovery file
+            rt = os.environ.get("XDG_RUNTIME_DIR") or "/tmp"
+            path = os.path.join(rt, "clrscope", f"{app_pid}.json")
+            with open(path) as f:
+                disc = json.load(f)
+            self.assertEqual(disc["pid"], app_pid)
+            self.assertEqual(disc["url"].rstrip("/"), app.url)
+            self.assertEqual(os.stat(path).st_mode & 0o777, 0o600)
+            # ls
+            r = subprocess.run([LAUNCHER, "ls"], capture_output=True, text=True)
+            self.assertIn(str(app_pid), r.stdout)
+            self.assertIn(app.url, r.stdout)
+            # the page and its assets
+            status, headers, body = app.request("/")
+            self.assertEqual(status, 200)
+            self.assertIn(b"<html", body.lower())
+            self.assertIn("default-src 'self'", headers.get("Content-Security-Policy", ""))
+            status, headers, body = app.request("/", headers={"Accept-Encoding": "gzip"})
+            self.assertEqual(headers.get("Content-Encoding"), "gzip")
+            etag = headers.get("ETag")
+            status, _, _ = app.request("/", headers={"If-None-Match": etag})
+            self.assertEqual(status, 304)
+            status, headers, body = app.request("/app.js")
+            self.assertEqual(status, 200)
+            self.assertIn("javascript", headers["Content-Type"])
+            # errors are JSON
+            status, headers, body = app.request("/api/v1/nope")
+            self.assertEqual(status, 404)
+            self.assertIn("error", json.loads(body))
+            status, _, body = app.request("/api/v1/status", method="POST", data=b"")
+            self.assertEqual(status, 405)
+            status, _, body = app.request("/api/v1/status", headers={"Host": "evil.example:80"})
+            self.assertEqual(status, 403)
+            self.assertEqual(app.stop(), 0)
+        self.assertFalse(os.path.exists(path), "discovery file must be removed at exit")
+
+    def test_port_taken_falls_back_to_next(self):
+        s = socket.socket()
+        s.bind(("127.0.0.1", 0))
+        s.listen(1)
+        taken = s.getsockname()[1]
+        try:
+            with ProfiledApp("wait", ["--seconds", "60"], port=str(taken)) as app:
+                app.wait_ready()
+                port = int(app.url.rsplit(":", 1)[1])
+                self.assertNotEqual(port, taken)
+                self.assertTrue(taken < port <= taken + 15)
+                self.assertEqual(app.json("/api/v1/status")["pid"], app.pid)
+        finally:
+            s.close()
+
+    def test_token_auth(self):
+        with ProfiledApp("wait", ["--seconds", "60"], env={"CLRSCOPE_TOKEN": "auto"}) as app:
+            app.wait_ready()
+            self.assertTrue(app.token and len(app.token) >= 32)
+            status, _, body = app.request("/api/v1/status", headers={"Authorization": "Bearer x"})
+            self.assertEqual(status, 401)
+            self.assertIn("error", json.loads(body))
+            self.assertEqual(app.json("/api/v1/status")["pid"], app.pid)
+            status, headers, _ = app.request("/?token=" + app.token,
+                                             headers={"Authorization": "Bearer wrong"})
+            self.assertEqual(status, 200)
+            cookie = headers.get("Set-Cookie", "")
+            self.assertIn("clrscope_token=" + app.token, cookie)
+            self.assertIn("HttpOnly", cookie)
+            status, _, _ = app.request("/api/v1/status",
+                                       headers={"Authorization": "Bearer wrong",
+                                                "Cookie": "clrscope_token=" + app.token})
+            self.assertEqual(status, 200)
+
+
+if __name__ == "__main__":
+    unittest.main()

@@ -1,0 +1,42 @@
+#!/usr/bin/env bash
+# tools/deps.sh [build|test] - installs what clrscope needs and this machine lacks (Debian).
+#   build: compiler, CMake, civetweb, cJSON, zlib, libcurl headers
+#   test:  the above + Go (go tool pprof), Chromium, Node/npm, curl, python3, wrk
+# Says what it installs. The .NET SDK is not a Debian package: it must already be on PATH.
+set -euo pipefail
+what=${1:-test}
+
+need_pkgs=()
+have_header() { [ -f "/usr/include/$1" ]; }
+have_cmd() { command -v "$1" >/dev/null 2>&1; }
+
+have_cmd gcc || need_pkgs+=(gcc)
+have_cmd cmake || need_pkgs+=(cmake)
+have_cmd make || need_pkgs+=(make)
+have_header civetweb.h || need_pkgs+=(libcivetweb-dev)
+have_header cjson/cJSON.h || need_pkgs+=(libcjson-dev)
+have_header zlib.h || need_pkgs+=(zlib1g-dev)
+have_header x86_64-linux-gnu/curl/curl.h || have_header curl/curl.h || need_pkgs+=(libcurl4-openssl-dev)
+have_cmd python3 || need_pkgs+=(python3)
+if [ "$what" = test ]; then
+  have_cmd go || need_pkgs+=(golang-go)
+  have_cmd chromium || need_pkgs+=(chromium)
+  have_cmd node || need_pkgs+=(nodejs)
+  have_cmd npm || need_pkgs+=(npm)
+  have_cmd curl || need_pkgs+=(curl)
+  have_cmd wrk || need_pkgs+=(wrk)
+fi
+
+if [ ${#need_pkgs[@]} -gt 0 ]; then
+  echo "deps: installing missing Debian packages: ${need_pkgs[*]}"
+  SUDO=""
+  [ "$(id -u)" -eq 0 ] || SUDO="sudo"
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${need_pkgs[@]}" >/dev/null
+  echo "deps: installed ${need_pkgs[*]}"
+fi
+
+if ! command -v dotnet >/dev/null 2>&1; then
+  echo "deps: the .NET SDK (dotnet) is not on PATH; install .NET 8 or newer first" >&2
+  exit 1
+fi
