@@ -11,7 +11,9 @@
 #include "prof_agg.h"
 #include "prof_config.h"
 #include "prof_events.h"
+#include "prof_exporter.h"
 #include "prof_gc.h"
+#include "prof_live.h"
 #include "prof_log.h"
 #include "prof_sampler.h"
 #include "prof_store.h"
@@ -207,10 +209,12 @@ HRESULT prof_core_initialize(void *info_unknown)
     }
     g_core.active = 1;
     prof_gc_init();
+    prof_live_init();
     prof_agg_start();
     prof_sampler_start();
     prof_events_start();
     web_server_start();
+    prof_exporter_start();
     prof_log(LOG_DEBUG, "initialized on runtime %s (ICorProfilerInfo%d)", g_core.runtime_version,
              v);
     return S_OK;
@@ -221,6 +225,7 @@ void prof_core_shutdown(void)
     if (!g_core.active)
         return;
     __atomic_store_n(&g_core.stopping, 1, __ATOMIC_RELEASE);
+    prof_exporter_stop();
     web_server_stop();
     prof_events_stop();
     prof_sampler_stop();

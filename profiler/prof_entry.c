@@ -12,6 +12,7 @@
 #include "prof_core.h"
 #include "prof_events.h"
 #include "prof_gc.h"
+#include "prof_live.h"
 #include "prof_threads.h"
 
 typedef void *(*slot_fn)(void);
@@ -104,6 +105,7 @@ static HRESULT cb_gc_finished(void *self)
 {
     (void)self;
     prof_gc_finished();
+    prof_live_gc_finished();
     return S_OK;
 }
 
