@@ -1,0 +1,146 @@
+// exceptions: throws and catches exactly known numbers of three exception types, each from its own
+// method, on thread "thrower". The throws are spread evenly over the first 70% of --seconds
+// (5 s when --seconds is 0), then the thread idles until the end; `thrown` is printed when all
+// are done.
+using System.Diagnostics;
+using System.Runtime.CompilerServices;
+using System.Text.Json.Nodes;
+
+namespace TestApp.Errors;
+
+public sealed class RareException(string message) : Exception(message);
+
+public static class Thrower
+{
+    public const string StormMessage = "clrscope test: storm";
+    public const string ArgumentMessage = "clrscope test: bad argument";
+    public const string RareMessage = "clrscope test: rare failure";
+
+    [MethodImpl(MethodImplOptions.NoInlining)]
+    public static void ThrowStorm() => throw new InvalidOperationException(StormMessage);
+
+    [MethodImpl(MethodImplOptions.NoInlining)]
+    public static void ThrowArgument() => throw new ArgumentException(ArgumentMessage);
+
+    [MethodImpl(MethodImplOptions.NoInlining)]
+    public static void ThrowRare() => throw new RareException(RareMessage);
+}
+
+public sealed class ExceptionsMode : Mode
+{
+    sealed class Kind(string type, string method, string message, int target, Action thrower)
+    {
+        public readonly string Type = type;
+        public readonly string Method = method;
+        public readonly string Message = message;
+        public readonly int Target = target;
+        public readonly Action Throw = thrower;
+        public long Thrown;
+        public long Caught;
+    }
+
+    Kind[] kinds = [];
+    volatile bool allThrown;
+    // Every first-chance exception in the process, by type: shows nothing else was thrown.
+    readonly Dictionary<string, long> firstChance = new();
+
+    public override void Setup(Options o)
+    {
+        AppDomain.CurrentDomain.FirstChanceException += (_, e) =>
+        {
+            string name = e.Exception.GetType().FullName ?? "?";
+            lock (firstChance)
+                firstChance[name] = firstChance.GetValueOrDefault(name) + 1;
+        };
+        kinds =
+        [
+            new("System.InvalidOperationException", "TestApp.Errors.Thrower.ThrowStorm", Thrower.StormMessage, o.Storm, Thrower.ThrowStorm),
+            new("System.ArgumentException", "TestApp.Errors.Thrower.ThrowArgument", Thrower.ArgumentMessage, o.Arguments, Thrower.ThrowArgument),
+            new("TestApp.Errors.RareException", "TestApp.Errors.Thrower.ThrowRare", Thrower.RareMessage, o.Rare, Thrower.ThrowRare),
+        ];
+    }
+
+    public override void Run(Options o, CancellationToken stop)
+    {
+        double spreadMs = (o.Seconds > 0 ? o.Seconds * 0.7 : 5) * 1000;
+        var th = Program.StartThread("thrower", () => Work(spreadMs, stop));
+        th.Join();
+    }
+
+    void Work(double spreadMs, CancellationToken stop)
+    {
+        var clock = Stopwatch.StartNew();
+        while (!stop.IsCancellationRequested && !allThrown)
+        {
+            double f = Math.Min(1.0, clock.Elapsed.TotalMilliseconds / spreadMs);
+            bool done = true;
+            foreach (var k in kinds)
+            {
+                long due = (long)Math.Floor(k.Target * f);
+                while (k.Thrown < due && !stop.IsCancellationRequested)
+                    ThrowAndCatch(k);
+                done &= k.Thrown >= k.Target;
+            }
+            if (done)
+            {
+                allThrown = true;
+                Console.WriteLine("thrown " + string.Join(" ", Array.ConvertAll(kinds, k => $"{k.Type}={k.Thrown}")));
+                Program.EmitTruth(false);
+                break;
+            }
+            Thread.Sleep(10);
+        }
+        stop.WaitHandle.WaitOne();
+    }
+
+    static void ThrowAndCatch(Kind k)
+    {
+        Interlocked.Increment(ref k.Thrown);
+        try
+        {
+            k.Throw();
+        }
+        catch (InvalidOperationException e) when (e.Message == k.Message)
+        {
+            Interlocked.Increment(ref k.Caught);
+        }
+        catch (ArgumentException e) when (e.Message == k.Message)
+        {
+            Interlocked.Increment(ref k.Caught);
+        }
+        catch (RareException e) when (e.Message == k.Message)
+        {
+            Interlocked.Increment(ref k.Caught);
+        }
+    }
+
+    public override void AddTruth(JsonObject t)
+    {
+        var ex = new JsonObject();
+        long total = 0;
+        foreach (var k in kinds)
+        {
+            long thrown = Interlocked.Read(ref k.Thrown);
+            total += thrown;
+            ex[k.Type] = new JsonObject
+            {
+                ["count"] = thrown,
+                ["caught"] = Interlocked.Read(ref k.Caught),
+                ["target"] = k.Target,
+                ["message"] = k.Message,
+                ["method"] = k.Method,
+            };
+        }
+        t["exceptions"] = ex;
+        var fc = new JsonObject();
+        lock (firstChance)
+        {
+            foreach (var (name, n) in firstChance)
+                fc[name] = n;
+        }
+        t["first_chance"] = fc;
+        t["total"] = total;
+        t["all_thrown"] = allThrown;
+        t["thrower_thread"] = "thrower";
+    }
+}

@@ -1,0 +1,134 @@
+// heap: a known heap reachable from statics, built before `ready` is printed.
+//
+// - exactly 100,000 TestApp.Heap.TreeNode in a balanced binary tree rooted at HeapRoots.Tree;
+// - exactly 12,345 TestApp.Heap.Leaf, each holding its own byte[100], in the static
+//   TestApp.Heap.Leaf[] HeapRoots.Leaves.
+// With --free-after S, after S seconds the leaves at even indices are dropped (6,173 of them, so
+// 6,172 remain), a full blocking GC runs, and `freed leaves=6172` plus a truth line are printed.
+// Object sizes are measured with GC.GetAllocatedBytesForCurrentThread while building.
+using System.Runtime.CompilerServices;
+using System.Text.Json.Nodes;
+
+namespace TestApp.Heap;
+
+public sealed class TreeNode(int value)
+{
+    public TreeNode? Left;
+    public TreeNode? Right;
+    public int Value = value;
+}
+
+public sealed class Leaf(int id, byte[] data)
+{
+    public byte[] Data = data;
+    public int Id = id;
+}
+
+public static class HeapRoots
+{
+    public const int TreeNodes = 100_000;
+    public const int LeafCount = 12_345;
+    public const int PayloadLength = 100;
+
+    public static TreeNode? Tree;
+    public static Leaf?[] Leaves = [];
+
+    [MethodImpl(MethodImplOptions.NoInlining)]
+    public static TreeNode? BuildTree(int count, ref int next)
+    {
+        if (count == 0)
+            return null;
+        var node = new TreeNode(next++);
+        int left = (count - 1) / 2;
+        node.Left = BuildTree(left, ref next);
+        node.Right = BuildTree(count - 1 - left, ref next);
+        return node;
+    }
+
+    public static int CountTree(TreeNode? n) => n == null ? 0 : 1 + CountTree(n.Left) + CountTree(n.Right);
+}
+
+public sealed class HeapMode : Mode
+{
+    long nodeSize, leafSize, payloadSize, arraySize;
+    volatile int leaves;
+    volatile bool freed;
+
+    public override void Setup(Options o)
+    {
+        // Run the static constructor first: its allocations must not count as tree bytes.
+        RuntimeHelpers.RunClassConstructor(typeof(HeapRoots).TypeHandle);
+        long b0 = GC.GetAllocatedBytesForCurrentThread();
+        int next = 0;
+        HeapRoots.Tree = HeapRoots.BuildTree(HeapRoots.TreeNodes, ref next);
+        long b1 = GC.GetAllocatedBytesForCurrentThread();
+        nodeSize = (b1 - b0) / HeapRoots.TreeNodes;
+        if (HeapRoots.CountTree(HeapRoots.Tree) != HeapRoots.TreeNodes || (b1 - b0) % HeapRoots.TreeNodes != 0)
+            throw new InvalidOperationException($"tree build is not what the truth says: {b1 - b0} bytes");
+
+        b0 = GC.GetAllocatedBytesForCurrentThread();
+        var array = new Leaf?[HeapRoots.LeafCount];
+        arraySize = GC.GetAllocatedBytesForCurrentThread() - b0;
+        long leafBytes = 0, payloadBytes = 0;
+        for (int i = 0; i < array.Length; i++)
+        {
+            long a = GC.GetAllocatedBytesForCurrentThread();
+            var data = new byte[HeapRoots.PayloadLength];
+            long b = GC.GetAllocatedBytesForCurrentThread();
+            array[i] = new Leaf(i, data);
+            long c = GC.GetAllocatedBytesForCurrentThread();
+            payloadBytes += b - a;
+            leafBytes += c - b;
+        }
+        HeapRoots.Leaves = array;
+        leafSize = leafBytes / HeapRoots.LeafCount;
+        payloadSize = payloadBytes / HeapRoots.LeafCount;
+        leaves = HeapRoots.LeafCount;
+        Console.WriteLine($"built tree_nodes={HeapRoots.TreeNodes} leaves={leaves}");
+    }
+
+    public override void Run(Options o, CancellationToken stop)
+    {
+        if (o.FreeAfter >= 0 && !stop.WaitHandle.WaitOne(TimeSpan.FromSeconds(o.FreeAfter)))
+        {
+            var arr = HeapRoots.Leaves;
+            int remaining = 0;
+            for (int i = 0; i < arr.Length; i++)
+            {
+                if (i % 2 == 0)
+                    arr[i] = null;
+                else
+                    remaining++;
+            }
+            leaves = remaining;
+            freed = true;
+            GC.Collect();
+            GC.WaitForPendingFinalizers();
+            GC.Collect();
+            Console.WriteLine($"freed leaves={remaining}");
+            Program.EmitTruth(false);
+        }
+        stop.WaitHandle.WaitOne();
+        GC.KeepAlive(HeapRoots.Tree);
+    }
+
+    public override void AddTruth(JsonObject t)
+    {
+        int n = leaves;
+        t["tree_nodes"] = HeapRoots.TreeNodes;
+        t["tree_node_size"] = nodeSize;
+        t["leaves"] = n;
+        t["leaf_size"] = leafSize;
+        t["leaf_payload_size"] = payloadSize;
+        t["leaf_array_size"] = arraySize;
+        t["freed"] = freed;
+        t["types"] = new JsonObject
+        {
+            ["TestApp.Heap.TreeNode"] = new JsonObject { ["count"] = HeapRoots.TreeNodes, ["bytes"] = HeapRoots.TreeNodes * nodeSize },
+            ["TestApp.Heap.Leaf"] = new JsonObject { ["count"] = n, ["bytes"] = n * leafSize },
+            ["System.Byte[]"] = new JsonObject { ["count"] = n, ["bytes"] = n * payloadSize },
+            ["TestApp.Heap.Leaf[]"] = new JsonObject { ["count"] = 1, ["bytes"] = arraySize },
+        };
+        t["total_bytes"] = HeapRoots.TreeNodes * nodeSize + n * (leafSize + payloadSize) + arraySize;
+    }
+}
