@@ -102,6 +102,7 @@ public static class Program
         "heap" => new Heap.HeapMode(),
         "threads" => new Threads.ThreadsMode(),
         "wait" => new Waiting.WaitMode(),
+        "demo" => new DemoMode(),
         _ => null,
     };
 
