@@ -256,7 +256,9 @@ static void window(double seconds, int64_t *from, int64_t *to, double now)
     *from = *to - (int64_t)ceil(seconds) + 1;
 }
 
-int prof_store_view(int kind, double seconds, const char *filter, struct prof_view *out)
+/* range = 0: the last `seconds`; else whole unix seconds from_s..to_s within the history. */
+static int view_window(int kind, double seconds, int range, int64_t from_s, int64_t to_s,
+                       const char *filter, struct prof_view *out)
 {
     memset(out, 0, sizeof *out);
     out->kind = kind;
@@ -272,6 +274,13 @@ int prof_store_view(int kind, double seconds, const char *filter, struct prof_vi
     window(seconds, &from, &to, now);
     out->t_from = (double)from;
     out->t_to = now;
+    if (range) {
+        int64_t oldest = to - S.nbuckets + 1;
+        from = from_s > oldest ? from_s : oldest;
+        to = to_s < to ? to_s : to;
+        out->t_from = (double)from;
+        out->t_to = (double)(to + 1);
+    }
     uint32_t want_label = UINT32_MAX;
     if (filter) {
         want_label = prof_intern_find(&S.names, filter);
@@ -348,6 +357,17 @@ out:
     if (rc)
         prof_view_free(out);
     return rc;
+}
+
+int prof_store_view(int kind, double seconds, const char *filter, struct prof_view *out)
+{
+    return view_window(kind, seconds, 0, 0, 0, filter, out);
+}
+
+int prof_store_view_range(int kind, int64_t from_s, int64_t to_s, const char *filter,
+                          struct prof_view *out)
+{
+    return view_window(kind, 0, 1, from_s, to_s, filter, out);
 }
 
 void prof_view_free(struct prof_view *v)

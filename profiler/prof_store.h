@@ -53,6 +53,10 @@ void prof_store_add(int kind, double t_unix, const char *const *frames, int nfra
                     const char *label, const int64_t v[PROF_NVALUES]);
 /* Copies the last `seconds` of `kind` (only rows whose label equals `filter` when non-NULL). */
 int prof_store_view(int kind, double seconds, const char *filter, struct prof_view *out);
+/* Same over whole unix seconds from_s..to_s (inclusive), clipped to the history; t_from/t_to
+ * give the span covered. Successive calls with adjacent ranges never count a sample twice. */
+int prof_store_view_range(int kind, int64_t from_s, int64_t to_s, const char *filter,
+                          struct prof_view *out);
 void prof_view_free(struct prof_view *v);
 void prof_store_get_stats(struct prof_store_stats *s);
 /* Sums v[] of `kind` over the window without building a view (cheap totals for status/metrics). */
