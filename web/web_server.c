@@ -180,6 +180,8 @@ static int handle(struct mg_connection *c, void *cbdata)
                         .method = ri->request_method,
                         .path = ri->local_uri ? ri->local_uri : "/",
                         .query = ri->query_string};
+    if (prof_core_stopping())
+        return web_reply_error(c, 503, "the process is shutting down");
     if (!host_ok(c))
         return web_reply_error(c, 403, "Host header does not name this server");
     int set_cookie = 0;
@@ -345,11 +347,10 @@ int web_server_start(void)
     return 0;
 }
 
+/* At Shutdown the process is about to exit: mg_stop would wait up to a second for civetweb's
+ * master thread to leave its poll loop, delaying every exit. Requests arriving from now on are
+ * answered 503 (handle() checks prof_core_stopping()), and the threads end with the process. */
 void web_server_stop(void)
 {
     remove_discovery();
-    if (g_ctx) {
-        mg_stop(g_ctx);
-        g_ctx = NULL;
-    }
 }

@@ -1,0 +1,295 @@
+// Headless-browser checks of the clrscope dashboard.
+//
+//   cd tests/browser && npm ci && node --test dashboard.test.mjs
+//
+// Environment:
+//   BASE_URL        dashboard URL (e.g. http://127.0.0.1:6060/ or …/?token=T). Unset: the test
+//                   starts tests/browser/mock_server.py on a free port and uses that.
+//   EXPECT_PID      pid the header must show (required with BASE_URL; the mock's otherwise).
+//   SCREENSHOT_DIR  where PNGs are written (default: $TMPDIR/clrscope-screenshots).
+//   CHROMIUM        browser binary (default /usr/bin/chromium, Debian's package).
+//   TEST_GCDUMP=1   also press "Take heap snapshot" against a real process (always on the mock).
+//
+// Drives Debian's Chromium through playwright-core (no browser download). The page exposes
+// window.__clrscope = {framesDrawn, lastError, cspViolations, pid, tab, refreshes, …} for these checks.
+
+import {test, before, after} from 'node:test';
+import assert from 'node:assert/strict';
+import {spawn} from 'node:child_process';
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import {fileURLToPath} from 'node:url';
+import {chromium} from 'playwright-core';
+
+const HERE = path.dirname(fileURLToPath(import.meta.url));
+const CHROMIUM = process.env.CHROMIUM || '/usr/bin/chromium';
+const SCREENSHOT_DIR = process.env.SCREENSHOT_DIR || path.join(os.tmpdir(), 'clrscope-screenshots');
+const TIMEOUT = 30000;
+
+let baseUrl = process.env.BASE_URL || '';
+let expectPid = process.env.EXPECT_PID || '';
+let mock = null;
+let context = null;
+let page = null;
+let userDataDir = null;
+const consoleErrors = [];
+const notFound = [];
+const pageErrors = [];
+
+function startMock() {
+  return new Promise((resolve, reject) => {
+    const proc = spawn('python3', [path.join(HERE, 'mock_server.py'), '--port', '0'],
+      {stdio: ['ignore', 'pipe', 'inherit']});
+    let buf = '';
+    const timer = setTimeout(() => reject(new Error('mock server did not start')), 15000);
+    proc.on('error', reject);
+    proc.on('exit', (code) => reject(new Error('mock server exited with ' + code)));
+    proc.stdout.on('data', (chunk) => {
+      buf += chunk;
+      const m = /mock: (http\S+) \(pid (\d+)\)/.exec(buf);
+      if (m) {
+        clearTimeout(timer);
+        resolve({proc, url: m[1], pid: m[2]});
+      }
+    });
+  });
+}
+
+function url(hash) {
+  const u = new URL(baseUrl);
+  u.hash = hash || '';
+  return u.toString();
+}
+
+async function shot(name) {
+  fs.mkdirSync(SCREENSHOT_DIR, {recursive: true});
+  const file = path.join(SCREENSHOT_DIR, name + '.png');
+  await page.screenshot({path: file, fullPage: true});
+  return file;
+}
+
+// Waits until the open tab has finished at least one more refresh than `after`.
+async function waitRefreshed(tab, after = 0) {
+  await page.waitForFunction(([t, n]) => {
+    const h = window.__clrscope;
+    return h && h.tab === t && (h.refreshes || 0) > n;
+  }, [tab, after], {timeout: TIMEOUT});
+  await page.evaluate(() => new Promise((r) => requestAnimationFrame(() => requestAnimationFrame(r))));
+}
+
+async function openTab(id, label) {
+  const before = await page.evaluate(() => window.__clrscope.refreshes || 0);
+  await page.locator('#tabs a', {hasText: label}).first().click();
+  await waitRefreshed(id, before);
+}
+
+before(async () => {
+  if (!baseUrl) {
+    mock = await startMock();
+    baseUrl = mock.url;
+    expectPid = mock.pid;
+  }
+  assert.ok(expectPid, 'EXPECT_PID must be set when BASE_URL is');
+  assert.ok(fs.existsSync(CHROMIUM), CHROMIUM + ' is missing: apt-get install -y chromium');
+  userDataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'clrscope-chromium-'));
+  context = await chromium.launchPersistentContext(userDataDir, {
+    executablePath: CHROMIUM,
+    headless: true,
+    args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run',
+      '--disable-background-networking', '--disable-component-update', '--disable-sync'],
+    viewport: {width: 1440, height: 900},
+    colorScheme: 'light'
+  });
+  page = context.pages()[0] || await context.newPage();
+  page.setDefaultTimeout(TIMEOUT);
+  page.on('console', (msg) => {
+    if (msg.type() !== 'error') return;
+    const text = msg.text();
+    // a backend still being built answers 404 or 501 for some endpoints; the page says "not available"
+    if (/Failed to load resource: the server responded with a status of (404|501)\b/.test(text)) notFound.push(text);
+    else consoleErrors.push(text);
+  });
+  page.on('pageerror', (err) => pageErrors.push(String(err && err.stack || err)));
+});
+
+after(async () => {
+  if (context) await context.close();
+  if (userDataDir) fs.rmSync(userDataDir, {recursive: true, force: true});
+  if (mock) mock.proc.kill();
+});
+
+test('header shows the profiled process and its pid', async () => {
+  await page.goto(url(''), {waitUntil: 'load'});
+  await page.waitForFunction((pid) => {
+    const el = document.getElementById('h-pid');
+    return el && el.textContent.trim() === String(pid);
+  }, expectPid, {timeout: TIMEOUT});
+  const runtime = (await page.textContent('#h-runtime')).trim();
+  assert.match(runtime, /^\d+\.\d+/, 'runtime version in the header: ' + runtime);
+  assert.notEqual((await page.textContent('#h-uptime')).trim(), '–');
+  await waitRefreshed('overview');
+  await shot('01-overview');
+});
+
+test('CPU flame graph draws, shows a tooltip and searches', async (t) => {
+  await openTab('cpu', 'CPU');
+  await page.waitForFunction(() => window.__clrscope.framesDrawn > 0, null, {timeout: TIMEOUT});
+  const canvas = page.locator('main canvas.main');
+  const painted = await canvas.evaluate((c) => {
+    const d = c.getContext('2d').getImageData(0, 0, c.width, c.height).data;
+    let n = 0;
+    for (let i = 3; i < d.length; i += 4) if (d[i] > 0) n++;
+    return n;
+  });
+  assert.ok(painted > 1000, 'the canvas has drawn pixels: ' + painted);
+  const first = await page.evaluate(() => window.__clrscope.lastRenderMs);
+  // redraw twice more (icicle and back) to time a warmed-up render
+  await page.click('main .flame-toolbar .seg button:nth-child(2)');
+  await page.click('main .flame-toolbar .seg button:nth-child(1)');
+  const info = await page.evaluate(() => ({
+    nodes: window.__clrscope.flameNodes, drawn: window.__clrscope.framesDrawn,
+    ms: window.__clrscope.lastRenderMs, flame: window.__clrscope.flame
+  }));
+  t.diagnostic(`flame graph: ${info.nodes} frames, ${info.drawn} drawn; first render ${first} ms, redraw ${info.ms} ms`);
+  assert.ok(info.ms < 1000, 'a redraw takes under a second (took ' + info.ms + ' ms)');
+  assert.equal(info.flame.icicle, false);
+  await shot('02-cpu');
+
+  // hover a frame one row above the root (flame orientation: the root row is at the bottom)
+  const box = await canvas.boundingBox();
+  const rowH = info.flame.rowHeight;
+  const y = info.flame.icicle ? rowH * 1.5 : box.height - rowH * 1.5;
+  let title = '';
+  let hitX = 0;
+  for (const fx of [0.5, 0.3, 0.7, 0.1, 0.9, 0.02]) {
+    hitX = box.width * fx;
+    await canvas.hover({position: {x: hitX, y}});
+    const tip = page.locator('#tooltip:not(.hidden)');
+    if (await tip.count()) {
+      title = (await tip.locator('.tt-title').textContent()) || '';
+      if (title) break;
+    }
+  }
+  assert.ok(title.length > 0, 'a tooltip with the frame name appears on hover');
+  const tipText = await page.textContent('#tooltip');
+  assert.match(tipText, /%/, 'the tooltip shows shares: ' + tipText);
+  assert.match(tipText, /self/);
+  await shot('03-cpu-hover');
+
+  // search for the longest word of the hovered frame's method name: surely a substring of a frame
+  const words = title.split('.').pop().match(/\w+/g) || ['a'];
+  const term = words.sort((a, b) => b.length - a.length)[0];
+  await page.fill('main .flame-toolbar .search', term);
+  await page.waitForFunction(() => /matched/.test(document.querySelector('main .flame-toolbar .matched').textContent),
+    null, {timeout: TIMEOUT});
+  const matched = await page.textContent('main .flame-toolbar .matched');
+  assert.match(matched, /matched \d+(\.\d+)?% of total/);
+  await page.waitForFunction((q) => new URLSearchParams(location.hash.slice(1)).get('q') === q, term);
+  await shot('04-cpu-search');
+
+  // the top table sorts by a header click
+  await page.locator('main .flame-top th', {hasText: /^Total/}).first().click();
+  const totals = await page.$$eval('main .flame-top tbody tr', (rows) => rows.slice(0, 5).map((r) => r.children[3].textContent));
+  assert.ok(totals.length > 0, 'the top-functions table has rows');
+
+  // click to zoom: the zoom path lands in the URL and survives a reload
+  await page.fill('main .flame-toolbar .search', '');
+  await canvas.click({position: {x: hitX, y}});
+  await page.waitForFunction(() => /zoom=/.test(location.hash), null, {timeout: TIMEOUT});
+  assert.ok(await page.isVisible('main .crumbs'), 'breadcrumb shown when zoomed');
+  const zoom = await page.evaluate(() => window.__clrscope.flame.zoom);
+  assert.ok(zoom.length >= 1);
+  await shot('05-cpu-zoom');
+  await page.reload({waitUntil: 'load'});
+  await page.waitForFunction((z) => {
+    const f = window.__clrscope.flame;
+    return window.__clrscope.framesDrawn > 0 && f && f.zoom.join(';') === z;
+  }, zoom.join(';'), {timeout: TIMEOUT});
+  await page.click('main .flame-toolbar .btn');  // reset zoom
+  await page.waitForFunction(() => !/zoom=/.test(location.hash));
+});
+
+test('window selector and pprof download link follow the state', async () => {
+  const before = await page.evaluate(() => window.__clrscope.refreshes || 0);
+  await page.click('#window button[data-seconds="300"]');
+  await waitRefreshed('cpu', before);
+  assert.match(page.url(), /seconds=300/);
+  const href = await page.getAttribute('#downloads a', 'href');
+  assert.match(href, /debug\/pprof\/profile\?seconds=300/);
+  await page.click('#window button[data-seconds="60"]');
+  await page.click('#pause');
+  assert.equal(await page.evaluate(() => window.__clrscope.paused), true);
+  await page.click('#pause');
+});
+
+test('every tab renders', async () => {
+  const tabs = [['wall', 'Wall'], ['alloc', 'Allocations'], ['live', 'Live objects'], ['gc', 'GC'],
+    ['exceptions', 'Exceptions'], ['locks', 'Locks'], ['heap', 'Heap snapshots'], ['overview', 'Overview']];
+  let n = 6;
+  for (const [id, label] of tabs) {
+    await openTab(id, label);
+    const text = await page.textContent('main');
+    assert.ok(text.trim().length > 0, id + ' tab shows something');
+    await shot(String(n++).padStart(2, '0') + '-' + id);
+  }
+});
+
+test('allocations: clicking a type filters the flame graph', async (t) => {
+  await openTab('alloc', 'Allocations');
+  const rows = page.locator('main tbody tr.click');
+  if (!(await rows.count())) {
+    t.skip('no allocation types reported');
+    return;
+  }
+  const type = (await rows.first().locator('td').first().textContent()).trim();
+  await rows.first().click();
+  await page.waitForFunction(() => /filter=/.test(location.hash));
+  const filter = new URLSearchParams(new URL(page.url()).hash.slice(1)).get('filter');
+  assert.equal(filter, type);
+  assert.ok(await page.isVisible('main .filterchip'));
+  await shot('14-alloc-filtered');
+});
+
+test('heap snapshot: take one and follow it to the end', async (t) => {
+  if (!mock && process.env.TEST_GCDUMP !== '1') {
+    t.skip('set TEST_GCDUMP=1 to take a heap snapshot of a real process');
+    return;
+  }
+  await openTab('heap', 'Heap snapshots');
+  await page.click('main .btn.primary');
+  await page.waitForFunction(() => /snap=/.test(location.hash), null, {timeout: TIMEOUT});
+  await page.waitForSelector('main .badge.running, main .badge.done, main .badge.failed');
+  await page.waitForSelector('main .stats .stat, main .warnbox', {timeout: 120000});
+  await page.waitForFunction(() => !document.querySelector('main progress'), null, {timeout: 120000});
+  const failed = await page.locator('main .warnbox', {hasText: 'failed'}).count();
+  if (!failed) {
+    await page.locator('main .panel tbody tr.click').first().click();
+    await page.waitForSelector('main .paths .path, main .paths .note, main .paths .unavailable');
+  }
+  await shot('15-heap-snapshot');
+});
+
+test('dark theme', async () => {
+  await page.emulateMedia({colorScheme: 'dark'});
+  await openTab('cpu', 'CPU');
+  await page.waitForFunction(() => window.__clrscope.framesDrawn > 0);
+  await shot('16-cpu-dark');
+  await openTab('gc', 'GC');
+  await shot('17-gc-dark');
+  await openTab('overview', 'Overview');
+  await shot('18-overview-dark');
+  await page.emulateMedia({colorScheme: 'light'});
+});
+
+test('no console errors, uncaught exceptions or CSP violations', async (t) => {
+  const hook = await page.evaluate(() => ({lastError: window.__clrscope.lastError, csp: window.__clrscope.cspViolations}));
+  if (notFound.length) t.diagnostic(notFound.length + ' requests answered 404/501 (endpoints not served yet)');
+  assert.deepEqual(pageErrors, [], 'uncaught exceptions');
+  assert.deepEqual(consoleErrors.filter((e) => /Content Security Policy|Refused to/.test(e)), [], 'CSP violations in the console');
+  assert.deepEqual(hook.csp, [], 'securitypolicyviolation events');
+  assert.deepEqual(consoleErrors, [], 'console errors');
+  assert.equal(hook.lastError, null, 'window.__clrscope.lastError');
+  if (mock) assert.deepEqual(notFound, [], 'the mock serves every endpoint');
+  t.diagnostic('screenshots in ' + SCREENSHOT_DIR);
+});
