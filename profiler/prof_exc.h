@@ -2,10 +2,30 @@
 #ifndef PROF_EXC_H
 #define PROF_EXC_H
 
+#include <stdint.h>
+
 #include "clr_abi.h"
 #include "prof_ring.h"
+#include "prof_wtab.h"
 
+struct prof_exc_stats {
+    uint64_t events;          /* exceptions thrown since the session started (exact) */
+    uint64_t sampled;         /* samples handed to the aggregator */
+    uint64_t dropped;         /* samples lost (event ring full); their counts are still upscaled */
+    uint64_t overflow_events; /* events of types past the type table (counted together) */
+    uint64_t types;           /* distinct exception types in the table */
+    uint64_t table_dropped;   /* type/message table entries folded into "[other]" */
+};
+
+/* EventPipe callback (app thread): ExceptionThrown_V1. */
 void prof_exc_on_event(DWORD id, DWORD version, const BYTE *data, ULONG len);
+/* clrscope-agg: one sample (rec->a = type slot, rec->b = the slot's count at the event). */
 void prof_exc_consume(const struct prof_rec *rec, const char **names, int n);
+/* Attributes the events counted since each type's last sample to that sample's stack: 1 Hz on
+ * clrscope-agg, and from API handlers before they read (any clrscope thread). */
+void prof_exc_tick(double now_unix);
+void prof_exc_get_stats(struct prof_exc_stats *out);
+/* (type, message) -> v0 estimated count, v1 samples; extra = the throwing method. NULL when off. */
+struct prof_wtab *prof_exc_table(void);
 
 #endif

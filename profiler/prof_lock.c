@@ -1,5 +1,399 @@
-/* prof_lock.c - placeholder until the lock-contention module lands. */
+/*
+ * prof_lock.c - see prof_lock.h.
+ *
+ * Event half (app threads, inside the runtime's contention events; atomics only):
+ *   ContentionStart (81) v2 carries LockID, AssociatedObjectID and LockOwnerThreadID (.NET 8+);
+ *   they are parked in a per-thread slot (direct-mapped by OS tid) until the same thread's
+ *   ContentionStop (91), whose v1 carries DurationNs (v0: measured from the start here).
+ *   At the stop every contention is counted exactly (count, wait ns, histogram, and per lock in
+ *   a prof_esamp slot); when the sampler says so the thread's stack is walked (it is still inside
+ *   Monitor.Enter) and handed to clrscope-agg through g_ring.
+ * Aggregator half (clrscope-agg): each sample becomes a PK_LOCK store row (label = lock name)
+ *   and a (lock, owner thread) table row, weighted by the count and wait its lock accumulated
+ *   since that lock's previous sample (upscaling by duration, as Datadog's profiler does, but with
+ *   exact per-lock sums). Once a second the exact totals go into a per-second series and the
+ *   waits counted after a lock's last sample are attributed to that sample's stack.
+ */
 #include "prof_lock.h"
 
-void prof_lock_on_event(DWORD id, DWORD version, const BYTE *data, ULONG len) { (void)id; (void)version; (void)data; (void)len; }
-void prof_lock_consume(const struct prof_rec *rec, const char **names, int n) { (void)rec; (void)names; (void)n; }
+#include <math.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "prof_config.h"
+#include "prof_core.h"
+#include "prof_esamp.h"
+#include "prof_log.h"
+#include "prof_store.h"
+#include "prof_threads.h"
+#include "prof_walk.h"
+
+#define LOCK_SLOTS 1024 /* distinct locks counted on their own (power of two) */
+#define THR_SLOTS 4096  /* in-flight contentions, direct-mapped by OS tid (power of two) */
+#define WTAB_KEYS 8192  /* distinct (lock, owner) pairs */
+#define WTAB_PER_S 1024
+#define NAME_LEN 48
+
+const double prof_lock_hist_le_ms[PROF_LOCK_NHIST - 1] = {
+    0.01, 0.1, 0.5, 1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 5000, 30000};
+
+/* What a sample carries in rec->text (the ring record has no other room for it). */
+struct lock_meta {
+    uint32_t slot;
+    uint64_t cum_count, cum_wait; /* the lock slot's totals after this contention */
+    uint64_t assoc;               /* AssociatedObjectID (informational) */
+};
+
+/* ---- event half (app threads) ---- */
+
+struct thr_slot {
+    uint32_t tid; /* 0 = free / being written */
+    uint64_t lock_id, assoc, owner;
+    int64_t start_ns;
+};
+
+static struct {
+    struct esamp_slot slots[LOCK_SLOTS + 1]; /* [LOCK_SLOTS] = locks past the table */
+    struct esamp_global g;
+    struct thr_slot thr[THR_SLOTS];
+    uint64_t count, wait_ns, hist[PROF_LOCK_NHIST]; /* every contention, ever */
+    uint64_t sampled, dropped, overflow, unmatched;
+} L;
+
+static struct thr_slot *thr_slot(uint32_t tid)
+{
+    return &L.thr[esamp_mix(tid) & (THR_SLOTS - 1)];
+}
+
+static int hist_bucket(uint64_t ns)
+{
+    double ms = (double)ns / 1e6;
+    int b = 0;
+    while (b < PROF_LOCK_NHIST - 1 && ms > prof_lock_hist_le_ms[b])
+        b++;
+    return b;
+}
+
+static void on_start(DWORD version, const BYTE *data, ULONG len)
+{
+    uint64_t lock_id = 0, assoc = 0, owner = 0;
+    /* v2: ContentionFlags u8, ClrInstanceID u16, LockID ptr, AssociatedObjectID ptr,
+     * LockOwnerThreadID u64 */
+    if (version >= 2 && len >= 27) {
+        memcpy(&lock_id, data + 3, 8);
+        memcpy(&assoc, data + 11, 8);
+        memcpy(&owner, data + 19, 8);
+    }
+    uint32_t tid = (uint32_t)gettid();
+    struct thr_slot *t = thr_slot(tid);
+    __atomic_store_n(&t->tid, 0, __ATOMIC_RELEASE);
+    __atomic_store_n(&t->lock_id, lock_id, __ATOMIC_RELAXED);
+    __atomic_store_n(&t->assoc, assoc, __ATOMIC_RELAXED);
+    __atomic_store_n(&t->owner, owner, __ATOMIC_RELAXED);
+    __atomic_store_n(&t->start_ns, prof_now_ns(), __ATOMIC_RELAXED);
+    __atomic_store_n(&t->tid, tid, __ATOMIC_RELEASE);
+}
+
+static void on_stop(DWORD version, const BYTE *data, ULONG len)
+{
+    uint32_t tid = (uint32_t)gettid();
+    struct thr_slot *t = thr_slot(tid);
+    uint64_t lock_id = 0, assoc = 0, owner = 0;
+    int64_t start = 0;
+    int matched = 0;
+    if (__atomic_load_n(&t->tid, __ATOMIC_ACQUIRE) == tid) {
+        lock_id = __atomic_load_n(&t->lock_id, __ATOMIC_RELAXED);
+        assoc = __atomic_load_n(&t->assoc, __ATOMIC_RELAXED);
+        owner = __atomic_load_n(&t->owner, __ATOMIC_RELAXED);
+        start = __atomic_load_n(&t->start_ns, __ATOMIC_RELAXED);
+        /* still ours after the reads: nobody hashed onto the slot meanwhile */
+        uint32_t me = tid;
+        matched = __atomic_compare_exchange_n(&t->tid, &me, 0, 0, __ATOMIC_ACQ_REL,
+                                              __ATOMIC_RELAXED);
+    }
+    if (!matched) {
+        lock_id = assoc = owner = 0;
+        start = 0;
+        __atomic_add_fetch(&L.unmatched, 1, __ATOMIC_RELAXED);
+    }
+    /* v1: ContentionFlags u8, ClrInstanceID u16, DurationNs double */
+    double dur = -1;
+    if (version >= 1 && len >= 11)
+        memcpy(&dur, data + 3, 8);
+    if (!(dur >= 0)) /* v0, or NaN */
+        dur = start ? (double)(prof_now_ns() - start) : 0;
+    if (dur > 1e15)
+        dur = 1e15;
+    uint64_t wait = (uint64_t)dur;
+
+    __atomic_add_fetch(&L.count, 1, __ATOMIC_RELAXED);
+    __atomic_add_fetch(&L.wait_ns, wait, __ATOMIC_RELAXED);
+    __atomic_add_fetch(&L.hist[hist_bucket(wait)], 1, __ATOMIC_RELAXED);
+
+    int overflow = 0;
+    uint64_t key = lock_id ? (esamp_mix(lock_id) | 2) : 1; /* 1 = locks of unknown id */
+    struct esamp_slot *s = esamp_slot_for(L.slots, LOCK_SLOTS, key, &overflow);
+    if (overflow)
+        __atomic_add_fetch(&L.overflow, 1, __ATOMIC_RELAXED);
+    uint64_t count, wsum;
+    int64_t now_s = prof_now_ns() / 1000000000LL + 1;
+    int d = esamp_decide(&L.g, s, wait, (uint32_t)g_cfg.lock_rate, now_s, &count, &wsum);
+    if (d == ESAMP_NO)
+        return;
+    struct prof_rec *r = prof_ring_reserve(g_ring);
+    if (!r) {
+        __atomic_add_fetch(&L.dropped, 1, __ATOMIC_RELAXED);
+        if (d == ESAMP_FIRST)
+            esamp_retry(s);
+        return;
+    }
+    r->kind = REC_LOCK;
+    r->a = wait;
+    r->b = lock_id;
+    r->c = owner;
+    r->d = 0;
+    r->x = dur;
+    r->t_unix = prof_unix_now();
+    r->os_tid = tid;
+    struct lock_meta m = {.slot = (uint32_t)(s - L.slots), .cum_count = count, .cum_wait = wsum,
+                          .assoc = assoc};
+    memcpy(r->text, &m, sizeof m);
+    int max = g_cfg.max_frames < REC_MAX_FRAMES ? g_cfg.max_frames : REC_MAX_FRAMES;
+    r->nframes = (uint32_t)prof_walk_current(r->frames, max, &r->truncated);
+    prof_ring_commit(g_ring, r);
+    __atomic_add_fetch(&L.sampled, 1, __ATOMIC_RELAXED);
+}
+
+void prof_lock_on_event(DWORD id, DWORD version, const BYTE *data, ULONG len)
+{
+    if (!data || !(__atomic_load_n(&g_core.profiles, __ATOMIC_RELAXED) & PROFILE_LOCK))
+        return;
+    if (id == 81)
+        on_start(version, data, len);
+    else if (id == 91)
+        on_stop(version, data, len);
+}
+
+/* ---- aggregator half (clrscope-agg; the window readers are API handlers) ---- */
+
+struct last_sample {
+    int n;
+    uint32_t tid;
+    uint64_t owner;
+    const char *site;
+    const char *names[REC_MAX_FRAMES + 2];
+    char lock[NAME_LEN];
+    char owner_name[NAME_LEN];
+};
+
+struct sec_row {
+    int64_t sec;
+    uint64_t count, wait_ns, hist[PROF_LOCK_NHIST];
+};
+
+struct owner_name {
+    uint64_t tid;
+    double at;
+    char name[NAME_LEN];
+};
+
+static struct {
+    pthread_once_t once;
+    struct prof_wtab *tab;
+    pthread_mutex_t lock; /* guards everything below: agg thread and API handlers */
+    struct sec_row *series;
+    int nsec;
+    uint64_t snap_count, snap_wait, snap_hist[PROF_LOCK_NHIST]; /* L.* at the last tick */
+    uint64_t att_count[LOCK_SLOTS + 1], att_wait[LOCK_SLOTS + 1];
+    struct last_sample *last[LOCK_SLOTS + 1];
+    struct owner_name names[256];
+} A = {.once = PTHREAD_ONCE_INIT, .lock = PTHREAD_MUTEX_INITIALIZER};
+
+static void init_tables(void)
+{
+    A.tab = prof_wtab_new(g_cfg.history_s, WTAB_KEYS, WTAB_PER_S);
+    A.series = calloc((size_t)g_cfg.history_s, sizeof *A.series);
+    if (A.series)
+        A.nsec = g_cfg.history_s;
+    if (!A.tab || !A.series)
+        prof_log(LOG_WARN, "out of memory for the lock-contention tables; /api/v1/locks stays "
+                 "empty (flame graphs and pprof still work)");
+}
+
+struct prof_wtab *prof_lock_table(void)
+{
+    pthread_once(&A.once, init_tables);
+    return A.tab;
+}
+
+/* The waiting method: the leaf-most frame outside System.Threading's lock machinery. */
+static const char *wait_site(const char **names, int n)
+{
+    for (int i = n - 1; i >= 0; i--) {
+        const char *f = names[i];
+        if (f[0] == '[' || !strncmp(f, "System.Threading.Monitor.", 25) ||
+            !strncmp(f, "System.Threading.Lock.", 22) ||
+            !strncmp(f, "System.Threading.ObjectHeader.", 30))
+            continue;
+        return f;
+    }
+    return n > 0 ? names[n - 1] : "";
+}
+
+/* Thread names of lock owners, cached for 10 s (the lookup may read /proc). */
+static const char *owner_name(uint64_t owner, double now)
+{
+    if (!owner)
+        return "";
+    if (owner > UINT32_MAX)
+        return "";
+    struct owner_name *c = &A.names[esamp_mix(owner) & 255];
+    if (c->tid != owner || now - c->at > 10) {
+        c->tid = owner;
+        c->at = now;
+        prof_threads_name_of((uint32_t)owner, c->name, sizeof c->name);
+    }
+    return c->name;
+}
+
+static void lock_name(uint64_t lock_id, char *out, size_t cap)
+{
+    if (lock_id)
+        snprintf(out, cap, "lock 0x%llx", (unsigned long long)lock_id);
+    else
+        snprintf(out, cap, "[unknown lock]");
+}
+
+void prof_lock_consume(const struct prof_rec *rec, const char **names, int n)
+{
+    struct prof_wtab *tab = prof_lock_table();
+    struct lock_meta m;
+    memcpy(&m, rec->text, sizeof m);
+    uint32_t slot = m.slot <= LOCK_SLOTS ? m.slot : LOCK_SLOTS;
+    pthread_mutex_lock(&A.lock);
+    uint64_t wc = m.cum_count > A.att_count[slot] ? m.cum_count - A.att_count[slot] : 0;
+    uint64_t ww = m.cum_wait > A.att_wait[slot] ? m.cum_wait - A.att_wait[slot] : 0;
+    if (m.cum_count > A.att_count[slot])
+        A.att_count[slot] = m.cum_count;
+    if (m.cum_wait > A.att_wait[slot])
+        A.att_wait[slot] = m.cum_wait;
+
+    char lname[NAME_LEN];
+    lock_name(rec->b, lname, sizeof lname);
+    const char *oname = owner_name(rec->c, rec->t_unix);
+    const char *site = wait_site(names, n);
+    int64_t v[PROF_NVALUES] = {(int64_t)wc, (int64_t)ww, 1};
+    prof_store_add(PK_LOCK, rec->t_unix, names, n, rec->os_tid, lname, v);
+    prof_wtab_add(tab, rec->t_unix, lname, oname, rec->c, site, v);
+
+    struct last_sample *l = A.last[slot];
+    if (!l)
+        l = A.last[slot] = malloc(sizeof *l);
+    if (l) {
+        l->n = n < REC_MAX_FRAMES + 2 ? n : REC_MAX_FRAMES + 2;
+        memcpy(l->names, names, (size_t)l->n * sizeof *names);
+        l->tid = rec->os_tid;
+        l->owner = rec->c;
+        l->site = site;
+        memcpy(l->lock, lname, sizeof l->lock);
+        snprintf(l->owner_name, sizeof l->owner_name, "%s", oname);
+    }
+    pthread_mutex_unlock(&A.lock);
+}
+
+/* The totals counted since the last snapshot; lock held. */
+static void pending(uint64_t *count, uint64_t *wait, uint64_t hist[PROF_LOCK_NHIST])
+{
+    *count = __atomic_load_n(&L.count, __ATOMIC_RELAXED) - A.snap_count;
+    *wait = __atomic_load_n(&L.wait_ns, __ATOMIC_RELAXED) - A.snap_wait;
+    for (int i = 0; i < PROF_LOCK_NHIST; i++)
+        hist[i] = __atomic_load_n(&L.hist[i], __ATOMIC_RELAXED) - A.snap_hist[i];
+}
+
+void prof_lock_tick(double now_unix)
+{
+    struct prof_wtab *tab = prof_lock_table();
+    pthread_mutex_lock(&A.lock);
+    if (A.nsec) {
+        uint64_t c, w, h[PROF_LOCK_NHIST];
+        pending(&c, &w, h);
+        int64_t sec = (int64_t)floor(now_unix);
+        struct sec_row *row = &A.series[sec % A.nsec];
+        if (row->sec != sec)
+            memset(row, 0, sizeof *row);
+        row->sec = sec;
+        row->count += c;
+        row->wait_ns += w;
+        A.snap_count += c;
+        A.snap_wait += w;
+        for (int i = 0; i < PROF_LOCK_NHIST; i++) {
+            row->hist[i] += h[i];
+            A.snap_hist[i] += h[i];
+        }
+    }
+    for (uint32_t slot = 0; slot <= LOCK_SLOTS; slot++) {
+        struct last_sample *l = A.last[slot];
+        if (!l)
+            continue;
+        uint64_t count = __atomic_load_n(&L.slots[slot].count, __ATOMIC_RELAXED);
+        uint64_t wait = __atomic_load_n(&L.slots[slot].wsum, __ATOMIC_RELAXED);
+        if (count <= A.att_count[slot] && wait <= A.att_wait[slot])
+            continue;
+        int64_t wc = count > A.att_count[slot] ? (int64_t)(count - A.att_count[slot]) : 0;
+        int64_t ww = wait > A.att_wait[slot] ? (int64_t)(wait - A.att_wait[slot]) : 0;
+        A.att_count[slot] = count > A.att_count[slot] ? count : A.att_count[slot];
+        A.att_wait[slot] = wait > A.att_wait[slot] ? wait : A.att_wait[slot];
+        int64_t v[PROF_NVALUES] = {wc, ww, 0};
+        prof_store_add(PK_LOCK, now_unix, l->names, l->n, l->tid, l->lock, v);
+        prof_wtab_add(tab, now_unix, l->lock, l->owner_name, l->owner, l->site, v);
+    }
+    pthread_mutex_unlock(&A.lock);
+}
+
+void prof_lock_window(double seconds, struct prof_lock_window *out)
+{
+    memset(out, 0, sizeof *out);
+    pthread_once(&A.once, init_tables);
+    if (!(seconds > 0))
+        seconds = 60;
+    pthread_mutex_lock(&A.lock);
+    if (seconds > A.nsec)
+        seconds = A.nsec;
+    int64_t to = (int64_t)floor(prof_unix_now());
+    int64_t from = to - (int64_t)ceil(seconds) + 1;
+    for (int i = 0; i < A.nsec; i++) {
+        const struct sec_row *row = &A.series[i];
+        if (row->sec < from || row->sec > to)
+            continue;
+        out->count += row->count;
+        out->wait_ns += row->wait_ns;
+        for (int k = 0; k < PROF_LOCK_NHIST; k++)
+            out->hist[k] += row->hist[k];
+    }
+    /* what ended since the last tick belongs to the current second */
+    uint64_t c, w, h[PROF_LOCK_NHIST];
+    pending(&c, &w, h);
+    out->count += c;
+    out->wait_ns += w;
+    for (int k = 0; k < PROF_LOCK_NHIST; k++)
+        out->hist[k] += h[k];
+    pthread_mutex_unlock(&A.lock);
+}
+
+void prof_lock_get_stats(struct prof_lock_stats *out)
+{
+    memset(out, 0, sizeof *out);
+    out->events = __atomic_load_n(&L.count, __ATOMIC_RELAXED);
+    out->sampled = __atomic_load_n(&L.sampled, __ATOMIC_RELAXED);
+    out->dropped = __atomic_load_n(&L.dropped, __ATOMIC_RELAXED);
+    out->overflow = __atomic_load_n(&L.overflow, __ATOMIC_RELAXED);
+    out->unmatched = __atomic_load_n(&L.unmatched, __ATOMIC_RELAXED);
+    for (uint32_t i = 0; i < LOCK_SLOTS; i++)
+        if (__atomic_load_n(&L.slots[i].key, __ATOMIC_RELAXED))
+            out->locks++;
+    uint64_t keys;
+    prof_wtab_stats(prof_lock_table(), &keys, &out->table_dropped);
+}

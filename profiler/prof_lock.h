@@ -2,10 +2,44 @@
 #ifndef PROF_LOCK_H
 #define PROF_LOCK_H
 
+#include <stdint.h>
+
 #include "clr_abi.h"
 #include "prof_ring.h"
+#include "prof_wtab.h"
 
+#define PROF_LOCK_NHIST 16
+
+/* Upper bounds (ms) of the wait-duration histogram buckets; the last bucket is unbounded. */
+extern const double prof_lock_hist_le_ms[PROF_LOCK_NHIST - 1];
+
+struct prof_lock_window {
+    uint64_t count, wait_ns;         /* every contention that ended in the window (exact) */
+    uint64_t hist[PROF_LOCK_NHIST];  /* of those, by wait duration */
+};
+
+struct prof_lock_stats {
+    uint64_t events;        /* contentions since the session started */
+    uint64_t sampled;       /* samples handed to the aggregator */
+    uint64_t dropped;       /* samples lost (event ring full); still upscaled into the others */
+    uint64_t overflow;      /* contentions on locks past the lock table (counted together) */
+    uint64_t unmatched;     /* stops without their start (no lock id / owner known) */
+    uint64_t locks;         /* distinct locks in the table */
+    uint64_t table_dropped; /* (lock, owner) table entries folded into "[other]" */
+};
+
+/* EventPipe callback (app thread): ContentionStart (81) and ContentionStop (91). */
 void prof_lock_on_event(DWORD id, DWORD version, const BYTE *data, ULONG len);
+/* clrscope-agg: one sample (REC_LOCK: a = wait ns, b = lock id, c = owner thread id). */
 void prof_lock_consume(const struct prof_rec *rec, const char **names, int n);
+/* The per-second series, and the tails of unsampled waits attributed to their lock's last
+ * sample: 1 Hz on clrscope-agg, and from API handlers before they read (any clrscope thread). */
+void prof_lock_tick(double now_unix);
+/* Totals and histogram of the last `seconds` (any thread). */
+void prof_lock_window(double seconds, struct prof_lock_window *out);
+void prof_lock_get_stats(struct prof_lock_stats *out);
+/* (lock name, owner thread name, owner tid) -> v0 est count, v1 est wait ns, v2 samples;
+ * extra = the waiting method. NULL when out of memory. */
+struct prof_wtab *prof_lock_table(void);
 
 #endif

@@ -22,7 +22,7 @@ static const struct prof_pprof_spec g_specs[] = {
     {"exceptions", PK_EXC, {{"exception", "count"}}, 1, {0, -1, -1}, {"exception", "count"},
      "exception type"},
     {"lock", PK_LOCK, {{"lock-count", "count"}, {"lock-time", "nanoseconds"}}, 2, {0, 1, -1},
-     {"lock-time", "nanoseconds"}, NULL},
+     {"lock-time", "nanoseconds"}, "lock"},
     {"heap", -1, {{"inuse-objects", "count"}, {"inuse-space", "bytes"}}, 2, {0, 1, -1},
      {"space", "bytes"}, "object type"},
 };
@@ -120,7 +120,10 @@ int prof_pprof_build(const struct prof_pprof_spec *spec, double seconds, unsigne
     pprof_set_time(b, (int64_t)(from * 1e9), (int64_t)((to - from) * 1e9));
     if (spec->ntypes > 1)
         pprof_set_default_sample_type(b, spec->types[1].type);
-    rc = prof_pprof_add_view(b, &v, spec->ntypes, spec->slot_to_col, spec->label_key);
+    /* The live heap gets one sample per tracked object, with its age as a label. */
+    rc = spec->kind < 0 ? prof_live_pprof_add(b, spec->ntypes, spec->slot_to_col, spec->label_key)
+                        : prof_pprof_add_view(b, &v, spec->ntypes, spec->slot_to_col,
+                                              spec->label_key);
     char comment[128];
     snprintf(comment, sizeof comment, "clrscope %s profile of pid %d, runtime %s", spec->name,
              (int)g_core.pid, g_core.runtime_version);

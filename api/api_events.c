@@ -1,0 +1,362 @@
+/*
+ * api_events.c - the event-based tables: GET /api/v1/exceptions (thrown exceptions by type and
+ * message, estimated counts) and GET /api/v1/locks (lock contention: totals, wait histogram, per
+ * lock and owner thread). Stacks come from the windowed store (PK_EXC, PK_LOCK); the flame graphs
+ * of the same data are /api/v1/flamegraph?type=exceptions|lock-time.
+ */
+#include <cjson/cJSON.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "api.h"
+#include "prof_config.h"
+#include "prof_core.h"
+#include "prof_exc.h"
+#include "prof_lock.h"
+#include "prof_store.h"
+
+#define MAX_STACKS 10
+#define MAX_FRAMES 256
+
+/* ---- shared: the heaviest stacks of a store view ---- */
+
+struct stack_sum {
+    uint32_t node;
+    int64_t v[PROF_NVALUES];
+};
+
+static int cmp_stack(const void *a, const void *b, int slot)
+{
+    int64_t x = ((const struct stack_sum *)a)->v[slot], y = ((const struct stack_sum *)b)->v[slot];
+    return x < y ? 1 : x > y ? -1 : 0;
+}
+
+static int cmp_stack0(const void *a, const void *b)
+{
+    return cmp_stack(a, b, 0);
+}
+
+static int cmp_stack1(const void *a, const void *b)
+{
+    return cmp_stack(a, b, 1);
+}
+
+/* Adds "stacks": the `max` heaviest leaf stacks by v[slot], each with the values named in keys
+ * (NULL = skip that slot). Frames root first. */
+static void add_stacks(cJSON *o, int kind, double seconds, const char *filter, int slot,
+                       const char *const keys[PROF_NVALUES], int max)
+{
+    struct prof_view v;
+    cJSON *arr = cJSON_AddArrayToObject(o, "stacks");
+    if (prof_store_view(kind, seconds, filter, &v))
+        return;
+    struct stack_sum *sums = calloc(v.nrows ? v.nrows : 1, sizeof *sums);
+    uint32_t *pos = calloc(v.nnodes ? v.nnodes : 1, sizeof *pos); /* node -> index + 1 */
+    const char **frames = malloc(MAX_FRAMES * sizeof *frames);
+    if (!sums || !pos || !frames)
+        goto out;
+    size_t n = 0;
+    for (size_t i = 0; i < v.nrows; i++) {
+        const struct prof_row *r = &v.rows[i];
+        if (r->node >= v.nnodes)
+            continue;
+        if (!pos[r->node]) {
+            sums[n].node = r->node;
+            pos[r->node] = (uint32_t)++n;
+        }
+        struct stack_sum *s = &sums[pos[r->node] - 1];
+        for (int k = 0; k < PROF_NVALUES; k++)
+            s->v[k] += r->v[k];
+    }
+    qsort(sums, n, sizeof *sums, slot == 0 ? cmp_stack0 : cmp_stack1);
+    for (size_t i = 0; i < n && (int)i < max; i++) {
+        if (sums[i].v[slot] <= 0)
+            break;
+        int nf = 0;
+        for (uint32_t node = sums[i].node; node != 0 && nf < MAX_FRAMES; node = v.parent[node])
+            frames[nf++] = v.name[node];
+        cJSON *st = cJSON_CreateObject();
+        cJSON *fa = cJSON_AddArrayToObject(st, "frames");
+        for (int f = nf - 1; f >= 0; f--)
+            cJSON_AddItemToArray(fa, cJSON_CreateString(frames[f]));
+        for (int k = 0; k < PROF_NVALUES; k++)
+            if (keys[k])
+                cJSON_AddNumberToObject(st, keys[k], (double)sums[i].v[k]);
+        cJSON_AddItemToArray(arr, st);
+    }
+out:
+    free(sums);
+    free(pos);
+    free(frames);
+    prof_view_free(&v);
+}
+
+/* ---- /api/v1/exceptions ---- */
+
+static int cmp_row_v0(const void *a, const void *b)
+{
+    const struct prof_wtab_row *x = a, *y = b;
+    if (x->v[0] != y->v[0])
+        return x->v[0] < y->v[0] ? 1 : -1;
+    if (x->v[1] != y->v[1])
+        return x->v[1] < y->v[1] ? 1 : -1;
+    int c = strcmp(x->a, y->a);
+    return c ? c : strcmp(x->b, y->b);
+}
+
+struct type_sum {
+    const char *type;
+    int64_t count, samples, messages;
+};
+
+static int cmp_type_sum(const void *a, const void *b)
+{
+    const struct type_sum *x = a, *y = b;
+    if (x->count != y->count)
+        return x->count < y->count ? 1 : -1;
+    return strcmp(x->type, y->type);
+}
+
+/* "by_type": the rows (sorted by count) summed per type. */
+static void add_by_type(cJSON *o, const struct prof_wtab_row *rows, size_t n)
+{
+    cJSON *arr = cJSON_AddArrayToObject(o, "by_type");
+    struct type_sum *t = calloc(n ? n : 1, sizeof *t);
+    if (!t)
+        return;
+    size_t nt = 0;
+    for (size_t i = 0; i < n; i++) {
+        size_t j = 0;
+        while (j < nt && strcmp(t[j].type, rows[i].a))
+            j++;
+        if (j == nt)
+            t[nt++].type = rows[i].a;
+        t[j].count += rows[i].v[0];
+        t[j].samples += rows[i].v[1];
+        t[j].messages++;
+    }
+    qsort(t, nt, sizeof *t, cmp_type_sum);
+    for (size_t j = 0; j < nt; j++) {
+        cJSON *e = cJSON_CreateObject();
+        cJSON_AddStringToObject(e, "type", t[j].type);
+        cJSON_AddNumberToObject(e, "count", (double)t[j].count);
+        cJSON_AddNumberToObject(e, "samples", (double)t[j].samples);
+        cJSON_AddNumberToObject(e, "messages", (double)t[j].messages);
+        cJSON_AddItemToArray(arr, e);
+    }
+    free(t);
+}
+
+int api_exceptions(const struct web_req *r)
+{
+    double seconds;
+    long limit;
+    char *type = malloc(512);
+    if (!type)
+        return web_reply_error(r->conn, 503, "out of memory");
+    int has_type;
+    if (web_query_seconds(r, &seconds) < 0 ||
+        web_query_long(r, "limit", 200, 1, 100000, &limit) < 0 ||
+        (has_type = web_query_str(r, "type", type, 512)) < 0) {
+        free(type);
+        return 400;
+    }
+    has_type = has_type > 0 && type[0];
+    prof_exc_tick(prof_unix_now()); /* bring the estimates up to now */
+    struct prof_wtab_row *rows = NULL;
+    size_t n = 0;
+    if (prof_wtab_sum(prof_exc_table(), seconds, has_type ? type : NULL, &rows, &n)) {
+        free(type);
+        return web_reply_error(r->conn, 503, "out of memory");
+    }
+    qsort(rows, n, sizeof *rows, cmp_row_v0);
+    struct prof_exc_stats st;
+    prof_exc_get_stats(&st);
+
+    cJSON *o = cJSON_CreateObject();
+    cJSON_AddNumberToObject(o, "seconds", seconds);
+    cJSON_AddBoolToObject(o, "enabled", (g_core.profiles & PROFILE_EXCEPTIONS) != 0);
+    int64_t total = 0, sampled = 0;
+    for (size_t i = 0; i < n; i++) {
+        total += rows[i].v[0];
+        sampled += rows[i].v[1];
+    }
+    cJSON_AddNumberToObject(o, "total", (double)total);
+    cJSON_AddNumberToObject(o, "sampled", (double)sampled);
+    cJSON *types = cJSON_AddArrayToObject(o, "types");
+    for (size_t i = 0; i < n && (long)i < limit; i++) {
+        cJSON *e = cJSON_CreateObject();
+        cJSON_AddStringToObject(e, "type", rows[i].a);
+        cJSON_AddStringToObject(e, "message", rows[i].b);
+        cJSON_AddNumberToObject(e, "count", (double)rows[i].v[0]);
+        cJSON_AddNumberToObject(e, "samples", (double)rows[i].v[1]);
+        cJSON_AddStringToObject(e, "method", rows[i].extra);
+        cJSON_AddItemToArray(types, e);
+    }
+    add_by_type(o, rows, n);
+    cJSON_AddNumberToObject(o, "dropped", (double)(st.dropped + st.table_dropped));
+    cJSON *d = cJSON_AddObjectToObject(o, "profiler");
+    cJSON_AddNumberToObject(d, "events", (double)st.events);
+    cJSON_AddNumberToObject(d, "samples", (double)st.sampled);
+    cJSON_AddNumberToObject(d, "dropped_samples", (double)st.dropped);
+    cJSON_AddNumberToObject(d, "dropped_table_entries", (double)st.table_dropped);
+    cJSON_AddNumberToObject(d, "types", (double)st.types);
+    cJSON_AddNumberToObject(d, "overflow_events", (double)st.overflow_events);
+    cJSON_AddNumberToObject(d, "samples_per_s", g_cfg.exception_rate);
+    if (has_type) {
+        cJSON_AddStringToObject(o, "filter", type);
+        static const char *const keys[PROF_NVALUES] = {"count", "samples", NULL};
+        add_stacks(o, PK_EXC, seconds, type, 0, keys, MAX_STACKS);
+    }
+    free(rows);
+    free(type);
+    return web_reply_json(r->conn, 200, o);
+}
+
+/* ---- /api/v1/locks ---- */
+
+struct lock_sum {
+    const char *name, *site;
+    int64_t v[PROF_NVALUES];
+    size_t first, nrows; /* its rows in the (name-sorted) row array */
+};
+
+static int cmp_row_lock(const void *a, const void *b)
+{
+    const struct prof_wtab_row *x = a, *y = b;
+    int c = strcmp(x->a, y->a);
+    if (c)
+        return c;
+    return x->v[1] < y->v[1] ? 1 : x->v[1] > y->v[1] ? -1 : 0;
+}
+
+static int cmp_lock_sum(const void *a, const void *b)
+{
+    const struct lock_sum *x = a, *y = b;
+    if (x->v[1] != y->v[1])
+        return x->v[1] < y->v[1] ? 1 : -1;
+    return strcmp(x->name, y->name);
+}
+
+static void add_histogram(cJSON *o, const struct prof_lock_window *w)
+{
+    cJSON *arr = cJSON_AddArrayToObject(o, "histogram");
+    for (int i = 0; i < PROF_LOCK_NHIST; i++) {
+        cJSON *e = cJSON_CreateObject();
+        char label[32];
+        if (i < PROF_LOCK_NHIST - 1) {
+            cJSON_AddNumberToObject(e, "le_ms", prof_lock_hist_le_ms[i]);
+            snprintf(label, sizeof label, "<= %g ms", prof_lock_hist_le_ms[i]);
+        } else {
+            cJSON_AddNullToObject(e, "le_ms");
+            snprintf(label, sizeof label, "> %g ms", prof_lock_hist_le_ms[i - 1]);
+        }
+        cJSON_AddStringToObject(e, "label", label);
+        cJSON_AddNumberToObject(e, "count", (double)w->hist[i]);
+        cJSON_AddItemToArray(arr, e);
+    }
+}
+
+static void add_locks(cJSON *o, struct prof_wtab_row *rows, size_t n, long limit)
+{
+    cJSON *arr = cJSON_AddArrayToObject(o, "locks");
+    qsort(rows, n, sizeof *rows, cmp_row_lock);
+    struct lock_sum *ls = calloc(n ? n : 1, sizeof *ls);
+    if (!ls)
+        return;
+    size_t nl = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (!nl || strcmp(ls[nl - 1].name, rows[i].a)) {
+            ls[nl].name = rows[i].a;
+            ls[nl].site = rows[i].extra;
+            ls[nl].first = i;
+            nl++;
+        }
+        struct lock_sum *l = &ls[nl - 1];
+        l->nrows++;
+        for (int k = 0; k < PROF_NVALUES; k++)
+            l->v[k] += rows[i].v[k];
+    }
+    qsort(ls, nl, sizeof *ls, cmp_lock_sum);
+    for (size_t i = 0; i < nl && (long)i < limit; i++) {
+        cJSON *e = cJSON_CreateObject();
+        cJSON_AddStringToObject(e, "name", ls[i].name);
+        cJSON_AddStringToObject(e, "site", ls[i].site);
+        cJSON_AddNumberToObject(e, "wait_ns", (double)ls[i].v[1]);
+        cJSON_AddNumberToObject(e, "count", (double)ls[i].v[0]);
+        cJSON_AddNumberToObject(e, "samples", (double)ls[i].v[2]);
+        cJSON *owners = cJSON_AddArrayToObject(e, "owners");
+        for (size_t j = 0; j < ls[i].nrows && j < 32; j++) {
+            const struct prof_wtab_row *row = &rows[ls[i].first + j];
+            cJSON *ow = cJSON_CreateObject();
+            char tid[24];
+            snprintf(tid, sizeof tid, "%llu", (unsigned long long)row->n);
+            cJSON_AddStringToObject(ow, "thread",
+                                    row->b[0] ? row->b : row->n ? tid : "[unknown]");
+            cJSON_AddNumberToObject(ow, "tid", (double)row->n);
+            cJSON_AddNumberToObject(ow, "wait_ns", (double)row->v[1]);
+            cJSON_AddNumberToObject(ow, "count", (double)row->v[0]);
+            cJSON_AddItemToArray(owners, ow);
+        }
+        cJSON_AddItemToArray(arr, e);
+    }
+    free(ls);
+}
+
+int api_locks(const struct web_req *r)
+{
+    double seconds;
+    long limit;
+    char *lock = malloc(128);
+    if (!lock)
+        return web_reply_error(r->conn, 503, "out of memory");
+    int has_lock;
+    if (web_query_seconds(r, &seconds) < 0 ||
+        web_query_long(r, "limit", 100, 1, 100000, &limit) < 0 ||
+        (has_lock = web_query_str(r, "lock", lock, 128)) < 0) {
+        free(lock);
+        return 400;
+    }
+    has_lock = has_lock > 0 && lock[0];
+    prof_lock_tick(prof_unix_now()); /* bring the totals and estimates up to now */
+    struct prof_wtab_row *rows = NULL;
+    size_t n = 0;
+    if (prof_wtab_sum(prof_lock_table(), seconds, has_lock ? lock : NULL, &rows, &n)) {
+        free(lock);
+        return web_reply_error(r->conn, 503, "out of memory");
+    }
+    struct prof_lock_window w;
+    prof_lock_window(seconds, &w);
+    struct prof_lock_stats st;
+    prof_lock_get_stats(&st);
+
+    cJSON *o = cJSON_CreateObject();
+    cJSON_AddNumberToObject(o, "seconds", seconds);
+    cJSON_AddBoolToObject(o, "enabled", (g_core.profiles & PROFILE_LOCK) != 0);
+    cJSON_AddNumberToObject(o, "total_wait_ns", (double)w.wait_ns);
+    cJSON_AddNumberToObject(o, "count", (double)w.count);
+    int64_t samples = 0;
+    for (size_t i = 0; i < n; i++)
+        samples += rows[i].v[2];
+    cJSON_AddNumberToObject(o, "samples", (double)samples);
+    add_histogram(o, &w);
+    add_locks(o, rows, n, limit);
+    static const char *const keys[PROF_NVALUES] = {"count", "wait_ns", "samples"};
+    add_stacks(o, PK_LOCK, seconds, has_lock ? lock : NULL, 1, keys, MAX_STACKS);
+    cJSON_AddNumberToObject(o, "dropped", (double)(st.dropped + st.table_dropped));
+    cJSON *d = cJSON_AddObjectToObject(o, "profiler");
+    cJSON_AddNumberToObject(d, "events", (double)st.events);
+    cJSON_AddNumberToObject(d, "samples", (double)st.sampled);
+    cJSON_AddNumberToObject(d, "dropped_samples", (double)st.dropped);
+    cJSON_AddNumberToObject(d, "dropped_table_entries", (double)st.table_dropped);
+    cJSON_AddNumberToObject(d, "locks", (double)st.locks);
+    cJSON_AddNumberToObject(d, "overflow_events", (double)st.overflow);
+    cJSON_AddNumberToObject(d, "unmatched_stops", (double)st.unmatched);
+    cJSON_AddNumberToObject(d, "samples_per_s", g_cfg.lock_rate);
+    if (has_lock)
+        cJSON_AddStringToObject(o, "filter", lock);
+    free(rows);
+    free(lock);
+    return web_reply_json(r->conn, 200, o);
+}

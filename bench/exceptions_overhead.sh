@@ -1,0 +1,74 @@
+#!/usr/bin/env bash
+# bench/exceptions_overhead.sh - what the exceptions profile costs during an exception storm.
+#
+# Runs TestApp's `exception-storm` mode (throw + catch as fast as possible) RUNS times in each
+# configuration and prints the median CPU time of the storm thread (steadier than wall time on a
+# busy machine), the median wall time, and their ratio to the run without the profiler.
+#
+#   bench/exceptions_overhead.sh [BUILD_DIR]      (default: build; needs BUILD_DIR/apps, see
+#                                                  tests/apps/build.sh)
+#   STORM=200000 RUNS=5 RUNTIME=net10 bench/exceptions_overhead.sh
+#
+# Configurations: no profiler; the profiler with every profile but exceptions; exceptions only
+# at 1 sample/s (the cost of the runtime event alone); exceptions at the default 100 samples/s;
+# everything on (the default).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+build=${1:-build}
+storm=${STORM:-200000}
+runs=${RUNS:-5}
+runtime=${RUNTIME:-net10}
+
+if [ "$runtime" = net10 ]; then
+  app=(dotnet "$build/apps/net10/TestApp.dll")
+else
+  app=("$build/apps/$runtime/TestApp")
+fi
+[ -x "$build/clrscope" ] || { echo "no $build/clrscope: build clrscope first" >&2; exit 1; }
+[ -e "${app[-1]}" ] || { echo "no test app: tests/apps/build.sh $build/apps" >&2; exit 1; }
+
+# one run: prints "cpu_s wall_s thrown"
+one() {
+  local out
+  if [ "$1" = none ]; then
+    out=$("${app[@]}" exception-storm --storm "$storm" --seconds 600 | grep '^truth: ' | tail -1)
+  else
+    out=$(env CLRSCOPE_PORT=0 $1 "$build/clrscope" run -- "${app[@]}" exception-storm \
+          --storm "$storm" --seconds 600 2>/dev/null | grep '^truth: ' | tail -1)
+  fi
+  python3 -c 'import json,sys; t=json.loads(sys.argv[1][7:]);
+print(t["storm_cpu_s"], t["storm_seconds"], t["storm_thrown"])' "$out"
+}
+
+median() { sort -g | awk '{a[NR]=$1} END {print (NR%2 ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2)}'; }
+
+declare -A label=(
+  [none]="no profiler"
+  ["CLRSCOPE_PROFILES=cpu,wall,alloc,live,gc,lock"]="profiler, exceptions off"
+  ["CLRSCOPE_PROFILES=exceptions CLRSCOPE_EXCEPTION_SAMPLES_PER_S=1"]="exceptions only, 1 sample/s"
+  ["CLRSCOPE_PROFILES=exceptions"]="exceptions only, 100 samples/s"
+  ["CLRSCOPE_PROFILES=all"]="everything (default)"
+)
+order=(none "CLRSCOPE_PROFILES=cpu,wall,alloc,live,gc,lock"
+       "CLRSCOPE_PROFILES=exceptions CLRSCOPE_EXCEPTION_SAMPLES_PER_S=1"
+       "CLRSCOPE_PROFILES=exceptions" "CLRSCOPE_PROFILES=all")
+
+echo "exception storm: $storm throws on $runtime, median of $runs runs ($(nproc) cpus)"
+printf '%-34s %10s %10s %10s %10s %12s\n' configuration cpu_s ratio wall_s ratio us/throw
+base_cpu=
+base_wall=
+for cfg in "${order[@]}"; do
+  cpus=() walls=()
+  for _ in $(seq "$runs"); do
+    read -r c w n < <(one "$cfg")
+    if [ "$n" != "$storm" ]; then echo "run threw $n of $storm" >&2; exit 1; fi
+    cpus+=("$c") walls+=("$w")
+  done
+  cpu=$(printf '%s\n' "${cpus[@]}" | median)
+  wall=$(printf '%s\n' "${walls[@]}" | median)
+  base_cpu=${base_cpu:-$cpu}
+  base_wall=${base_wall:-$wall}
+  awk -v l="${label[$cfg]}" -v c="$cpu" -v w="$wall" -v bc="$base_cpu" -v bw="$base_wall" \
+      -v n="$storm" 'BEGIN { printf "%-34s %10.3f %10.2f %10.3f %10.2f %12.2f\n",
+                             l, c, c / bc, w, w / bw, c * 1e6 / n }'
+done

@@ -1,0 +1,167 @@
+"""
+Exceptions (issue 9): the `exceptions` app throws known numbers of three types from three methods
+(a storm of one, a steady stream of another, and exactly 3 of a rare one). With the sampler held
+to 20 samples a second, the upscaled counts must still match the app's own counts within 10 %,
+the rare type must be there with its message, and the flame graph, per-type drill-down and the
+pprof download must show the throwing methods.
+"""
+import os
+import time
+import unittest
+import urllib.parse
+
+from harness import ProfiledApp, available_runtimes, tree_totals_by_name
+from pprofdec import read_pprof
+
+RARE = "TestApp.Errors.RareException"
+STORM = "System.InvalidOperationException"
+RATE = 20  # CLRSCOPE_EXCEPTION_SAMPLES_PER_S for these runs: forces heavy upscaling
+
+
+def run_exceptions(runtime=None, storm=20000, arguments=2000, rare=3, seconds=16):
+    """Runs the app until every exception is thrown; returns (app, dict of replies, truth)."""
+    app = ProfiledApp("exceptions", ["--seconds", str(seconds), "--storm", str(storm),
+                                     "--arguments", str(arguments), "--rare", str(rare)],
+                      env={"CLRSCOPE_EXCEPTION_SAMPLES_PER_S": str(RATE)}, runtime=runtime)
+    app.start()
+    try:
+        app.wait_ready()
+        deadline = time.time() + seconds + 30
+        while not any(l.startswith("thrown ") for l in app.stdout_lines):
+            if time.time() > deadline or app.proc.poll() is not None:
+                raise AssertionError("the app never printed 'thrown'; stderr: "
+                                     + "\n".join(app.stderr_lines[-20:]))
+            time.sleep(0.05)
+        time.sleep(0.5)  # let the last samples leave the event ring
+        q = urllib.parse.quote(RARE)
+        got = {
+            "table": app.json("/api/v1/exceptions?seconds=300"),
+            "rare": app.json("/api/v1/exceptions?seconds=300&type=" + q),
+            "flame": app.json("/api/v1/flamegraph?type=exceptions&seconds=300"),
+            "rare_flame": app.json("/api/v1/flamegraph?type=exceptions&seconds=300&filter=" + q),
+            "pprof": app.pprof("/debug/pprof/exceptions?seconds=300",
+                               os.path.join(app.tmp, "exceptions.pb.gz")),
+            "bad": [app.request("/api/v1/exceptions?" + b)[::2]
+                    for b in ("seconds=abc", "seconds=-5", "limit=0", "type=" + "x" * 5000)],
+        }
+        truth = app.wait_truth(timeout=seconds + 60)
+    finally:
+        app.stop()
+    return app, got, truth
+
+
+def by_type(table):
+    out = {}
+    for row in table["types"]:
+        e = out.setdefault(row["type"], {"count": 0, "samples": 0, "messages": set()})
+        e["count"] += row["count"]
+        e["samples"] += row["samples"]
+        e["messages"].add(row["message"])
+    return out
+
+
+class ExceptionStorm(unittest.TestCase):
+    """One run on the default runtime; every figure is compared with the app's own counts."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.app, cls.got, cls.truth = run_exceptions()
+        cls.table = cls.got["table"]
+        cls.kinds = cls.truth["exceptions"]
+
+    def test_counts_per_type_within_10_percent(self):
+        seen = by_type(self.table)
+        for name, t in self.kinds.items():
+            self.assertIn(name, seen, f"type missing: {sorted(seen)}")
+            est = seen[name]["count"]
+            self.assertAlmostEqual(est, t["count"], delta=0.10 * t["count"],
+                                   msg=f"{name}: estimated {est}, thrown {t['count']}")
+            self.assertIn(t["message"], seen[name]["messages"])
+            self.assertGreaterEqual(seen[name]["samples"], 1)
+
+    def test_rare_type_kept_with_message(self):
+        rows = [r for r in self.table["types"] if r["type"] == RARE]
+        self.assertEqual(len(rows), 1, rows)
+        self.assertEqual(rows[0]["count"], self.kinds[RARE]["count"])
+        self.assertEqual(rows[0]["message"], self.kinds[RARE]["message"])
+        self.assertGreaterEqual(rows[0]["samples"], 1)
+        self.assertEqual(rows[0]["method"], self.kinds[RARE]["method"])
+
+    def test_total_and_sampling_cap(self):
+        t = self.table
+        self.assertAlmostEqual(t["total"], self.truth["total"], delta=0.10 * self.truth["total"])
+        # the cap holds: at most RATE samples a second plus each type's first of the second
+        elapsed = self.truth["elapsed_s"] + 2
+        self.assertGreater(t["sampled"], 0)
+        self.assertLessEqual(t["sampled"], (RATE + len(self.kinds)) * elapsed)
+        self.assertLess(t["sampled"], self.truth["total"] / 10, "the storm must be sampled")
+        counts = [r["count"] for r in t["types"]]
+        self.assertEqual(counts, sorted(counts, reverse=True))
+        for key in ("total", "sampled", "types", "dropped"):
+            self.assertIn(key, t)
+        self.assertEqual(t["dropped"], 0)
+
+    def test_flame_graph_has_throwing_methods(self):
+        f = self.got["flame"]
+        self.assertEqual(f["unit"], "count")
+        self.assertAlmostEqual(f["total"], self.truth["total"], delta=0.10 * self.truth["total"])
+        totals = tree_totals_by_name(f["root"])
+        for name, t in self.kinds.items():
+            self.assertIn(t["method"], totals, f"{t['method']} missing from the flame graph")
+            self.assertAlmostEqual(totals[t["method"]], t["count"], delta=0.10 * t["count"],
+                                   msg=f"{t['method']}")
+
+    def test_filter_by_type_and_drill_down(self):
+        rf = self.got["rare_flame"]
+        self.assertEqual(rf["total"], self.kinds[RARE]["count"])
+        totals = tree_totals_by_name(rf["root"])
+        self.assertIn(self.kinds[RARE]["method"], totals)
+        self.assertNotIn(self.kinds[STORM]["method"], totals)
+        rare = self.got["rare"]
+        self.assertEqual([r["type"] for r in rare["types"]], [RARE])
+        self.assertTrue(rare["stacks"], "drill-down has stacks")
+        self.assertIn(self.kinds[RARE]["method"], rare["stacks"][0]["frames"])
+        self.assertEqual(sum(s["count"] for s in rare["stacks"]), self.kinds[RARE]["count"])
+
+    def test_pprof(self):
+        p = read_pprof(self.got["pprof"])
+        self.assertEqual(p.sample_types, [("exception", "count")])
+        total = p.totals()["exception"]
+        self.assertAlmostEqual(total, self.truth["total"], delta=0.10 * self.truth["total"])
+        types = {}
+        for frames, vals, labels in p.stacks():
+            types[labels.get("exception type")] = types.get(labels.get("exception type"), 0) + vals[0]
+            self.assertTrue(frames)
+        for name, t in self.kinds.items():
+            self.assertAlmostEqual(types.get(name, 0), t["count"], delta=0.10 * t["count"])
+        self.assertIn(self.kinds[STORM]["method"], p.strings)
+
+    def test_bad_queries_are_400_json(self):
+        for status, body in self.got["bad"]:
+            self.assertEqual(status, 400, body)
+            self.assertIn(b'"error"', body)
+
+
+class OtherRuntimes(unittest.TestCase):
+    """The same counts on every other runtime the build has (net8, net9)."""
+
+    def test_counts_on_other_runtimes(self):
+        others = [r for r in available_runtimes()
+                  if r != os.environ.get("CLRSCOPE_TEST_RUNTIME", "net10")]
+        if not others:
+            self.skipTest("no other runtime built")
+        for rt in others:
+            with self.subTest(runtime=rt):
+                _, got, truth = run_exceptions(runtime=rt, storm=5000, arguments=500, seconds=8)
+                seen = by_type(got["table"])
+                for name, t in truth["exceptions"].items():
+                    self.assertIn(name, seen)
+                    self.assertAlmostEqual(seen[name]["count"], t["count"],
+                                           delta=0.10 * t["count"])
+                    self.assertIn(t["message"], seen[name]["messages"])
+                totals = tree_totals_by_name(got["flame"]["root"])
+                self.assertIn(truth["exceptions"][RARE]["method"], totals)
+
+
+if __name__ == "__main__":
+    unittest.main()
