@@ -1,0 +1,342 @@
+/*
+ * test_gc.c - prof_gc's event and callback handling, fed with the event sequences the runtime
+ * really delivers (recorded from .NET 10 in workstation and server GC mode; see the comments of
+ * each scenario), from threads named as the runtime names its GC threads. Checks the per-GC
+ * records, pause attribution, CPU accounting without double counting, duplicate delivery by a
+ * second session, and that malformed or foreign payloads are ignored.
+ */
+#include <pthread.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <time.h>
+
+#include "prof_config.h"
+#include "prof_core.h"
+#include "prof_gc.h"
+
+static int failed, passed;
+
+#define CHECK(cond, ...)                                                                           \
+    do {                                                                                           \
+        if (cond) {                                                                                \
+            passed++;                                                                              \
+        } else {                                                                                   \
+            failed++;                                                                              \
+            printf("FAIL %s:%d: ", __FILE__, __LINE__);                                            \
+            printf(__VA_ARGS__);                                                                   \
+            printf("\n");                                                                          \
+        }                                                                                          \
+    } while (0)
+
+static void sleep_ms(int ms)
+{
+    struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
+    nanosleep(&ts, NULL);
+}
+
+/* Burns about `ms` of this thread's CPU. */
+static void spin_ms(int ms)
+{
+    struct timespec a, b;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &a);
+    volatile unsigned x = 0;
+    do {
+        for (int i = 0; i < 10000; i++)
+            x += (unsigned)i;
+        clock_gettime(CLOCK_THREAD_CPUTIME_ID, &b);
+    } while ((b.tv_sec - a.tv_sec) * 1000 + (b.tv_nsec - a.tv_nsec) / 1000000 < ms);
+}
+
+static void put32(BYTE *p, uint32_t v)
+{
+    memcpy(p, &v, 4);
+}
+
+static void put64(BYTE *p, uint64_t v)
+{
+    memcpy(p, &v, 8);
+}
+
+static void gc_start(uint32_t count, uint32_t depth, uint32_t reason, uint32_t type)
+{
+    BYTE d[26] = {0};
+    put32(d, count);
+    put32(d + 4, depth);
+    put32(d + 8, reason);
+    put32(d + 12, type);
+    prof_gc_on_event(1, 2, d, sizeof d);
+}
+
+static void gc_end(uint32_t count, uint32_t depth)
+{
+    BYTE d[10] = {0};
+    put32(d, count);
+    put32(d + 4, depth);
+    prof_gc_on_event(2, 1, d, sizeof d);
+}
+
+/* GCHeapStats_V2: size/promoted pairs for gen0..3, POH size at 94, POH promoted at 102. */
+static void heap_stats(uint64_t base)
+{
+    BYTE d[110] = {0};
+    for (int g = 0; g < 4; g++) {
+        put64(d + g * 16, base * (uint64_t)(g + 1));    /* size */
+        put64(d + g * 16 + 8, 100 * (uint64_t)(g + 1)); /* promoted */
+    }
+    put64(d + 94, 7);
+    put64(d + 102, 1000);
+    prof_gc_on_event(4, 2, d, sizeof d);
+}
+
+/* GCPerHeapHistory_V3 for one heap: 5 generations, SizeBefore = before/5, SizeAfter = 1. */
+static void per_heap_history(uint32_t heap, uint64_t before)
+{
+    BYTE d[86 + 5 * 80] = {0};
+    put32(d + 70, heap);
+    put32(d + 82, 5);
+    for (int g = 0; g < 5; g++) {
+        put64(d + 86 + g * 80, before / 5);
+        put64(d + 86 + g * 80 + 24, 1);
+    }
+    prof_gc_on_event(204, 3, d, sizeof d);
+}
+
+static void global_history(uint32_t heaps)
+{
+    BYTE d[82] = {0};
+    put32(d + 8, heaps);
+    prof_gc_on_event(205, 4, d, sizeof d);
+}
+
+static void suspend_begin(uint32_t reason)
+{
+    BYTE d[10] = {0};
+    put32(d, reason);
+    prof_gc_on_event(9, 1, d, sizeof d);
+}
+
+static void restart_end(void)
+{
+    BYTE d[2] = {0};
+    prof_gc_on_event(7, 1, d, sizeof d); /* RestartEEBegin: ignored */
+    prof_gc_on_event(3, 1, d, sizeof d);
+}
+
+/* ---- threads playing the runtime's parts ---- */
+
+static volatile int sampler_go, sampler_done;
+
+/* clrscope's own sampler suspending the runtime (reason 8) in the middle of a GC's pause. */
+static void *sampler_thread(void *arg)
+{
+    (void)arg;
+    prctl(PR_SET_NAME, "clrscope-sample", 0, 0, 0);
+    while (!__atomic_load_n(&sampler_go, __ATOMIC_ACQUIRE))
+        sleep_ms(1);
+    suspend_begin(8);
+    restart_end();
+    __atomic_store_n(&sampler_done, 1, __ATOMIC_RELEASE);
+    return NULL;
+}
+
+/* The end of a workstation background GC, on ".NET BGC": its final pause (ForGCPrep), history,
+ * then GarbageCollectionFinished (no Started on this thread), GCEnd and heap stats. */
+static void *bgc_thread(void *arg)
+{
+    (void)arg;
+    prctl(PR_SET_NAME, ".NET BGC", 0, 0, 0);
+    suspend_begin(6);
+    sleep_ms(4);
+    restart_end();
+    global_history(1);
+    per_heap_history(0, 5000);
+    prof_gc_finished();
+    gc_end(2, 2);
+    heap_stats(3000);
+    return NULL;
+}
+
+/* A server blocking gen0 GC on ".NET Server GC": callbacks come on this thread (its CPU is read
+ * from /proc, not from the callbacks). Also delivers every event twice, as a second in-process
+ * session (heap snapshots) would. */
+static void *server_thread(void *arg)
+{
+    (void)arg;
+    prctl(PR_SET_NAME, ".NET Server GC", 0, 0, 0);
+    for (int copy = 0; copy < 2; copy++)
+        suspend_begin(1);
+    prof_gc_started(5, NULL, 0);
+    for (int copy = 0; copy < 2; copy++)
+        gc_start(4, 0, 4, 0);
+    spin_ms(5);
+    global_history(2);
+    for (int copy = 0; copy < 2; copy++) {
+        per_heap_history(0, 10000);
+        per_heap_history(1, 10000);
+    }
+    prof_gc_finished();
+    for (int copy = 0; copy < 2; copy++) {
+        gc_end(4, 0);
+        heap_stats(2000);
+    }
+    restart_end();
+    restart_end();
+    return NULL;
+}
+
+static const struct prof_gc_collection *find(const struct prof_gc_view *v, uint64_t n)
+{
+    for (size_t i = 0; i < v->ncollections; i++)
+        if (v->collections[i].number == n)
+            return &v->collections[i];
+    return NULL;
+}
+
+static void malformed_input(void)
+{
+    BYTE junk[512];
+    memset(junk, 0xff, sizeof junk);
+    prof_gc_on_event(1, 0, junk, 186); /* EventPipe's ProcessInfo: id 1, version 0 */
+    prof_gc_on_event(1, 2, junk, 3);   /* truncated GCStart */
+    prof_gc_on_event(2, 1, junk, 2);
+    prof_gc_on_event(4, 2, junk, 10);
+    prof_gc_on_event(204, 3, junk, 90); /* claims 0xffffffff generations */
+    prof_gc_on_event(9, 1, junk, 1);
+    prof_gc_on_event(205, 2, junk, 4);
+    prof_gc_on_event(1, 2, NULL, 26);
+    prof_gc_finished(); /* no Started on this thread */
+}
+
+int main(void)
+{
+    g_core.start_unix = prof_unix_now();
+    g_core.start_mono_ns = prof_now_ns();
+    g_core.profiles = PROFILE_GC; /* no cpu profile: the store stays out of this test */
+    g_cfg.max_threads = 64;
+    g_cfg.history_s = 60;
+    g_cfg.sampling_hz = 100;
+    g_cfg.gc_warn = 0.3;
+    prctl(PR_SET_NAME, "app-worker", 0, 0, 0);
+    prof_gc_init();
+
+    char rb[24];
+    CHECK(!strcmp(prof_gc_reason_name(4, rb, sizeof rb), "AllocLarge"), "reason 4");
+    CHECK(!strcmp(prof_gc_reason_name(99, rb, sizeof rb), "Reason99"), "reason 99");
+    CHECK(!strcmp(prof_gc_type_name(1), "background"), "type 1");
+
+    malformed_input();
+    struct prof_gc_totals t;
+    prof_gc_get_totals(&t);
+    CHECK(t.collections == 0, "malformed events counted %llu GCs",
+          (unsigned long long)t.collections);
+    CHECK(t.unpaired_callbacks == 1, "unpaired %llu", (unsigned long long)t.unpaired_callbacks);
+
+    /* 1. Workstation blocking gen0 GC on this app thread (order seen on .NET 10):
+     * SuspendEEBegin(ForGC) .. Started callback, GCStart, GlobalHeapHistory, PerHeapHistory,
+     * Finished callback, GCEnd, HeapStats, RestartEEBegin, RestartEEEnd. The sampler's own
+     * suspension events interleave from another thread. */
+    pthread_t sampler;
+    pthread_create(&sampler, NULL, sampler_thread, NULL);
+    suspend_begin(1);
+    __atomic_store_n(&sampler_go, 1, __ATOMIC_RELEASE);
+    while (!__atomic_load_n(&sampler_done, __ATOMIC_ACQUIRE))
+        sleep_ms(1);
+    pthread_join(sampler, NULL);
+    prof_gc_started(5, NULL, 0);
+    gc_start(1, 0, 0, 0);
+    spin_ms(20);
+    global_history(1);
+    per_heap_history(0, 1000);
+    prof_gc_finished();
+    gc_end(1, 0);
+    heap_stats(1000);
+    sleep_ms(2);
+    restart_end();
+
+    /* 2. Workstation background GC #2 preceded by an ephemeral gen1 GC #3 in the same pause,
+     * both started by this thread; the BGC ends later on the ".NET BGC" thread. */
+    suspend_begin(1);
+    prof_gc_started(5, NULL, 0);
+    gc_start(2, 2, 0, 1);
+    gc_start(3, 1, 0, 0);
+    spin_ms(10);
+    global_history(1);
+    per_heap_history(0, 2000);
+    prof_gc_finished();
+    gc_end(3, 1);
+    heap_stats(1500);
+    restart_end();
+    prof_gc_get_totals(&t);
+    CHECK(t.in_progress[2] == 1 && t.in_progress[0] == 1, "BGC in progress: %llu %llu",
+          (unsigned long long)t.in_progress[0], (unsigned long long)t.in_progress[2]);
+    pthread_t th;
+    pthread_create(&th, NULL, bgc_thread, NULL);
+    pthread_join(th, NULL);
+
+    /* 3. Server GC #4 on a ".NET Server GC" thread, events delivered twice. */
+    pthread_create(&th, NULL, server_thread, NULL);
+    pthread_join(th, NULL);
+
+    sleep_ms(250); /* records are read once their trailing events have settled (200 ms) */
+    prof_gc_tick(prof_unix_now());
+
+    struct prof_gc_view v;
+    CHECK(prof_gc_view(60, 100, &v) == 0, "view");
+    t = v.totals;
+    CHECK(t.by_depth[0] == 2 && t.by_depth[1] == 1 && t.by_depth[2] == 1, "by depth %llu %llu %llu",
+          (unsigned long long)t.by_depth[0], (unsigned long long)t.by_depth[1],
+          (unsigned long long)t.by_depth[2]);
+    CHECK(t.collection_count[0] == 4 && t.collection_count[1] == 2 && t.collection_count[2] == 1,
+          "collection counts");
+    CHECK(t.background == 1 && t.first_number == 1, "background %llu first %llu",
+          (unsigned long long)t.background, (unsigned long long)t.first_number);
+    CHECK(t.in_progress[0] == 0, "nothing in progress");
+    CHECK(t.unpaired_callbacks == 1, "the BGC's and server thread's Finished are not unpaired");
+    CHECK(t.heap_count == 2, "heap count %d", t.heap_count);
+    /* user CPU: ~20 ms + ~10 ms on this thread; the server thread's 5 ms is not counted here */
+    CHECK(t.gc_user_cpu_s > 0.028 && t.gc_user_cpu_s < 0.034, "user gc cpu %.4f", t.gc_user_cpu_s);
+    CHECK(t.gc_user_cpu_s <= t.pause_s, "user cpu %.4f inside pauses %.4f", t.gc_user_cpu_s,
+          t.pause_s);
+    CHECK(v.ncollections == 4, "records %zu", v.ncollections);
+
+    const struct prof_gc_collection *c1 = find(&v, 1), *c2 = find(&v, 2), *c3 = find(&v, 3),
+                                    *c4 = find(&v, 4);
+    CHECK(c1 && c2 && c3 && c4, "all four records");
+    if (c1 && c2 && c3 && c4) {
+        CHECK(c1->generation == 0 && c1->type == GC_TYPE_BLOCKING && c1->complete, "gc1 kind");
+        /* the whole pause, not cut short by the sampler's RestartEEEnd on another thread */
+        CHECK(c1->pause_ms >= 20, "gc1 pause %.3f", c1->pause_ms);
+        CHECK(c1->heap_before == 1000 && c1->heap_after == 1000 * 10 + 7, "gc1 heap %llu -> %llu",
+              (unsigned long long)c1->heap_before, (unsigned long long)c1->heap_after);
+        CHECK(c1->promoted == 100, "gc1 promoted %llu", (unsigned long long)c1->promoted);
+        CHECK(c3->generation == 1 && c3->pause_ms >= 10, "gc3: the pause goes to the newest GC");
+        CHECK(c3->promoted == 300, "gc3 promoted gen0+gen1 %llu", (unsigned long long)c3->promoted);
+        CHECK(c3->heap_before == 2000, "gc3 before %llu", (unsigned long long)c3->heap_before);
+        CHECK(c2->generation == 2 && c2->type == GC_TYPE_BACKGROUND && c2->complete, "gc2 kind");
+        CHECK(c2->pause_ms >= 4, "gc2 final pause %.3f", c2->pause_ms);
+        CHECK(c2->heap_before == 5000 && c2->heap_after == 3000 * 10 + 7, "gc2 heap from BGC");
+        CHECK(c2->promoted == 100 + 200 + 300 + 400 + 1000, "gc2 promoted all gens %llu",
+              (unsigned long long)c2->promoted);
+        CHECK(c4->heap_before == 20000, "gc4 two heaps, each once: %llu",
+              (unsigned long long)c4->heap_before);
+        CHECK(c4->pause_ms > 5, "gc4 pause %.3f", c4->pause_ms);
+        double sum = c1->pause_ms + c2->pause_ms + c3->pause_ms + c4->pause_ms;
+        CHECK(sum > t.pause_s * 1e3 - 0.01 && sum < t.pause_s * 1e3 + 0.01,
+              "every pause attributed: %.3f vs %.3f", sum, t.pause_s * 1e3);
+    }
+    CHECK(t.heap[GC_GEN0] == 2000 && t.heap[GC_POH] == 7, "latest heap sizes");
+    CHECK(v.nseconds == 1, "one second recorded");
+    if (v.nseconds)
+        CHECK(v.seconds[0].collections[0] == 2 && v.seconds[0].collections[2] == 1,
+              "per-second counts");
+    prof_gc_view_free(&v);
+
+    prof_gc_stop();
+    prof_gc_on_event(1, 2, (const BYTE *)"\5\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0", 16);
+    prof_gc_get_totals(&t);
+    CHECK(t.collections == 4, "no counting after stop");
+
+    printf("%d passed, %d failed\n", passed, failed);
+    return failed ? 1 : 0;
+}
