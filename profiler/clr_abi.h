@@ -92,6 +92,20 @@ typedef struct COR_PRF_EVENTPIPE_PROVIDER_CONFIG {
     const WCHAR *filterData;
 } COR_PRF_EVENTPIPE_PROVIDER_CONFIG;
 
+/* GetGenerationBounds: one range of a GC generation (COR_PRF_GC_GENERATION is an int enum). */
+typedef struct COR_PRF_GC_GENERATION_RANGE {
+    int32_t generation;
+    ObjectID rangeStart;
+    UINT_PTR rangeLength;
+    UINT_PTR rangeLengthReserved;
+} COR_PRF_GC_GENERATION_RANGE;
+
+/* GetCodeInfo4: one contiguous range of a method's native code. */
+typedef struct COR_PRF_CODE_INFO {
+    UINT_PTR startAddress;
+    SIZE_T size;
+} COR_PRF_CODE_INFO;
+
 typedef HRESULT (*StackSnapshotCallback)(FunctionID fn, UINT_PTR ip, UINT_PTR frame_info,
                                          ULONG32 ctx_size, BYTE *ctx, void *data);
 typedef BOOL (*ObjectCallback)(ObjectID obj, void *state);
@@ -168,7 +182,7 @@ typedef struct ICorProfilerInfo15Vtbl {
     /*  51 */ void *GetThreadStaticAddress;
     /*  52 */ void *GetContextStaticAddress;
     /*  53 */ void *GetStaticFieldInfo;
-    /*  54 */ void *GetGenerationBounds;
+    /*  54 */ HRESULT (*GetGenerationBounds)(void *self, ULONG cap, ULONG *count, COR_PRF_GC_GENERATION_RANGE *ranges);
     /*  55 */ void *GetObjectGeneration;
     /*  56 */ void *GetNotifiedExceptionClauseInfo;
     /*  57 */ void *EnumJITedFunctions;
@@ -204,9 +218,9 @@ typedef struct ICorProfilerInfo15Vtbl {
     /*  87 */ HRESULT (*IsFunctionDynamic)(void *self, FunctionID fn, BOOL *dyn);
     /*  88 */ void *GetFunctionFromIP3;
     /*  89 */ HRESULT (*GetDynamicFunctionInfo)(void *self, FunctionID fn, ModuleID *mod, const BYTE **sig, ULONG *cbsig, ULONG cch, ULONG *pcch, WCHAR *name);
-    /*  90 */ void *GetNativeCodeStartAddresses;
+    /*  90 */ HRESULT (*GetNativeCodeStartAddresses)(void *self, FunctionID fn, UINT_PTR rejit, ULONG32 cap, ULONG32 *count, UINT_PTR *starts);
     /*  91 */ void *GetILToNativeMapping3;
-    /*  92 */ void *GetCodeInfo4;
+    /*  92 */ HRESULT (*GetCodeInfo4)(void *self, UINT_PTR start, ULONG32 cap, ULONG32 *count, COR_PRF_CODE_INFO *infos);
     /*  93 */ HRESULT (*EnumerateObjectReferences)(void *self, ObjectID obj, ObjectReferenceCallback cb, void *data);
     /*  94 */ void *IsFrozenObject;
     /*  95 */ void *GetLOHObjectSizeThreshold;
@@ -219,7 +233,7 @@ typedef struct ICorProfilerInfo15Vtbl {
     /* 102 */ HRESULT (*EventPipeAddProviderToSession)(void *self, EVENTPIPE_SESSION session, COR_PRF_EVENTPIPE_PROVIDER_CONFIG cfg);
     /* 103 */ HRESULT (*EventPipeStopSession)(void *self, EVENTPIPE_SESSION session);
     /* 104 */ void *EventPipeCreateProvider;
-    /* 105 */ void *EventPipeGetProviderInfo;
+    /* 105 */ HRESULT (*EventPipeGetProviderInfo)(void *self, EVENTPIPE_PROVIDER provider, ULONG cch, ULONG *pcch, WCHAR *name);
     /* 106 */ void *EventPipeDefineEvent;
     /* 107 */ void *EventPipeWriteEvent;
     /* 108 */ HRESULT (*CreateHandle)(void *self, ObjectID obj, COR_PRF_HANDLE_TYPE type, ObjectHandleID *h);

@@ -17,7 +17,56 @@
 #define KW_EXCEPTION 0x8000ull
 
 static EVENTPIPE_SESSION g_session;
+
+/* Providers seen so far: handle -> 1 (the runtime provider) or 2 (another one). Lock-free: each
+ * slot is claimed with a CAS; a full table only costs a name lookup per event. */
+#define MAX_PROVIDERS 16
+static struct {
+    EVENTPIPE_PROVIDER handle;
+    int kind;
+} g_providers[MAX_PROVIDERS];
+
+static int provider_is_runtime(EVENTPIPE_PROVIDER p)
+{
+    for (int i = 0; i < MAX_PROVIDERS; i++) {
+        EVENTPIPE_PROVIDER h = __atomic_load_n(&g_providers[i].handle, __ATOMIC_ACQUIRE);
+        if (h == p) {
+            int k = __atomic_load_n(&g_providers[i].kind, __ATOMIC_ACQUIRE);
+            if (k)
+                return k == 1;
+            break;
+        }
+        if (h == 0)
+            break;
+    }
+    static const char want[] = "Microsoft-Windows-DotNETRuntime";
+    WCHAR name[64];
+    ULONG got = 0;
+    ICorProfilerInfo15 *info = g_core.info;
+    int is_rt = 0;
+    const ULONG len = sizeof want - 1;
+    /* whether the count includes the terminator is not documented: accept both */
+    if (info->vt->EventPipeGetProviderInfo(info, p, 64, &got, name) >= 0 &&
+        (got == len || got == len + 1)) {
+        is_rt = 1;
+        for (ULONG i = 0; i < len; i++)
+            if (name[i] != (WCHAR)want[i])
+                is_rt = 0;
+    }
+    for (int i = 0; i < MAX_PROVIDERS; i++) {
+        EVENTPIPE_PROVIDER expected = 0;
+        if (__atomic_compare_exchange_n(&g_providers[i].handle, &expected, p, 0, __ATOMIC_ACQ_REL,
+                                        __ATOMIC_ACQUIRE) ||
+            expected == p) {
+            __atomic_store_n(&g_providers[i].kind, is_rt ? 1 : 2, __ATOMIC_RELEASE);
+            break;
+        }
+    }
+    return is_rt;
+}
 static int g_state;
+static UINT64 g_keywords;
+static UINT32 g_level;
 
 DWORD prof_events_extra_event_mask(void)
 {
@@ -27,6 +76,13 @@ DWORD prof_events_extra_event_mask(void)
 int prof_events_state(void)
 {
     return __atomic_load_n(&g_state, __ATOMIC_RELAXED);
+}
+
+void prof_events_session_config(UINT64 *keywords, UINT32 *level)
+{
+    int on = __atomic_load_n(&g_state, __ATOMIC_ACQUIRE) == 1;
+    *keywords = on ? g_keywords : 0;
+    *level = on ? g_level : 0;
 }
 
 void prof_events_start(void)
@@ -65,7 +121,9 @@ void prof_events_start(void)
         __atomic_store_n(&g_state, -1, __ATOMIC_RELAXED);
         return;
     }
-    __atomic_store_n(&g_state, 1, __ATOMIC_RELAXED);
+    g_keywords = kw;
+    g_level = level;
+    __atomic_store_n(&g_state, 1, __ATOMIC_RELEASE);
     prof_log(LOG_DEBUG, "EventPipe session on keywords 0x%llx level %u", (unsigned long long)kw,
              level);
 }
@@ -79,12 +137,13 @@ void prof_events_stop(void)
 void prof_events_delivered(EVENTPIPE_PROVIDER provider, DWORD id, DWORD version, const BYTE *data,
                            ULONG len, ThreadID thread, ULONG nframes, const UINT_PTR *frames)
 {
-    (void)provider;
     (void)thread;
     (void)nframes;
     (void)frames;
     if (!g_core.active || !data)
         return;
+    if (!provider_is_runtime(provider))
+        return; /* e.g. EventPipe's own ProcessInfo event (id 1) */
     switch (id) {
     case 1: /* GCStart */
     case 2: /* GCEnd */
