@@ -1,16 +1,87 @@
 /*
  * prof_heapsnap - heap snapshots on demand (gcdump): an in-process EventPipe session with the
- * heap-dump keywords makes the runtime walk the heap in an induced full GC; bulk node/edge/type/root
- * events are parsed into a compact graph, written as a .gcdump file, and summarised per type.
+ * heap-dump keywords makes the runtime walk the heap in an induced full GC; bulk node/edge/root
+ * events are parsed into a compact graph (heap_capture, on the GC thread), analysed (heap_graph:
+ * dominators, retained sizes, root paths) and written as a .gcdump file (gcdump_write) on the
+ * clrscope-heap thread, and summarised per type for the API.
+ *
+ * One snapshot at a time. Finished snapshots live in memory (their per-type summary) and on disk
+ * (the .gcdump, under CLRSCOPE_DUMP_DIR); the last CLRSCOPE_DUMP_KEEP are kept.
+ *
+ * Threads: prof_heapsnap_on_event runs on GC threads (world stopped): atomics only. Everything
+ * else runs on civetweb workers or clrscope-heap; the snapshot list is guarded by a mutex no
+ * runtime callback ever takes (prof_heapsnap_lock). Snapshot structs are immutable once their
+ * status leaves HS_RUNNING, except for fields documented as live.
  */
 #ifndef PROF_HEAPSNAP_H
 #define PROF_HEAPSNAP_H
 
+#include <stdint.h>
+
 #include "clr_abi.h"
+#include "heap_graph.h"
 
 void prof_heapsnap_init(void);
 void prof_heapsnap_stop(void);
 /* Heap-dump and type events (ids 15-23, 36-38) and GCStart/GCEnd (1, 2); GC threads. */
 void prof_heapsnap_on_event(DWORD id, DWORD version, const BYTE *data, ULONG len);
+
+enum hs_status { HS_RUNNING, HS_DONE, HS_FAILED };
+
+struct hs_path {
+    uint32_t at, len; /* strings pathv[at .. at + len): root description first, then types */
+};
+
+struct hs_row {
+    const char *type;
+    uint64_t count, bytes, retained;
+    uint32_t npaths;
+    struct hs_path paths[HG_MAX_PATHS];
+};
+
+struct hs_snapshot {
+    int id;
+    int status;            /* live while running */
+    unsigned progress;     /* permille; live */
+    const char *phase;     /* live: "starting", "collecting", "analyzing", "writing", "done" */
+    char error[256];
+    double t;              /* unix time of the request */
+    double duration_s;     /* request to done */
+    double gc_pause_ms;    /* the dump GC, GCStart to GCEnd */
+    double ms_index, ms_dominators, ms_paths, ms_names, ms_write, ms_summary; /* analysis steps */
+    int forced;            /* ?force=1 overrode a guard */
+    uint64_t heap_estimate;
+    uint64_t objects, bytes, references, roots;
+    uint64_t unresolved_references, unreachable_objects, unreachable_bytes;
+    int approximate;
+    char file[600];        /* "" when no file was written */
+    uint64_t file_bytes;
+    struct hs_row *rows;   /* sorted by retained, descending */
+    uint32_t nrows;
+    const char **pathv;
+    uint32_t npathv;
+    char *owned;           /* storage for strings this snapshot made itself */
+};
+
+/* Why a request was turned down (HTTP status in `status`). */
+struct hs_refusal {
+    int status;            /* 409 busy, 413 guard, 503 unavailable */
+    const char *reason;    /* "busy", "heap_too_large", "low_memory", "unavailable" */
+    char message[300];
+    int running_id;
+    int64_t heap_bytes, limit_bytes, available_bytes, needed_bytes;
+};
+
+/* Starts a snapshot. Returns its id (> 0), or 0 with `why` filled. Any non-runtime thread. */
+int prof_heapsnap_request(int force, struct hs_refusal *why);
+
+/* The list: lock, look, unlock. Pointers stay valid until unlock. */
+void prof_heapsnap_lock(void);
+void prof_heapsnap_unlock(void);
+int prof_heapsnap_count(void);
+const struct hs_snapshot *prof_heapsnap_at(int i); /* 0 = newest */
+const struct hs_snapshot *prof_heapsnap_find(int id);
+/* 0 deleted, -1 no such id, -2 still running. Takes the lock itself. */
+int prof_heapsnap_delete(int id);
 
 #endif

@@ -1,0 +1,570 @@
+/* api_gcdump.c - heap snapshots over HTTP.
+ *
+ *   POST   /api/v1/gcdump[?force=1]          202 {"id","status":"running"}; 409 while one runs;
+ *                                            413 when a guard refuses (heap size, memory)
+ *   GET    /api/v1/gcdump                    {"snapshots":[...]} newest first
+ *   GET    /api/v1/gcdump/ID[?limit&search&sort]  status, progress, error, totals, types
+ *   GET    /api/v1/gcdump/ID/file            the .gcdump (attachment)
+ *   GET    /api/v1/gcdump/ID/paths?type=T    shortest chains of types from roots to T
+ *   GET    /api/v1/gcdump/diff?a=ID&b=ID     per-type count and byte deltas, b - a
+ *   DELETE /api/v1/gcdump/ID
+ *
+ * The sub-path is parsed here: anything else is a 404 JSON error. Snapshot data is read under the
+ * module's list lock (never taken by runtime callbacks); the file is streamed from an fd opened
+ * under it.
+ */
+#include <civetweb.h>
+#include <cjson/cJSON.h>
+#include <ctype.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "api.h"
+#include "prof_config.h"
+#include "prof_core.h"
+#include "prof_heapsnap.h"
+#include "web_json.h"
+
+#define BASE "/api/v1/gcdump"
+#define DEFAULT_LIMIT 1000
+#define MAX_REPLY (64u << 20)
+
+static const char *status_name(int st)
+{
+    return st == HS_DONE ? "done" : st == HS_FAILED ? "failed" : "running";
+}
+
+/* "123" -> 123; anything else (empty, signs, junk, > 9 digits) -> -1. */
+static int parse_id(const char *s, size_t n)
+{
+    if (n == 0 || n > 9)
+        return -1;
+    int v = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (s[i] < '0' || s[i] > '9')
+            return -1;
+        v = v * 10 + (s[i] - '0');
+    }
+    return v > 0 ? v : -1;
+}
+
+static int reply_jbuf(const struct web_req *r, int status, struct jbuf *b)
+{
+    if (b->overflow) {
+        jb_free(b);
+        return web_reply_error(r->conn, 500, "reply too large; use ?limit= or ?search=");
+    }
+    web_reply_bytes(r->conn, status, "application/json; charset=utf-8", b->p, b->len, NULL);
+    jb_free(b);
+    return status;
+}
+
+static void kv_int(struct jbuf *b, const char *k, int64_t v)
+{
+    jb_raw(b, ",", 1);
+    jb_str(b, k);
+    jb_raw(b, ":", 1);
+    jb_int(b, v);
+}
+
+static void kv_num(struct jbuf *b, const char *k, double v)
+{
+    jb_raw(b, ",", 1);
+    jb_str(b, k);
+    jb_raw(b, ":", 1);
+    jb_num(b, v);
+}
+
+static void kv_str(struct jbuf *b, const char *k, const char *v)
+{
+    jb_raw(b, ",", 1);
+    jb_str(b, k);
+    jb_raw(b, ":", 1);
+    if (v)
+        jb_str(b, v);
+    else
+        jb_lit(b, "null");
+}
+
+/* The fields every view of a snapshot shares (opens the object, leaves it open). */
+static void snapshot_head(struct jbuf *b, const struct hs_snapshot *s)
+{
+    int st = __atomic_load_n(&s->status, __ATOMIC_ACQUIRE);
+    jb_lit(b, "{\"id\":");
+    jb_int(b, s->id);
+    kv_str(b, "status", status_name(st));
+    kv_str(b, "phase", s->phase);
+    kv_num(b, "progress", __atomic_load_n(&s->progress, __ATOMIC_RELAXED) / 1000.0);
+    kv_str(b, "error", st == HS_FAILED ? s->error : NULL);
+    kv_num(b, "t", s->t);
+    kv_num(b, "duration_s", st == HS_RUNNING ? prof_unix_now() - s->t : s->duration_s);
+    jb_lit(b, ",\"forced\":");
+    jb_raw(b, s->forced ? "true" : "false", s->forced ? 4 : 5);
+    kv_int(b, "heap_estimate_bytes", (int64_t)s->heap_estimate);
+    if (st == HS_RUNNING) {
+        jb_lit(b, ",\"objects\":null,\"bytes\":null");
+        return;
+    }
+    kv_int(b, "objects", (int64_t)s->objects);
+    kv_int(b, "bytes", (int64_t)s->bytes);
+    kv_int(b, "references", (int64_t)s->references);
+    kv_int(b, "roots", (int64_t)s->roots);
+    kv_int(b, "unresolved_references", (int64_t)s->unresolved_references);
+    kv_int(b, "unreachable_objects", (int64_t)s->unreachable_objects);
+    kv_int(b, "unreachable_bytes", (int64_t)s->unreachable_bytes);
+    kv_num(b, "gc_pause_ms", s->gc_pause_ms);
+    jb_lit(b, ",\"timings_ms\":{\"gc\":");
+    jb_num(b, s->gc_pause_ms);
+    kv_num(b, "index", s->ms_index);
+    kv_num(b, "dominators", s->ms_dominators);
+    kv_num(b, "paths", s->ms_paths);
+    kv_num(b, "names", s->ms_names);
+    kv_num(b, "write", s->ms_write);
+    kv_num(b, "summary", s->ms_summary);
+    jb_raw(b, "}", 1);
+    jb_lit(b, ",\"retained_approximate\":");
+    jb_raw(b, s->approximate ? "true" : "false", s->approximate ? 4 : 5);
+    kv_int(b, "types_total", s->nrows);
+    if (s->file[0]) {
+        char url[64];
+        snprintf(url, sizeof url, BASE "/%d/file", s->id);
+        kv_str(b, "file", url);
+        kv_int(b, "file_bytes", (int64_t)s->file_bytes);
+    } else {
+        kv_str(b, "file", NULL);
+    }
+}
+
+static int list(const struct web_req *r)
+{
+    struct jbuf b;
+    jb_init(&b, MAX_REPLY);
+    jb_lit(&b, "{\"snapshots\":[");
+    prof_heapsnap_lock();
+    int n = prof_heapsnap_count();
+    const struct hs_snapshot *running = NULL;
+    for (int i = 0; i < n; i++) {
+        const struct hs_snapshot *s = prof_heapsnap_at(i);
+        if (i)
+            jb_raw(&b, ",", 1);
+        snapshot_head(&b, s);
+        jb_raw(&b, "}", 1);
+        if (__atomic_load_n(&s->status, __ATOMIC_ACQUIRE) == HS_RUNNING)
+            running = s;
+    }
+    jb_lit(&b, "],\"running\":");
+    if (running)
+        jb_int(&b, running->id);
+    else
+        jb_lit(&b, "null");
+    prof_heapsnap_unlock();
+    kv_int(&b, "keep", g_cfg.dump_keep);
+    kv_str(&b, "dir", g_cfg.dump_dir);
+    kv_int(&b, "max_heap_bytes", g_cfg.dump_max_heap);
+    jb_raw(&b, "}", 1);
+    return reply_jbuf(r, 200, &b);
+}
+
+static int create(const struct web_req *r)
+{
+    long force = 0;
+    char fbuf[16];
+    int fr = web_query_str(r, "force", fbuf, sizeof fbuf);
+    if (fr < 0)
+        return 400;
+    if (fr > 0)
+        force = !strcmp(fbuf, "1") || !strcasecmp(fbuf, "true") || !strcasecmp(fbuf, "yes");
+    struct hs_refusal why;
+    int id = prof_heapsnap_request((int)force, &why);
+    cJSON *o = cJSON_CreateObject();
+    if (id > 0) {
+        cJSON_AddNumberToObject(o, "id", id);
+        cJSON_AddStringToObject(o, "status", "running");
+        return web_reply_json(r->conn, 202, o);
+    }
+    cJSON_AddStringToObject(o, "error", why.message);
+    cJSON_AddStringToObject(o, "reason", why.reason ? why.reason : "unavailable");
+    if (why.running_id)
+        cJSON_AddNumberToObject(o, "running_id", why.running_id);
+    if (why.heap_bytes >= 0)
+        cJSON_AddNumberToObject(o, "heap_bytes", (double)why.heap_bytes);
+    if (why.limit_bytes >= 0)
+        cJSON_AddNumberToObject(o, "limit_bytes", (double)why.limit_bytes);
+    if (why.available_bytes >= 0)
+        cJSON_AddNumberToObject(o, "available_bytes", (double)why.available_bytes);
+    if (why.needed_bytes >= 0)
+        cJSON_AddNumberToObject(o, "needed_bytes", (double)why.needed_bytes);
+    return web_reply_json(r->conn, why.status ? why.status : 503, o);
+}
+
+/* Case-insensitive substring test. */
+static int contains_ci(const char *hay, const char *needle)
+{
+    if (!*needle)
+        return 1;
+    for (; *hay; hay++) {
+        size_t i = 0;
+        while (needle[i] && hay[i] &&
+               tolower((unsigned char)hay[i]) == tolower((unsigned char)needle[i]))
+            i++;
+        if (!needle[i])
+            return 1;
+    }
+    return 0;
+}
+
+enum sort_key { SORT_RETAINED, SORT_BYTES, SORT_COUNT, SORT_TYPE };
+
+static int g_sort_key; /* only read inside qsort, under the list lock */
+
+static int cmp_rows(const void *a, const void *b)
+{
+    const struct hs_row *x = *(const struct hs_row *const *)a, *y = *(const struct hs_row *const *)b;
+    uint64_t vx = 0, vy = 0;
+    switch (g_sort_key) {
+    case SORT_BYTES: vx = x->bytes; vy = y->bytes; break;
+    case SORT_COUNT: vx = x->count; vy = y->count; break;
+    case SORT_TYPE: return strcmp(x->type, y->type);
+    default: vx = x->retained; vy = y->retained; break;
+    }
+    if (vx != vy)
+        return vx < vy ? 1 : -1;
+    return strcmp(x->type, y->type);
+}
+
+static int details(const struct web_req *r, int id)
+{
+    long limit;
+    if (web_query_long(r, "limit", DEFAULT_LIMIT, 0, 10000000, &limit) < 0)
+        return 400;
+    char search[256], sort[32];
+    if (web_query_str(r, "search", search, sizeof search) < 0 ||
+        web_query_str(r, "sort", sort, sizeof sort) < 0)
+        return 400;
+    int key = SORT_RETAINED;
+    if (sort[0]) {
+        if (!strcmp(sort, "bytes"))
+            key = SORT_BYTES;
+        else if (!strcmp(sort, "count"))
+            key = SORT_COUNT;
+        else if (!strcmp(sort, "type"))
+            key = SORT_TYPE;
+        else if (strcmp(sort, "retained"))
+            return web_reply_error(r->conn, 400, "sort must be retained, bytes, count or type");
+    }
+    struct jbuf b;
+    jb_init(&b, MAX_REPLY);
+    prof_heapsnap_lock();
+    const struct hs_snapshot *s = prof_heapsnap_find(id);
+    if (!s) {
+        prof_heapsnap_unlock();
+        jb_free(&b);
+        return web_reply_error(r->conn, 404, "no heap snapshot %d", id);
+    }
+    snapshot_head(&b, s);
+    jb_lit(&b, ",\"types\":[");
+    if (__atomic_load_n(&s->status, __ATOMIC_ACQUIRE) != HS_RUNNING && s->nrows) {
+        const struct hs_row **sel = malloc((size_t)s->nrows * sizeof *sel);
+        uint32_t nsel = 0;
+        for (uint32_t i = 0; sel && i < s->nrows; i++)
+            if (contains_ci(s->rows[i].type, search))
+                sel[nsel++] = &s->rows[i];
+        if (sel && key != SORT_RETAINED) {
+            g_sort_key = key;
+            qsort(sel, nsel, sizeof *sel, cmp_rows);
+        }
+        for (uint32_t i = 0; sel && i < nsel && i < (uint32_t)limit; i++) {
+            const struct hs_row *row = sel[i];
+            jb_raw(&b, i ? ",{\"type\":" : "{\"type\":", i ? 9 : 8);
+            jb_str(&b, row->type);
+            kv_int(&b, "count", (int64_t)row->count);
+            kv_int(&b, "bytes", (int64_t)row->bytes);
+            kv_int(&b, "retained", (int64_t)row->retained);
+            jb_raw(&b, "}", 1);
+        }
+        jb_lit(&b, "]");
+        kv_int(&b, "types_matched", nsel);
+        free(sel);
+    } else {
+        jb_lit(&b, "]");
+    }
+    prof_heapsnap_unlock();
+    jb_raw(&b, "}", 1);
+    return reply_jbuf(r, 200, &b);
+}
+
+static int paths(const struct web_req *r, int id)
+{
+    char type[512];
+    int q = web_query_str(r, "type", type, sizeof type);
+    if (q < 0)
+        return 400;
+    if (q == 0 || !type[0])
+        return web_reply_error(r->conn, 400, "query parameter 'type' is required");
+    struct jbuf b;
+    jb_init(&b, MAX_REPLY);
+    prof_heapsnap_lock();
+    const struct hs_snapshot *s = prof_heapsnap_find(id);
+    int st = s ? __atomic_load_n(&s->status, __ATOMIC_ACQUIRE) : HS_FAILED;
+    const struct hs_row *row = NULL;
+    for (uint32_t i = 0; s && st != HS_RUNNING && i < s->nrows && !row; i++)
+        if (!strcmp(s->rows[i].type, type))
+            row = &s->rows[i];
+    if (!s || st == HS_RUNNING || !row) {
+        prof_heapsnap_unlock();
+        jb_free(&b);
+        if (!s)
+            return web_reply_error(r->conn, 404, "no heap snapshot %d", id);
+        if (st == HS_RUNNING)
+            return web_reply_error(r->conn, 409, "heap snapshot %d is still running", id);
+        return web_reply_error(r->conn, 404, "no type named '%.300s' in heap snapshot %d", type,
+                               id);
+    }
+    jb_lit(&b, "{\"id\":");
+    jb_int(&b, id);
+    kv_str(&b, "type", row->type);
+    kv_int(&b, "count", (int64_t)row->count);
+    kv_int(&b, "retained", (int64_t)row->retained);
+    jb_lit(&b, ",\"paths\":[");
+    for (uint32_t k = 0; k < row->npaths; k++) {
+        jb_raw(&b, k ? ",[" : "[", k ? 2 : 1);
+        for (uint32_t e = 0; e < row->paths[k].len; e++) {
+            if (e)
+                jb_raw(&b, ",", 1);
+            jb_str(&b, s->pathv[row->paths[k].at + e]);
+        }
+        jb_raw(&b, "]", 1);
+    }
+    jb_raw(&b, "]}", 2);
+    prof_heapsnap_unlock();
+    return reply_jbuf(r, 200, &b);
+}
+
+struct drow {
+    const char *type;
+    int64_t ca, cb, ba, bb;
+};
+
+static int cmp_name(const void *a, const void *b)
+{
+    return strcmp((*(const struct hs_row *const *)a)->type, (*(const struct hs_row *const *)b)->type);
+}
+
+static int cmp_delta(const void *a, const void *b)
+{
+    const struct drow *x = a, *y = b;
+    int64_t dx = llabs(x->bb - x->ba), dy = llabs(y->bb - y->ba);
+    if (dx != dy)
+        return dx < dy ? 1 : -1;
+    int64_t cx = llabs(x->cb - x->ca), cy = llabs(y->cb - y->ca);
+    if (cx != cy)
+        return cx < cy ? 1 : -1;
+    return strcmp(x->type, y->type);
+}
+
+static const struct hs_row **sorted_rows(const struct hs_snapshot *s)
+{
+    const struct hs_row **v = malloc(((size_t)s->nrows + 1) * sizeof *v);
+    if (!v)
+        return NULL;
+    for (uint32_t i = 0; i < s->nrows; i++)
+        v[i] = &s->rows[i];
+    qsort(v, s->nrows, sizeof *v, cmp_name);
+    return v;
+}
+
+static int diff(const struct web_req *r)
+{
+    long a, bid, limit;
+    if (web_query_long(r, "a", 0, 1, 999999999, &a) < 0 ||
+        web_query_long(r, "b", 0, 1, 999999999, &bid) < 0 ||
+        web_query_long(r, "limit", DEFAULT_LIMIT, 0, 10000000, &limit) < 0)
+        return 400;
+    if (!a || !bid)
+        return web_reply_error(r->conn, 400, "query parameters 'a' and 'b' (snapshot ids) are "
+                               "required");
+    char all[8];
+    if (web_query_str(r, "all", all, sizeof all) < 0)
+        return 400;
+    int show_all = !strcmp(all, "1") || !strcasecmp(all, "true");
+    prof_heapsnap_lock();
+    const struct hs_snapshot *sa = prof_heapsnap_find((int)a), *sb = prof_heapsnap_find((int)bid);
+    if (!sa || !sb) {
+        prof_heapsnap_unlock();
+        return web_reply_error(r->conn, 404, "no heap snapshot %ld", !sa ? a : bid);
+    }
+    if (__atomic_load_n(&sa->status, __ATOMIC_ACQUIRE) != HS_DONE ||
+        __atomic_load_n(&sb->status, __ATOMIC_ACQUIRE) != HS_DONE) {
+        prof_heapsnap_unlock();
+        return web_reply_error(r->conn, 409, "both snapshots must be done to compare them");
+    }
+    const struct hs_row **ra = sorted_rows(sa), **rb = sorted_rows(sb);
+    struct drow *d = malloc(((size_t)sa->nrows + sb->nrows + 1) * sizeof *d);
+    if (!ra || !rb || !d) {
+        prof_heapsnap_unlock();
+        free(ra);
+        free(rb);
+        free(d);
+        return web_reply_error(r->conn, 500, "out of memory");
+    }
+    size_t nd = 0;
+    uint32_t i = 0, j = 0;
+    while (i < sa->nrows || j < sb->nrows) {
+        int c = i >= sa->nrows ? 1 : j >= sb->nrows ? -1 : strcmp(ra[i]->type, rb[j]->type);
+        struct drow x = {0};
+        if (c <= 0) {
+            x.type = ra[i]->type;
+            x.ca = (int64_t)ra[i]->count;
+            x.ba = (int64_t)ra[i]->bytes;
+            i++;
+        }
+        if (c >= 0) {
+            x.type = rb[j]->type;
+            x.cb = (int64_t)rb[j]->count;
+            x.bb = (int64_t)rb[j]->bytes;
+            j++;
+        }
+        if (show_all || x.ca != x.cb || x.ba != x.bb)
+            d[nd++] = x;
+    }
+    qsort(d, nd, sizeof *d, cmp_delta);
+    struct jbuf b;
+    jb_init(&b, MAX_REPLY);
+    jb_lit(&b, "{\"a\":");
+    jb_int(&b, a);
+    kv_int(&b, "b", bid);
+    kv_int(&b, "objects_delta", (int64_t)sb->objects - (int64_t)sa->objects);
+    kv_int(&b, "bytes_delta", (int64_t)sb->bytes - (int64_t)sa->bytes);
+    kv_int(&b, "types_changed", (int64_t)nd);
+    jb_lit(&b, ",\"types\":[");
+    for (size_t k = 0; k < nd && k < (size_t)limit; k++) {
+        jb_raw(&b, k ? ",{\"type\":" : "{\"type\":", k ? 9 : 8);
+        jb_str(&b, d[k].type);
+        kv_int(&b, "count_a", d[k].ca);
+        kv_int(&b, "count_b", d[k].cb);
+        kv_int(&b, "count_delta", d[k].cb - d[k].ca);
+        kv_int(&b, "bytes_a", d[k].ba);
+        kv_int(&b, "bytes_b", d[k].bb);
+        kv_int(&b, "bytes_delta", d[k].bb - d[k].ba);
+        jb_raw(&b, "}", 1);
+    }
+    jb_raw(&b, "]}", 2);
+    prof_heapsnap_unlock();
+    free(ra);
+    free(rb);
+    free(d);
+    return reply_jbuf(r, 200, &b);
+}
+
+static int send_file(const struct web_req *r, int id)
+{
+    prof_heapsnap_lock();
+    const struct hs_snapshot *s = prof_heapsnap_find(id);
+    int st = s ? __atomic_load_n(&s->status, __ATOMIC_ACQUIRE) : HS_FAILED;
+    int fd = s && s->file[0] ? open(s->file, O_RDONLY | O_CLOEXEC) : -1;
+    int err = errno;
+    prof_heapsnap_unlock();
+    if (!s)
+        return web_reply_error(r->conn, 404, "no heap snapshot %d", id);
+    if (st == HS_RUNNING)
+        return web_reply_error(r->conn, 409, "heap snapshot %d is still running", id);
+    if (fd < 0) {
+        char e[128] = "";
+        if (st != HS_FAILED && err) {
+            char tmp[128];
+            snprintf(e, sizeof e, ": %s", strerror_r(err, tmp, sizeof tmp));
+        }
+        return web_reply_error(r->conn, 404, "heap snapshot %d has no file%s%s", id,
+                               st == HS_FAILED ? " (it failed)" : "", e);
+    }
+    struct stat sb;
+    if (fstat(fd, &sb)) {
+        close(fd);
+        return web_reply_error(r->conn, 500, "cannot read the snapshot file");
+    }
+    char len[32], disp[128];
+    snprintf(len, sizeof len, "%lld", (long long)sb.st_size);
+    snprintf(disp, sizeof disp, "attachment; filename=\"clrscope-%d-%d.gcdump\"", (int)g_core.pid,
+             id);
+    mg_response_header_start(r->conn, 200);
+    mg_response_header_add(r->conn, "Content-Type", "application/octet-stream", -1);
+    mg_response_header_add(r->conn, "Content-Length", len, -1);
+    mg_response_header_add(r->conn, "Content-Disposition", disp, -1);
+    mg_response_header_add(r->conn, "Cache-Control", "no-store", -1);
+    mg_response_header_add(r->conn, "X-Content-Type-Options", "nosniff", -1);
+    mg_response_header_send(r->conn);
+    if (strcmp(r->method, "HEAD")) {
+        char *buf = malloc(65536);
+        ssize_t n;
+        while (buf && (n = read(fd, buf, 65536)) > 0)
+            if (mg_write(r->conn, buf, (size_t)n) <= 0)
+                break;
+        free(buf);
+    }
+    close(fd);
+    return 200;
+}
+
+int api_gcdump(const struct web_req *r)
+{
+    const char *p = r->path + strlen(BASE);
+    while (*p == '/')
+        p++;
+    size_t plen = strlen(p);
+    while (plen && p[plen - 1] == '/')
+        plen--;
+    int is_get = !strcmp(r->method, "GET") || !strcmp(r->method, "HEAD");
+    int is_post = !strcmp(r->method, "POST"), is_delete = !strcmp(r->method, "DELETE");
+    if (plen == 0) {
+        if (is_post)
+            return create(r);
+        if (is_get)
+            return list(r);
+        return web_reply_error(r->conn, 405, "use GET or POST on " BASE);
+    }
+    if (plen == 4 && !strncmp(p, "diff", 4)) {
+        if (!is_get)
+            return web_reply_error(r->conn, 405, "use GET on " BASE "/diff");
+        return diff(r);
+    }
+    const char *slash = memchr(p, '/', plen);
+    size_t idlen = slash ? (size_t)(slash - p) : plen;
+    int id = parse_id(p, idlen);
+    if (id < 0)
+        return web_reply_error(r->conn, 404, "no such heap snapshot: '%.*s'",
+                               (int)(idlen > 40 ? 40 : idlen), p);
+    if (!slash) {
+        if (is_get)
+            return details(r, id);
+        if (is_delete) {
+            int rc = prof_heapsnap_delete(id);
+            if (rc == -1)
+                return web_reply_error(r->conn, 404, "no heap snapshot %d", id);
+            if (rc == -2)
+                return web_reply_error(r->conn, 409, "heap snapshot %d is still running", id);
+            cJSON *o = cJSON_CreateObject();
+            cJSON_AddNumberToObject(o, "deleted", id);
+            return web_reply_json(r->conn, 200, o);
+        }
+        return web_reply_error(r->conn, 405, "use GET or DELETE on a snapshot");
+    }
+    const char *sub = slash + 1;
+    size_t sublen = plen - idlen - 1;
+    if (sublen == 4 && !strncmp(sub, "file", 4)) {
+        if (!is_get)
+            return web_reply_error(r->conn, 405, "use GET on a snapshot's file");
+        return send_file(r, id);
+    }
+    if (sublen == 5 && !strncmp(sub, "paths", 5)) {
+        if (!is_get)
+            return web_reply_error(r->conn, 405, "use GET on a snapshot's paths");
+        return paths(r, id);
+    }
+    return web_reply_error(r->conn, 404, "no such heap snapshot resource");
+}

@@ -1,0 +1,255 @@
+"""
+test_gcdump.py - heap snapshots (POST /api/v1/gcdump and below) against the `heap` TestApp mode,
+whose heap is known exactly: 100,000 TestApp.Heap.TreeNode in one tree under a static, 12,345
+TestApp.Heap.Leaf each with its own byte[100], half of the leaves dropped with --free-after.
+
+Checks: exact counts and bytes against the app's truth, the tree root's retained size (= the whole
+tree, from the dominator tree), the shortest root path, the .gcdump file read back by an
+independent reader (and by `dotnet-gcdump report` when installed: $CLRSCOPE_GCDUMP_TOOL or on
+PATH), the diff of a snapshot before and after the free, 409 while one runs, 404 for bad ids,
+the heap-size guard and ?force=1, retention, and an unwritable dump directory failing cleanly.
+"""
+import json
+import os
+import shutil
+import subprocess
+import tempfile
+import time
+import unittest
+
+from harness import ProfiledApp
+import gcdump_reader
+
+TREE = "TestApp.Heap.TreeNode"
+LEAF = "TestApp.Heap.Leaf"
+
+
+def wait_done(app, sid, timeout=120):
+    deadline = time.time() + timeout
+    seen = []
+    while time.time() < deadline:
+        d = app.json(f"/api/v1/gcdump/{sid}?limit=100000")
+        seen.append((d["status"], d["progress"]))
+        assert 0 <= d["progress"] <= 1, d
+        if d["status"] != "running":
+            return d, seen
+        time.sleep(0.1)
+    raise AssertionError(f"snapshot {sid} still running after {timeout}s: {seen[-3:]}")
+
+
+def types_by_name(details):
+    return {t["type"]: t for t in details["types"]}
+
+
+def wait_line(app, prefix, timeout=60):
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        for line in list(app.stdout_lines):
+            if line.startswith(prefix):
+                return line
+        time.sleep(0.1)
+    raise AssertionError(f"no '{prefix}' line from the app: {app.stdout_lines[-5:]}")
+
+
+def gcdump_tool():
+    tool = os.environ.get("CLRSCOPE_GCDUMP_TOOL") or shutil.which("dotnet-gcdump")
+    return tool if tool and os.path.exists(tool) else None
+
+
+class GcdumpTest(unittest.TestCase):
+    def test_snapshot_diff_and_file(self):
+        dumps = tempfile.mkdtemp(prefix="clrscope-dumps-")
+        with ProfiledApp("heap", ["--seconds", "90", "--free-after", "12"],
+                         env={"CLRSCOPE_DUMP_DIR": dumps}) as app:
+            app.wait_ready()
+            # one at a time: a request while one runs is refused. A snapshot of this heap takes
+            # 100+ ms and the second request follows at once; should the machine stall the test
+            # that long, the pair is retried (the refusal itself is what is checked)
+            for attempt in range(3):
+                st, _, body = app.request("/api/v1/gcdump", method="POST", data=b"")
+                self.assertEqual(st, 202, body)
+                first = json.loads(body)
+                self.assertEqual(first["status"], "running")
+                st2, _, body2 = app.request("/api/v1/gcdump", method="POST", data=b"")
+                if st2 == 202:
+                    wait_done(app, json.loads(body2)["id"])
+                    continue
+                self.assertEqual(st2, 409, body2)
+                self.assertEqual(json.loads(body2).get("running_id"), first["id"])
+                self.assertIn("error", json.loads(body2))
+                break
+            else:
+                self.fail("never saw 409 while a snapshot ran")
+
+            a, seen = wait_done(app, first["id"])
+            self.assertEqual(a["status"], "done", a.get("error"))
+            self.assertIsNone(a["error"])
+            self.assertEqual(a["progress"], 1)
+
+            t = types_by_name(a)
+            self.assertEqual(t[TREE]["count"], 100000)
+            self.assertEqual(t[LEAF]["count"], 12345)
+            listing = app.json("/api/v1/gcdump")
+            self.assertEqual(listing["snapshots"][0]["id"], first["id"], "newest first")
+            self.assertEqual(listing["snapshots"][0]["objects"], a["objects"])
+            self.assertIsNone(listing["running"])
+
+            # sizes: the app measured its own objects while building them (truth after the free)
+            wait_line(app, "freed leaves=")
+            truth = json.loads(wait_line(app, "truth: ")[len("truth: "):])
+            node, leaf, payload = (truth["tree_node_size"], truth["leaf_size"],
+                                   truth["leaf_payload_size"])
+            self.assertEqual(t[TREE]["bytes"], 100000 * node)
+            self.assertEqual(t[LEAF]["bytes"], 12345 * leaf)
+            # retained (dominator tree): the root node holds the whole tree, nothing else
+            self.assertEqual(t[TREE]["retained"], 100000 * node)
+            # each leaf dominates its own byte[100]
+            self.assertEqual(t[LEAF]["retained"], 12345 * (leaf + payload))
+            self.assertGreaterEqual(t["System.Byte[]"]["count"], 12345)
+            self.assertGreaterEqual(t["TestApp.Heap.Leaf[]"]["retained"],
+                                    12345 * (leaf + payload) + truth["leaf_array_size"])
+            self.assertEqual(a["types"][0]["type"], TREE, "largest retained first")
+            self.assertEqual(a["bytes"], sum(x["bytes"] for x in a["types"]))
+            self.assertEqual(a["objects"], sum(x["count"] for x in a["types"]))
+
+            # search / limit / sort
+            q = app.json(f"/api/v1/gcdump/{first['id']}?search=testapp.heap&sort=count&limit=2")
+            self.assertEqual([x["type"] for x in q["types"]], [TREE, LEAF])
+            self.assertEqual(app.json(f"/api/v1/gcdump/{first['id']}?limit=0")["types"], [])
+
+            # shortest path from a root: the static field, then the tree's root node
+            p = app.json(f"/api/v1/gcdump/{first['id']}/paths?type={TREE}")
+            self.assertEqual(p["type"], TREE)
+            self.assertGreaterEqual(len(p["paths"]), 1)
+            self.assertEqual(p["paths"][0][-1], TREE)
+            self.assertEqual(len(p["paths"][0]), 2, p["paths"][0])
+            self.assertIn("Tree", p["paths"][0][0])
+            lp = app.json(f"/api/v1/gcdump/{first['id']}/paths?type={LEAF}")
+            self.assertEqual(lp["paths"][0][-2:], ["TestApp.Heap.Leaf[]", LEAF])
+
+            # the file: a real .gcdump with the same objects
+            st, headers, data = app.request(f"/api/v1/gcdump/{first['id']}/file")
+            self.assertEqual(st, 200)
+            self.assertIn("attachment", headers.get("Content-Disposition", ""))
+            self.assertEqual(len(data), a["file_bytes"])
+            dump = gcdump_reader.read_gcdump(data)
+            hs = gcdump_reader.heapstat(dump)
+            self.assertEqual(hs[TREE], [100000, 100000 * node])
+            self.assertEqual(hs[LEAF], [12345, 12345 * leaf])
+            self.assertEqual(dump["total"], a["bytes"])
+            self.assertEqual(dump["tool"], "clrscope")
+            self.assertEqual(dump["meta"]["pid"], app.pid)
+            reach = gcdump_reader.reachable(dump)
+            tree_nodes = [i for i, (ti, _, _) in enumerate(dump["nodes"])
+                          if dump["types"][ti][0] == TREE]
+            self.assertTrue(all(reach[i] for i in tree_nodes), "every tree node reachable")
+            path = os.path.join(app.tmp, "a.gcdump")
+            with open(path, "wb") as f:
+                f.write(data)
+            tool = gcdump_tool()
+            if tool:
+                out = subprocess.run([tool, "report", path], capture_output=True, text=True,
+                                     timeout=120)
+                self.assertEqual(out.returncode, 0, out.stderr)
+                row = [l for l in out.stdout.splitlines() if l.rstrip().endswith(" " + TREE)]
+                self.assertTrue(row, out.stdout[:2000])
+                self.assertEqual(row[0].split()[1].replace(",", ""), "100000")
+
+            # after the free: a second snapshot and the diff
+            st, _, body = app.request("/api/v1/gcdump", method="POST", data=b"")
+            self.assertEqual(st, 202, body)
+            second = json.loads(body)["id"]
+            b, _ = wait_done(app, second)
+            self.assertEqual(b["status"], "done", b.get("error"))
+            freed = 12345 - truth["leaves"]
+            self.assertEqual(freed, 6173)
+            self.assertEqual(types_by_name(b)[LEAF]["count"], truth["leaves"])
+            d = app.json(f"/api/v1/gcdump/diff?a={first['id']}&b={second}&limit=100000")
+            self.assertEqual((d["a"], d["b"]), (first["id"], second))
+            dt = {x["type"]: x for x in d["types"]}
+            self.assertEqual(dt[LEAF]["count_a"], 12345)
+            self.assertEqual(dt[LEAF]["count_b"], truth["leaves"])
+            self.assertEqual(dt[LEAF]["count_delta"], -freed)
+            self.assertEqual(dt[LEAF]["bytes_delta"], -freed * leaf)
+            self.assertLessEqual(dt["System.Byte[]"]["count_delta"], -freed)
+            self.assertNotIn(TREE, dt, "the tree did not change")
+            self.assertEqual(d["types"][0]["type"], "System.Byte[]", "largest change first")
+
+            # bad ids and resources: JSON 404s
+            for bad in ("/api/v1/gcdump/999999", "/api/v1/gcdump/abc", "/api/v1/gcdump/-1",
+                        "/api/v1/gcdump/0", "/api/v1/gcdump/1x", "/api/v1/gcdump/999999/file",
+                        "/api/v1/gcdump/999999/paths?type=X",
+                        f"/api/v1/gcdump/{first['id']}/nope",
+                        f"/api/v1/gcdump/{first['id']}/paths?type=No.Such.Type",
+                        f"/api/v1/gcdump/diff?a={first['id']}&b=999999"):
+                st, _, body = app.request(bad)
+                self.assertEqual(st, 404, bad)
+                self.assertIn("error", json.loads(body), bad)
+            st, _, _ = app.request("/api/v1/gcdump/diff?a=x&b=1")
+            self.assertEqual(st, 400)
+            st, _, _ = app.request(f"/api/v1/gcdump/{first['id']}/paths")
+            self.assertEqual(st, 400)
+
+            # delete: gone from the list and from disk
+            nfiles = len(os.listdir(dumps))
+            self.assertEqual(nfiles, len(app.json("/api/v1/gcdump")["snapshots"]))
+            st, _, _ = app.request(f"/api/v1/gcdump/{first['id']}", method="DELETE")
+            self.assertEqual(st, 200)
+            st, _, _ = app.request(f"/api/v1/gcdump/{first['id']}")
+            self.assertEqual(st, 404)
+            self.assertEqual(len(os.listdir(dumps)), nfiles - 1)
+            self.assertEqual(app.json("/api/v1/status")["pid"], app.pid)
+        shutil.rmtree(dumps, ignore_errors=True)
+
+    def test_guards_keep_and_unwritable_dir(self):
+        dumps = tempfile.mkdtemp(prefix="clrscope-dumps-")
+        with ProfiledApp("heap", ["--seconds", "60"],
+                         env={"CLRSCOPE_DUMP_DIR": dumps, "CLRSCOPE_DUMP_MAX_HEAP_MB": "1",
+                              "CLRSCOPE_DUMP_KEEP": "2"}) as app:
+            app.wait_ready()
+            st, _, body = app.request("/api/v1/gcdump", method="POST", data=b"")
+            self.assertEqual(st, 413, body)
+            why = json.loads(body)
+            self.assertEqual(why["reason"], "heap_too_large")
+            self.assertGreater(why["heap_bytes"], why["limit_bytes"])
+            self.assertIn("force=1", why["error"])
+            self.assertEqual(app.json("/api/v1/gcdump")["snapshots"], [])
+            ids = []
+            for _ in range(3):
+                st, _, body = app.request("/api/v1/gcdump?force=1", method="POST", data=b"")
+                self.assertEqual(st, 202, body)
+                sid = json.loads(body)["id"]
+                d, _ = wait_done(app, sid)
+                self.assertEqual(d["status"], "done", d.get("error"))
+                self.assertTrue(d["forced"])
+                ids.append(sid)
+            listing = app.json("/api/v1/gcdump")
+            self.assertEqual([s["id"] for s in listing["snapshots"]], ids[:0:-1])
+            self.assertEqual(len(os.listdir(dumps)), 2, "the oldest file was removed")
+            st, _, _ = app.request(f"/api/v1/gcdump/{ids[0]}")
+            self.assertEqual(st, 404)
+        shutil.rmtree(dumps, ignore_errors=True)
+
+        # a dump directory that cannot exist: the snapshot fails with the reason, the app runs on
+        blocker = tempfile.NamedTemporaryFile(prefix="clrscope-notadir-", delete=False)
+        blocker.close()
+        with ProfiledApp("heap", ["--seconds", "8"],
+                         env={"CLRSCOPE_DUMP_DIR": blocker.name + "/dumps"}) as app:
+            app.wait_ready()
+            st, _, body = app.request("/api/v1/gcdump", method="POST", data=b"")
+            self.assertEqual(st, 202, body)
+            d, _ = wait_done(app, json.loads(body)["id"])
+            self.assertEqual(d["status"], "failed")
+            self.assertIn(blocker.name, d["error"])
+            self.assertIsNone(d.get("file"))
+            st, _, _ = app.request(f"/api/v1/gcdump/{d['id']}/file")
+            self.assertEqual(st, 404)
+            self.assertEqual(app.json("/api/v1/status")["pid"], app.pid)
+            truth = app.wait_truth()
+            self.assertEqual(truth["tree_nodes"], 100000)
+            self.assertEqual(app.proc.returncode, 0)
+        os.unlink(blocker.name)
+
+
+if __name__ == "__main__":
+    unittest.main()
