@@ -168,7 +168,10 @@ void prof_config_load(void)
     c->profiles = parse_profiles();
     const char *rt = getenv("XDG_RUNTIME_DIR");
     char defdir[400];
-    snprintf(defdir, sizeof defdir, "%.300s/clrscope/dumps", rt && *rt ? rt : "/tmp");
+    if (rt && *rt)
+        snprintf(defdir, sizeof defdir, "%.300s/clrscope/dumps", rt);
+    else /* per user: another user's 0700 directory must not break our snapshots */
+        snprintf(defdir, sizeof defdir, "/tmp/clrscope-dumps-%u", (unsigned)getuid());
     copy_env("CLRSCOPE_DUMP_DIR", c->dump_dir, sizeof c->dump_dir, defdir);
     c->dump_keep = (int)prof_env_long("CLRSCOPE_DUMP_KEEP", 5, 1, 1000);
     c->dump_max_heap = prof_env_long("CLRSCOPE_DUMP_MAX_HEAP_MB", 4096, 1, 1L << 30) * 1048576L;
