@@ -653,12 +653,12 @@
           return;
         }
         var d = r.data;
-        var warn = d.warn_threshold != null && d.gc_cpu_share > d.warn_threshold;
+        var warn = d.warn_threshold != null && (d.warn != null ? d.warn : d.gc_cpu_share >= d.warn_threshold);
         gc.sub(d.mode ? d.mode + (d.concurrent ? ', concurrent' : '') : '');
         gc.body.appendChild(h('div', {'class': 'stats'}, [
           stat('GC share of CPU', F.pct(d.gc_cpu_share), warn ? 'bad' : ''),
           stat('time paused', F.pct(d.pause_share)),
-          stat('collections', F.int((d.collections || []).length))
+          stat('collections', F.int(d.collections_in_window != null ? d.collections_in_window : (d.collections || []).length))
         ]));
         gc.body.appendChild(spark);
         Charts.sparkline(spark, (d.series || []).map(function (p) { return p.gc_cpu_share; }),
@@ -1057,7 +1057,7 @@
         var d = r.data;
         var series = d.series || [];
         var cols = d.collections || [];
-        if (d.warn_threshold != null && d.gc_cpu_share > d.warn_threshold) {
+        if (d.warn_threshold != null && (d.warn != null ? d.warn : d.gc_cpu_share >= d.warn_threshold)) {
           warn.appendChild(h('div', {'class': 'warnbox', text: 'The GC used ' + F.pct(d.gc_cpu_share) +
             ' of the process CPU in the last ' + windowText() + ', above the ' + F.pct(d.warn_threshold, 0) +
             ' threshold. Look at the Allocations tab for what allocates the most.'}));
@@ -1070,9 +1070,9 @@
         });
         summary.sub((d.mode || '') + (d.concurrent != null ? (d.concurrent ? ', concurrent' : ', not concurrent') : '') +
           ' · last ' + windowText());
-        [stat('GC share of CPU', F.pct(d.gc_cpu_share), d.gc_cpu_share > d.warn_threshold ? 'bad' : ''),
+        [stat('GC share of CPU', F.pct(d.gc_cpu_share), (d.warn != null ? d.warn : d.gc_cpu_share >= d.warn_threshold) ? 'bad' : ''),
           stat('time paused', F.pct(d.pause_share)),
-          stat('collections', F.int(cols.length)),
+          stat('collections', F.int(d.collections_in_window != null ? d.collections_in_window : cols.length)),
           stat('gen0 / gen1 / gen2', gens.join(' / ')),
           stat('longest pause', cols.length ? F.sig(maxPause) + ' ms' : '–')
         ].forEach(function (e) { stats.appendChild(e); });
