@@ -1,6 +1,395 @@
-/* prof_alloc.c - placeholder until the allocation module lands. */
+/*
+ * prof_alloc.c - see prof_alloc.h.
+ *
+ * Method per runtime:
+ *   .NET 10+  AllocationSampled (event 303, keyword 0x80000000000, Informational). Each thread
+ *             samples bytes as Bernoulli trials with p = 1/102400; a sampled object of size s
+ *             stands for 1/(1 - q^s) objects and s/(1 - q^s) bytes (q = 1 - p), the runtime design
+ *             doc's "weighted" estimator, unbiased per type and per stack. Per second we also keep
+ *             the sample count and u = sum(size - SampledByteOffset), from which the design doc's
+ *             "failed trials" model gives a 95% interval for the total (prof_alloc_total_ci).
+ *   .NET 8/9  GCAllocationTick (event 10, keyword GC, Verbose): one event about every 100 KB
+ *             allocated per heap and kind; the object that crossed the threshold gets the whole
+ *             AllocationAmount (bytes) and AllocationAmount / ObjectSize (count). Not random:
+ *             periodic allocation patterns can bias the split by type. The total is the GC's own
+ *             counter of bytes handed to allocation contexts.
+ *   CLRSCOPE_ALLOC_METHOD=tick forces GCAllocationTick on .NET 10 too (for comparisons).
+ *
+ * The exact total ("exact_bytes") has no in-process source: the GC counts allocated bytes only in
+ * GC.GetTotalAllocatedBytes (managed; no profiler API, no exported symbol) and in the amounts of
+ * GCAllocationTick. On .NET 8/9 those amounts ARE the estimate, so comparing them would prove
+ * nothing; on .NET 10 the runtime stops delivering GCAllocationTick to a session whose
+ * configuration also holds the AllocationSampling keyword (observed on 10.0.12: not one tick in
+ * a run of 100 MB/s; a session takes one configuration per provider). prof_alloc_exact_bytes
+ * therefore answers -1 and the API returns null with that explanation.
+ */
 #include "prof_alloc.h"
 
-void prof_alloc_session_needs(UINT64 *keywords, UINT32 *level) { *keywords = 0; *level = 4; }
-void prof_alloc_on_event(DWORD id, DWORD version, const BYTE *data, ULONG len) { (void)id; (void)version; (void)data; (void)len; }
-void prof_alloc_consume(const struct prof_rec *rec, const char **names, int n) { (void)rec; (void)names; (void)n; }
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include "prof_config.h"
+#include "prof_core.h"
+#include "prof_live.h"
+#include "prof_log.h"
+#include "prof_store.h"
+#include "prof_symbols.h"
+#include "prof_walk.h"
+
+#define KW_GC 0x1ull
+#define KW_ALLOCATION_SAMPLING 0x80000000000ull
+#define SAMPLING_P (1.0 / 102400.0)
+
+/* Per-second counters: (second & 0xffffff) << 40 | value, updated lock-free by the callbacks. */
+#define SEC_TAG_BITS 24
+#define SEC_VALUE_BITS 40
+#define SEC_VALUE_MASK ((1ull << SEC_VALUE_BITS) - 1)
+#define SEC_TAG_MASK ((1ull << SEC_TAG_BITS) - 1)
+
+#define TYPE_CACHE 8192u /* power of two */
+
+static struct {
+    int method;
+    /* AllocationSampled: samples and sum(size - offset) per second */
+    uint64_t *sec_samples, *sec_u;
+    uint32_t nsec;
+    uint64_t samples, dropped, tick_events; /* atomic */
+} A;
+
+/* TypeID -> contract-form name; clrscope-agg only. */
+static struct {
+    uint64_t id[TYPE_CACHE];
+    const char *name[TYPE_CACHE];
+    uint32_t n;
+    int full_logged;
+} T;
+
+void prof_alloc_session_needs(UINT64 *keywords, UINT32 *level)
+{
+    *keywords = 0;
+    *level = EP_LEVEL_INFORMATIONAL;
+    const char *force = getenv("CLRSCOPE_ALLOC_METHOD"); /* auto (default), tick, sampled */
+    int want_tick = force && !strcmp(force, "tick");
+    if (g_core.runtime_major >= 10 && !want_tick) {
+        A.method = ALLOC_METHOD_SAMPLED;
+        *keywords = KW_ALLOCATION_SAMPLING;
+        if (!A.sec_samples) {
+            A.nsec = (uint32_t)g_cfg.history_s + 16;
+            A.sec_samples = calloc(A.nsec, sizeof *A.sec_samples);
+            A.sec_u = calloc(A.nsec, sizeof *A.sec_u);
+            if (!A.sec_samples || !A.sec_u) {
+                free(A.sec_samples);
+                free(A.sec_u);
+                A.sec_samples = A.sec_u = NULL; /* no interval, the rest works */
+            }
+        }
+    } else {
+        A.method = ALLOC_METHOD_TICK;
+        *keywords = KW_GC;
+        *level = EP_LEVEL_VERBOSE; /* GCAllocationTick is a Verbose event */
+    }
+}
+
+/* ---- payload reading (unaligned, bounded) ---- */
+
+static int rd_u32(const BYTE *d, ULONG len, size_t off, uint32_t *v)
+{
+    if (off + 4 > len)
+        return -1;
+    memcpy(v, d + off, 4);
+    return 0;
+}
+
+static int rd_u64(const BYTE *d, ULONG len, size_t off, uint64_t *v)
+{
+    if (off + 8 > len)
+        return -1;
+    memcpy(v, d + off, 8);
+    return 0;
+}
+
+/* Converts the UTF-16LE, NUL-terminated field at d[off] into bounded UTF-8. Returns the offset
+ * just past the terminator, or 0 when the field is not terminated inside the payload. */
+static size_t rd_utf16z(const BYTE *d, ULONG len, size_t off, char *out, size_t cap)
+{
+    size_t j = 0;
+    while (off + 2 <= len) {
+        uint32_t c = (uint32_t)d[off] | (uint32_t)d[off + 1] << 8;
+        off += 2;
+        if (!c) {
+            out[j < cap ? j : cap - 1] = 0;
+            return off;
+        }
+        if (c >= 0xD800 && c <= 0xDBFF && off + 2 <= len) {
+            uint32_t lo = (uint32_t)d[off] | (uint32_t)d[off + 1] << 8;
+            if (lo >= 0xDC00 && lo <= 0xDFFF) {
+                c = 0x10000 + ((c - 0xD800) << 10) + (lo - 0xDC00);
+                off += 2;
+            }
+        }
+        char b[4];
+        size_t n;
+        if (c < 0x80) {
+            b[0] = (char)c;
+            n = 1;
+        } else if (c < 0x800) {
+            b[0] = (char)(0xC0 | c >> 6);
+            b[1] = (char)(0x80 | (c & 0x3F));
+            n = 2;
+        } else if (c < 0x10000) {
+            b[0] = (char)(0xE0 | c >> 12);
+            b[1] = (char)(0x80 | ((c >> 6) & 0x3F));
+            b[2] = (char)(0x80 | (c & 0x3F));
+            n = 3;
+        } else {
+            b[0] = (char)(0xF0 | c >> 18);
+            b[1] = (char)(0x80 | ((c >> 12) & 0x3F));
+            b[2] = (char)(0x80 | ((c >> 6) & 0x3F));
+            b[3] = (char)(0x80 | (c & 0x3F));
+            n = 4;
+        }
+        if (j + n < cap) {
+            memcpy(out + j, b, n);
+            j += n;
+        }
+    }
+    out[j < cap ? j : cap - 1] = 0;
+    return 0;
+}
+
+/* ---- per-second counters (AllocationSampled) ---- */
+
+static void sec_add(uint64_t *arr, uint64_t value, double t_unix)
+{
+    if (!arr)
+        return;
+    uint64_t sec = (uint64_t)t_unix;
+    uint64_t *slot = &arr[sec % A.nsec];
+    uint64_t tag = (sec & SEC_TAG_MASK) << SEC_VALUE_BITS;
+    uint64_t old = __atomic_load_n(slot, __ATOMIC_RELAXED), want;
+    do {
+        uint64_t have = (old & ~SEC_VALUE_MASK) == tag ? old & SEC_VALUE_MASK : 0;
+        uint64_t sum = have + value;
+        want = tag | (sum > SEC_VALUE_MASK ? SEC_VALUE_MASK : sum);
+    } while (!__atomic_compare_exchange_n(slot, &old, want, 1, __ATOMIC_RELAXED,
+                                          __ATOMIC_RELAXED));
+}
+
+static uint64_t sec_sum(const uint64_t *arr, int64_t from_s, int64_t to_s)
+{
+    uint64_t sum = 0;
+    if (to_s - from_s >= (int64_t)A.nsec)
+        from_s = to_s - (int64_t)A.nsec + 1;
+    for (int64_t s = from_s; s <= to_s; s++) {
+        uint64_t v = __atomic_load_n(&arr[(uint64_t)s % A.nsec], __ATOMIC_RELAXED);
+        if ((v >> SEC_VALUE_BITS) == ((uint64_t)s & SEC_TAG_MASK))
+            sum += v & SEC_VALUE_MASK;
+    }
+    return sum;
+}
+
+int64_t prof_alloc_exact_bytes(int64_t from_s, int64_t to_s)
+{
+    (void)from_s;
+    (void)to_s;
+    return -1; /* no in-process source: see the top of this file */
+}
+
+int prof_alloc_total_ci(int64_t from_s, int64_t to_s, double *lo, double *hi, uint64_t *samples)
+{
+    if (A.method != ALLOC_METHOD_SAMPLED || !A.sec_samples)
+        return -1;
+    uint64_t s = sec_sum(A.sec_samples, from_s, to_s);
+    double u = (double)sec_sum(A.sec_u, from_s, to_s);
+    *samples = s;
+    /* failures before the s-th success ~ NegativeBinomial(s, p): mean s q/p, sd sqrt(s q)/p;
+     * normal approximation (within ~0.01 of the exact quantiles from s = 30 on). */
+    double q = 1 - SAMPLING_P;
+    double mean = (double)s * q / SAMPLING_P, sd = sqrt((double)s * q) / SAMPLING_P;
+    *lo = (mean - 1.96 * sd > 0 ? mean - 1.96 * sd : 0) + u;
+    *hi = mean + 1.96 * sd + u;
+    return 0;
+}
+
+/* ---- samples ---- */
+
+/* Runs on the allocating thread: everything here is bounded and lock-free. */
+static void take_sample(uint64_t type_id, const BYTE *d, ULONG len, size_t name_off,
+                        uint64_t size, int kind, uintptr_t address, double count_w,
+                        double bytes_w, double t_unix)
+{
+    if (!g_ring)
+        return;
+    __atomic_fetch_add(&A.samples, 1, __ATOMIC_RELAXED);
+    struct prof_rec *r = prof_ring_reserve(g_ring);
+    if (!r) {
+        __atomic_fetch_add(&A.dropped, 1, __ATOMIC_RELAXED);
+        return;
+    }
+    r->kind = REC_ALLOC;
+    r->a = type_id;
+    r->b = size;
+    r->c = (uint64_t)llround(bytes_w);
+    r->d = 0;
+    r->x = count_w;
+    r->t_unix = t_unix;
+    r->os_tid = (uint32_t)syscall(SYS_gettid);
+    if (!rd_utf16z(d, len, name_off, r->text, sizeof r->text))
+        r->text[0] = 0;
+    uint32_t truncated = 0;
+    int n = prof_walk_current(r->frames, REC_MAX_FRAMES, &truncated);
+    r->nframes = (uint32_t)(n > 0 ? n : 0);
+    r->truncated = truncated;
+    if (address && (g_core.profiles & PROFILE_LIVE)) {
+        uint32_t seq = 0;
+        int slot = prof_live_track(address, size, kind, count_w, bytes_w, t_unix, &seq);
+        if (slot >= 0) {
+            r->kind = REC_LIVE;
+            r->d = ((uint64_t)(uint32_t)slot + 1) | (uint64_t)seq << 32;
+        }
+    }
+    prof_ring_commit(g_ring, r);
+}
+
+/* AllocationSampled: Kind u32 @0, ClrInstanceID u16 @4, TypeID ptr @6, TypeName utf16z @14,
+ * then Address ptr, ObjectSize u64, SampledByteOffset u64. */
+static void on_sampled(const BYTE *d, ULONG len)
+{
+    uint32_t kind;
+    uint64_t type_id, address = 0, size = 0, offset = 0;
+    char skip[8];
+    if (rd_u32(d, len, 0, &kind) || rd_u64(d, len, 6, &type_id))
+        return;
+    size_t after = rd_utf16z(d, len, 14, skip, sizeof skip);
+    if (!after || rd_u64(d, len, after, &address) || rd_u64(d, len, after + 8, &size) || !size)
+        return;
+    (void)rd_u64(d, len, after + 16, &offset);
+    /* P(sampled) = 1 - q^size; weight = 1 / P. -expm1(size * log1p(-p)) keeps precision. */
+    double prob = -expm1((double)size * log1p(-SAMPLING_P));
+    if (!(prob > 0))
+        return;
+    double count_w = 1.0 / prob, now = prof_unix_now();
+    sec_add(A.sec_samples, 1, now);
+    sec_add(A.sec_u, offset < size ? size - offset : 1, now);
+    take_sample(type_id, d, len, 14, size, (int)kind, (uintptr_t)address, count_w,
+                (double)size * count_w, now);
+}
+
+/* GCAllocationTick: Amount u32 @0, Kind u32 @4, ClrInstanceID u16 @8; V2+: Amount64 u64 @10,
+ * TypeID ptr @18, TypeName utf16z @26, HeapIndex u32; V3+: Address ptr; V4+: ObjectSize u64. */
+static void on_tick(DWORD version, const BYTE *d, ULONG len)
+{
+    uint32_t amount32, kind;
+    uint64_t amount = 0, type_id = 0, address = 0, size = 0;
+    if (rd_u32(d, len, 0, &amount32) || rd_u32(d, len, 4, &kind))
+        return;
+    amount = amount32;
+    if (version >= 2 && rd_u64(d, len, 10, &amount))
+        return;
+    double now = prof_unix_now();
+    __atomic_fetch_add(&A.tick_events, 1, __ATOMIC_RELAXED);
+    if (A.method != ALLOC_METHOD_TICK || version < 2 || rd_u64(d, len, 18, &type_id))
+        return;
+    char skip[8];
+    size_t after = rd_utf16z(d, len, 26, skip, sizeof skip);
+    if (!after)
+        return;
+    if (version >= 3)
+        (void)rd_u64(d, len, after + 4, &address);
+    if (version >= 4)
+        (void)rd_u64(d, len, after + 12, &size);
+    double count_w = size ? (double)amount / (double)size : 1.0;
+    if (count_w < 1)
+        count_w = 1;
+    take_sample(type_id, d, len, 26, size, (int)kind, (uintptr_t)address, count_w,
+                (double)amount, now);
+}
+
+void prof_alloc_on_event(DWORD id, DWORD version, const BYTE *data, ULONG len)
+{
+    if (!(g_core.profiles & (PROFILE_ALLOC | PROFILE_LIVE)))
+        return;
+    if (id == 303 && A.method == ALLOC_METHOD_SAMPLED)
+        on_sampled(data, len);
+    else if (id == 10 && A.method != ALLOC_METHOD_NONE)
+        on_tick(version, data, len);
+}
+
+/* ---- clrscope-agg side ---- */
+
+const char *prof_alloc_type_label(uint64_t type_id, const char *raw_name)
+{
+    uint32_t h = (uint32_t)((type_id * 0x9E3779B97F4A7C15ull) >> 40) & (TYPE_CACHE - 1);
+    for (uint32_t i = 0; i < TYPE_CACHE; i++) {
+        uint32_t k = (h + i) & (TYPE_CACHE - 1);
+        if (T.id[k] == type_id && T.name[k])
+            return T.name[k];
+        if (!T.name[k]) {
+            if (T.n >= TYPE_CACHE * 3 / 4)
+                break;
+            char clean[REC_TEXT + 64];
+            const char *raw = raw_name && raw_name[0] ? raw_name : "[unknown type]";
+            prof_symbols_clean_type(raw, clean, sizeof clean);
+            /* The event names a nested type by its own name only ("Entry[System.Int32,...][]"
+             * for Dictionary`2+Entry[]): without a namespace, ask the metadata. TypeID is the
+             * ClassID; objects of the type exist right now, so it is not being unloaded. */
+            size_t base = strcspn(raw, "[<");
+            if (!memchr(raw, '.', base)) {
+                const char *full = prof_symbols_class((ClassID)type_id);
+                if (full && full[0] && full[0] != '[')
+                    snprintf(clean, sizeof clean, "%s", full);
+            }
+            char *copy = strdup(clean[0] ? clean : "[unknown type]");
+            if (!copy)
+                return "[unknown type]";
+            T.id[k] = type_id;
+            T.name[k] = copy;
+            T.n++;
+            return copy;
+        }
+    }
+    prof_log_once(T.full_logged, LOG_WARN, "more than %u allocated types; the rest are shown as "
+                  "[other types]", TYPE_CACHE * 3 / 4);
+    return "[other types]";
+}
+
+void prof_alloc_consume(const struct prof_rec *rec, const char **names, int n)
+{
+    if (!(g_core.profiles & PROFILE_ALLOC))
+        return;
+    const char *label = prof_alloc_type_label(rec->a, rec->text);
+    int64_t v[PROF_NVALUES] = {(int64_t)llround(rec->x), (int64_t)rec->c, 1};
+    prof_store_add(PK_ALLOC, rec->t_unix, names, n, rec->os_tid, label, v);
+}
+
+void prof_alloc_get_stats(struct prof_alloc_stats *out)
+{
+    out->method = A.method;
+    out->samples = __atomic_load_n(&A.samples, __ATOMIC_RELAXED);
+    out->dropped = __atomic_load_n(&A.dropped, __ATOMIC_RELAXED);
+    out->tick_events = __atomic_load_n(&A.tick_events, __ATOMIC_RELAXED);
+}
+
+const char *prof_alloc_bias_note(void)
+{
+    switch (A.method) {
+    case ALLOC_METHOD_SAMPLED:
+        return "AllocationSampled: every allocated byte is a Bernoulli trial with p = 1/102400 on "
+               "its thread; a sampled object of s bytes stands for 1/(1-q^s) objects and "
+               "s/(1-q^s) bytes (q = 1-p). Unbiased per type and per stack; the relative error "
+               "of a figure built from k samples is roughly 1/sqrt(k).";
+    case ALLOC_METHOD_TICK:
+        return "GCAllocationTick (.NET 8/9): one event about every 100 KB allocated per heap and "
+               "kind, charged in full to the object that crossed the threshold (count = amount / "
+               "object size). The total is the runtime's own counter, but the split by type and "
+               "stack is not a random sample: allocation patterns that repeat in step with the "
+               "100 KB stride, and types allocated in large batches, can be over- or "
+               "under-represented.";
+    default:
+        return "allocation sampling is off";
+    }
+}

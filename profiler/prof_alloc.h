@@ -1,18 +1,53 @@
 /*
  * prof_alloc - allocation sampling by type and stack (AllocationSampled on .NET 10+,
  * GCAllocationTick on .NET 8/9), upscaled to estimated counts and bytes.
+ *
+ * Contexts: prof_alloc_session_needs runs once at Initialize; prof_alloc_on_event runs on the
+ * allocating thread inside the runtime's allocation path (no malloc, no locks, no logging: it
+ * walks the stack into a ring record and may create a weak handle through prof_live_track);
+ * prof_alloc_consume and prof_alloc_type_label run on clrscope-agg only; the getters run on any
+ * thread.
  */
 #ifndef PROF_ALLOC_H
 #define PROF_ALLOC_H
 
+#include <stdint.h>
+
 #include "clr_abi.h"
 #include "prof_ring.h"
 
-/* EventPipe keywords/level the allocation profile needs on this runtime. */
+enum prof_alloc_method {
+    ALLOC_METHOD_NONE = 0,
+    ALLOC_METHOD_SAMPLED = 1, /* AllocationSampled (event 303), .NET 10+ */
+    ALLOC_METHOD_TICK = 2,    /* GCAllocationTick (event 10), .NET 8/9 */
+};
+
+/* EventPipe keywords/level the allocation profile needs on this runtime (g_core.runtime_major). */
 void prof_alloc_session_needs(UINT64 *keywords, UINT32 *level);
 /* On the allocating thread, inside EventPipeEventDelivered (ids 10 and 303). */
 void prof_alloc_on_event(DWORD id, DWORD version, const BYTE *data, ULONG len);
-/* On clrscope-agg: a REC_ALLOC record with its frames named (root first). */
+/* On clrscope-agg: a REC_ALLOC (or REC_LIVE) record with its frames named (root first).
+ * Record layout: a = TypeID, b = object size, c = estimated bytes, x = estimated count,
+ * d = live slot + 1 | sequence << 32 (REC_LIVE only), text = the runtime's type name (UTF-8). */
 void prof_alloc_consume(const struct prof_rec *rec, const char **names, int n);
+/* clrscope-agg only: the contract-form name of a type (cached per TypeID; stable pointer). */
+const char *prof_alloc_type_label(uint64_t type_id, const char *raw_name);
+
+struct prof_alloc_stats {
+    int method;             /* enum prof_alloc_method */
+    uint64_t samples;       /* allocation events turned into samples */
+    uint64_t dropped;       /* samples lost because the event ring was full */
+    uint64_t tick_events;   /* GCAllocationTick events seen */
+};
+void prof_alloc_get_stats(struct prof_alloc_stats *out);
+/* The runtime's own count of allocated bytes over whole unix seconds from_s..to_s (inclusive),
+ * or -1 when there is no independent in-process source (the case on .NET 8, 9 and 10: see
+ * prof_alloc.c and README.d/allocations.md). */
+int64_t prof_alloc_exact_bytes(int64_t from_s, int64_t to_s);
+/* AllocationSampled only: a 95% interval for the bytes allocated over from_s..to_s, from the
+ * design doc's "failed trials" model; *samples = samples in the window. -1 when unavailable. */
+int prof_alloc_total_ci(int64_t from_s, int64_t to_s, double *lo, double *hi, uint64_t *samples);
+/* A short note on the sampling method and its bias, for the API and the dashboard. */
+const char *prof_alloc_bias_note(void);
 
 #endif

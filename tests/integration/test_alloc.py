@@ -1,0 +1,146 @@
+"""
+Allocations (issue 5): the `alloc-mix` app allocates a fixed mix of four types, each from its own
+method, at a throttled ~100 MB/s, and measures every type's exact bytes and counts itself. The
+profiler's upscaled table must reproduce the byte and count shares of every type above 10 % of
+the bytes within 10 % (relative), its total allocation rate must be within 10 % of the app's, and
+the allocation flame graph filtered on System.Byte[] must go through AllocMix.AllocBytes.
+
+On .NET 10 the method is AllocationSampled (~1 sample per 100 KiB: ~15,000 samples in the 20 s
+window); on .NET 8/9 it is GCAllocationTick. Pick the runtime with CLRSCOPE_TEST_RUNTIME.
+"""
+import os
+import shutil
+import time
+import unittest
+import urllib.parse
+
+from harness import ProfiledApp, find_paths, go_pprof
+from pprofdec import read_pprof
+
+WINDOW = 20    # seconds of allocations the assertions look at
+RUN = WINDOW + 8
+BYTES_FRAME = "TestApp.Alloc.AllocMix.AllocBytes"
+STRING_FRAME = "TestApp.Alloc.AllocMix.AllocStrings"
+
+
+class AllocMix(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.app = ProfiledApp("alloc-mix", ["--seconds", str(RUN)])
+        app = cls.app
+        app.start()
+        try:
+            app.wait_ready()
+            time.sleep(WINDOW + 2)  # the window must lie inside the worker's steady run
+            cls.status = app.json("/api/v1/status")
+            cls.table = app.json(f"/api/v1/allocations?seconds={WINDOW}")
+            q = urllib.parse.quote("System.Byte[]")
+            cls.bytes_flame = app.json(
+                f"/api/v1/flamegraph?type=alloc-bytes&seconds={WINDOW}&filter={q}")
+            cls.count_flame = app.json(f"/api/v1/flamegraph?type=alloc-count&seconds={WINDOW}")
+            cls.pprof = app.pprof(f"/debug/pprof/allocs?seconds={WINDOW}",
+                                  os.path.join(app.tmp, "allocs.pb.gz"))
+            cls.bad = [app.request("/api/v1/allocations?" + b)[0]
+                       for b in ("seconds=abc", "seconds=-1", "limit=0")]
+            cls.truth = app.wait_truth(timeout=RUN + 60)
+        finally:
+            app.stop()
+
+    def truth_types(self):
+        return self.truth["types"]
+
+    def test_method_matches_runtime(self):
+        major = self.status["runtime"]["major"]
+        want = "AllocationSampled" if major >= 10 else "AllocationTick"
+        self.assertEqual(self.table["method"], want)
+        self.assertTrue(self.table["bias_note"])
+        self.assertIn("exact_bytes", self.table)
+        self.assertEqual(self.table["dropped"], 0, "no samples lost at 100 MB/s")
+
+    def test_types_sorted_and_named(self):
+        rows = self.table["types"]
+        self.assertEqual([r["bytes"] for r in rows], sorted((r["bytes"] for r in rows),
+                                                            reverse=True))
+        names = {r["type"] for r in rows}
+        for t in self.truth_types():
+            self.assertIn(t, names, f"{t} missing from {sorted(names)}")
+        for r in rows:
+            for k in ("type", "count", "bytes", "samples"):
+                self.assertIn(k, r)
+
+    def test_byte_and_count_shares_match_truth(self):
+        truth = self.truth_types()
+        tb = sum(t["bytes"] for t in truth.values())
+        tc = sum(t["count"] for t in truth.values())
+        est = {r["type"]: r for r in self.table["types"]}
+        eb = sum(est[t]["bytes"] for t in truth)
+        ec = sum(est[t]["count"] for t in truth)
+        for name, t in truth.items():
+            if t["bytes"] < 0.10 * tb:
+                continue
+            want_b, got_b = t["bytes"] / tb, est[name]["bytes"] / eb
+            want_c, got_c = t["count"] / tc, est[name]["count"] / ec
+            self.assertLess(abs(got_b / want_b - 1), 0.10,
+                            f"{name}: byte share {got_b:.4f}, truth {want_b:.4f}")
+            self.assertLess(abs(got_c / want_c - 1), 0.10,
+                            f"{name}: count share {got_c:.4f}, truth {want_c:.4f}")
+        # the truth's ranking holds: by bytes String > Byte[] > BigWidget > SmallWidget
+        by_bytes = sorted(truth, key=lambda n: -truth[n]["bytes"])
+        self.assertEqual(sorted(truth, key=lambda n: -est[n]["bytes"]), by_bytes)
+
+    def test_total_matches_allocation_rate(self):
+        # The window is [t_from, t_to] of wall time inside the throttled run, so the estimated
+        # rate must match the rate the app measured for its whole run (GetTotalAllocatedBytes).
+        window = self.table["t_to"] - self.table["t_from"]
+        self.assertGreater(window, WINDOW - 1.5)
+        est_rate = self.table["total"]["bytes"] / window
+        t = self.truth
+        true_rate = t["total_allocated_bytes_delta"] / t["elapsed_s"]
+        self.assertLess(abs(est_rate / true_rate - 1), 0.10,
+                        f"estimated {est_rate / 1e6:.1f} MB/s, app {true_rate / 1e6:.1f} MB/s")
+        ci = self.table["total"].get("ci95")
+        if self.table["method"] == "AllocationSampled":
+            self.assertIsNotNone(ci)
+            self.assertLess(ci[0], self.table["total"]["bytes"])
+            self.assertGreater(ci[1], self.table["total"]["bytes"])
+            self.assertLessEqual(ci[0], true_rate * window * 1.05)
+            self.assertGreaterEqual(ci[1], true_rate * window * 0.95)
+
+    def test_byte_array_stacks_go_through_alloc_bytes(self):
+        fg = self.bytes_flame
+        self.assertEqual(fg["filter"], "System.Byte[]")
+        self.assertGreater(fg["total"], 0)
+        under = sum(v for p, v in find_paths(fg["root"], BYTES_FRAME))
+        self.assertGreater(under / fg["total"], 0.95,
+                           f"{under} of {fg['total']} Byte[] bytes under {BYTES_FRAME}")
+        # and only Byte[] is in it: the filtered total is that type's row
+        row = next(r for r in self.table["types"] if r["type"] == "System.Byte[]")
+        self.assertLess(abs(fg["total"] / row["bytes"] - 1), 0.05)
+
+    def test_count_flame_graph_has_every_method(self):
+        names = set()
+        stack = [self.count_flame["root"]]
+        while stack:
+            n = stack.pop()
+            names.add(n["name"])
+            stack.extend(n["children"])
+        for t in self.truth_types().values():
+            self.assertIn(t["method"], names)
+        strings = sum(v for p, v in find_paths(self.count_flame["root"], STRING_FRAME))
+        self.assertGreater(strings, 0)
+
+    def test_pprof_allocs(self):
+        p = read_pprof(self.pprof)
+        self.assertEqual([t for t, _ in p.sample_types], ["alloc-samples", "alloc-size"])
+        classes = {lab.get("allocation class") for _, _, lab in p.stacks()}
+        self.assertIn("System.Byte[]", classes)
+        if shutil.which("go"):
+            top = go_pprof(["-top", "-sample_index=alloc-size", "-nodecount=20"], self.pprof)
+            self.assertIn(BYTES_FRAME, top)
+
+    def test_bad_input_is_400(self):
+        self.assertEqual(self.bad, [400, 400, 400])
+
+
+if __name__ == "__main__":
+    unittest.main()
