@@ -49,6 +49,19 @@ int api_status(const struct web_req *r)
     cJSON_AddNumberToObject(so, "rss_bytes", (double)self.rss_bytes);
     cJSON_AddNumberToObject(so, "suspended_s", (double)ss.suspended_ns / 1e9);
     cJSON_AddNumberToObject(so, "sampler_ticks", (double)ss.ticks);
+    cJSON_AddStringToObject(so, "cpu_sampler", ss.cpu_sampler ? ss.cpu_sampler : "off");
+    cJSON_AddNumberToObject(so, "wall_hz", ss.wall_hz);
+    if (ss.sig.signo) {
+        cJSON *sg = cJSON_AddObjectToObject(so, "signal_sampler");
+        cJSON_AddNumberToObject(sg, "signal", ss.sig.signo);
+        cJSON_AddNumberToObject(sg, "threads", (double)ss.sig.threads);
+        cJSON_AddNumberToObject(sg, "samples", (double)ss.sig.samples);
+        cJSON_AddNumberToObject(sg, "timer_failures", (double)ss.sig.timer_failures);
+        cJSON_AddNumberToObject(sg, "ring_full", (double)ss.sig.ring_full);
+        cJSON_AddNumberToObject(sg, "leaf_only", (double)(ss.sig.no_stack + ss.sig.altstack));
+        cJSON_AddNumberToObject(sg, "truncated", (double)ss.sig.truncated);
+        cJSON_AddNumberToObject(sg, "maps_refreshes", (double)ss.sig.maps_refreshes);
+    }
 
     struct prof_store_stats st;
     prof_store_get_stats(&st);

@@ -133,6 +133,8 @@ static void *agg_main(void *arg)
             double u = prof_unix_now();
             prof_gc_tick(u);
             prof_live_tick(u);
+            prof_exc_tick(u);
+            prof_lock_tick(u);
             self_tick();
             next_tick = now + 1000000000LL;
         }

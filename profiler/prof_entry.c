@@ -98,6 +98,7 @@ static HRESULT cb_gc_started(void *self, int cgen, BOOL *collected, int reason)
 {
     (void)self;
     prof_gc_started(cgen, collected, reason);
+    prof_live_gc_started(cgen, collected);
     return S_OK;
 }
 

@@ -14,5 +14,8 @@ void prof_events_delivered(EVENTPIPE_PROVIDER provider, DWORD id, DWORD version,
                            ULONG len, ThreadID thread, ULONG nframes, const UINT_PTR *frames);
 /* Session state for status: 1 running, 0 off, -1 refused by the runtime. */
 int prof_events_state(void);
+/* The running session's keywords and level (0, 0 when none): prof_heapsnap re-applies them after
+ * its own session (runtime issue dotnet/runtime#121462). */
+void prof_events_session_config(UINT64 *keywords, UINT32 *level);
 
 #endif

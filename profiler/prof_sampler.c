@@ -7,11 +7,19 @@
 #include <string.h>
 #include <time.h>
 
+#include "prof_codemap.h"
 #include "prof_config.h"
 #include "prof_core.h"
 #include "prof_log.h"
+#include "prof_sighandler.h"
+#include "prof_sigsample.h"
 #include "prof_store.h"
 #include "prof_symbols.h"
+#include "prof_threads.h"
+
+enum cpu_mode { CPU_SUSPEND, CPU_SIGNAL };
+
+#define SIGNAL_SYNC_NS 100000000LL /* how often the signal sampler picks up new threads */
 
 struct frame {
     uintptr_t fn, ip;
@@ -33,9 +41,21 @@ struct cpu_seen {
     int64_t cpu_ns;
 };
 
+/* Scratch space for naming one signal sample (sampler thread only). */
+struct sig_names {
+    const char **leaf; /* max_frames, leaf first */
+    unsigned char *managed;
+    const char **root; /* max_frames + 1, root first */
+    double now_unix;
+};
+
 static struct {
     pthread_t thread;
     int running;
+    int cpu_mode;  /* enum cpu_mode */
+    int wall_hz;
+    uint32_t *tids; /* max_threads, for the signal sampler's thread list */
+    struct sig_names sn;
     struct captured *caps;
     struct frame *frames; /* cap_threads * max_frames */
     int cap_threads;
@@ -155,7 +175,7 @@ static int capture_all(ICorProfilerInfo15 *info, int *overflow)
     return n;
 }
 
-static void record(int n, double now_unix, int64_t wall_ns, uint32_t gen)
+static void record(int n, double now_unix, int64_t wall_ns, uint32_t gen, int do_cpu, int do_wall)
 {
     const char **names = malloc((size_t)(g_cfg.max_frames + 1) * sizeof *names);
     if (!names)
@@ -182,17 +202,63 @@ static void record(int n, double now_unix, int64_t wall_ns, uint32_t gen)
             s->cpu_ns = cpu;
             s->gen = gen;
         }
-        if ((g_core.profiles & PROFILE_CPU) && delta > 0) {
+        if (do_cpu && (g_core.profiles & PROFILE_CPU) && delta > 0) {
             int64_t v[PROF_NVALUES] = {1, delta, 0};
             prof_store_add(PK_CPU, now_unix, names, k, c->os_tid, NULL, v);
         }
-        if (g_core.profiles & PROFILE_WALL) {
+        if (do_wall && (g_core.profiles & PROFILE_WALL)) {
             int64_t v[PROF_NVALUES] = {1, wall_ns, 0};
             prof_store_add(PK_WALL, now_unix, names, k, c->os_tid, NULL, v);
         }
         S.st.samples++;
     }
     free(names);
+}
+
+/* Names one signal sample (prof_codemap) and stores it root first. */
+static void on_sig_sample(void *arg, const struct prof_sigsample *smp)
+{
+    struct sig_names *sn = arg;
+    int k = prof_codemap_name_stack(smp, sn->leaf, sn->managed, g_cfg.max_frames);
+    int m = 0;
+    if (smp->flags & PROF_SIG_F_TRUNCATED)
+        sn->root[m++] = "[truncated]";
+    for (int i = k - 1; i >= 0; i--)
+        sn->root[m++] = sn->leaf[i];
+    if (!m)
+        sn->root[m++] = "[unknown]";
+    int64_t v[PROF_NVALUES] = {1, smp->cpu_ns, 0};
+    prof_store_add(PK_CPU, sn->now_unix, sn->root, m, smp->tid, NULL, v);
+}
+
+static void sig_stop(const char *why)
+{
+    prof_log(LOG_WARN, "cpu sampler: %s; switching to the stop-the-world sampler", why);
+    prof_sigsample_stop();
+    __atomic_store_n(&S.cpu_mode, CPU_SUSPEND, __ATOMIC_RELAXED);
+}
+
+/* One tick of the signal sampler: drain what the handlers captured, pick up new threads. */
+static void signal_tick(int64_t now, int64_t *last_sync)
+{
+    S.sn.now_unix = prof_unix_now();
+    if (now - *last_sync >= SIGNAL_SYNC_NS) {
+        *last_sync = now;
+        if (!prof_sigsample_intact()) {
+            sig_stop("another component replaced clrscope's signal handler");
+            return;
+        }
+        size_t n = prof_threads_tids(S.tids, (size_t)g_cfg.max_threads);
+        prof_sigsample_sync(S.tids, n, on_sig_sample, &S.sn);
+        struct prof_sigsample_stats ss;
+        prof_sigsample_get_stats(&ss);
+        pthread_mutex_lock(&S.st_lock);
+        S.st.sig = ss;
+        pthread_mutex_unlock(&S.st_lock);
+    }
+    prof_sigsample_drain(on_sig_sample, &S.sn);
+    prof_codemap_tick(now);
+    prof_sigsample_maintain(now);
 }
 
 static void *sampler_main(void *arg)
@@ -202,9 +268,10 @@ static void *sampler_main(void *arg)
     ICorProfilerInfo15 *info = g_core.info;
     info->vt->InitializeCurrentThread(info);
     const int64_t period = 1000000000LL / g_cfg.sampling_hz;
+    const int64_t wall_period = 1000000000LL / S.wall_hz;
     struct timespec next;
     clock_gettime(CLOCK_MONOTONIC, &next);
-    int64_t last = prof_now_ns();
+    int64_t last = prof_now_ns(), prev_tick = last, last_sync = last - SIGNAL_SYNC_NS;
     uint32_t gen = 0;
     static int warned_suspend;
     while (!__atomic_load_n(&g_stop, __ATOMIC_ACQUIRE) && !prof_core_stopping()) {
@@ -216,10 +283,18 @@ static void *sampler_main(void *arg)
         while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &next, NULL) == EINTR)
             ;
         int64_t now = prof_now_ns();
-        if (now - last > 10 * period) { /* we fell behind (suspended VM, debugger): resync */
+        if (now - prev_tick > 10 * period) /* we fell behind (suspended VM, debugger): resync */
             clock_gettime(CLOCK_MONOTONIC, &next);
-            last = now - period;
-        }
+        if (now - last > 10 * wall_period) /* and a stall is not wall time of the threads */
+            last = now - wall_period;
+        prev_tick = now;
+        if (S.cpu_mode == CPU_SIGNAL && (g_core.profiles & PROFILE_CPU))
+            signal_tick(now, &last_sync);
+        /* `last` is the previous wall sample: wall weights are the time since, at any rate */
+        int cpu_suspend = S.cpu_mode == CPU_SUSPEND && (g_core.profiles & PROFILE_CPU);
+        int wall_due = (g_core.profiles & PROFILE_WALL) && now - last >= wall_period - period / 2;
+        if (!cpu_suspend && !wall_due)
+            continue;
         int64_t t0 = prof_now_ns();
         HRESULT hr = info->vt->SuspendRuntime(info);
         if (hr != S_OK) {
@@ -241,18 +316,48 @@ static void *sampler_main(void *arg)
         pthread_mutex_unlock(&S.st_lock);
         if (overflow)
             ensure_capacity(S.cap_threads + overflow);
-        record(n, prof_unix_now(), t0 - last, gen);
-        last = t0;
+        record(n, prof_unix_now(), t0 - last, gen, cpu_suspend, wall_due);
+        if (wall_due)
+            last = t0;
         if ((gen & 1023) == 0)
             seen_sweep(gen);
     }
     return NULL;
 }
 
+/* CLRSCOPE_CPU_SAMPLER and CLRSCOPE_WALL_HZ; starts the signal sampler when chosen. */
+static void choose_modes(void)
+{
+    const char *m = getenv("CLRSCOPE_CPU_SAMPLER");
+    S.cpu_mode = CPU_SIGNAL;
+    if (m && !strcmp(m, "suspend"))
+        S.cpu_mode = CPU_SUSPEND;
+    else if (m && *m && strcmp(m, "signal"))
+        prof_log(LOG_WARN, "CLRSCOPE_CPU_SAMPLER=\"%.40s\" is neither signal nor suspend; using "
+                 "signal", m);
+    /* The stop-the-world walk costs the same whatever it records: while it runs every tick for
+     * CPU, wall samples come free at the full rate; otherwise they are what it costs. */
+    long def = S.cpu_mode == CPU_SUSPEND ? g_cfg.sampling_hz : 10;
+    if (def > g_cfg.sampling_hz)
+        def = g_cfg.sampling_hz;
+    S.wall_hz = (int)prof_env_long("CLRSCOPE_WALL_HZ", def, 1, g_cfg.sampling_hz);
+    if (S.cpu_mode != CPU_SIGNAL || !(g_core.profiles & PROFILE_CPU))
+        return;
+    S.tids = malloc((size_t)g_cfg.max_threads * sizeof *S.tids);
+    S.sn.leaf = malloc((size_t)g_cfg.max_frames * sizeof *S.sn.leaf);
+    S.sn.managed = malloc((size_t)g_cfg.max_frames);
+    S.sn.root = malloc((size_t)(g_cfg.max_frames + 1) * sizeof *S.sn.root);
+    if (!S.tids || !S.sn.leaf || !S.sn.managed || !S.sn.root ||
+        prof_codemap_init(g_cfg.max_frames) ||
+        prof_sigsample_start(g_cfg.sampling_hz, g_cfg.max_frames, g_cfg.max_threads))
+        S.cpu_mode = CPU_SUSPEND; /* prof_sigsample_start logged why */
+}
+
 int prof_sampler_start(void)
 {
     if (!(g_core.profiles & (PROFILE_CPU | PROFILE_WALL)))
         return 0;
+    choose_modes();
     S.nseen = 8192;
     S.seen = calloc(S.nseen, sizeof *S.seen);
     if (!S.seen || ensure_capacity(64)) {
@@ -275,6 +380,8 @@ void prof_sampler_stop(void)
         return;
     __atomic_store_n(&g_stop, 1, __ATOMIC_RELEASE);
     pthread_join(S.thread, NULL);
+    if (S.cpu_mode == CPU_SIGNAL)
+        prof_sigsample_stop();
     S.running = 0;
 }
 
@@ -282,5 +389,9 @@ void prof_sampler_get_stats(struct prof_sampler_stats *out)
 {
     pthread_mutex_lock(&S.st_lock);
     *out = S.st;
+    out->cpu_sampler = !(g_core.profiles & PROFILE_CPU) ? "off"
+                       : __atomic_load_n(&S.cpu_mode, __ATOMIC_RELAXED) == CPU_SIGNAL ? "signal"
+                                                                                : "suspend";
+    out->wall_hz = S.wall_hz;
     pthread_mutex_unlock(&S.st_lock);
 }

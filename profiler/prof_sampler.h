@@ -1,23 +1,36 @@
 /*
  * prof_sampler - CPU and wall-time stack sampling of every managed thread.
  *
- * Method: the clrscope-sampler thread wakes CLRSCOPE_SAMPLING_HZ times a second, suspends the
+ * Wall time: the clrscope-sampler thread wakes CLRSCOPE_WALL_HZ times a second, suspends the
  * runtime (ICorProfilerInfo10::SuspendRuntime), walks each managed thread with DoStackSnapshot into
- * preallocated buffers, resumes, and only then names frames and records samples. This is the
+ * preallocated buffers, resumes, and only then names frames and records samples, each weighted by
+ * the time elapsed since the previous wall tick (so totals stay exact at any rate). This is the
  * stack-walk pattern the runtime supports on Linux for .NET 8, 9 and 10 (cross-thread
- * DoStackSnapshot without a suspension returns E_NOTIMPL there). CPU samples are weighted by the
- * CPU time each thread really burned since the previous tick (per-thread CPU clocks), wall samples
- * by the elapsed time, so an idle thread costs CPU nothing and shows only in wall time.
+ * DoStackSnapshot without a suspension returns E_NOTIMPL there), and the only one that sees the
+ * managed frames of a thread blocked in native code.
+ *
+ * CPU time, CLRSCOPE_CPU_SAMPLER:
+ *   signal  (default) per-thread CPU timers and a frame-pointer walk in a signal handler
+ *           (prof_sigsample.h): no suspension, samples only where CPU is spent, each weighted by
+ *           the CPU time its timer measured. Falls back to `suspend` when no signal is free.
+ *   suspend the stop-the-world walk above every CLRSCOPE_SAMPLING_HZ tick; each sample weighted
+ *           by the CPU time the thread burned since the previous tick (per-thread CPU clocks).
+ * Either way an idle thread costs CPU nothing and shows only in wall time.
  */
 #ifndef PROF_SAMPLER_H
 #define PROF_SAMPLER_H
 
 #include <stdint.h>
 
+#include "prof_sigsample.h"
+
 struct prof_sampler_stats {
     uint64_t ticks, skipped_ticks, samples, truncated_stacks, walk_failures;
     uint64_t suspended_ns;      /* total time the runtime stayed suspended for us */
     uint64_t last_thread_count;
+    const char *cpu_sampler;    /* "signal", "suspend" or "off" */
+    int wall_hz;
+    struct prof_sigsample_stats sig; /* signal sampler counters (refreshed 10 times a second) */
 };
 
 int prof_sampler_start(void);

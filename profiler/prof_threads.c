@@ -118,6 +118,17 @@ size_t prof_threads_count(void)
     return n;
 }
 
+size_t prof_threads_tids(uint32_t *out, size_t cap)
+{
+    size_t n = 0;
+    pthread_mutex_lock(&g_lock);
+    for (int i = 0; i < g_cap && n < cap; i++)
+        if (g_tab[i].id && g_tab[i].os_tid)
+            out[n++] = g_tab[i].os_tid;
+    pthread_mutex_unlock(&g_lock);
+    return n;
+}
+
 size_t prof_utf16_to_utf8(const WCHAR *src, size_t n, char *dst, size_t cap)
 {
     size_t j = 0;

@@ -21,6 +21,9 @@ void prof_threads_named(ThreadID t, ULONG cch, const WCHAR *name);
 /* Copies the name of OS thread `tid` (managed name, else /proc comm) into buf; returns buf. */
 const char *prof_threads_name_of(uint32_t os_tid, char *buf, size_t cap);
 size_t prof_threads_count(void);
+/* Copies the OS tids of up to `cap` registered managed threads (those already assigned to an OS
+ * thread) into out; returns how many. ctx: clrscope threads. */
+size_t prof_threads_tids(uint32_t *out, size_t cap);
 
 /* UTF-16 to UTF-8 with replacement of unpaired surrogates; always NUL-terminates. */
 size_t prof_utf16_to_utf8(const WCHAR *src, size_t n, char *dst, size_t cap);

@@ -14,14 +14,19 @@ HEAVY = "TestApp.CpuWork.HeavyCaller"
 LIGHT = "TestApp.CpuWork.LightCaller"
 LEAF = "TestApp.CpuWork.SpinLeaf"
 SLEEPER = "TestApp.CpuWork.SleepingLoop"
+WORK = "TestApp.CpuSplitMode.Work"
 
 
 class CpuSplit(unittest.TestCase):
-    """One run of cpu-split; every assertion compares with the app's own measurements."""
+    """One run of cpu-split; every assertion compares with the app's own measurements.
+    CPU comes from the default sampler (signal: per-thread CPU timers, frame-pointer walks)."""
+
+    ENV = {}
+    SAMPLER = "signal"
 
     @classmethod
     def setUpClass(cls):
-        cls.app = ProfiledApp("cpu-split", ["--seconds", "40"])
+        cls.app = ProfiledApp("cpu-split", ["--seconds", "40"], env=cls.ENV)
         cls.app.start()
         cls.app.wait_ready()
         import time
@@ -29,6 +34,7 @@ class CpuSplit(unittest.TestCase):
         cls.cpu = cls.app.json("/api/v1/flamegraph?type=cpu&seconds=60")
         cls.wall = cls.app.json("/api/v1/flamegraph?type=wall&seconds=60")
         cls.top = cls.app.json("/api/v1/top?type=cpu&seconds=60&limit=20")
+        cls.status = cls.app.json("/api/v1/status")
         cls.cpu_pprof = cls.app.pprof("/debug/pprof/profile?seconds=4",
                                       os.path.join(cls.app.tmp, "cpu.pb.gz"))
         cls.wall_pprof = cls.app.pprof("/debug/pprof/wall?seconds=5&wait=0",
@@ -47,6 +53,19 @@ class CpuSplit(unittest.TestCase):
         true_share = t["heavy_cpu_ms"] / (t["heavy_cpu_ms"] + t["light_cpu_ms"])
         self.assertAlmostEqual(measured, true_share, delta=0.05,
                                msg=f"heavy share {measured:.3f} vs truth {true_share:.3f}")
+
+    def test_sampler_in_use(self):
+        self.assertEqual(self.status["self"]["cpu_sampler"], self.SAMPLER)
+
+    def test_callers_keep_their_caller(self):
+        # HeavyCaller has no frame pointer once optimized (one call, no loop): the walk must
+        # still find Work above it, in (nearly) every sample
+        paths = find_paths(self.cpu["root"], HEAVY)
+        total = sum(v for p, v in paths)
+        under_work = sum(v for p, v in paths if WORK in p)
+        self.assertGreater(total, 0)
+        self.assertGreater(under_work / total, 0.9, f"{under_work}/{total} under {WORK}: "
+                           f"{[p for p, v in paths if WORK not in p][:3]}")
 
     def test_leaf_is_under_both_callers(self):
         paths = [p for p, v in find_paths(self.cpu["root"], LEAF)]
@@ -89,6 +108,13 @@ class CpuSplit(unittest.TestCase):
         wall = go_pprof(["-top", "-nodecount=40"], self.wall_pprof)
         self.assertIn(SLEEPER, wall)
         self.assertRegex(wall, r"Type: wall")
+
+
+class CpuSplitSuspend(CpuSplit):
+    """The same assertions with the stop-the-world CPU sampler (CLRSCOPE_CPU_SAMPLER=suspend)."""
+
+    ENV = {"CLRSCOPE_CPU_SAMPLER": "suspend"}
+    SAMPLER = "suspend"
 
 
 class Errors(unittest.TestCase):

@@ -112,13 +112,18 @@ public static class GarbageMaker
 
 public sealed class LeakMode : Mode
 {
+    const int LeakPerTick = 4;
+
     public override void Run(Options o, CancellationToken stop)
     {
         var leaker = Program.StartThread("leaker", () =>
         {
+            // 4 items per ~10 ms (~80 KB/s): enough sampled leaked objects (one per ~100 KiB
+            // allocated) for the leak heuristic within half a minute.
             while (!stop.IsCancellationRequested)
             {
-                Leaker.AddLeakyItem();
+                for (int i = 0; i < LeakPerTick; i++)
+                    Leaker.AddLeakyItem();
                 Thread.Sleep(10);
             }
         });
@@ -173,6 +178,7 @@ public sealed class LeakMode : Mode
         t["leaky_bytes"] = leaky * leakySize;
         t["cache_rebuilds"] = rebuilds;
         t["leak_interval_ms"] = 10;
+        t["leak_per_tick"] = LeakPerTick;
         t["cache_rebuild_interval_s"] = 2;
         t["leak_suspect"] = "TestApp.Live.LeakyItem";
         t["frames"] = new JsonObject

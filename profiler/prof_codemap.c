@@ -1,0 +1,471 @@
+/* prof_codemap.c - see prof_codemap.h. */
+#include "prof_codemap.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/uio.h>
+#include <unistd.h>
+
+#include "clr_abi.h"
+#include "prof_core.h"
+#include "prof_log.h"
+#include "prof_sighandler.h"
+#include "prof_symbols.h"
+
+#define CODEMAP_MAX_CODES 32768
+#define CODEMAP_FLUSH_NS (600LL * 1000000000LL)
+#define IPCACHE_SIZE 8192 /* direct-mapped ip -> method cache, power of two */
+#define PROLOG_BYTES 64
+
+struct code {
+    uintptr_t lo, hi;
+    FunctionID fn;
+    struct prof_frame_shape shape;
+};
+
+struct ipc {
+    uintptr_t key; /* 0 = empty */
+    FunctionID fn;
+    int32_t code; /* index into pool, -1 = none */
+};
+
+struct frame {
+    uintptr_t ip;
+    int ret; /* a return address (looked up at ip - 1) */
+};
+
+static struct {
+    struct code *pool; /* append-only until a flush */
+    uint32_t npool, cap;
+    uint32_t *order; /* pool indices sorted by lo */
+    struct ipc *cache;
+    struct frame *frames;
+    int max_frames;
+    int frameless_dirty;
+    int64_t flushed_at;
+    int no_code_reads;
+    struct prof_codemap_stats st;
+} C;
+
+/* ---- x86-64 prologue and call-site decoding (pure) ---- */
+
+static uint32_t le32(const uint8_t *p)
+{
+    return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
+}
+
+/* Length of one prologue instruction at c[0..len), the bytes it reserves, whether it sets rbp. */
+static size_t prolog_insn(const uint8_t *c, size_t len, uint32_t *add, int *sets_fp, int *push_fp)
+{
+    *add = 0;
+    *sets_fp = *push_fp = 0;
+    if (len >= 1 && c[0] == 0x55) { /* push rbp */
+        *add = 8;
+        *push_fp = 1;
+        return 1;
+    }
+    if (len >= 1 && c[0] >= 0x50 && c[0] <= 0x57 && c[0] != 0x54) { /* push reg */
+        *add = 8;
+        return 1;
+    }
+    if (len >= 2 && c[0] == 0x41 && c[1] >= 0x50 && c[1] <= 0x57) { /* push r8..r15 */
+        *add = 8;
+        return 2;
+    }
+    if (len >= 4 && c[0] == 0x48 && c[1] == 0x83 && c[2] == 0xEC && c[3] < 0x80) {
+        *add = c[3]; /* sub rsp, imm8 */
+        return 4;
+    }
+    if (len >= 7 && c[0] == 0x48 && c[1] == 0x81 && c[2] == 0xEC && le32(c + 3) < 0x100000) {
+        *add = le32(c + 3); /* sub rsp, imm32 */
+        return 7;
+    }
+    if (len >= 5 && c[0] == 0x48 && c[1] == 0x8D && c[2] == 0x6C && c[3] == 0x24) {
+        *sets_fp = 1; /* lea rbp, [rsp + imm8] */
+        return 5;
+    }
+    if (len >= 8 && c[0] == 0x48 && c[1] == 0x8D && c[2] == 0xAC && c[3] == 0x24) {
+        *sets_fp = 1; /* lea rbp, [rsp + imm32] */
+        return 8;
+    }
+    if (len >= 3 && c[0] == 0x48 &&
+        ((c[1] == 0x8B && c[2] == 0xEC) || (c[1] == 0x89 && c[2] == 0xE5))) {
+        *sets_fp = 1; /* mov rbp, rsp */
+        return 3;
+    }
+    if (len >= 3 && c[0] == 0xC5 && c[1] == 0xF8 && c[2] == 0x77)
+        return 3; /* vzeroupper */
+    if (len >= 1 && c[0] == 0x90)
+        return 1; /* nop */
+    return 0;
+}
+
+int prof_frame_decode(const uint8_t *c, size_t len, struct prof_frame_shape *sh)
+{
+    memset(sh, 0, sizeof *sh);
+    size_t i = 0;
+    uint32_t alloc = 0;
+    int framed = 0;
+    for (;;) {
+        uint32_t add;
+        int sets_fp, push_fp;
+        size_t l = prolog_insn(c + i, len - i, &add, &sets_fp, &push_fp);
+        if (!l) {
+            if (i >= len || framed)
+                return 0; /* out of bytes, or rbp pushed but never set: not a form we know */
+            break;        /* first body instruction of a frameless method */
+        }
+        if (sh->nsteps >= PROF_FRAME_MAX_STEPS || (sets_fp && !framed) || alloc + add > 0xFFFF)
+            return 0;
+        sh->step[sh->nsteps].off = (uint16_t)i;
+        sh->step[sh->nsteps].alloc = (uint16_t)alloc;
+        sh->nsteps++;
+        framed |= push_fp;
+        alloc += add;
+        i += l;
+        if (sets_fp) {
+            sh->fp_ready = (uint16_t)i;
+            break;
+        }
+    }
+    sh->prolog = (uint16_t)i;
+    sh->frame = alloc;
+    sh->framed = (uint8_t)framed;
+    sh->known = 1;
+    return 0;
+}
+
+static int is_terminator(const uint8_t *b, size_t n)
+{
+    if (n >= 1 && (b[0] == 0xC3 || b[0] == 0xE9 || b[0] == 0xEB))
+        return 1; /* ret, jmp rel32, jmp rel8 */
+    size_t k = n >= 1 && b[0] >= 0x40 && b[0] <= 0x4F ? 1 : 0;
+    return n >= k + 2 && b[k] == 0xFF && ((b[k + 1] >> 3) & 7) == 4; /* jmp r/m */
+}
+
+long prof_frame_ra_offset(const struct prof_frame_shape *sh, uint32_t off, const uint8_t *at,
+                          size_t len)
+{
+    if (!sh->known)
+        return -1;
+    uint32_t limit = sh->framed ? sh->fp_ready : sh->prolog;
+    if (off < limit) {
+        for (int i = 0; i < sh->nsteps; i++)
+            if (sh->step[i].off == off)
+                return sh->step[i].alloc;
+        return -1;
+    }
+    if (len >= 1 && at[0] == 0xC3)
+        return 0; /* at ret: every register is restored, sp points at the return address */
+    if (sh->framed)
+        return -1; /* body: rbp frames it (until `pop rbp`, which only `ret` follows) */
+    size_t i = 0;
+    long extra = 0;
+    if (len >= 4 && at[0] == 0x48 && at[1] == 0x83 && at[2] == 0xC4 && at[3] < 0x80) {
+        extra = at[3];
+        i = 4;
+    } else if (len >= 7 && at[0] == 0x48 && at[1] == 0x81 && at[2] == 0xC4) {
+        extra = (long)le32(at + 3);
+        i = 7;
+    }
+    int pops = 0;
+    for (;;) {
+        if (i < len && at[i] >= 0x58 && at[i] <= 0x5F && at[i] != 0x5C) {
+            pops++;
+            i += 1;
+        } else if (i + 1 < len && at[i] == 0x41 && at[i + 1] >= 0x58 && at[i + 1] <= 0x5F) {
+            pops++;
+            i += 2;
+        } else {
+            break;
+        }
+    }
+    if ((extra || pops) && is_terminator(at + i, len - i))
+        return extra + 8L * pops; /* frameless epilogue */
+    return (long)sh->frame;
+}
+
+int prof_frame_is_call_site(const uint8_t *b, size_t n)
+{
+    if (n >= 5 && b[n - 5] == 0xE8)
+        return 1; /* call rel32 */
+    for (size_t len = 2; len <= 8 && len <= n; len++) { /* [rex] FF /2 modrm [sib] [disp] */
+        size_t s = n - len, k = s;
+        if (b[k] >= 0x40 && b[k] <= 0x4F)
+            k++;
+        if (k + 2 > n || b[k] != 0xFF || ((b[k + 1] >> 3) & 7) != 2)
+            continue;
+        uint8_t m = b[k + 1];
+        int mod = m >> 6, rm = m & 7;
+        size_t need = k + 2 - s;
+        if (mod != 3 && rm == 4) {
+            if (k + 2 >= n)
+                continue;
+            need++;
+            if (mod == 0 && (b[k + 2] & 7) == 5)
+                need += 4;
+        }
+        if (mod == 0 && rm == 5)
+            need += 4;
+        else if (mod == 1)
+            need += 1;
+        else if (mod == 2)
+            need += 4;
+        if (need == len)
+            return 1;
+    }
+    return 0;
+}
+
+/* ---- the method table ---- */
+
+/* Reads code bytes without trusting that they are mapped (a failed read is an error, not a
+ * fault): the sampler thread must not crash the process either. */
+static size_t read_code(uintptr_t addr, uint8_t *buf, size_t len)
+{
+    if (C.no_code_reads || !addr)
+        return 0;
+    struct iovec local = {buf, len}, remote = {(void *)addr, len};
+    ssize_t got = process_vm_readv(getpid(), &local, 1, &remote, 1, 0);
+    if (got < 0 && (errno == EPERM || errno == ENOSYS)) {
+        C.no_code_reads = 1;
+        prof_log(LOG_INFO, "cpu sampler: process_vm_readv is not allowed here; frames of "
+                 "methods without a frame pointer may miss their caller");
+    }
+    return got > 0 ? (size_t)got : 0;
+}
+
+static int find_code(uintptr_t key)
+{
+    uint32_t lo = 0, hi = C.npool;
+    while (lo < hi) {
+        uint32_t mid = lo + (hi - lo) / 2;
+        const struct code *c = &C.pool[C.order[mid]];
+        if (key < c->lo)
+            hi = mid;
+        else if (key >= c->hi)
+            lo = mid + 1;
+        else
+            return (int)C.order[mid];
+    }
+    return -1;
+}
+
+static void flush(int64_t now)
+{
+    C.npool = 0;
+    memset(C.cache, 0, IPCACHE_SIZE * sizeof *C.cache);
+    C.flushed_at = now;
+    C.frameless_dirty = 1;
+}
+
+/* Learns the native code range and frame shape of the code of `fn` that contains `key`. */
+static int learn(FunctionID fn, UINT_PTR rejit, uintptr_t key)
+{
+    ICorProfilerInfo15 *info = g_core.info;
+    if (C.npool >= CODEMAP_MAX_CODES || g_core.info_version < 9)
+        return -1;
+    UINT_PTR starts[16];
+    ULONG32 nstarts = 0;
+    if (info->vt->GetNativeCodeStartAddresses(info, fn, rejit, 16, &nstarts, starts) != S_OK)
+        return -1;
+    for (ULONG32 i = 0; i < nstarts && i < 16; i++) {
+        COR_PRF_CODE_INFO ci[4];
+        ULONG32 nci = 0;
+        if (info->vt->GetCodeInfo4(info, starts[i], 4, &nci, ci) != S_OK)
+            continue;
+        for (ULONG32 j = 0; j < nci && j < 4; j++) {
+            uintptr_t lo = ci[j].startAddress, hi = lo + ci[j].size;
+            if (key < lo || key >= hi)
+                continue;
+            struct code c = {.lo = lo, .hi = hi, .fn = fn};
+            if (lo == starts[i]) { /* the method's entry: its prologue is here */
+                uint8_t bytes[PROLOG_BYTES];
+                size_t len = read_code(lo, bytes, hi - lo < sizeof bytes ? hi - lo : sizeof bytes);
+                prof_frame_decode(bytes, len, &c.shape);
+            }
+            C.pool[C.npool] = c;
+            uint32_t at = 0; /* sorted insert */
+            while (at < C.npool && C.pool[C.order[at]].lo < lo)
+                at++;
+            memmove(&C.order[at + 1], &C.order[at], (C.npool - at) * sizeof *C.order);
+            C.order[at] = C.npool;
+            if (c.shape.known && !c.shape.framed && c.shape.frame % 16 == 8)
+                C.frameless_dirty = 1;
+            return (int)C.npool++;
+        }
+    }
+    return -1;
+}
+
+/* The method of an address (fn 0: not managed code); *code = its range entry or -1. */
+static FunctionID lookup(uintptr_t key, int *code)
+{
+    struct ipc *e = &C.cache[(key ^ (key >> 13)) & (IPCACHE_SIZE - 1)];
+    if (e->key == key) {
+        *code = e->code;
+        return e->fn;
+    }
+    FunctionID fn = 0;
+    int idx = find_code(key);
+    const char *module = prof_sigsample_native_name(key);
+    if (idx >= 0) {
+        fn = C.pool[idx].fn;
+    } else if (!strstr(module, ".so")) { /* shared libraries hold no managed code */
+        ICorProfilerInfo15 *info = g_core.info;
+        UINT_PTR rejit = 0;
+        C.st.clr_lookups++;
+        if (info->vt->GetFunctionFromIP2(info, (const BYTE *)key, &fn, &rejit) != S_OK)
+            fn = 0;
+        if (fn)
+            idx = learn(fn, rejit, key);
+    }
+    if (!fn && !prof_sigsample_is_code(key)) {
+        prof_sigsample_refresh_maps(1); /* code mapped after the snapshot: ask again later */
+        *code = -1;
+        return 0;
+    }
+    *e = (struct ipc){.key = key, .fn = fn, .code = idx};
+    *code = idx;
+    return fn;
+}
+
+int prof_codemap_init(int max_frames)
+{
+    C.max_frames = max_frames;
+    C.cap = CODEMAP_MAX_CODES;
+    C.pool = malloc(C.cap * sizeof *C.pool);
+    C.order = malloc(C.cap * sizeof *C.order);
+    C.cache = calloc(IPCACHE_SIZE, sizeof *C.cache);
+    C.frames = malloc((size_t)(max_frames + PROF_SIG_MAX_HOPS + 1) * sizeof *C.frames);
+    if (!C.pool || !C.order || !C.cache || !C.frames)
+        return -ENOMEM;
+    C.flushed_at = prof_now_ns();
+    return 0;
+}
+
+/* glibc is built without frame pointers: a leaf there leaves rbp to its caller's caller. */
+static int is_glibc(const char *module)
+{
+    static const char *const names[] = {"[native libc.so", "[native libm.so", "[native ld-linux",
+                                        "[native libpthread.so"};
+    for (size_t i = 0; i < sizeof names / sizeof *names; i++)
+        if (!strncmp(module, names[i], strlen(names[i])))
+            return 1;
+    return 0;
+}
+
+/* Recovers the callers of the leaf that rbp does not frame, from the copied stack words. */
+static int leaf_fix(const struct prof_sigsample *s, struct frame *out, int cap)
+{
+    int code;
+    const uintptr_t pc = s->ips[0];
+    FunctionID fn = lookup(pc, &code);
+    if (!s->nwindow)
+        return 0;
+    long off;
+    if (fn && code >= 0) {
+        const struct code *c = &C.pool[code];
+        uint8_t at[16];
+        size_t len = read_code(pc, at, c->hi - pc < sizeof at ? c->hi - pc : sizeof at);
+        off = prof_frame_ra_offset(&c->shape, (uint32_t)(pc - c->lo), at, len);
+    } else if (!fn && is_glibc(prof_sigsample_native_name(pc))) {
+        off = 0; /* its hot leaves (memcpy, memset, syscall wrappers) push nothing */
+    } else {
+        return 0;
+    }
+    int n = 0;
+    while (off >= 0 && off % 8 == 0 && off / 8 < s->nwindow && n < cap) {
+        uintptr_t ra = s->window[off / 8];
+        uint8_t before[8];
+        if ((s->n > 1 && ra == s->ips[1]) || !prof_sigsample_is_code(ra) ||
+            read_code(ra - 8, before, 8) != 8 || !prof_frame_is_call_site(before, 8))
+            break; /* already on the chain, or not a return address */
+        out[n++] = (struct frame){.ip = ra, .ret = 1};
+        /* a frameless caller: its own return address is right above its frame */
+        if (!lookup(ra - 1, &code) || code < 0 || !C.pool[code].shape.known ||
+            C.pool[code].shape.framed)
+            break;
+        off += 8 + (long)C.pool[code].shape.frame;
+    }
+    C.st.leaf_fixes += n > 0;
+    return n;
+}
+
+int prof_codemap_name_stack(const struct prof_sigsample *s, const char **names,
+                            unsigned char *managed, int cap)
+{
+    int nf = 0;
+    if (s->n > 0) {
+        C.frames[nf++] = (struct frame){.ip = s->ips[0], .ret = 0};
+        nf += leaf_fix(s, &C.frames[nf], PROF_SIG_MAX_HOPS);
+    }
+    for (int i = 1; i < s->n && nf < C.max_frames + PROF_SIG_MAX_HOPS + 1; i++)
+        C.frames[nf++] = (struct frame){.ip = s->ips[i], .ret = 1};
+
+    int k = 0, outer = -1, prev_code = -1;
+    FunctionID prev_fn = 0;
+    for (int i = 0; i < nf && k < cap; i++) {
+        uintptr_t key = C.frames[i].ret ? C.frames[i].ip - 1 : C.frames[i].ip;
+        int code;
+        FunctionID fn = lookup(key, &code);
+        if (fn && fn == prev_fn && code >= 0 && prev_code >= 0 && code != prev_code &&
+            C.pool[code].lo != C.pool[prev_code].lo) {
+            prev_code = code; /* OSR code and the Tier0 frame it runs on: one frame */
+            continue;
+        }
+        const char *name = fn ? prof_symbols_function(fn) : prof_sigsample_native_name(key);
+        prev_fn = fn;
+        prev_code = code;
+        if (!fn && k > 0 && !managed[k - 1] && names[k - 1] == name)
+            continue; /* one frame per run of native code in one module */
+        names[k] = name;
+        managed[k] = fn != 0;
+        if (fn)
+            outer = k;
+        k++;
+    }
+    /* Below the outermost managed frame is thread-start plumbing (libc, libcoreclr): keep one
+     * native frame there, as DoStackSnapshot reports it, so both samplers draw the same roots. */
+    if (outer >= 0 && k > outer + 2)
+        k = outer + 2;
+    /* A managed thread starts in native code: a walk that ends on a managed frame stopped at a
+     * return address into code newer than the maps snapshot (or at a frame without rbp). */
+    if (outer >= 0 && outer == k - 1 && !(s->flags & PROF_SIG_F_TRUNCATED))
+        prof_sigsample_refresh_maps(0);
+    return k;
+}
+
+void prof_codemap_tick(int64_t now)
+{
+    if (now - C.flushed_at >= CODEMAP_FLUSH_NS)
+        flush(now);
+    if (!C.frameless_dirty)
+        return;
+    C.frameless_dirty = 0;
+    uintptr_t(*r)[3] = malloc((C.npool ? C.npool : 1) * sizeof *r);
+    if (!r)
+        return;
+    size_t n = 0;
+    for (uint32_t i = 0; i < C.npool; i++) {
+        const struct code *c = &C.pool[C.order[i]];
+        /* a method that calls keeps sp 16-aligned at the call: frame % 16 == 8; anything else
+         * is not a frameless caller (the handler only needs callers) */
+        if (c->shape.known && !c->shape.framed && c->shape.frame % 16 == 8) {
+            r[n][0] = c->lo;
+            r[n][1] = c->hi;
+            r[n][2] = c->shape.frame;
+            n++;
+        }
+    }
+    prof_sigsample_set_frameless((const uintptr_t(*)[3])r, n);
+    free(r);
+    C.st.frameless = n;
+}
+
+void prof_codemap_get_stats(struct prof_codemap_stats *out)
+{
+    *out = C.st;
+    out->methods = C.npool;
+}

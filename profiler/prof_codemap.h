@@ -1,0 +1,75 @@
+/*
+ * prof_codemap - turns the raw addresses of a signal sample (prof_sigsample) into frame names.
+ *
+ * For each address it finds the managed method (ICorProfilerInfo::GetFunctionFromIP2, then the
+ * method's native code range via GetNativeCodeStartAddresses + GetCodeInfo4, cached by range) or
+ * the native module ("[native libcoreclr.so]", from the maps snapshot), and decodes the method's
+ * x86-64 prologue to learn its frame shape:
+ *   - frameless methods (the JIT omits rbp frames for methods without loops, with at most one
+ *     call and at most three basic blocks) are published to the signal handler, which then
+ *     recovers the caller that the frame-pointer chain skips;
+ *   - when the sampled pc is in a prologue, an epilogue or a frameless body, or in glibc (built
+ *     without frame pointers), the caller's return address is read from the stack words the
+ *     handler copied at sp (the "leaf fix"), accepted only if it follows a call instruction.
+ * It also folds runs of native frames of one module, merges an OSR method with the Tier0 frame
+ * that hosts it (same method, different code), and cuts the thread-start plumbing below the
+ * outermost managed frame down to one native frame, as DoStackSnapshot reports it.
+ *
+ * Caches are bounded (CODEMAP_MAX_CODES ranges) and flushed every 10 minutes so that code freed
+ * by an unloaded collectible assembly cannot keep a stale name for long.
+ *
+ * ctx: the clrscope-sampler thread only (calls ICorProfilerInfo SYNC methods).
+ */
+#ifndef PROF_CODEMAP_H
+#define PROF_CODEMAP_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "prof_sigsample.h"
+
+#define PROF_FRAME_MAX_STEPS 12
+
+/* The x86-64 frame of one method as its prologue builds it. */
+struct prof_frame_shape {
+    uint8_t known;    /* the prologue decoded as one of the JIT's forms */
+    uint8_t framed;   /* pushes rbp and makes it the frame pointer */
+    uint8_t nsteps;
+    uint8_t pad;
+    uint16_t prolog;   /* bytes of prologue (frameless), or up to rbp being set (framed) */
+    uint16_t fp_ready; /* framed: offset right after the instruction that sets rbp */
+    uint32_t frame;    /* bytes from sp (in the body) to the return address */
+    struct {
+        uint16_t off;   /* offset of a prologue instruction */
+        uint16_t alloc; /* stack bytes pushed or reserved before it runs */
+    } step[PROF_FRAME_MAX_STEPS];
+};
+
+/* Decodes the prologue at code[0..len). Returns 0 and fills *out (out->known = 0 when the
+ * bytes are not a prologue the JIT writes). Pure; exposed for unit tests. */
+int prof_frame_decode(const uint8_t *code, size_t len, struct prof_frame_shape *out);
+/* Offset from sp of the return address when the pc is `off` bytes into a method of shape `sh`
+ * and at[0..len) are the bytes at the pc; -1 when rbp already frames it (or unknown). */
+long prof_frame_ra_offset(const struct prof_frame_shape *sh, uint32_t off, const uint8_t *at,
+                          size_t len);
+/* 1 when the bytes b[0..n) that end at a return address end with a call instruction. */
+int prof_frame_is_call_site(const uint8_t *b, size_t n);
+
+struct prof_codemap_stats {
+    uint64_t methods;      /* code ranges known now */
+    uint64_t frameless;    /* of which frameless (published to the handler) */
+    uint64_t leaf_fixes;   /* leaf frames whose caller came from the stack window */
+    uint64_t clr_lookups;  /* GetFunctionFromIP2 calls (cache misses) */
+};
+
+int prof_codemap_init(int max_frames);
+/* Writes the names of sample `s` leaf first into names[0..cap); returns how many. `managed[i]`
+ * tells whether names[i] is a managed frame. Names are valid until the next
+ * prof_sigsample_maintain() (prof_store_add copies them). */
+int prof_codemap_name_stack(const struct prof_sigsample *s, const char **names,
+                            unsigned char *managed, int cap);
+/* Once a tick: publishes newly learned frameless methods to the handler; periodic flush. */
+void prof_codemap_tick(int64_t now_ns);
+void prof_codemap_get_stats(struct prof_codemap_stats *out);
+
+#endif

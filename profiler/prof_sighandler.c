@@ -1,0 +1,185 @@
+/*
+ * prof_sighandler.c - see prof_sighandler.h. Everything in this file may run in signal context.
+ *
+ * The walk follows the frame-pointer chain: on x86-64 Linux the JIT keeps RBP as a frame pointer
+ * for every method that has loops, more than one call, or more than three basic blocks
+ * (ETW_EBP_FRAMED in the JIT), and libcoreclr is built with frame pointers, so [rbp] holds the
+ * caller's rbp and [rbp + 8] the return address. Each step is checked before any load:
+ *   - the frame must lie in [sp, top) of the interrupted thread's own stack, where top is the
+ *     thread pointer (glibc puts struct pthread at the top of the mapping that holds the thread's
+ *     stack, so the whole of [sp, tp) is that one live mapping) or, for the main thread, the end
+ *     of the "[stack]" mapping; the snapshot of /proc/self/maps must show sp and top in one
+ *     mapping, which rules out foreign stacks (sigaltstack, coroutines) where [sp, tp) could
+ *     cross a hole;
+ *   - frame pointers must be 8-aligned and strictly increase, so the walk ends;
+ *   - every return address must fall in an executable mapping, or the walk stops there.
+ * A method the JIT compiled without a frame pointer (small methods: no loop, at most one call,
+ * at most three basic blocks) leaves rbp to its caller, so the chain alone skips that caller.
+ * The sampler publishes the frame size of such methods as it learns them (g_sig.codes); for a
+ * return address into one of them the walk reads the caller's return address `frame` bytes
+ * further up the stack, under the same bounds, and keeps rbp. The words right above sp are
+ * copied too, so that the sampler can do the same for the leaf frame (prologue, epilogue).
+ * A load therefore never faults: faulting here would run CoreCLR's SIGSEGV handler, which would
+ * take the process down.
+ */
+#include "prof_sighandler.h"
+
+#include <stddef.h>
+#include <ucontext.h>
+
+struct prof_sig_shared g_sig;
+
+static const struct prof_sig_range *find_range(const struct prof_sig_range *r, uint32_t n,
+                                               uintptr_t addr)
+{
+    uint32_t lo = 0, hi = n;
+    while (lo < hi) {
+        uint32_t mid = lo + (hi - lo) / 2;
+        if (addr < r[mid].lo)
+            hi = mid;
+        else if (addr >= r[mid].hi)
+            lo = mid + 1;
+        else
+            return &r[mid];
+    }
+    return NULL;
+}
+
+static const struct prof_sig_code *find_code(const struct prof_sig_codes *c, uintptr_t addr)
+{
+    if (!c)
+        return NULL;
+    uint32_t lo = 0, hi = c->n;
+    while (lo < hi) {
+        uint32_t mid = lo + (hi - lo) / 2;
+        if (addr < c->c[mid].lo)
+            hi = mid;
+        else if (addr >= c->c[mid].hi)
+            lo = mid + 1;
+        else
+            return &c->c[mid];
+    }
+    return NULL;
+}
+
+static uintptr_t load_word(uintptr_t addr)
+{
+    return *(const volatile uintptr_t *)addr;
+}
+
+static uintptr_t thread_pointer(void)
+{
+    uintptr_t tp;
+    __asm__ volatile("mov %%fs:0, %0" : "=r"(tp)); /* glibc: tcbhead_t.tcb points to itself */
+    return tp;
+}
+
+/* Fills e->ips from the interrupted context; returns the number of frames. */
+static uint32_t walk(struct prof_sig_entry *e, const ucontext_t *uc)
+{
+    const uint32_t max = (uint32_t)g_sig.max_frames;
+    const uintptr_t pc = (uintptr_t)uc->uc_mcontext.gregs[REG_RIP];
+    const uintptr_t sp = (uintptr_t)uc->uc_mcontext.gregs[REG_RSP];
+    uintptr_t bp = (uintptr_t)uc->uc_mcontext.gregs[REG_RBP];
+    uint32_t n = 0;
+    e->ips[n++] = pc;
+
+    if (uc->uc_stack.ss_flags & SS_ONSTACK) {
+        e->flags |= PROF_SIG_F_ALTSTACK;
+        __atomic_add_fetch(&g_sig.altstack, 1, __ATOMIC_RELAXED);
+        return n;
+    }
+    const struct prof_sig_maps *m = __atomic_load_n(&g_sig.maps, __ATOMIC_SEQ_CST);
+    if (!m) {
+        e->flags |= PROF_SIG_F_NOMAPS;
+        return n;
+    }
+    const struct prof_sig_range *stack = find_range(m->rw, m->nrw, sp);
+    uintptr_t tp = thread_pointer(), top = 0;
+    if (stack && tp > sp && tp <= stack->hi)
+        top = tp;
+    else if (stack && (stack->flags & PROF_SIG_R_MAIN_STACK))
+        top = stack->hi;
+    if (!top) {
+        e->flags |= PROF_SIG_F_NOSTACK;
+        __atomic_add_fetch(&g_sig.no_stack, 1, __ATOMIC_RELAXED);
+        if (!stack)
+            __atomic_add_fetch(&g_sig.maps_miss, 1, __ATOMIC_RELAXED);
+        return n;
+    }
+    uint32_t w = 0;
+    for (uintptr_t a = sp; w < PROF_SIG_WINDOW && a <= top - 8; a += 8)
+        e->window[w++] = load_word(a);
+    e->nwindow = w;
+    const struct prof_sig_codes *codes = __atomic_load_n(&g_sig.codes, __ATOMIC_SEQ_CST);
+    while (bp >= sp && bp <= top - 16 && !(bp & 7)) {
+        uintptr_t slot = bp + 8, ra = load_word(slot);
+        uintptr_t next = load_word(bp);
+        for (int hop = 0;; hop++) {
+            if (!find_range(m->exec, m->nexec, ra))
+                return n;
+            if (n >= max) {
+                e->flags |= PROF_SIG_F_TRUNCATED;
+                return n;
+            }
+            e->ips[n++] = ra;
+            const struct prof_sig_code *f = find_code(codes, ra - 1);
+            if (!f || hop >= PROF_SIG_MAX_HOPS)
+                break;
+            /* ra returns into a frameless method: its own return address is above its frame */
+            uintptr_t up = slot + 8 + f->frame;
+            if (up < slot || up > top - 8 || (up & 7) || (next > bp && up >= next))
+                return n; /* out of bounds, or past the next frame: the table is stale */
+            slot = up;
+            ra = load_word(slot);
+        }
+        if (next <= bp)
+            break;
+        bp = next;
+    }
+    return n;
+}
+
+void prof_sig_handler(int sig, siginfo_t *si, void *ucv)
+{
+    (void)sig;
+    /* No call below can change errno: the handler calls nothing. */
+    __atomic_add_fetch(&g_sig.inflight, 1, __ATOMIC_SEQ_CST);
+    if (!si || si->si_code != SI_TIMER || !ucv)
+        goto out;
+    uint64_t v = (uint64_t)(uintptr_t)si->si_value.sival_ptr;
+    uint32_t idx = (uint32_t)v, gen = (uint32_t)(v >> 32);
+    if (idx >= PROF_SIG_CHUNK * PROF_SIG_MAX_CHUNKS)
+        goto out;
+    char *chunk = (char *)__atomic_load_n(&g_sig.chunks[idx / PROF_SIG_CHUNK], __ATOMIC_ACQUIRE);
+    if (!chunk)
+        goto out;
+    struct prof_sig_ring *r = (struct prof_sig_ring *)(chunk + (size_t)(idx % PROF_SIG_CHUNK) *
+                                                                   g_sig.ring_size);
+    if (__atomic_load_n(&r->gen, __ATOMIC_ACQUIRE) != gen) {
+        __atomic_add_fetch(&g_sig.stale, 1, __ATOMIC_RELAXED);
+        goto out;
+    }
+    uint32_t expirations = 1u + (uint32_t)(si->si_overrun > 0 ? si->si_overrun : 0);
+    struct prof_sig_entry *e = NULL;
+    for (int i = 0; i < PROF_SIG_ENTRIES && !e; i++) {
+        struct prof_sig_entry *c = prof_sig_entry_at(r, i);
+        uint32_t want = PROF_SIG_EMPTY;
+        if (__atomic_compare_exchange_n(&c->state, &want, PROF_SIG_WRITING, 0, __ATOMIC_ACQUIRE,
+                                        __ATOMIC_RELAXED))
+            e = c;
+    }
+    if (!e) {
+        __atomic_add_fetch(&r->lost, expirations, __ATOMIC_RELAXED);
+        __atomic_add_fetch(&g_sig.ring_full, 1, __ATOMIC_RELAXED);
+        goto out;
+    }
+    e->flags = 0;
+    e->nwindow = 0;
+    e->overrun = expirations - 1;
+    e->n = walk(e, ucv);
+    __atomic_store_n(&e->state, PROF_SIG_FULL, __ATOMIC_RELEASE);
+    __atomic_add_fetch(&g_sig.handled, 1, __ATOMIC_RELAXED);
+out:
+    __atomic_sub_fetch(&g_sig.inflight, 1, __ATOMIC_SEQ_CST);
+}

@@ -1,0 +1,112 @@
+/*
+ * prof_sighandler - the only code clrscope runs inside a signal handler, and the data it shares
+ * with prof_sigsample (its one user; nothing else includes this header).
+ *
+ * ctx: prof_sig_handler runs on an application thread, at any instruction, when that thread's
+ * CPU timer fires. It is async-signal-safe by construction: no calls at all (not even libc), no
+ * locks, no allocation, no TLS; it reads only clrscope's own tables and the interrupted thread's
+ * own stack between its stack pointer and the top of that stack, proven mapped beforehand (see
+ * prof_sighandler.c). tests/unit/test_sigsample.c checks that the object file references no
+ * external symbol.
+ *
+ * Sharing protocol (all hand-offs are single atomic words):
+ *   - the sampler thread publishes immutable `struct prof_sig_maps` snapshots through g_sig.maps
+ *     and frees a replaced one only after it has seen g_sig.inflight == 0 after the swap;
+ *   - rings live in chunks that are allocated once and never freed; a ring is owned by one
+ *     thread at a time (ring->gen changes on every reassignment, and each timer carries the gen
+ *     it was armed with in its sigevent value);
+ *   - an entry goes EMPTY -> WRITING (handler, CAS) -> FULL (handler, release) -> EMPTY (sampler,
+ *     after reading it), so a handler and the sampler never touch one entry at the same time.
+ */
+#ifndef PROF_SIGHANDLER_H
+#define PROF_SIGHANDLER_H
+
+#include <signal.h>
+#include <stdint.h>
+
+#define PROF_SIG_CHUNK 64         /* rings per chunk */
+#define PROF_SIG_MAX_CHUNKS 128   /* 8192 rings at most */
+#define PROF_SIG_ENTRIES 2        /* samples buffered per thread between two sampler ticks */
+#define PROF_SIG_WINDOW 32        /* stack words copied from sp up (the leaf's frame) */
+#define PROF_SIG_MAX_HOPS 8       /* frameless callers followed in a row */
+
+enum prof_sig_entry_state { PROF_SIG_EMPTY = 0, PROF_SIG_WRITING = 1, PROF_SIG_FULL = 2 };
+
+/* Why a walk stopped early or did not start (entry->flags). */
+enum prof_sig_flag {
+    PROF_SIG_F_TRUNCATED = 1 << 0, /* max_frames reached before the end of the chain */
+    PROF_SIG_F_NOMAPS = 1 << 1,    /* no maps snapshot yet */
+    PROF_SIG_F_NOSTACK = 1 << 2,   /* the stack pointer is in no known stack: leaf only */
+    PROF_SIG_F_ALTSTACK = 1 << 3,  /* interrupted on the signal alternate stack: leaf only */
+};
+
+struct prof_sig_entry {
+    uint32_t state;   /* atomic, enum prof_sig_entry_state */
+    uint32_t n;       /* ips[0..n) valid: ips[0] = interrupted pc, then return addresses */
+    uint32_t flags;   /* enum prof_sig_flag */
+    uint32_t overrun; /* timer expirations folded into this one by the kernel */
+    uint32_t nwindow; /* window[0..nwindow) = the words at sp, sp + 8, ... */
+    uint32_t pad;
+    uintptr_t window[PROF_SIG_WINDOW];
+    uintptr_t ips[];  /* g_sig.max_frames entries */
+};
+
+struct prof_sig_ring {
+    uint32_t gen;  /* atomic: bumped by the sampler whenever the ring changes owner */
+    uint32_t tid;  /* owner (informational for the handler) */
+    uint64_t lost; /* atomic: expirations dropped because every entry was full */
+    /* then PROF_SIG_ENTRIES entries of g_sig.entry_size bytes */
+};
+
+/* An address range of the process, [lo, hi). */
+struct prof_sig_range {
+    uintptr_t lo, hi;
+    uint32_t flags;   /* PROF_SIG_R_* */
+    const char *name; /* exec ranges: "[native libfoo.so]" (sampler only; the handler ignores it) */
+};
+
+enum { PROF_SIG_R_MAIN_STACK = 1 };
+
+/* A managed method without a frame pointer: its return address sits `frame` bytes above the
+ * stack pointer of its body, and it leaves rbp to its caller. */
+struct prof_sig_code {
+    uintptr_t lo, hi;
+    uintptr_t frame;
+};
+
+/* An immutable, sorted set of such methods (learned by the sampler as it names frames). */
+struct prof_sig_codes {
+    uint32_t n;
+    struct prof_sig_code c[];
+};
+
+/* An immutable picture of /proc/self/maps, sorted by address. */
+struct prof_sig_maps {
+    const struct prof_sig_range *rw;   /* readable and writable mappings (thread stacks) */
+    const struct prof_sig_range *exec; /* executable mappings (return address check) */
+    uint32_t nrw, nexec;
+};
+
+struct prof_sig_shared {
+    int max_frames;     /* written before the handler is installed, then read-only */
+    uint32_t entry_size;
+    uint32_t ring_size;
+    struct prof_sig_ring *chunks[PROF_SIG_MAX_CHUNKS]; /* atomic pointers, set once each */
+    struct prof_sig_maps *maps;                         /* atomic */
+    struct prof_sig_codes *codes;                       /* atomic, may be NULL */
+    int inflight;                                       /* atomic: handlers running now */
+    /* atomic counters (handler side) */
+    uint64_t handled, stale, ring_full, no_stack, altstack, maps_miss;
+};
+
+extern struct prof_sig_shared g_sig;
+
+/* The SA_SIGINFO handler; si->si_value carries (gen << 32 | ring index). */
+void prof_sig_handler(int sig, siginfo_t *si, void *uc);
+
+static inline struct prof_sig_entry *prof_sig_entry_at(struct prof_sig_ring *r, int i)
+{
+    return (struct prof_sig_entry *)((char *)r + sizeof *r + (uint64_t)i * g_sig.entry_size);
+}
+
+#endif

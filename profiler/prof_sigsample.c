@@ -1,0 +1,538 @@
+/* prof_sigsample.c - see prof_sigsample.h. Nothing in this file runs in signal context. */
+#include "prof_sigsample.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "prof_log.h"
+#include "prof_sighandler.h"
+
+#define MAPS_PERIOD_NS 2000000000LL /* refresh /proc/self/maps at least this often */
+#define MAPS_MIN_GAP_NS 100000000LL /* at most this often when a refresh is sure to help */
+#define MAPS_HINT_GAP_NS 1000000000LL /* and this often on a mere hint */
+
+struct sthread {
+    uint32_t tid;
+    uint32_t ring;
+    int timer; /* kernel timer id, -1 = none */
+};
+
+/* Something the handler may still be looking at: freed (or recycled) once inflight was 0. */
+struct retired {
+    void *mem; /* free it (a maps or codes snapshot) */
+    int ring;  /* or recycle this ring (-1 = none) */
+};
+
+static struct {
+    int signo;
+    int64_t interval_ns;
+    int max_rings;
+    struct sthread *th; /* sorted by tid */
+    size_t nth;
+    int *free_rings;
+    int nfree;
+    int nchunks;
+    struct retired *ret;
+    size_t nret, capret;
+    int64_t maps_at;
+    uint64_t maps_miss_seen;
+    int maps_dirty;
+    uint64_t timer_failures, samples, truncated, maps_refreshes;
+} S;
+
+static int timer_failure_logged, maps_failure_logged;
+
+static int64_t mono_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000000000LL + ts.tv_nsec;
+}
+
+static struct prof_sig_ring *ring_at(int idx)
+{
+    char *chunk = (char *)g_sig.chunks[idx / PROF_SIG_CHUNK];
+    return (struct prof_sig_ring *)(chunk + (size_t)(idx % PROF_SIG_CHUNK) * g_sig.ring_size);
+}
+
+/* ---- /proc/self/maps snapshots ---- */
+
+static int cmp_range(const void *a, const void *b)
+{
+    const struct prof_sig_range *x = a, *y = b;
+    return x->lo < y->lo ? -1 : x->lo > y->lo;
+}
+
+static char *read_maps(size_t *len)
+{
+    int fd = open("/proc/self/maps", O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return NULL;
+    size_t cap = 1 << 16, n = 0;
+    char *buf = malloc(cap);
+    while (buf) {
+        if (cap - n < 4096) {
+            char *nb = realloc(buf, cap * 2);
+            if (!nb) {
+                free(buf);
+                buf = NULL;
+                break;
+            }
+            buf = nb;
+            cap *= 2;
+        }
+        ssize_t got = read(fd, buf + n, cap - n - 1);
+        if (got < 0 && errno == EINTR)
+            continue;
+        if (got <= 0)
+            break;
+        n += (size_t)got;
+    }
+    close(fd);
+    if (buf)
+        buf[n] = 0;
+    *len = n;
+    return buf;
+}
+
+/* Name of an executable mapping as the flame graph shows it. */
+static void exec_name(const char *path, size_t plen, char *out, size_t cap)
+{
+    if (plen && path[0] == '/' && strncmp(path, "/memfd:", 7)) {
+        const char *base = path + plen;
+        while (base > path && base[-1] != '/')
+            base--;
+        size_t blen = (size_t)(path + plen - base);
+        const char *del = " (deleted)";
+        if (blen > strlen(del) && !memcmp(base + blen - strlen(del), del, strlen(del)))
+            blen -= strlen(del);
+        snprintf(out, cap, "[native %.*s]", (int)blen, base);
+    } else {
+        snprintf(out, cap, "[native code]");
+    }
+}
+
+/* Builds a snapshot in one allocation: header, rw ranges, exec ranges, then exec names. */
+static struct prof_sig_maps *build_maps(void)
+{
+    size_t len = 0;
+    char *text = read_maps(&len);
+    if (!text)
+        return NULL;
+    size_t lines = 1, name_bytes = 0; /* + 1: the last line may lack its newline */
+    for (size_t i = 0; i < len; i++)
+        lines += text[i] == '\n';
+    name_bytes = len + lines * 16; /* generous: names are shorter than their lines + 16 */
+    size_t bytes = sizeof(struct prof_sig_maps) + 2 * lines * sizeof(struct prof_sig_range) +
+                   name_bytes;
+    char *mem = malloc(bytes);
+    if (!mem) {
+        free(text);
+        return NULL;
+    }
+    struct prof_sig_maps *m = (struct prof_sig_maps *)mem;
+    struct prof_sig_range *rw = (struct prof_sig_range *)(m + 1), *ex = rw + lines;
+    char *names = (char *)(ex + lines), *names_end = mem + bytes;
+    uint32_t nrw = 0, nex = 0;
+    char *save = NULL;
+    for (char *line = strtok_r(text, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
+        unsigned long lo, hi;
+        char perms[8];
+        int path_at = 0;
+        if (sscanf(line, "%lx-%lx %7s %*s %*s %*s %n", &lo, &hi, perms, &path_at) < 3)
+            continue;
+        const char *path = path_at > 0 ? line + path_at : "";
+        if (perms[0] == 'r' && perms[1] == 'w' && nrw < lines)
+            rw[nrw++] = (struct prof_sig_range){
+                .lo = lo, .hi = hi, .flags = strcmp(path, "[stack]") ? 0 : PROF_SIG_R_MAIN_STACK};
+        if (perms[2] == 'x' && nex < lines) {
+            char name[300];
+            exec_name(path, strlen(path), name, sizeof name);
+            size_t nl = strlen(name) + 1;
+            if (names + nl > names_end)
+                continue;
+            memcpy(names, name, nl);
+            ex[nex++] = (struct prof_sig_range){.lo = lo, .hi = hi, .name = names};
+            names += nl;
+        }
+    }
+    free(text);
+    qsort(rw, nrw, sizeof *rw, cmp_range);
+    qsort(ex, nex, sizeof *ex, cmp_range);
+    m->rw = rw;
+    m->exec = ex;
+    m->nrw = nrw;
+    m->nexec = nex;
+    return m;
+}
+
+static void retire(void *mem, int ring)
+{
+    if (S.nret == S.capret) {
+        size_t nc = S.capret ? S.capret * 2 : 64;
+        struct retired *r = realloc(S.ret, nc * sizeof *r);
+        if (!r)
+            return; /* leak it rather than free what a handler may read */
+        S.ret = r;
+        S.capret = nc;
+    }
+    S.ret[S.nret++] = (struct retired){.mem = mem, .ring = ring};
+}
+
+static void recycle_ring(int idx)
+{
+    struct prof_sig_ring *r = ring_at(idx);
+    for (int i = 0; i < PROF_SIG_ENTRIES; i++)
+        __atomic_store_n(&prof_sig_entry_at(r, i)->state, PROF_SIG_EMPTY, __ATOMIC_RELEASE);
+    __atomic_store_n(&r->lost, 0, __ATOMIC_RELAXED);
+    S.free_rings[S.nfree++] = idx;
+}
+
+/* Everything retired before this call was swapped out before the handler count read 0. */
+static void reclaim(void)
+{
+    if (!S.nret || __atomic_load_n(&g_sig.inflight, __ATOMIC_SEQ_CST))
+        return;
+    for (size_t i = 0; i < S.nret; i++) {
+        free(S.ret[i].mem);
+        if (S.ret[i].ring >= 0)
+            recycle_ring(S.ret[i].ring);
+    }
+    S.nret = 0;
+}
+
+static void refresh_maps(int64_t now)
+{
+    S.maps_at = now;
+    S.maps_dirty = 0;
+    struct prof_sig_maps *m = build_maps();
+    if (!m) {
+        prof_log_once(maps_failure_logged, LOG_WARN, "cpu sampler: cannot read /proc/self/maps; "
+                      "stacks keep the last known layout");
+        return;
+    }
+    struct prof_sig_maps *old = __atomic_exchange_n(&g_sig.maps, m, __ATOMIC_SEQ_CST);
+    if (old)
+        retire(old, -1);
+    S.maps_refreshes++;
+}
+
+static const struct prof_sig_range *exec_range(uintptr_t ip)
+{
+    const struct prof_sig_maps *m = g_sig.maps; /* only this thread writes it */
+    uint32_t lo = 0, hi = m ? m->nexec : 0;
+    while (lo < hi) {
+        uint32_t mid = lo + (hi - lo) / 2;
+        if (ip < m->exec[mid].lo)
+            hi = mid;
+        else if (ip >= m->exec[mid].hi)
+            lo = mid + 1;
+        else
+            return &m->exec[mid];
+    }
+    return NULL;
+}
+
+const char *prof_sigsample_native_name(uintptr_t ip)
+{
+    const struct prof_sig_range *r = exec_range(ip);
+    return r ? r->name : "[native code]";
+}
+
+int prof_sigsample_is_code(uintptr_t ip)
+{
+    return exec_range(ip) != NULL;
+}
+
+void prof_sigsample_refresh_maps(int sure)
+{
+    S.maps_dirty |= sure ? 2 : 1;
+}
+
+static int cmp_code(const void *a, const void *b)
+{
+    const struct prof_sig_code *x = a, *y = b;
+    return x->lo < y->lo ? -1 : x->lo > y->lo;
+}
+
+void prof_sigsample_set_frameless(const uintptr_t (*ranges)[3], size_t n)
+{
+    if (!S.signo)
+        return;
+    struct prof_sig_codes *c = malloc(sizeof *c + (n ? n : 1) * sizeof c->c[0]);
+    if (!c)
+        return;
+    c->n = (uint32_t)n;
+    for (size_t i = 0; i < n; i++)
+        c->c[i] = (struct prof_sig_code){.lo = ranges[i][0], .hi = ranges[i][1],
+                                         .frame = ranges[i][2]};
+    qsort(c->c, n, sizeof c->c[0], cmp_code);
+    struct prof_sig_codes *old = __atomic_exchange_n(&g_sig.codes, c, __ATOMIC_SEQ_CST);
+    if (old)
+        retire(old, -1);
+}
+
+void prof_sigsample_maintain(int64_t now)
+{
+    uint64_t miss = __atomic_load_n(&g_sig.maps_miss, __ATOMIC_RELAXED);
+    int64_t since = now - S.maps_at;
+    int sure = miss != S.maps_miss_seen || (S.maps_dirty & 2);
+    if (since >= MAPS_PERIOD_NS || (sure && since >= MAPS_MIN_GAP_NS) ||
+        (S.maps_dirty && since >= MAPS_HINT_GAP_NS)) {
+        S.maps_miss_seen = miss;
+        refresh_maps(now);
+    }
+    reclaim();
+}
+
+/* ---- signal ---- */
+
+static int pick_signal(void)
+{
+    static const int candidates[] = {SIGPROF, SIGUSR2, SIGUSR1};
+    for (size_t i = 0; i < sizeof candidates / sizeof *candidates; i++) {
+        struct sigaction old;
+        if (sigaction(candidates[i], NULL, &old))
+            continue;
+        if (!(old.sa_flags & SA_SIGINFO) && old.sa_handler == SIG_DFL)
+            return candidates[i];
+    }
+    return 0;
+}
+
+int prof_sigsample_intact(void)
+{
+    struct sigaction cur;
+    if (!S.signo || sigaction(S.signo, NULL, &cur))
+        return 0;
+    return (cur.sa_flags & SA_SIGINFO) && cur.sa_sigaction == prof_sig_handler;
+}
+
+int prof_sigsample_start(int hz, int max_frames, int max_threads)
+{
+    if (S.signo)
+        return 0;
+    int sig = pick_signal();
+    if (!sig) {
+        prof_log(LOG_WARN, "cpu sampler: SIGPROF, SIGUSR2 and SIGUSR1 all have handlers; "
+                 "falling back to the stop-the-world sampler");
+        return -EBUSY;
+    }
+    S.max_rings = max_threads < PROF_SIG_CHUNK * PROF_SIG_MAX_CHUNKS
+                      ? max_threads
+                      : PROF_SIG_CHUNK * PROF_SIG_MAX_CHUNKS;
+    S.free_rings = malloc((size_t)S.max_rings * sizeof *S.free_rings);
+    if (!S.free_rings)
+        return -ENOMEM;
+    S.interval_ns = 1000000000LL / hz;
+    g_sig.max_frames = max_frames;
+    g_sig.entry_size = (uint32_t)(sizeof(struct prof_sig_entry) +
+                                  (size_t)max_frames * sizeof(uintptr_t));
+    g_sig.ring_size = (uint32_t)(sizeof(struct prof_sig_ring) + PROF_SIG_ENTRIES * g_sig.entry_size);
+    refresh_maps(mono_ns());
+
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_sigaction = prof_sig_handler;
+    sa.sa_flags = SA_SIGINFO | SA_RESTART;
+    sigemptyset(&sa.sa_mask);
+    if (sigaction(sig, &sa, NULL)) {
+        int e = errno;
+        prof_log(LOG_WARN, "cpu sampler: cannot install a handler for signal %d (%s); "
+                 "falling back to the stop-the-world sampler", sig, strerrordesc_np(e));
+        return -e;
+    }
+    S.signo = sig;
+    prof_log(LOG_DEBUG, "cpu sampler: per-thread CPU timers on signal %d (%s)", sig,
+             sigabbrev_np(sig));
+    return 0;
+}
+
+/* ---- threads and their timers ---- */
+
+static int ring_alloc(void)
+{
+    if (!S.nfree) {
+        if (S.nchunks * PROF_SIG_CHUNK >= S.max_rings || S.nchunks >= PROF_SIG_MAX_CHUNKS)
+            return -1;
+        char *chunk = calloc(PROF_SIG_CHUNK, g_sig.ring_size);
+        if (!chunk)
+            return -1;
+        __atomic_store_n(&g_sig.chunks[S.nchunks], (struct prof_sig_ring *)chunk,
+                         __ATOMIC_RELEASE);
+        for (int i = PROF_SIG_CHUNK - 1; i >= 0; i--)
+            if (S.nchunks * PROF_SIG_CHUNK + i < S.max_rings)
+                S.free_rings[S.nfree++] = S.nchunks * PROF_SIG_CHUNK + i;
+        S.nchunks++;
+        if (!S.nfree)
+            return -1;
+    }
+    return S.free_rings[--S.nfree];
+}
+
+/* Arms a CPU-time timer on thread `tid` that signals that very thread. */
+static int arm(struct sthread *t)
+{
+    int idx = ring_alloc();
+    if (idx < 0)
+        return -ENOSPC;
+    struct prof_sig_ring *r = ring_at(idx);
+    uint32_t gen = __atomic_add_fetch(&r->gen, 1, __ATOMIC_SEQ_CST);
+    r->tid = t->tid;
+    struct sigevent sev;
+    memset(&sev, 0, sizeof sev);
+    sev.sigev_notify = SIGEV_THREAD_ID;
+    sev.sigev_signo = S.signo;
+    sev.sigev_value.sival_ptr = (void *)(uintptr_t)((uint64_t)gen << 32 | (uint32_t)idx);
+    sev._sigev_un._tid = (pid_t)t->tid;
+    /* the kernel's per-thread CPU clock id: MAKE_THREAD_CPUCLOCK(tid, CPUCLOCK_SCHED) */
+    clockid_t cid = (clockid_t)((~(unsigned)t->tid << 3) | 6u);
+    int kid = -1;
+    if (syscall(SYS_timer_create, cid, &sev, &kid)) {
+        int e = errno;
+        S.free_rings[S.nfree++] = idx;
+        return -e;
+    }
+    struct itimerspec its = {
+        .it_interval = {.tv_sec = S.interval_ns / 1000000000LL,
+                        .tv_nsec = S.interval_ns % 1000000000LL},
+    };
+    its.it_value = its.it_interval;
+    if (syscall(SYS_timer_settime, kid, 0, &its, NULL)) {
+        int e = errno;
+        syscall(SYS_timer_delete, kid);
+        S.free_rings[S.nfree++] = idx;
+        return -e;
+    }
+    t->ring = (uint32_t)idx;
+    t->timer = kid;
+    return 0;
+}
+
+static int drain_ring(const struct sthread *t, prof_sigsample_fn fn, void *arg)
+{
+    struct prof_sig_ring *r = ring_at((int)t->ring);
+    int got = 0;
+    for (int i = 0; i < PROF_SIG_ENTRIES; i++) {
+        struct prof_sig_entry *e = prof_sig_entry_at(r, i);
+        if (__atomic_load_n(&e->state, __ATOMIC_ACQUIRE) != PROF_SIG_FULL)
+            continue;
+        uint64_t lost = __atomic_exchange_n(&r->lost, 0, __ATOMIC_RELAXED);
+        int64_t cpu = S.interval_ns * (int64_t)(1 + (uint64_t)e->overrun + lost);
+        uint32_t n = e->n <= (uint32_t)g_sig.max_frames ? e->n : (uint32_t)g_sig.max_frames;
+        uint32_t nw = e->nwindow <= PROF_SIG_WINDOW ? e->nwindow : PROF_SIG_WINDOW;
+        if (e->flags & PROF_SIG_F_TRUNCATED)
+            S.truncated++;
+        struct prof_sigsample smp = {.tid = t->tid, .flags = (int)e->flags, .n = (int)n,
+                                     .nwindow = (int)nw, .ips = e->ips, .window = e->window,
+                                     .cpu_ns = cpu};
+        fn(arg, &smp);
+        __atomic_store_n(&e->state, PROF_SIG_EMPTY, __ATOMIC_RELEASE);
+        got++;
+    }
+    S.samples += (uint64_t)got;
+    return got;
+}
+
+static void disarm(struct sthread *t, prof_sigsample_fn fn, void *arg)
+{
+    if (t->timer < 0)
+        return;
+    syscall(SYS_timer_delete, t->timer);
+    t->timer = -1;
+    drain_ring(t, fn, arg);
+    struct prof_sig_ring *r = ring_at((int)t->ring);
+    __atomic_add_fetch(&r->gen, 1, __ATOMIC_SEQ_CST); /* late signals now miss */
+    retire(NULL, (int)t->ring);
+}
+
+static int cmp_u32(const void *a, const void *b)
+{
+    uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
+    return x < y ? -1 : x > y;
+}
+
+void prof_sigsample_sync(uint32_t *tids, size_t n, prof_sigsample_fn fn, void *arg)
+{
+    if (!S.signo)
+        return;
+    qsort(tids, n, sizeof *tids, cmp_u32);
+    struct sthread *nt = malloc((n ? n : 1) * sizeof *nt);
+    if (!nt)
+        return;
+    size_t i = 0, j = 0, k = 0;
+    while (i < S.nth || j < n) {
+        if (j < n && j > 0 && tids[j] == tids[j - 1]) {
+            j++;
+            continue;
+        }
+        if (j >= n || (i < S.nth && S.th[i].tid < tids[j])) {
+            disarm(&S.th[i++], fn, arg); /* gone */
+        } else if (i >= S.nth || tids[j] < S.th[i].tid) {
+            struct sthread t = {.tid = tids[j++], .timer = -1};
+            if (!t.tid)
+                continue;
+            int rc = arm(&t);
+            if (rc == -EINVAL || rc == -ESRCH)
+                continue; /* the thread exited before the runtime told us: no failure */
+            if (rc) { /* kept with no timer, so that it is not retried every sync */
+                S.timer_failures++;
+                prof_log_once(timer_failure_logged, LOG_WARN,
+                              "cpu sampler: cannot arm a CPU timer for thread %u (%s); "
+                              "such threads are not CPU-sampled", t.tid, strerrordesc_np(-rc));
+            } else {
+                S.maps_dirty |= 2; /* its stack may be newer than the snapshot */
+            }
+            nt[k++] = t;
+        } else {
+            nt[k++] = S.th[i++];
+            j++;
+        }
+    }
+    free(S.th);
+    S.th = nt;
+    S.nth = k;
+}
+
+int prof_sigsample_drain(prof_sigsample_fn fn, void *arg)
+{
+    int got = 0;
+    for (size_t i = 0; i < S.nth; i++)
+        if (S.th[i].timer >= 0)
+            got += drain_ring(&S.th[i], fn, arg);
+    return got;
+}
+
+void prof_sigsample_stop(void)
+{
+    for (size_t i = 0; i < S.nth; i++)
+        if (S.th[i].timer >= 0) {
+            syscall(SYS_timer_delete, S.th[i].timer);
+            S.th[i].timer = -1;
+        }
+    S.nth = 0;
+    /* rings and snapshots stay allocated: a signal already queued may still read them */
+}
+
+void prof_sigsample_get_stats(struct prof_sigsample_stats *out)
+{
+    memset(out, 0, sizeof *out);
+    out->signo = S.signo;
+    for (size_t i = 0; i < S.nth; i++)
+        out->threads += S.th[i].timer >= 0;
+    out->timer_failures = S.timer_failures;
+    out->samples = S.samples;
+    out->stale = __atomic_load_n(&g_sig.stale, __ATOMIC_RELAXED);
+    out->ring_full = __atomic_load_n(&g_sig.ring_full, __ATOMIC_RELAXED);
+    out->no_stack = __atomic_load_n(&g_sig.no_stack, __ATOMIC_RELAXED);
+    out->altstack = __atomic_load_n(&g_sig.altstack, __ATOMIC_RELAXED);
+    out->truncated = S.truncated;
+    out->maps_refreshes = S.maps_refreshes;
+}

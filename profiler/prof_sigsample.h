@@ -1,0 +1,78 @@
+/*
+ * prof_sigsample - CPU stack samples without stopping the world (CLRSCOPE_CPU_SAMPLER=signal).
+ *
+ * Every sampled thread gets a POSIX timer on its own CPU-time clock (timer_create with the
+ * thread's CPU clock and SIGEV_THREAD_ID), so the kernel signals exactly the thread that burned
+ * CLRSCOPE_SAMPLING_HZ-th of a second of CPU, while it runs; idle threads cost nothing and no
+ * thread is polled. The handler (prof_sighandler.c) walks that thread's frame-pointer chain into a
+ * per-thread ring of preallocated entries; the sampler thread drains the rings once a tick and
+ * names the frames outside signal context. Each sample weighs the CPU time its timer measured
+ * (interval x (1 + overruns), plus expirations dropped while the ring was full), so the CPU total
+ * stays exact up to one interval per thread.
+ *
+ * Signal: the first of SIGPROF, SIGUSR2, SIGUSR1 that has no handler and is not ignored (never
+ * SIGRTMIN, which CoreCLR uses to interrupt threads); installed SA_SIGINFO | SA_RESTART, never
+ * removed (a late signal must always find it). If another component later replaces it,
+ * prof_sigsample_intact() turns false and the caller must stop using this module.
+ *
+ * ctx: every function here is for the clrscope-sampler thread only.
+ */
+#ifndef PROF_SIGSAMPLE_H
+#define PROF_SIGSAMPLE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+struct prof_sigsample_stats {
+    int signo;                 /* 0 when not started */
+    uint64_t threads;          /* threads with an armed timer now */
+    uint64_t timer_failures;   /* timer_create/settime refusals (thread left unsampled) */
+    uint64_t samples;          /* samples drained */
+    uint64_t stale;            /* signals for a ring that had changed owner (ignored) */
+    uint64_t ring_full;        /* expirations that found both entries full (weight carried) */
+    uint64_t no_stack;         /* walks limited to the leaf: stack not in the maps snapshot */
+    uint64_t altstack;         /* walks limited to the leaf: thread on its signal stack */
+    uint64_t truncated;        /* walks stopped at CLRSCOPE_MAX_FRAMES */
+    uint64_t maps_refreshes;   /* /proc/self/maps snapshots taken */
+};
+
+/* One captured sample, valid during the callback only. */
+struct prof_sigsample {
+    uint32_t tid;
+    int flags;              /* PROF_SIG_F_* (prof_sighandler.h) */
+    int n;                  /* ips[0] = interrupted pc, ips[1..n) = return addresses, leaf first */
+    int nwindow;            /* window[i] = the stack word at sp + 8 * i */
+    const uintptr_t *ips;
+    const uintptr_t *window;
+    int64_t cpu_ns;         /* the CPU time this sample stands for */
+};
+
+typedef void (*prof_sigsample_fn)(void *arg, const struct prof_sigsample *s);
+
+/* Picks and installs the signal, takes the first maps snapshot. 0, or -errno after one log line
+ * (-EBUSY: no free signal). `hz` is the CPU sampling rate per CPU-second of a thread. */
+int prof_sigsample_start(int hz, int max_frames, int max_threads);
+/* Deletes every timer; the handler stays installed and ignores whatever arrives late. */
+void prof_sigsample_stop(void);
+/* 1 while the installed handler of our signal is still ours. */
+int prof_sigsample_intact(void);
+/* Makes the sampled set equal to tids[0..n) (sorted in place): arms timers for new threads,
+ * drains and disarms vanished ones (their last samples go to fn). */
+void prof_sigsample_sync(uint32_t *tids, size_t n, prof_sigsample_fn fn, void *arg);
+/* Hands every sample captured since the last call to fn; returns how many. */
+int prof_sigsample_drain(prof_sigsample_fn fn, void *arg);
+/* Housekeeping: refreshes the maps snapshot when due, frees what the handler can no longer see. */
+void prof_sigsample_maintain(int64_t now_ns);
+/* "[native libfoo.so]" for an address in an executable file mapping, "[native code]" otherwise.
+ * Valid until the next prof_sigsample_maintain(). */
+const char *prof_sigsample_native_name(uintptr_t ip);
+/* 1 when ip lies in an executable mapping of the current snapshot. */
+int prof_sigsample_is_code(uintptr_t ip);
+/* Asks for a new maps snapshot at a coming prof_sigsample_maintain(): `sure` (an address that
+ * must be code is in no known mapping) at most 10 times a second, otherwise (a hint) once. */
+void prof_sigsample_refresh_maps(int sure);
+/* Publishes the frameless methods the handler may hop over: {lo, hi, frame} triples, copied. */
+void prof_sigsample_set_frameless(const uintptr_t (*ranges)[3], size_t n);
+void prof_sigsample_get_stats(struct prof_sigsample_stats *out);
+
+#endif

@@ -1,0 +1,41 @@
+"""
+.NET 8, 9 and 10: the same checks of the basics on every runtime that tests/apps/build.sh could
+obtain (net8/net9 are self-contained publishes from NuGet's runtime packs): the profiler loads,
+reports the app's own runtime version, samples CPU with the right frames, sees allocations and GCs.
+"""
+import time
+import unittest
+
+from harness import ProfiledApp, available_runtimes, tree_totals_by_name
+
+
+class Versions(unittest.TestCase):
+    def check_runtime(self, rt):
+        with ProfiledApp("demo", ["--seconds", "12", "--mb-per-s", "30"], runtime=rt) as app:
+            app.wait_ready()
+            time.sleep(8)
+            st = app.json("/api/v1/status")
+            cpu = app.json("/api/v1/flamegraph?type=cpu&seconds=30")
+            alloc = app.json("/api/v1/allocations?seconds=30")
+            gc = app.json("/api/v1/gc?seconds=30")
+            truth = app.wait_truth()
+        self.assertEqual(st["runtime"]["version"], truth["runtime_version"])
+        self.assertEqual(st["runtime"]["major"], int(rt[3:]))
+        totals = tree_totals_by_name(cpu["root"])
+        self.assertIn("TestApp.CpuWork.HeavyCaller", totals)
+        self.assertIn("TestApp.CpuWork.SpinLeaf", totals)
+        types = {t["type"] for t in alloc["types"]}
+        self.assertIn("System.Byte[]", types)
+        self.assertIn("TestApp.Alloc.SmallWidget", types)
+        self.assertGreater(gc["totals"]["gen0"], 0)
+
+    def test_every_available_runtime(self):
+        rts = available_runtimes()
+        self.assertIn("net10", rts)
+        for rt in rts:
+            with self.subTest(runtime=rt):
+                self.check_runtime(rt)
+
+
+if __name__ == "__main__":
+    unittest.main()

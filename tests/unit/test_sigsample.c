@@ -1,0 +1,331 @@
+/*
+ * test_sigsample.c - the signal sampler without a runtime: prologue decoding, call-site checks,
+ * and the handler itself on real threads (frame-pointer walks, a frameless middle frame, threads
+ * that load garbage into rbp, threads that come and go), all in this process. The handler must
+ * never fault: a fault here kills the test.
+ */
+#include <pthread.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "prof_codemap.h"
+#include "prof_sighandler.h"
+#include "prof_sigsample.h"
+
+static int failed, passed;
+
+#define CHECK(cond, ...)                                                                           \
+    do {                                                                                           \
+        if (cond) {                                                                                \
+            passed++;                                                                              \
+        } else {                                                                                   \
+            failed++;                                                                              \
+            printf("FAIL %s:%d: ", __FILE__, __LINE__);                                            \
+            printf(__VA_ARGS__);                                                                   \
+            printf("\n");                                                                          \
+        }                                                                                          \
+    } while (0)
+
+/* ---- decoding ---- */
+
+static void test_decode(void)
+{
+    struct prof_frame_shape sh;
+    /* framed: push rbp; push r15; push r14; push rbx; sub rsp,0x18; lea rbp,[rsp+0x30]; mov.. */
+    static const uint8_t framed[] = {0x55, 0x41, 0x57, 0x41, 0x56, 0x53, 0x48, 0x83, 0xEC, 0x18,
+                                     0x48, 0x8D, 0x6C, 0x24, 0x30, 0x48, 0x8B, 0xC7};
+    prof_frame_decode(framed, sizeof framed, &sh);
+    CHECK(sh.known && sh.framed && sh.fp_ready == 15, "framed: known %d framed %d fp_ready %u",
+          sh.known, sh.framed, sh.fp_ready);
+    static const uint8_t ret[] = {0xC3};
+    static const uint8_t body[] = {0x48, 0x8B, 0xC7};
+    CHECK(prof_frame_ra_offset(&sh, 0, framed, sizeof framed) == 0, "framed at entry");
+    CHECK(prof_frame_ra_offset(&sh, 1, framed + 1, 4) == 8, "framed after push rbp");
+    CHECK(prof_frame_ra_offset(&sh, 6, framed + 6, 4) == 32, "framed before sub rsp");
+    CHECK(prof_frame_ra_offset(&sh, 10, framed + 10, 5) == 56, "framed before lea rbp");
+    CHECK(prof_frame_ra_offset(&sh, 15, body, sizeof body) == -1, "framed body: rbp frames it");
+    CHECK(prof_frame_ra_offset(&sh, 40, ret, 1) == 0, "framed at ret");
+
+    /* mov rbp, rsp right after push rbp */
+    static const uint8_t framed2[] = {0x55, 0x48, 0x89, 0xE5, 0x53, 0x50};
+    prof_frame_decode(framed2, sizeof framed2, &sh);
+    CHECK(sh.known && sh.framed && sh.fp_ready == 4, "push rbp; mov rbp,rsp");
+
+    /* frameless: push rbx; sub rsp,0x10; mov rbx,rdi; call ... */
+    static const uint8_t fl[] = {0x53, 0x48, 0x83, 0xEC, 0x10, 0x48, 0x8B, 0xDF, 0xE8, 0, 0, 0, 0};
+    prof_frame_decode(fl, sizeof fl, &sh);
+    CHECK(sh.known && !sh.framed && sh.frame == 24 && sh.prolog == 5,
+          "frameless: known %d framed %d frame %u prolog %u", sh.known, sh.framed, sh.frame,
+          sh.prolog);
+    CHECK(prof_frame_ra_offset(&sh, 0, fl, sizeof fl) == 0, "frameless at entry");
+    CHECK(prof_frame_ra_offset(&sh, 1, fl + 1, 4) == 8, "frameless after push");
+    CHECK(prof_frame_ra_offset(&sh, 5, fl + 5, 8) == 24, "frameless body");
+    static const uint8_t epi[] = {0x48, 0x83, 0xC4, 0x10, 0x5B, 0xC3};
+    CHECK(prof_frame_ra_offset(&sh, 20, epi, sizeof epi) == 24, "frameless at add rsp");
+    CHECK(prof_frame_ra_offset(&sh, 24, epi + 4, 2) == 8, "frameless at pop");
+    CHECK(prof_frame_ra_offset(&sh, 25, epi + 5, 1) == 0, "frameless at ret");
+    static const uint8_t tail[] = {0x48, 0x83, 0xC4, 0x10, 0x5B, 0xE9, 0, 0, 0, 0};
+    CHECK(prof_frame_ra_offset(&sh, 20, tail, sizeof tail) == 24, "frameless tail call");
+
+    /* push rax for alignment, then a call */
+    static const uint8_t pushrax[] = {0x50, 0xE8, 0, 0, 0, 0};
+    prof_frame_decode(pushrax, sizeof pushrax, &sh);
+    CHECK(sh.known && !sh.framed && sh.frame == 8, "push rax: frame %u", sh.frame);
+
+    /* no prologue at all: mov eax,[rdi+8]; ret */
+    static const uint8_t none[] = {0x8B, 0x47, 0x08, 0xC3};
+    prof_frame_decode(none, sizeof none, &sh);
+    CHECK(sh.known && !sh.framed && sh.frame == 0 && sh.prolog == 0, "no prologue");
+
+    /* rbp pushed but never set: not a JIT form */
+    static const uint8_t odd[] = {0x55, 0x48, 0x8B, 0xC7};
+    prof_frame_decode(odd, sizeof odd, &sh);
+    CHECK(!sh.known, "push rbp without setting it is unknown");
+    /* ran out of bytes inside the prologue */
+    prof_frame_decode(framed, 6, &sh);
+    CHECK(!sh.known, "truncated prologue is unknown");
+    prof_frame_decode(NULL, 0, &sh);
+    CHECK(!sh.known, "no bytes");
+}
+
+static void test_call_sites(void)
+{
+    struct {
+        uint8_t b[8];
+        int is_call;
+        const char *what;
+    } cases[] = {
+        {{0x90, 0x90, 0x90, 0xE8, 1, 2, 3, 4}, 1, "call rel32"},
+        {{0x90, 0x90, 0x90, 0x90, 0x90, 0x90, 0xFF, 0xD0}, 1, "call rax"},
+        {{0x90, 0x90, 0x90, 0x90, 0x90, 0x41, 0xFF, 0xD3}, 1, "call r11"},
+        {{0x90, 0x90, 0x90, 0x90, 0x90, 0xFF, 0x50, 0x08}, 1, "call [rax+8]"},
+        {{0x90, 0x90, 0xFF, 0x15, 1, 2, 3, 4}, 1, "call [rip+disp32]"},
+        {{0x90, 0x90, 0x90, 0x90, 0xFF, 0x54, 0x24, 0x08}, 1, "call [rsp+8]"},
+        {{0x90, 0x90, 0x90, 0x90, 0x41, 0xFF, 0x52, 0x10}, 1, "call [r10+16]"},
+        {{0x90, 0x41, 0xFF, 0x93, 1, 2, 3, 4}, 1, "call [r11+disp32]"},
+        {{0x90, 0x90, 0x90, 0x90, 0x90, 0x90, 0x90, 0x90}, 0, "nops"},
+        {{0x90, 0x90, 0x90, 0x90, 0x90, 0x90, 0xFF, 0xE0}, 0, "jmp rax"},
+        {{0x90, 0x90, 0x90, 0x90, 0x48, 0x8B, 0x45, 0x08}, 0, "mov rax,[rbp+8]"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++)
+        CHECK(prof_frame_is_call_site(cases[i].b, 8) == cases[i].is_call, "%s", cases[i].what);
+}
+
+/* ---- the handler on live threads ---- */
+
+struct got {
+    pthread_mutex_t lock;
+    uint32_t tid;         /* only samples of this thread are checked (0 = any) */
+    uintptr_t lo[3], hi[3]; /* code ranges to look for, innermost first */
+    int samples, complete, any_frames;
+    int64_t cpu_ns;
+};
+
+static int in(uintptr_t ip, uintptr_t lo, uintptr_t hi)
+{
+    return ip >= lo && ip < hi;
+}
+
+static void on_sample(void *arg, const struct prof_sigsample *s)
+{
+    struct got *g = arg;
+    pthread_mutex_lock(&g->lock);
+    g->samples++;
+    g->cpu_ns += s->cpu_ns;
+    g->any_frames += s->n > 1;
+    if (!g->tid || s->tid == g->tid) {
+        /* innermost range first, the others must follow in order */
+        int want = 0;
+        for (int i = 0; i < s->n && want < 3; i++) {
+            uintptr_t ip = i ? s->ips[i] - 1 : s->ips[i];
+            if (g->hi[want] && in(ip, g->lo[want], g->hi[want]))
+                want++;
+        }
+        if (want == 3 || (want && !g->hi[want]))
+            g->complete++;
+    }
+    pthread_mutex_unlock(&g->lock);
+}
+
+static volatile int stop_threads;
+static volatile uint64_t sink;
+
+__attribute__((noinline)) static void publish(uint64_t x)
+{
+    sink = x;
+}
+
+/* not a leaf, so that it keeps its frame pointer whatever -momit-leaf-frame-pointer says */
+__attribute__((noinline)) static void inner_spin(volatile int *stop)
+{
+    uint64_t x = 88172645463325252ULL;
+    while (!*stop) {
+        for (int i = 0; i < 100000; i++) {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+        }
+        publish(x);
+    }
+}
+
+/* compiled without a frame pointer: the chain skips its caller unless the table says its size */
+__attribute__((noinline, optimize("omit-frame-pointer"))) static void middle(volatile int *stop)
+{
+    inner_spin(stop);
+    sink++;
+}
+
+__attribute__((noinline)) static void outer(volatile int *stop)
+{
+    middle(stop);
+    sink++;
+}
+
+static void end_marker(void)
+{
+}
+
+struct spin_arg {
+    volatile uint32_t tid;
+    volatile int stop;
+};
+
+static void *spin_thread(void *arg)
+{
+    struct spin_arg *a = arg;
+    a->tid = (uint32_t)syscall(SYS_gettid);
+    outer(&a->stop);
+    return NULL;
+}
+
+/* rbp set to hostile values while spinning: the walk must stop, never fault */
+static void *garbage_thread(void *arg)
+{
+    *(volatile uint32_t *)arg = (uint32_t)syscall(SYS_gettid);
+    uintptr_t fake[64]; /* a "frame chain" on the stack pointing wherever */
+    for (int i = 0; i < 64; i++)
+        fake[i] = i % 2 ? (uintptr_t)&fake[i + 1] : (uintptr_t)0x10;
+    fake[62] = (uintptr_t)&fake[63] + (1u << 20); /* far above the stack top */
+    uintptr_t vals[] = {0, 1, 8, 0x1000, (uintptr_t)-16, (uintptr_t)0x7ffffffff000ULL,
+                        (uintptr_t)&fake[0], (uintptr_t)&fake[1], (uintptr_t)&fake[62],
+                        (uintptr_t)end_marker, (uintptr_t)&vals, 0xdeadbeefcafebabeULL};
+    while (!stop_threads)
+        for (size_t i = 0; i < sizeof vals / sizeof *vals && !stop_threads; i++) {
+            uintptr_t v = vals[i];
+            __asm__ volatile("sub $128, %%rsp\n\t" /* keep out of the red zone */
+                             "push %%rbp\n\t"
+                             "mov %0, %%rbp\n\t"
+                             "mov $300000, %%ecx\n\t"
+                             "1: dec %%ecx\n\t"
+                             "jnz 1b\n\t"
+                             "pop %%rbp\n\t"
+                             "add $128, %%rsp"
+                             :
+                             : "r"(v)
+                             : "rcx", "memory", "cc");
+        }
+    return NULL;
+}
+
+static void sleep_ms(int ms)
+{
+    struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
+    nanosleep(&ts, NULL);
+}
+
+static void pump(uint32_t *tids, size_t n, struct got *g, int ms)
+{
+    for (int t = 0; t < ms; t += 10) {
+        sleep_ms(10);
+        uint32_t copy[16];
+        memcpy(copy, tids, n * sizeof *tids);
+        prof_sigsample_sync(copy, n, on_sample, g);
+        prof_sigsample_drain(on_sample, g);
+        struct timespec ts;
+        clock_gettime(CLOCK_MONOTONIC, &ts);
+        prof_sigsample_maintain((int64_t)ts.tv_sec * 1000000000LL + ts.tv_nsec);
+    }
+}
+
+static void test_walks(void)
+{
+    CHECK(prof_sigsample_start(1000, 64, 64) == 0, "start");
+    CHECK(prof_sigsample_intact(), "our handler is installed");
+
+    /* publish `middle` as frameless with the frame size its own prologue declares */
+    struct prof_frame_shape sh;
+    prof_frame_decode((const uint8_t *)middle, 32, &sh);
+    CHECK(sh.known && !sh.framed && sh.frame % 16 == 8, "middle decodes as frameless: known %d "
+          "framed %d frame %u (compiler prologue not understood?)", sh.known, sh.framed, sh.frame);
+    uintptr_t ranges[1][3] = {{(uintptr_t)middle, (uintptr_t)middle + 64, sh.frame}};
+    prof_sigsample_set_frameless((const uintptr_t(*)[3])ranges, 1);
+
+    pthread_t th[2];
+    struct spin_arg spin = {0, 0};
+    volatile uint32_t tid[2] = {0, 0};
+    pthread_create(&th[0], NULL, spin_thread, &spin);
+    pthread_create(&th[1], NULL, garbage_thread, (void *)&tid[1]);
+    while (!spin.tid || !tid[1])
+        sleep_ms(1);
+    tid[0] = spin.tid;
+
+    struct got g = {.lock = PTHREAD_MUTEX_INITIALIZER, .tid = tid[0]};
+    g.lo[0] = (uintptr_t)inner_spin, g.hi[0] = (uintptr_t)inner_spin + 256;
+    g.lo[1] = (uintptr_t)middle, g.hi[1] = (uintptr_t)middle + 64;
+    g.lo[2] = (uintptr_t)outer, g.hi[2] = (uintptr_t)outer + 64;
+    uint32_t tids[2] = {tid[0], tid[1]};
+    pump(tids, 2, &g, 1500);
+
+    struct prof_sigsample_stats st;
+    prof_sigsample_get_stats(&st);
+    CHECK(g.samples >= 50, "samples: %d", g.samples);
+    CHECK(g.complete * 10 >= g.samples / 2 * 8, "inner <- middle <- outer in %d of ~%d samples of "
+          "the spinning thread", g.complete, g.samples / 2);
+    CHECK(g.any_frames > 0, "some walks found frames");
+    CHECK(st.threads == 2, "2 threads armed, got %llu", (unsigned long long)st.threads);
+    /* CPU weights: ~1 ms each at 1000 Hz */
+    CHECK(g.cpu_ns >= (int64_t)g.samples * 1000000, "cpu weight %lld ns for %d samples",
+          (long long)g.cpu_ns, g.samples);
+
+    /* threads come and go while sampled: disarm, recycle, re-arm */
+    for (int round = 0; round < 20; round++) {
+        pthread_t t;
+        struct spin_arg a = {0, 0};
+        pthread_create(&t, NULL, spin_thread, &a);
+        while (!a.tid)
+            sleep_ms(1);
+        uint32_t three[3] = {tid[0], tid[1], a.tid};
+        pump(three, 3, &g, 30);
+        a.stop = 1; /* exits while still armed half the time: the timer outlives the thread */
+        if (round % 2)
+            pthread_join(t, NULL);
+        uint32_t two[2] = {tid[0], tid[1]};
+        pump(two, 2, &g, 10);
+        if (!(round % 2))
+            pthread_join(t, NULL);
+    }
+    spin.stop = 1;
+    stop_threads = 1;
+    pthread_join(th[0], NULL);
+    pthread_join(th[1], NULL);
+    pump(NULL, 0, &g, 20);
+    prof_sigsample_get_stats(&st);
+    CHECK(st.threads == 0, "all disarmed: %llu", (unsigned long long)st.threads);
+    prof_sigsample_stop();
+    CHECK(prof_sigsample_intact(), "the handler stays installed after stop");
+}
+
+int main(void)
+{
+    test_decode();
+    test_call_sites();
+    test_walks();
+    printf("%d passed, %d failed\n", passed, failed);
+    return failed ? 1 : 0;
+}
