@@ -1,0 +1,48 @@
+#!/usr/bin/env bash
+# bench/run.sh [BUILD_DIR] - builds everything, runs every benchmark and writes bench/results.md:
+# the date, the machine, and each script's table (ratios with vs without the profiler, measured
+# in one run by alternation, medians and spread over rounds). SMOKE=1 runs each once with tiny
+# sizes (what CI could afford; no figure from a smoke run means anything).
+# Benchmarks: cpu_overhead.sh (CPU/wall samplers), gc_overhead.sh (GC monitoring),
+# live_overhead.sh (live objects), exceptions_overhead.sh (exception storm), gcdump_bench.sh
+# (heap snapshot time and memory for 100k/1M/5M objects).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+build=${1:-build}
+tools/deps.sh build
+cmake -S . -B "$build" >/dev/null
+cmake --build "$build" -j"$(nproc)" >/dev/null
+tests/apps/build.sh "$build/apps" >/dev/null
+out=bench/results.md
+if [ "${SMOKE:-0}" = 1 ]; then
+  export ROUNDS=1 RUNS=1 BENCH_SECONDS=2 STORM=5000
+  objects="100000"
+  out=$(mktemp)
+else
+  objects="100000 1000000 5000000"
+fi
+{
+  echo "# clrscope benchmark results"
+  echo
+  echo "- date: $(date -u +%Y-%m-%dT%H:%MZ)"
+  echo "- machine: $(nproc) cores, $(awk '/MemTotal/{printf "%.0f GiB", $2/1048576}' /proc/meminfo)," \
+       "$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //')"
+  echo "- load average at start: $(cut -d' ' -f1-3 /proc/loadavg)"
+  echo "- runtime: $(dotnet --list-runtimes | grep NETCore.App | tail -1)"
+  echo
+  for b in cpu_overhead gc_overhead live_overhead exceptions_overhead; do
+    echo "## $b"
+    echo
+    echo '```'
+    bash "bench/$b.sh" "$build" 2>&1 || echo "($b failed: exit $?)"
+    echo '```'
+    echo
+  done
+  echo "## gcdump_bench"
+  echo
+  echo '```'
+  # shellcheck disable=SC2086
+  bash bench/gcdump_bench.sh "$build" $objects 2>&1 || echo "(gcdump_bench failed: exit $?)"
+  echo '```'
+} > "$out"
+echo "bench: wrote $out"
