@@ -337,7 +337,7 @@ static void choose_modes(void)
                  "signal", m);
     /* The stop-the-world walk costs the same whatever it records: while it runs every tick for
      * CPU, wall samples come free at the full rate; otherwise they are what it costs. */
-    long def = S.cpu_mode == CPU_SUSPEND ? g_cfg.sampling_hz : 10;
+    long def = S.cpu_mode == CPU_SUSPEND ? g_cfg.sampling_hz : 5;
     if (def > g_cfg.sampling_hz)
         def = g_cfg.sampling_hz;
     S.wall_hz = (int)prof_env_long("CLRSCOPE_WALL_HZ", def, 1, g_cfg.sampling_hz);
