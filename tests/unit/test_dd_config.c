@@ -10,19 +10,7 @@
 #include "dd_config.h"
 #include "prof_log.h"
 
-static int failed, passed;
-
-#define CHECK(cond, ...)                                                                           \
-    do {                                                                                           \
-        if (cond) {                                                                                \
-            passed++;                                                                              \
-        } else {                                                                                   \
-            failed++;                                                                              \
-            printf("FAIL %s:%d: ", __FILE__, __LINE__);                                            \
-            printf(__VA_ARGS__);                                                                   \
-            printf("\n");                                                                          \
-        }                                                                                          \
-    } while (0)
+#include "unit_check.h"
 
 #define CHECK_STR(got, want) CHECK(!strcmp((got), (want)), "got \"%s\", want \"%s\"", got, want)
 

@@ -15,19 +15,7 @@
 #include "heap_capture.h"
 #include "heap_graph.h"
 
-static int failed, passed;
-
-#define CHECK(cond, ...)                                                                           \
-    do {                                                                                           \
-        if (cond) {                                                                                \
-            passed++;                                                                              \
-        } else {                                                                                   \
-            failed++;                                                                              \
-            printf("FAIL %s:%d: ", __FILE__, __LINE__);                                            \
-            printf(__VA_ARGS__);                                                                   \
-            printf("\n");                                                                          \
-        }                                                                                          \
-    } while (0)
+#include "unit_check.h"
 
 /* ---- payload builders (little-endian, packed, as the runtime writes them) ---- */
 
