@@ -19,5 +19,6 @@ int api_locks(const struct web_req *r);
 int api_gcdump(const struct web_req *r);   /* /api/v1/gcdump and below; GET, POST, DELETE */
 int api_pprof(const struct web_req *r);    /* /debug/pprof/ and below */
 int api_metrics(const struct web_req *r);
+int api_counters(const struct web_req *r);
 
 #endif

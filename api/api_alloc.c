@@ -1,6 +1,6 @@
 /*
  * api_alloc.c - GET /api/v1/allocations (allocated types over a window, upscaled, with a 95%
- * interval for the total; exact_bytes stays null, see prof_alloc.c) and GET /api/v1/live (sampled
+ * interval for the total and the self-check against the runtime's exact allocated bytes) and GET /api/v1/live (sampled
  * live objects by type, with ages, GCs survived, a 15-minute history and the leak verdict).
  */
 #include <cjson/cJSON.h>
@@ -12,6 +12,7 @@
 #include "prof_alloc.h"
 #include "prof_config.h"
 #include "prof_core.h"
+#include "prof_counters.h"
 #include "prof_live.h"
 #include "prof_store.h"
 
@@ -74,25 +75,44 @@ static const char *method_name(int m)
                                      : NULL;
 }
 
-/* exact_bytes (null: no in-process source, see prof_alloc.c) and, on .NET 10, total.ci95. */
-static void add_exact(cJSON *o, cJSON *tot, double t_from, double t_to, int64_t tb)
+/* The upscaling self-check: the estimate against the runtime's own allocated-bytes counter
+ * (System.Runtime alloc-rate = GC.GetTotalAllocatedBytes per interval, see prof_counters.h) over
+ * the whole seconds of the window that the counter covers; and, on .NET 10, total.ci95. */
+static void add_exact(cJSON *o, cJSON *tot, double t_from, double t_to)
 {
     int64_t from_s = (int64_t)floor(t_from), to_s = (int64_t)floor(t_to);
-    int64_t exact = prof_alloc_exact_bytes(from_s, to_s);
-    if (exact >= 0) {
+    int64_t a = from_s, b = to_s, exact = 0;
+    struct prof_counters_stats cs;
+    prof_counters_get_stats(&cs);
+    struct prof_view w;
+    if (prof_counters_allocated(&a, &b, &exact) == 0 &&
+        prof_store_view_range(PK_ALLOC, a, b, NULL, &w) == 0) {
+        int64_t est = 0;
+        for (size_t i = 0; i < w.nrows; i++)
+            est += w.rows[i].v[1];
+        prof_view_free(&w);
+        double ratio = exact > 0 ? (double)est / (double)exact : 0;
         cJSON_AddNumberToObject(o, "exact_bytes", (double)exact);
-        cJSON_AddNumberToObject(o, "estimate_ratio", exact > 0 ? (double)tb / (double)exact : 0);
+        cJSON_AddNumberToObject(o, "estimate_ratio", ratio);
+        cJSON *sc = cJSON_AddObjectToObject(o, "self_check");
+        cJSON_AddNumberToObject(sc, "t_from", (double)a);
+        cJSON_AddNumberToObject(sc, "t_to", (double)(b + 1));
+        cJSON_AddNumberToObject(sc, "estimated_bytes", (double)est);
+        cJSON_AddNumberToObject(sc, "exact_bytes", (double)exact);
+        cJSON_AddNumberToObject(sc, "ratio", ratio);
+        cJSON_AddStringToObject(sc, "source", "GC.GetTotalAllocatedBytes, per second, from the "
+                                "runtime's System.Runtime alloc-rate counter");
     } else {
         cJSON_AddNullToObject(o, "exact_bytes");
+        cJSON_AddStringToObject(
+            o, "exact_note",
+            !cs.enabled ? "the runtime counters are off (CLRSCOPE_RUNTIME_COUNTERS=0 or refused "
+                          "by the runtime)"
+            : !cs.events ? "the runtime has not delivered its System.Runtime counters yet (they "
+                           "start once the app's managed code runs and come once a second)"
+                         : "the runtime's allocated-bytes counter does not cover a whole second "
+                           "of this window yet");
     }
-    cJSON_AddStringToObject(
-        o, "exact_note",
-        "no exact in-process total: the GC counts allocated bytes only in "
-        "GC.GetTotalAllocatedBytes (managed code; no profiler API) and in GCAllocationTick "
-        "amounts. On .NET 8/9 those amounts are the estimate itself (its total is the GC's "
-        "counter, only the split by type is estimated); on .NET 10 the runtime does not deliver "
-        "GCAllocationTick to a session that also enables AllocationSampled. On .NET 10, "
-        "total.ci95 bounds the total instead.");
     double lo, hi;
     uint64_t ci_samples;
     if (prof_alloc_total_ci(from_s, to_s, &lo, &hi, &ci_samples) == 0) {
@@ -161,7 +181,7 @@ int api_allocations(const struct web_req *r)
     cJSON_AddNumberToObject(tot, "bytes", (double)tb);
     cJSON_AddNumberToObject(tot, "samples", (double)ts);
 
-    add_exact(o, tot, v.t_from, v.t_to, tb);
+    add_exact(o, tot, v.t_from, v.t_to);
     cJSON_AddNumberToObject(o, "tick_events", (double)st.tick_events);
     cJSON_AddNumberToObject(o, "dropped", (double)st.dropped);
     cJSON_AddNumberToObject(o, "samples_since_start", (double)st.samples);

@@ -6,12 +6,14 @@
 #include <inttypes.h>
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "api.h"
 #include "prof_agg.h"
 #include "prof_config.h"
 #include "prof_core.h"
+#include "prof_counters.h"
 #include "prof_gc.h"
 #include "prof_sampler.h"
 #include "prof_store.h"
@@ -179,6 +181,26 @@ static void self_metrics(struct jbuf *b)
              (uint64_t)prof_threads_count());
 }
 
+/* The runtime's own System.Runtime counters, latest values, one labelled gauge family. */
+static void runtime_counter_metrics(struct jbuf *b)
+{
+    struct prof_counter *c = malloc(PROF_COUNTERS_MAX * sizeof *c);
+    if (!c)
+        return;
+    int n = prof_counters_snapshot(c, PROF_COUNTERS_MAX);
+    if (n > 0)
+        family(b, "clrscope_runtime_counter", "gauge",
+               "Latest System.Runtime EventCounters values (rate: increase over interval_s).");
+    for (int i = 0; i < n; i++) {
+        jb_lit(b, "clrscope_runtime_counter{name=\"");
+        label_value(b, c[i].name);
+        jb_lit(b, "\",units=\"");
+        label_value(b, c[i].units);
+        outf(b, "\",kind=\"%s\"} %.9g\n", c[i].incrementing ? "rate" : "gauge", c[i].value);
+    }
+    free(c);
+}
+
 int api_metrics(const struct web_req *r)
 {
     struct jbuf b;
@@ -192,6 +214,7 @@ int api_metrics(const struct web_req *r)
     if (__atomic_load_n(&g_core.profiles, __ATOMIC_RELAXED) & PROFILE_GC)
         gc_metrics(&b);
     self_metrics(&b);
+    runtime_counter_metrics(&b);
     int status;
     if (b.overflow || !b.p)
         status = web_reply_error(r->conn, 500, "out of memory building /metrics");

@@ -5,6 +5,7 @@
 #include "prof_agg.h"
 #include "prof_config.h"
 #include "prof_core.h"
+#include "prof_counters.h"
 #include "prof_events.h"
 #include "prof_exporter.h"
 #include "prof_sampler.h"
@@ -38,6 +39,13 @@ int api_status(const struct web_req *r)
                             prof_events_state() > 0 ? "running"
                             : prof_events_state() < 0 ? "refused" : "off");
     cJSON_AddNumberToObject(o, "managed_threads", (double)prof_threads_count());
+    struct prof_counters_stats cs;
+    prof_counters_get_stats(&cs);
+    cJSON *rc = cJSON_AddObjectToObject(o, "runtime_counters");
+    cJSON_AddBoolToObject(rc, "enabled", cs.enabled != 0);
+    cJSON_AddNumberToObject(rc, "events", (double)cs.events);
+    cJSON_AddNumberToObject(rc, "malformed", (double)cs.malformed);
+    cJSON_AddNumberToObject(rc, "dropped", (double)cs.dropped);
 
     struct prof_self_stats self;
     prof_agg_self_stats(&self);

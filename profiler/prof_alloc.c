@@ -15,13 +15,11 @@
  *             counter of bytes handed to allocation contexts.
  *   CLRSCOPE_ALLOC_METHOD=tick forces GCAllocationTick on .NET 10 too (for comparisons).
  *
- * The exact total ("exact_bytes") has no in-process source: the GC counts allocated bytes only in
- * GC.GetTotalAllocatedBytes (managed; no profiler API, no exported symbol) and in the amounts of
- * GCAllocationTick. On .NET 8/9 those amounts ARE the estimate, so comparing them would prove
- * nothing; on .NET 10 the runtime stops delivering GCAllocationTick to a session whose
- * configuration also holds the AllocationSampling keyword (observed on 10.0.12: not one tick in
- * a run of 100 MB/s; a session takes one configuration per provider). prof_alloc_exact_bytes
- * therefore answers -1 and the API returns null with that explanation.
+ * The exact total the estimate is checked against is not ours: it is the runtime's
+ * GC.GetTotalAllocatedBytes, delivered once a second by the System.Runtime alloc-rate counter
+ * (prof_counters). GCAllocationTick amounts could not serve: on .NET 8/9 they are the estimate
+ * itself, and .NET 10 does not deliver GCAllocationTick to a session that also enables
+ * AllocationSampled (observed on 10.0.12).
  */
 #include "prof_alloc.h"
 
@@ -190,13 +188,6 @@ static uint64_t sec_sum(const uint64_t *arr, int64_t from_s, int64_t to_s)
             sum += v & SEC_VALUE_MASK;
     }
     return sum;
-}
-
-int64_t prof_alloc_exact_bytes(int64_t from_s, int64_t to_s)
-{
-    (void)from_s;
-    (void)to_s;
-    return -1; /* no in-process source: see the top of this file */
 }
 
 int prof_alloc_total_ci(int64_t from_s, int64_t to_s, double *lo, double *hi, uint64_t *samples)

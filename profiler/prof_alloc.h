@@ -40,10 +40,6 @@ struct prof_alloc_stats {
     uint64_t tick_events;   /* GCAllocationTick events seen */
 };
 void prof_alloc_get_stats(struct prof_alloc_stats *out);
-/* The runtime's own count of allocated bytes over whole unix seconds from_s..to_s (inclusive),
- * or -1 when there is no independent in-process source (the case on .NET 8, 9 and 10: see
- * prof_alloc.c and README.d/allocations.md). */
-int64_t prof_alloc_exact_bytes(int64_t from_s, int64_t to_s);
 /* AllocationSampled only: a 95% interval for the bytes allocated over from_s..to_s, from the
  * design doc's "failed trials" model; *samples = samples in the window. -1 when unavailable. */
 int prof_alloc_total_ci(int64_t from_s, int64_t to_s, double *lo, double *hi, uint64_t *samples);

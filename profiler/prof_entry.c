@@ -116,11 +116,10 @@ static HRESULT cb_event_delivered(void *self, EVENTPIPE_PROVIDER provider, DWORD
                                   ULONG nframes, UINT_PTR *frames)
 {
     (void)self;
-    (void)cb_meta;
-    (void)meta;
     (void)activity;
     (void)related;
-    prof_events_delivered(provider, id, version, data, cb_data, thread, nframes, frames);
+    prof_events_delivered(provider, id, version, meta, cb_meta, data, cb_data, thread, nframes,
+                          frames);
     return S_OK;
 }
 

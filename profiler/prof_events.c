@@ -1,11 +1,13 @@
 /* prof_events.c - see prof_events.h. */
 #include "prof_events.h"
 
+#include <string.h>
 #include <uchar.h>
 
 #include "prof_alloc.h"
 #include "prof_config.h"
 #include "prof_core.h"
+#include "prof_counters.h"
 #include "prof_exc.h"
 #include "prof_gc.h"
 #include "prof_heapsnap.h"
@@ -18,51 +20,60 @@
 
 static EVENTPIPE_SESSION g_session;
 
-/* Providers seen so far: handle -> 1 (the runtime provider) or 2 (another one). Lock-free: each
+/* Providers seen so far: handle -> kind (PK_RUNTIME, PK_COUNTERS or PK_OTHER). Lock-free: each
  * slot is claimed with a CAS; a full table only costs a name lookup per event. */
 #define MAX_PROVIDERS 16
+enum { PK_RUNTIME = 1, PK_COUNTERS = 2, PK_OTHER = 3 };
 static struct {
     EVENTPIPE_PROVIDER handle;
     int kind;
 } g_providers[MAX_PROVIDERS];
 
-static int provider_is_runtime(EVENTPIPE_PROVIDER p)
+static int name_is(const WCHAR *name, ULONG got, const char *want)
+{
+    size_t len = strlen(want);
+    /* whether the count includes the terminator is not documented: accept both */
+    if (got != len && got != len + 1)
+        return 0;
+    for (size_t i = 0; i < len; i++)
+        if (name[i] != (WCHAR)want[i])
+            return 0;
+    return 1;
+}
+
+static int provider_kind(EVENTPIPE_PROVIDER p)
 {
     for (int i = 0; i < MAX_PROVIDERS; i++) {
         EVENTPIPE_PROVIDER h = __atomic_load_n(&g_providers[i].handle, __ATOMIC_ACQUIRE);
         if (h == p) {
             int k = __atomic_load_n(&g_providers[i].kind, __ATOMIC_ACQUIRE);
             if (k)
-                return k == 1;
+                return k;
             break;
         }
         if (h == 0)
             break;
     }
-    static const char want[] = "Microsoft-Windows-DotNETRuntime";
     WCHAR name[64];
     ULONG got = 0;
     ICorProfilerInfo15 *info = g_core.info;
-    int is_rt = 0;
-    const ULONG len = sizeof want - 1;
-    /* whether the count includes the terminator is not documented: accept both */
-    if (info->vt->EventPipeGetProviderInfo(info, p, 64, &got, name) >= 0 &&
-        (got == len || got == len + 1)) {
-        is_rt = 1;
-        for (ULONG i = 0; i < len; i++)
-            if (name[i] != (WCHAR)want[i])
-                is_rt = 0;
+    int kind = PK_OTHER;
+    if (info->vt->EventPipeGetProviderInfo(info, p, 64, &got, name) >= 0) {
+        if (name_is(name, got, "Microsoft-Windows-DotNETRuntime"))
+            kind = PK_RUNTIME;
+        else if (name_is(name, got, "System.Runtime"))
+            kind = PK_COUNTERS;
     }
     for (int i = 0; i < MAX_PROVIDERS; i++) {
         EVENTPIPE_PROVIDER expected = 0;
         if (__atomic_compare_exchange_n(&g_providers[i].handle, &expected, p, 0, __ATOMIC_ACQ_REL,
                                         __ATOMIC_ACQUIRE) ||
             expected == p) {
-            __atomic_store_n(&g_providers[i].kind, is_rt ? 1 : 2, __ATOMIC_RELEASE);
+            __atomic_store_n(&g_providers[i].kind, kind, __ATOMIC_RELEASE);
             break;
         }
     }
-    return is_rt;
+    return kind;
 }
 static int g_state;
 static UINT64 g_keywords;
@@ -105,14 +116,24 @@ void prof_events_start(void)
             level = alevel;
     }
     prof_heapsnap_init();
-    if (!kw)
-        return;
     static const char16_t provider[] = u"Microsoft-Windows-DotNETRuntime";
-    COR_PRF_EVENTPIPE_PROVIDER_CONFIG cfg = {
-        .providerName = (const WCHAR *)provider, .keywords = kw, .loggingLevel = level,
-        .filterData = NULL};
+    COR_PRF_EVENTPIPE_PROVIDER_CONFIG cfg[2];
+    UINT32 n = 0;
+    if (kw)
+        cfg[n++] = (COR_PRF_EVENTPIPE_PROVIDER_CONFIG){
+            .providerName = (const WCHAR *)provider, .keywords = kw, .loggingLevel = level,
+            .filterData = NULL};
+    int counters = prof_counters_provider(&cfg[n]);
+    n += (UINT32)counters;
+    if (!n)
+        return;
     ICorProfilerInfo15 *info = g_core.info;
-    HRESULT hr = info->vt->EventPipeStartSession(info, 1, &cfg, 0, &g_session);
+    HRESULT hr = info->vt->EventPipeStartSession(info, n, cfg, 0, &g_session);
+    if (hr < 0 && counters && kw) {
+        prof_log(LOG_WARN, "the runtime refused the System.Runtime counters (0x%08x): no exact "
+                 "allocated total, no /api/v1/counters; the rest goes on", (unsigned)hr);
+        hr = info->vt->EventPipeStartSession(info, 1, cfg, 0, &g_session);
+    }
     if (hr < 0) {
         prof_log(LOG_WARN, "the runtime refused an EventPipe session (0x%08x): GC details, "
                  "allocations, live objects, exceptions and locks are off; cpu and wall go on",
@@ -134,15 +155,21 @@ void prof_events_stop(void)
     prof_heapsnap_stop();
 }
 
-void prof_events_delivered(EVENTPIPE_PROVIDER provider, DWORD id, DWORD version, const BYTE *data,
-                           ULONG len, ThreadID thread, ULONG nframes, const UINT_PTR *frames)
+void prof_events_delivered(EVENTPIPE_PROVIDER provider, DWORD id, DWORD version, const BYTE *meta,
+                           ULONG meta_len, const BYTE *data, ULONG len, ThreadID thread,
+                           ULONG nframes, const UINT_PTR *frames)
 {
     (void)thread;
     (void)nframes;
     (void)frames;
     if (!g_core.active || !data)
         return;
-    if (!provider_is_runtime(provider))
+    int kind = provider_kind(provider);
+    if (kind == PK_COUNTERS) {
+        prof_counters_on_event(meta, meta_len, data, len);
+        return;
+    }
+    if (kind != PK_RUNTIME)
         return; /* e.g. EventPipe's own ProcessInfo event (id 1) */
     switch (id) {
     case 1: /* GCStart */

@@ -10,8 +10,11 @@
 DWORD prof_events_extra_event_mask(void);
 void prof_events_start(void);
 void prof_events_stop(void);
-void prof_events_delivered(EVENTPIPE_PROVIDER provider, DWORD id, DWORD version, const BYTE *data,
-                           ULONG len, ThreadID thread, ULONG nframes, const UINT_PTR *frames);
+/* Every event of the session (the thread that wrote it): runtime events go to their modules by
+ * id, System.Runtime's counters (self-describing, so with their metadata) to prof_counters. */
+void prof_events_delivered(EVENTPIPE_PROVIDER provider, DWORD id, DWORD version, const BYTE *meta,
+                           ULONG meta_len, const BYTE *data, ULONG len, ThreadID thread,
+                           ULONG nframes, const UINT_PTR *frames);
 /* Session state for status: 1 running, 0 off, -1 refused by the runtime. */
 int prof_events_state(void);
 /* The running session's keywords and level (0, 0 when none): prof_heapsnap re-applies them after

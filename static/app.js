@@ -598,7 +598,8 @@
     var activity = panel('Exceptions and locks', '');
     var cost = panel('Profiler self-cost', '');
     var exp = panel('Export', '');
-    var grid = h('div', {'class': 'grid'}, [cpu.el, gc.el, alloc.el, activity.el, cost.el, exp.el]);
+    var counters = panel('Runtime counters', 'System.Runtime, as dotnet-counters shows them');
+    var grid = h('div', {'class': 'grid'}, [cpu.el, gc.el, alloc.el, activity.el, cost.el, exp.el, counters.el]);
     var spark = h('canvas', {'class': 'spark'});
 
     function top10(rows, total, unit) {
@@ -732,6 +733,41 @@
       });
     }
 
+    function counterText(c) {
+      var v = c.value;
+      if (c.kind === 'rate' && c.interval_s > 0) v = v / c.interval_s;
+      var u = c.units || '';
+      var txt = u === 'B' ? F.bytes(v) : F.sig(v) + (u ? ' ' + u : '');
+      return c.kind === 'rate' ? txt + '/s' : txt;
+    }
+
+    function loadCounters() {
+      return api('api/v1/counters', {quiet: true}).then(function (r) {
+        if (r.aborted) return;
+        clear(counters.body);
+        if (!r.ok || !r.data.enabled) {
+          counters.body.appendChild(unavailable(r.ok ? 'Off (CLRSCOPE_RUNTIME_COUNTERS=0).' : notAvailableText(r)));
+          return;
+        }
+        var list = r.data.counters || [];
+        if (!list.length) {
+          counters.body.appendChild(unavailable('Waiting for the runtime (once a second).'));
+          return;
+        }
+        var t = h('table', {'class': 'data'});
+        t.appendChild(h('thead', null, h('tr', null, [h('th', {text: 'Counter'}), h('th', {'class': 'num', text: 'Value'})])));
+        var tb = h('tbody');
+        list.forEach(function (c) {
+          tb.appendChild(h('tr', {title: c.kind === 'rate' ? 'increase per second over the last interval' : 'latest value'}, [
+            h('td', {'class': 'name mono', text: c.name}),
+            h('td', {'class': 'num', text: counterText(c)})
+          ]));
+        });
+        t.appendChild(tb);
+        counters.body.appendChild(h('div', {'class': 'tablewrap short'}, t));
+      });
+    }
+
     function renderCost(s) {
       clear(cost.body);
       clear(exp.body);
@@ -771,7 +807,7 @@
       el: grid,
       refresh: function () {
         renderCost(status);
-        return Promise.all([loadCpu(), loadGc(), loadAlloc(), loadActivity()]);
+        return Promise.all([loadCpu(), loadGc(), loadAlloc(), loadActivity(), loadCounters()]);
       },
       onStatus: renderCost
     };
@@ -856,11 +892,16 @@
           check.appendChild(h('span', {text: 'Self-check: estimated ' + F.bytes(totalBytes) + ciText +
             '; the exact allocated total is not available' + (d.exact_note ? ': ' + d.exact_note : '.')}));
         } else {
-          var ratio = d.exact_bytes > 0 ? totalBytes / d.exact_bytes : null;
+          var sc = d.self_check || {estimated_bytes: totalBytes, exact_bytes: d.exact_bytes};
+          var ratio = sc.exact_bytes > 0 ? sc.estimated_bytes / sc.exact_bytes : null;
           var off = ratio != null && Math.abs(1 - ratio) > 0.2;
-          check.appendChild(h('span', {text: 'Self-check: estimated ' + F.bytes(totalBytes) + ciText + ' vs. exactly ' +
-            F.bytes(d.exact_bytes) + ' allocated (runtime counter)' +
-            (ratio != null ? ' → the estimate is ' + F.pct(ratio, 1) + ' of the exact total.' : '.')}));
+          var span = sc.t_to != null && sc.t_from != null ? ' over the ' + F.int(sc.t_to - sc.t_from) +
+            ' s the runtime counter covers' : '';
+          check.appendChild(h('span', {'class': 'selfcheck', text: 'Self-check: estimated ' + F.bytes(sc.estimated_bytes) +
+            ' vs. exactly ' + F.bytes(sc.exact_bytes) + ' allocated' + span +
+            ' (GC.GetTotalAllocatedBytes, from the runtime\'s alloc-rate counter)' +
+            (ratio != null ? ' → the estimate is ' + F.pct(ratio, 1) + ' of the exact total.' : '.') +
+            (ciText ? ' Whole window: ' + F.bytes(totalBytes) + ciText + '.' : '')}));
           if (off) check.appendChild(h('span', {'class': 'badge leak', text: ' off by more than 20% '}));
         }
         bias.textContent = d.bias_note || '';

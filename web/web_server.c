@@ -36,6 +36,7 @@ static const struct route g_routes[] = {
     {"/api/v1/live", 0, M_GET, api_live},
     {"/api/v1/exceptions", 0, M_GET, api_exceptions},
     {"/api/v1/locks", 0, M_GET, api_locks},
+    {"/api/v1/counters", 0, M_GET, api_counters},
     {"/api/v1/gcdump", 1, M_GET | M_POST | M_DELETE, api_gcdump},
     {"/debug/pprof", 1, M_GET, api_pprof},
     {"/metrics", 0, M_GET, api_metrics},

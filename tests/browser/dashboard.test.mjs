@@ -251,6 +251,26 @@ test('allocations: clicking a type filters the flame graph', async (t) => {
   await shot('14-alloc-filtered');
 });
 
+test('runtime counters on the overview and the allocation self-check', async () => {
+  await openTab('overview', 'Overview');
+  await page.waitForFunction(() => Array.from(document.querySelectorAll('main td.name'))
+    .some((td) => td.textContent.trim() === 'alloc-rate'), null, {timeout: TIMEOUT});
+  const rate = await page.evaluate(() => {
+    const td = Array.from(document.querySelectorAll('main td.name')).find((x) => x.textContent.trim() === 'alloc-rate');
+    return td.parentElement.querySelector('td.num').textContent;
+  });
+  assert.match(rate, /B\/s$/, 'alloc-rate shown as bytes per second: ' + rate);
+  await openTab('alloc', 'Allocations');
+  await page.waitForFunction(() => {
+    const el = document.querySelector('main .selfcheck');
+    return el && /of the exact total/.test(el.textContent);
+  }, null, {timeout: TIMEOUT});
+  const text = await page.textContent('main .selfcheck');
+  const pct = parseFloat((text.match(/estimate is ([\d.]+)%/) || [])[1]);
+  assert.ok(pct > 70 && pct < 130, 'the estimate is near the exact total: ' + text);
+  await shot('14b-alloc-selfcheck');
+});
+
 test('heap snapshot: take one and follow it to the end', async (t) => {
   if (!mock && process.env.TEST_GCDUMP !== '1') {
     t.skip('set TEST_GCDUMP=1 to take a heap snapshot of a real process');

@@ -34,6 +34,7 @@ class AllocMix(unittest.TestCase):
             time.sleep(WINDOW + 2)  # the window must lie inside the worker's steady run
             cls.status = app.json("/api/v1/status")
             cls.table = app.json(f"/api/v1/allocations?seconds={WINDOW}")
+            cls.counters = app.json("/api/v1/counters")
             q = urllib.parse.quote("System.Byte[]")
             cls.bytes_flame = app.json(
                 f"/api/v1/flamegraph?type=alloc-bytes&seconds={WINDOW}&filter={q}")
@@ -54,7 +55,6 @@ class AllocMix(unittest.TestCase):
         want = "AllocationSampled" if major >= 10 else "AllocationTick"
         self.assertEqual(self.table["method"], want)
         self.assertTrue(self.table["bias_note"])
-        self.assertIn("exact_bytes", self.table)
         self.assertEqual(self.table["dropped"], 0, "no samples lost at 100 MB/s")
 
     def test_types_sorted_and_named(self):
@@ -105,6 +105,43 @@ class AllocMix(unittest.TestCase):
             self.assertGreater(ci[1], self.table["total"]["bytes"])
             self.assertLessEqual(ci[0], true_rate * window * 1.05)
             self.assertGreaterEqual(ci[1], true_rate * window * 0.95)
+
+    def test_self_check_against_runtime_exact_total(self):
+        # exact_bytes is the runtime's GC.GetTotalAllocatedBytes over the whole seconds its
+        # counter covers inside the window; the estimate over the same seconds must be within
+        # 10 % of it (the bar), and the exact rate must be the app's own rate.
+        sc = self.table.get("self_check")
+        self.assertIsNotNone(sc, self.table.get("exact_note"))
+        self.assertEqual(self.table["exact_bytes"], sc["exact_bytes"])
+        span = sc["t_to"] - sc["t_from"]
+        self.assertGreaterEqual(sc["t_from"], self.table["t_from"])
+        self.assertLessEqual(sc["t_to"], self.table["t_to"] + 1)
+        self.assertGreaterEqual(span, WINDOW - 3, "the counter covers most of the window")
+        self.assertLess(abs(sc["estimated_bytes"] / sc["exact_bytes"] - 1), 0.10,
+                        f"estimate {sc['estimated_bytes']}, exact {sc['exact_bytes']}")
+        self.assertAlmostEqual(sc["ratio"], sc["estimated_bytes"] / sc["exact_bytes"], places=6)
+        t = self.truth
+        true_rate = t["total_allocated_bytes_delta"] / t["elapsed_s"]
+        exact_rate = sc["exact_bytes"] / span
+        self.assertLess(abs(exact_rate / true_rate - 1), 0.05,
+                        f"runtime counter {exact_rate / 1e6:.1f} MB/s, app {true_rate / 1e6:.1f}")
+
+    def test_runtime_counters_endpoint(self):
+        c = self.counters
+        self.assertTrue(c["enabled"])
+        self.assertEqual(c["malformed"], 0)
+        by = {x["name"]: x for x in c["counters"]}
+        for name in ("alloc-rate", "gen-0-gc-count", "working-set", "cpu-usage"):
+            self.assertIn(name, by)
+        a = by["alloc-rate"]
+        self.assertEqual((a["kind"], a["units"]), ("rate", "B"))
+        self.assertLess(a["age_s"], 3)
+        t = self.truth
+        true_rate = t["total_allocated_bytes_delta"] / t["elapsed_s"]
+        per_s = a["value"] / a["interval_s"]
+        self.assertLess(abs(per_s / true_rate - 1), 0.25,
+                        f"alloc-rate {per_s / 1e6:.1f} MB/s, app {true_rate / 1e6:.1f} MB/s")
+        self.assertEqual(by["working-set"]["kind"], "gauge")
 
     def test_byte_array_stacks_go_through_alloc_bytes(self):
         fg = self.bytes_flame

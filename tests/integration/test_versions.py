@@ -1,7 +1,8 @@
 """
 .NET 8, 9 and 10: the same checks of the basics on every runtime that tests/apps/build.sh could
 obtain (net8/net9 are self-contained publishes from NuGet's runtime packs): the profiler loads,
-reports the app's own runtime version, samples CPU with the right frames, sees allocations and GCs.
+reports the app's own runtime version, samples CPU with the right frames, sees allocations (and
+checks their estimate against the runtime's exact allocated bytes) and GCs.
 """
 import time
 import unittest
@@ -27,6 +28,10 @@ class Versions(unittest.TestCase):
         types = {t["type"] for t in alloc["types"]}
         self.assertIn("System.Byte[]", types)
         self.assertIn("TestApp.Alloc.SmallWidget", types)
+        # the upscaling self-check against the runtime's own allocated-bytes counter
+        sc = alloc.get("self_check")
+        self.assertIsNotNone(sc, alloc.get("exact_note"))
+        self.assertLess(abs(sc["ratio"] - 1), 0.20, sc)
         self.assertGreater(gc["totals"]["gen0"], 0)
 
     def test_every_available_runtime(self):

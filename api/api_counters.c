@@ -1,0 +1,50 @@
+/*
+ * api_counters.c - GET /api/v1/counters: the latest value of each of the runtime's own counters
+ * (System.Runtime EventCounters, as dotnet-counters shows them), refreshed once a second by the
+ * runtime. Rates ("rate") are the increase over the last interval, the others ("gauge") the value
+ * polled at its end.
+ */
+#include <cjson/cJSON.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "api.h"
+#include "prof_core.h"
+#include "prof_counters.h"
+
+static int cmp_name(const void *a, const void *b)
+{
+    return strcmp(((const struct prof_counter *)a)->name, ((const struct prof_counter *)b)->name);
+}
+
+int api_counters(const struct web_req *r)
+{
+    struct prof_counter *c = malloc(PROF_COUNTERS_MAX * sizeof *c);
+    if (!c)
+        return web_reply_error(r->conn, 503, "out of memory");
+    int n = prof_counters_snapshot(c, PROF_COUNTERS_MAX);
+    qsort(c, (size_t)n, sizeof *c, cmp_name);
+    struct prof_counters_stats st;
+    prof_counters_get_stats(&st);
+    double now = prof_unix_now();
+    cJSON *o = cJSON_CreateObject();
+    cJSON_AddBoolToObject(o, "enabled", st.enabled != 0);
+    cJSON_AddStringToObject(o, "provider", "System.Runtime");
+    cJSON *arr = cJSON_AddArrayToObject(o, "counters");
+    for (int i = 0; i < n; i++) {
+        cJSON *e = cJSON_CreateObject();
+        cJSON_AddStringToObject(e, "name", c[i].name);
+        cJSON_AddStringToObject(e, "kind", c[i].incrementing ? "rate" : "gauge");
+        cJSON_AddNumberToObject(e, "value", c[i].value);
+        cJSON_AddStringToObject(e, "units", c[i].units);
+        cJSON_AddNumberToObject(e, "interval_s", c[i].interval_s);
+        cJSON_AddNumberToObject(e, "t", c[i].t_unix);
+        cJSON_AddNumberToObject(e, "age_s", now - c[i].t_unix);
+        cJSON_AddItemToArray(arr, e);
+    }
+    cJSON_AddNumberToObject(o, "events", (double)st.events);
+    cJSON_AddNumberToObject(o, "malformed", (double)st.malformed);
+    cJSON_AddNumberToObject(o, "dropped", (double)st.dropped);
+    free(c);
+    return web_reply_json(r->conn, 200, o);
+}

@@ -1,0 +1,186 @@
+/* prof_counters.c - see prof_counters.h. */
+#include "prof_counters.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <uchar.h>
+
+#include "evcounter.h"
+#include "prof_config.h"
+#include "prof_core.h"
+
+/* Per-second allocated bytes: (second & 0xffffff) << 40 | bytes, like prof_alloc's counters. */
+#define TAG_BITS 24
+#define VALUE_BITS 40
+#define VALUE_MASK ((1ull << VALUE_BITS) - 1)
+#define TAG_MASK ((1ull << TAG_BITS) - 1)
+
+struct entry {
+    int state;          /* 0 free, 1 being claimed, 2 named */
+    uint32_t seq;       /* odd while the value is being written */
+    struct prof_counter v;
+};
+
+static struct {
+    int enabled;
+    uint64_t *alloc_sec; /* nsec slots */
+    uint32_t nsec;
+    /* alloc-rate intervals: (t_prev, t]; written by the poller thread only */
+    double alloc_t_prev;
+    int64_t first_full_s, last_full_s; /* atomic; 0 = none yet */
+    uint64_t events, malformed, dropped; /* atomic */
+    struct entry e[PROF_COUNTERS_MAX];
+} C;
+
+int prof_counters_provider(COR_PRF_EVENTPIPE_PROVIDER_CONFIG *cfg)
+{
+    if (!prof_env_bool("CLRSCOPE_RUNTIME_COUNTERS", 1))
+        return 0;
+    if (!C.alloc_sec) {
+        C.nsec = (uint32_t)g_cfg.history_s + 16;
+        C.alloc_sec = calloc(C.nsec, sizeof *C.alloc_sec); /* NULL: no self-check, values stay */
+    }
+    static const char16_t name[] = u"System.Runtime";
+    static const char16_t filter[] = u"EventCounterIntervalSec=1";
+    cfg->providerName = (const WCHAR *)name;
+    cfg->keywords = 0;
+    cfg->loggingLevel = EP_LEVEL_INFORMATIONAL;
+    cfg->filterData = (const WCHAR *)filter;
+    C.enabled = 1;
+    return 1;
+}
+
+static void sec_add(int64_t sec, uint64_t value)
+{
+    uint64_t *slot = &C.alloc_sec[(uint64_t)sec % C.nsec];
+    uint64_t tag = ((uint64_t)sec & TAG_MASK) << VALUE_BITS;
+    uint64_t old = __atomic_load_n(slot, __ATOMIC_RELAXED), want;
+    do {
+        uint64_t have = (old & ~VALUE_MASK) == tag ? old & VALUE_MASK : 0;
+        uint64_t sum = have + value;
+        want = tag | (sum > VALUE_MASK ? VALUE_MASK : sum);
+    } while (!__atomic_compare_exchange_n(slot, &old, want, 1, __ATOMIC_RELAXED,
+                                          __ATOMIC_RELAXED));
+}
+
+/* Spreads the bytes counted over (t_prev, t] across the seconds it overlaps, in proportion. */
+static void alloc_interval(double t_prev, double t, double bytes)
+{
+    if (!C.alloc_sec || !(t > t_prev) || !(bytes >= 0) || t - t_prev > (double)C.nsec)
+        return;
+    double span = t - t_prev;
+    for (int64_t s = (int64_t)floor(t_prev); s <= (int64_t)floor(t); s++) {
+        double lo = t_prev > (double)s ? t_prev : (double)s;
+        double hi = t < (double)(s + 1) ? t : (double)(s + 1);
+        if (hi > lo)
+            sec_add(s, (uint64_t)llround(bytes * (hi - lo) / span));
+    }
+    if (!__atomic_load_n(&C.first_full_s, __ATOMIC_RELAXED))
+        __atomic_store_n(&C.first_full_s, (int64_t)ceil(t_prev), __ATOMIC_RELEASE);
+    __atomic_store_n(&C.last_full_s, (int64_t)floor(t) - 1, __ATOMIC_RELEASE);
+}
+
+static struct entry *entry_for(const char *name)
+{
+    for (int i = 0; i < PROF_COUNTERS_MAX; i++) {
+        struct entry *e = &C.e[i];
+        int st = __atomic_load_n(&e->state, __ATOMIC_ACQUIRE);
+        if (st == 2 && !strcmp(e->v.name, name))
+            return e;
+        if (st == 0) {
+            int zero = 0;
+            if (!__atomic_compare_exchange_n(&e->state, &zero, 1, 0, __ATOMIC_ACQ_REL,
+                                             __ATOMIC_ACQUIRE))
+                continue; /* another writer took it: look at the next ones */
+            memcpy(e->v.name, name, sizeof e->v.name);
+            __atomic_store_n(&e->state, 2, __ATOMIC_RELEASE);
+            return e;
+        }
+    }
+    return NULL;
+}
+
+void prof_counters_on_event(const BYTE *meta, ULONG meta_len, const BYTE *data, ULONG len)
+{
+    struct evc_value v;
+    if (evc_parse(meta, meta_len, data, len, &v)) {
+        __atomic_fetch_add(&C.malformed, 1, __ATOMIC_RELAXED);
+        return;
+    }
+    __atomic_fetch_add(&C.events, 1, __ATOMIC_RELAXED);
+    double now = prof_unix_now();
+    if (!strcmp(v.name, "alloc-rate") && v.incrementing) {
+        /* The first value after enabling may cover time before it: it only starts the clock. */
+        if (C.alloc_t_prev > 0)
+            alloc_interval(C.alloc_t_prev, now, v.value);
+        C.alloc_t_prev = now;
+    }
+    struct entry *e = entry_for(v.name);
+    if (!e) {
+        __atomic_fetch_add(&C.dropped, 1, __ATOMIC_RELAXED);
+        return;
+    }
+    __atomic_fetch_add(&e->seq, 1, __ATOMIC_ACQ_REL);
+    memcpy(e->v.units, v.units, sizeof e->v.units);
+    e->v.value = v.value;
+    e->v.interval_s = v.interval_s;
+    e->v.incrementing = v.incrementing;
+    e->v.t_unix = now;
+    __atomic_fetch_add(&e->seq, 1, __ATOMIC_RELEASE);
+}
+
+int prof_counters_allocated(int64_t *from_s, int64_t *to_s, int64_t *bytes)
+{
+    int64_t first = __atomic_load_n(&C.first_full_s, __ATOMIC_ACQUIRE);
+    int64_t last = __atomic_load_n(&C.last_full_s, __ATOMIC_ACQUIRE);
+    if (!C.alloc_sec || !first)
+        return -1;
+    int64_t a = *from_s > first ? *from_s : first, b = *to_s < last ? *to_s : last;
+    if (b - a >= (int64_t)C.nsec)
+        a = b - (int64_t)C.nsec + 1;
+    if (a > b)
+        return -1;
+    uint64_t sum = 0;
+    for (int64_t s = a; s <= b; s++) {
+        uint64_t v = __atomic_load_n(&C.alloc_sec[(uint64_t)s % C.nsec], __ATOMIC_RELAXED);
+        if ((v >> VALUE_BITS) == ((uint64_t)s & TAG_MASK))
+            sum += v & VALUE_MASK;
+    }
+    *from_s = a;
+    *to_s = b;
+    *bytes = (int64_t)sum;
+    return 0;
+}
+
+int prof_counters_snapshot(struct prof_counter *out, int max)
+{
+    int n = 0;
+    for (int i = 0; i < PROF_COUNTERS_MAX && n < max; i++) {
+        struct entry *e = &C.e[i];
+        if (__atomic_load_n(&e->state, __ATOMIC_ACQUIRE) != 2)
+            continue;
+        for (int tries = 0; tries < 4; tries++) {
+            uint32_t s1 = __atomic_load_n(&e->seq, __ATOMIC_ACQUIRE);
+            if (s1 & 1)
+                continue;
+            memcpy(&out[n], &e->v, sizeof out[n]);
+            __atomic_thread_fence(__ATOMIC_ACQUIRE);
+            if (__atomic_load_n(&e->seq, __ATOMIC_RELAXED) == s1) {
+                out[n].name[sizeof out[n].name - 1] = 0;
+                out[n].units[sizeof out[n].units - 1] = 0;
+                n++;
+                break;
+            }
+        }
+    }
+    return n;
+}
+
+void prof_counters_get_stats(struct prof_counters_stats *out)
+{
+    out->enabled = C.enabled;
+    out->events = __atomic_load_n(&C.events, __ATOMIC_RELAXED);
+    out->malformed = __atomic_load_n(&C.malformed, __ATOMIC_RELAXED);
+    out->dropped = __atomic_load_n(&C.dropped, __ATOMIC_RELAXED);
+}

@@ -1,0 +1,55 @@
+/*
+ * prof_counters - the runtime's own counters: the System.Runtime EventSource's EventCounters
+ * (alloc-rate, cpu-usage, working-set, gc-heap-size, exception-count, ... as dotnet-counters shows
+ * them), which the runtime polls once a second on its ".NET Counter Poller" thread when our
+ * EventPipe session enables the provider with EventCounterIntervalSec=1.
+ *
+ * clrscope uses them as an independent ground truth: alloc-rate is GC.GetTotalAllocatedBytes()
+ * per interval, the exact total the allocation estimate is checked against (the "upscaling
+ * self-check"), and the latest value of every counter is served by GET /api/v1/counters.
+ *
+ * Contexts: prof_counters_provider runs once at Initialize; prof_counters_on_event runs on the
+ * runtime's poller thread inside EventPipeEventDelivered (no malloc, no locks, no I/O); the
+ * getters run on any thread and never block the writer (per-entry sequence counters).
+ * CLRSCOPE_RUNTIME_COUNTERS=0 turns the subscription off.
+ */
+#ifndef PROF_COUNTERS_H
+#define PROF_COUNTERS_H
+
+#include <stdint.h>
+
+#include "clr_abi.h"
+
+#define PROF_COUNTERS_MAX 64 /* distinct counters kept; later ones are counted as dropped */
+
+/* Fills *cfg with the System.Runtime provider (Informational, EventCounterIntervalSec=1) and
+ * returns 1, or returns 0 when the subscription is off. Prepares the per-second history. */
+int prof_counters_provider(COR_PRF_EVENTPIPE_PROVIDER_CONFIG *cfg);
+/* An event of the System.Runtime provider (the poller thread). */
+void prof_counters_on_event(const BYTE *meta, ULONG meta_len, const BYTE *data, ULONG len);
+
+/* Bytes the runtime counted as allocated (GC.GetTotalAllocatedBytes) over the whole unix seconds
+ * *from_s..*to_s: the window is narrowed to the seconds the counter fully covers and written
+ * back. 0 and *bytes, or -1 when the counter covers none of the window. */
+int prof_counters_allocated(int64_t *from_s, int64_t *to_s, int64_t *bytes);
+
+struct prof_counter {
+    char name[64];
+    char units[16];
+    double value;       /* Increment over the interval, or the mean */
+    double interval_s;
+    double t_unix;      /* when the runtime delivered it */
+    int incrementing;
+};
+/* Copies the latest value of each counter seen (at most max); returns how many. */
+int prof_counters_snapshot(struct prof_counter *out, int max);
+
+struct prof_counters_stats {
+    int enabled;        /* the provider is part of the session */
+    uint64_t events;    /* counter events read */
+    uint64_t malformed; /* System.Runtime events that could not be read */
+    uint64_t dropped;   /* values of counters past PROF_COUNTERS_MAX */
+};
+void prof_counters_get_stats(struct prof_counters_stats *out);
+
+#endif
