@@ -10,6 +10,7 @@
 #include <time.h>
 
 #include "api.h"
+#include "api_flame.h"
 #include "prof_config.h"
 #include "prof_core.h"
 #include "prof_live.h"
@@ -83,7 +84,7 @@ static int reply_jbuf(struct mg_connection *c, struct jbuf *b)
 }
 
 /* Depth-first, iterative: "stack" holds the next sibling to visit at each open level. */
-static void emit_tree(struct jbuf *b, const struct prof_tree *t)
+void api_flame_emit(struct jbuf *b, const struct prof_tree *t)
 {
     uint32_t *stack = malloc((t->n + 1) * sizeof *stack);
     if (!stack) {
@@ -169,7 +170,7 @@ int api_flamegraph(const struct web_req *r)
         jb_str(&b, filter);
     }
     jb_lit(&b, ",\"root\":");
-    emit_tree(&b, &tree);
+    api_flame_emit(&b, &tree);
     jb_lit(&b, "}");
     prof_tree_free(&tree);
     free(filter);

@@ -357,10 +357,10 @@ static int write_all(struct out *o, const struct gd_source *src, const struct gd
     if (!o->failed && fflush(o->f))
         o->failed = errno ? errno : EIO;
     if (o->failed) {
-        char msg[96];
-        if (strerror_r(o->failed, msg, sizeof msg))
-            snprintf(msg, sizeof msg, "error %d", o->failed);
-        snprintf(err, errcap, "%s", msg);
+        char msg[96] = "";
+        /* GNU strerror_r: the text is the returned pointer (msg may stay untouched) */
+        const char *text = strerror_r(o->failed, msg, sizeof msg);
+        snprintf(err, errcap, "%s", text && text[0] ? text : "I/O error");
         return -1;
     }
     if (o->pos > MAX_FILE) {

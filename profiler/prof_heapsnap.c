@@ -510,6 +510,26 @@ static void file_layout_free(struct filectx *f)
     free(f->cat_kids);
 }
 
+int prof_heapsnap_write_graph(FILE *f, const struct heap_graph *g, const char **tnames,
+                              const struct gd_meta *meta, char *err, size_t errcap)
+{
+    struct filectx fc = {.g = g, .tnames = tnames};
+    int rc = file_layout(&fc, g);
+    if (rc) {
+        snprintf(err, errcap, "out of memory while writing the file");
+    } else {
+        struct gd_source src = {.ctx = &fc,
+                                .ntypes = 1 + fc.ncat + fc.nstat + g->ntypes,
+                                .type_name = file_type_name,
+                                .nnodes = fc.base + g->n,
+                                .root = 0,
+                                .node = file_node};
+        rc = gcdump_write(f, &src, meta, err, errcap);
+    }
+    file_layout_free(&fc);
+    return rc;
+}
+
 static int write_file(struct hs_snapshot *s, const struct heap_graph *g, const char **tnames,
                       char *err, size_t errcap)
 {
@@ -539,29 +559,16 @@ static int write_file(struct hs_snapshot *s, const struct heap_graph *g, const c
     char *iobuf = malloc(1 << 20);
     if (iobuf)
         setvbuf(f, iobuf, _IOFBF, 1 << 20);
-    struct filectx fc = {.g = g, .tnames = tnames};
-    int rc = file_layout(&fc, g);
-    if (rc) {
-        snprintf(err, errcap, "out of memory while writing the file");
-    } else {
-        char host[128] = "";
-        gethostname(host, sizeof host - 1);
-        char log[200];
-        snprintf(log, sizeof log, "clrscope in-process heap snapshot %d of pid %d", s->id,
-                 (int)g_core.pid);
-        struct gd_source src = {.ctx = &fc,
-                                .ntypes = 1 + fc.ncat + fc.nstat + g->ntypes,
-                                .type_name = file_type_name,
-                                .nnodes = fc.base + g->n,
-                                .root = 0,
-                                .node = file_node};
-        int64_t rss = rss_bytes();
-        struct gd_meta meta = {.process_name = g_core.process_name, .pid = (int32_t)g_core.pid,
-                               .unix_time = s->t, .machine = host, .commit = rss > 0 ? rss : 0,
-                               .working_set = rss > 0 ? rss : 0, .log = log, .tool = "clrscope"};
-        rc = gcdump_write(f, &src, &meta, err, errcap);
-    }
-    file_layout_free(&fc);
+    char host[128] = "";
+    gethostname(host, sizeof host - 1);
+    char log[200];
+    snprintf(log, sizeof log, "clrscope in-process heap snapshot %d of pid %d", s->id,
+             (int)g_core.pid);
+    int64_t rss = rss_bytes();
+    struct gd_meta meta = {.process_name = g_core.process_name, .pid = (int32_t)g_core.pid,
+                           .unix_time = s->t, .machine = host, .commit = rss > 0 ? rss : 0,
+                           .working_set = rss > 0 ? rss : 0, .log = log, .tool = "clrscope"};
+    int rc = prof_heapsnap_write_graph(f, g, tnames, &meta, err, errcap);
     if (fclose(f) && !rc) {
         errtext(errno, e, sizeof e);
         snprintf(err, errcap, "cannot write %.140s: %.90s", tmp, e);

@@ -17,8 +17,10 @@
 #define PROF_HEAPSNAP_H
 
 #include <stdint.h>
+#include <stdio.h>
 
 #include "clr_abi.h"
+#include "gcdump_write.h"
 #include "heap_graph.h"
 
 void prof_heapsnap_init(void);
@@ -83,5 +85,11 @@ const struct hs_snapshot *prof_heapsnap_at(int i); /* 0 = newest */
 const struct hs_snapshot *prof_heapsnap_find(int id);
 /* 0 deleted, -1 no such id, -2 still running. Takes the lock itself. */
 int prof_heapsnap_delete(int id);
+
+/* Writes an analysed graph as a .gcdump to `f`: the root, one pseudo node per root category and
+ * per static variable, then the objects (tnames[t] = name of hg type t). 0, or -1 with err set.
+ * Pure (no runtime, no global state): the heap-graph fuzz target calls it too. */
+int prof_heapsnap_write_graph(FILE *f, const struct heap_graph *g, const char **tnames,
+                              const struct gd_meta *meta, char *err, size_t errcap);
 
 #endif

@@ -1,0 +1,161 @@
+/*
+ * fuzz_flame - the JSON writers: call stacks with frame names of any bytes (quotes, backslashes,
+ * control characters, invalid UTF-8) and any values go into the profile store, out as a view, into
+ * a trimmed call tree (prof_tree_build, any max_nodes) and through the flame-graph writer of
+ * /api/v1/flamegraph (api_flame_emit on web_json's jbuf). The output must parse with cJSON and
+ * give back exactly the tree: same names byte for byte, values, self values and child order.
+ * Also jb_str / jb_int / jb_num on their own: each value must parse back to itself.
+ */
+#include <cjson/cJSON.h>
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "api_flame.h"
+#include "fuzz_input.h"
+#include "fuzz_runtime.h"
+#include "prof_tree.h"
+#include "web_json.h"
+
+int LLVMFuzzerInitialize(int *argc, char ***argv);
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+
+int LLVMFuzzerInitialize(int *argc, char ***argv)
+{
+    (void)argc;
+    (void)argv;
+    fuzz_runtime_init(PROFILE_ALL);
+    return 0;
+}
+
+static void check_scalars(struct fin *in, char **pool)
+{
+    struct jbuf b;
+    jb_init(&b, 1 << 16);
+    int64_t iv = (int64_t)fin_u64(in);
+    double dv;
+    uint64_t bits = fin_u64(in);
+    memcpy(&dv, &bits, sizeof dv);
+    jb_lit(&b, "[");
+    jb_str(&b, pool[0]);
+    jb_lit(&b, ",");
+    jb_int(&b, iv);
+    jb_lit(&b, ",");
+    jb_num(&b, dv);
+    jb_lit(&b, "]");
+    FUZZ_CHECK(!b.overflow, "overflow");
+    cJSON *j = cJSON_Parse(b.p);
+    FUZZ_CHECK(j && cJSON_GetArraySize(j) == 3, "jb output does not parse: %s", b.p);
+    cJSON *s = cJSON_GetArrayItem(j, 0), *i = cJSON_GetArrayItem(j, 1), *d = cJSON_GetArrayItem(j, 2);
+    FUZZ_CHECK(cJSON_IsString(s) && !strcmp(s->valuestring, pool[0]), "string round trip");
+    FUZZ_CHECK(cJSON_IsNumber(i) && i->valuedouble == (double)iv, "int round trip %lld",
+               (long long)iv);
+    if (isfinite(dv))
+        FUZZ_CHECK(cJSON_IsNumber(d) && (d->valuedouble == dv ||
+                                         fabs(d->valuedouble - dv) <= 1e-9 * fabs(dv)),
+                   "double round trip %.17g -> %.17g", dv, d->valuedouble);
+    else
+        FUZZ_CHECK(cJSON_IsNull(d), "non-finite double must be null");
+    cJSON_Delete(j);
+    jb_free(&b);
+}
+
+/* Walks JSON and tree together, depth first, without recursion. */
+static void compare(const cJSON *root, const struct prof_tree *t)
+{
+    size_t cap = t->n + 1, sp = 0;
+    const cJSON **js = malloc(cap * sizeof *js);
+    uint32_t *ts = malloc(cap * sizeof *ts);
+    if (!js || !ts)
+        abort();
+    js[sp] = root;
+    ts[sp++] = 0;
+    size_t seen = 0;
+    while (sp) {
+        const cJSON *j = js[--sp];
+        uint32_t node = ts[sp];
+        seen++;
+        FUZZ_CHECK(node < t->n, "node %u", node);
+        const cJSON *name = cJSON_GetObjectItemCaseSensitive(j, "name");
+        const cJSON *value = cJSON_GetObjectItemCaseSensitive(j, "value");
+        const cJSON *self = cJSON_GetObjectItemCaseSensitive(j, "self");
+        const cJSON *kids = cJSON_GetObjectItemCaseSensitive(j, "children");
+        FUZZ_CHECK(cJSON_IsString(name) && !strcmp(name->valuestring, t->name[node]),
+                   "node %u name", node);
+        FUZZ_CHECK(cJSON_IsNumber(value) && value->valuedouble == (double)t->value[node],
+                   "node %u value", node);
+        FUZZ_CHECK(cJSON_IsNumber(self) && self->valuedouble == (double)t->self[node],
+                   "node %u self", node);
+        FUZZ_CHECK(cJSON_IsArray(kids), "node %u children", node);
+        uint32_t c = t->first_child[node];
+        const cJSON *k;
+        cJSON_ArrayForEach(k, kids) {
+            FUZZ_CHECK(c != UINT32_MAX, "node %u: more children in JSON than in the tree", node);
+            FUZZ_CHECK(sp < cap, "more JSON nodes than tree nodes");
+            js[sp] = k;
+            ts[sp++] = c;
+            c = t->next_sibling[c];
+        }
+        FUZZ_CHECK(c == UINT32_MAX, "node %u: children missing from the JSON", node);
+    }
+    FUZZ_CHECK(seen == t->n, "JSON has %zu nodes, tree %zu", seen, t->n);
+    free(js);
+    free(ts);
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+    struct fin in = {data, size};
+    char *pool[12];
+    for (int i = 0; i < 12; i++)
+        pool[i] = fin_str(&in, 48);
+    check_scalars(&in, pool);
+    prof_store_free();
+    if (prof_store_init(30, 64 + fin_u8(&in) * 4))
+        abort();
+    size_t max_nodes = 16 + fin_u8(&in) * 2;
+    int slot = fin_u8(&in) % PROF_NVALUES;
+    double now = prof_unix_now();
+    for (int s = 0; fin_more(&in) && s < 200; s++) {
+        const char *frames[16];
+        int n = fin_u8(&in) % 16;
+        for (int k = 0; k < n; k++)
+            frames[k] = pool[fin_u8(&in) % 12];
+        int64_t v[PROF_NVALUES];
+        for (int k = 0; k < PROF_NVALUES; k++)
+            v[k] = (int64_t)(fin_u32(&in) % 1000000); /* values the profiles produce: >= 0 */
+        uint8_t lab = fin_u8(&in);
+        prof_store_add(PK_CPU, now - lab % 20, frames, n, fin_u8(&in), lab & 0x80 ? pool[lab % 12] : NULL, v);
+    }
+    struct prof_view v;
+    if (prof_store_view(PK_CPU, 30, NULL, &v))
+        goto out;
+    struct prof_tree t;
+    if (!prof_tree_build(&v, slot, max_nodes, &t)) {
+        FUZZ_CHECK(t.n >= 1 && t.n <= max_nodes + 1, "tree of %zu nodes for max %zu", t.n, max_nodes);
+        struct jbuf b;
+        jb_init(&b, 64u << 20);
+        api_flame_emit(&b, &t);
+        FUZZ_CHECK(!b.overflow, "flame JSON overflow");
+        cJSON *j = cJSON_ParseWithLength(b.p, b.len);
+        FUZZ_CHECK(j != NULL, "flame JSON does not parse");
+        compare(j, &t);
+        cJSON_Delete(j);
+        jb_free(&b);
+        prof_tree_free(&t);
+    }
+    struct prof_top_row *rows = NULL;
+    size_t nrows = 0;
+    if (!prof_tree_top(&v, slot, 50, &rows, &nrows)) {
+        for (size_t i = 0; i < nrows; i++)
+            FUZZ_CHECK(rows[i].self <= rows[i].total && rows[i].self >= 0, "top row %zu", i);
+        free(rows);
+    }
+    prof_view_free(&v);
+out:
+    for (int i = 0; i < 12; i++)
+        free(pool[i]);
+    return 0;
+}
