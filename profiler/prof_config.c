@@ -168,11 +168,16 @@ void prof_config_load(void)
     c->profiles = parse_profiles();
     const char *rt = getenv("XDG_RUNTIME_DIR");
     char defdir[400];
-    if (rt && *rt)
+    if (rt && rt[0] == '/')
         snprintf(defdir, sizeof defdir, "%.300s/clrscope/dumps", rt);
     else /* per user: another user's 0700 directory must not break our snapshots */
         snprintf(defdir, sizeof defdir, "/tmp/clrscope-dumps-%u", (unsigned)getuid());
     copy_env("CLRSCOPE_DUMP_DIR", c->dump_dir, sizeof c->dump_dir, defdir);
+    if (c->dump_dir[0] != '/') { /* relative: it would land in whatever the app's cwd is */
+        prof_log(LOG_WARN, "CLRSCOPE_DUMP_DIR=\"%.60s\" is not an absolute path; using \"%s\"",
+                 c->dump_dir, defdir);
+        snprintf(c->dump_dir, sizeof c->dump_dir, "%s", defdir);
+    }
     c->dump_keep = (int)prof_env_long("CLRSCOPE_DUMP_KEEP", 5, 1, 1000);
     c->dump_max_heap = prof_env_long("CLRSCOPE_DUMP_MAX_HEAP_MB", 4096, 1, 1L << 30) * 1048576L;
     c->exception_rate = (int)prof_env_long("CLRSCOPE_EXCEPTION_SAMPLES_PER_S", 100, 1, 100000);
