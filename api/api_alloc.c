@@ -185,6 +185,10 @@ int api_allocations(const struct web_req *r)
     cJSON_AddNumberToObject(o, "tick_events", (double)st.tick_events);
     cJSON_AddNumberToObject(o, "dropped", (double)st.dropped);
     cJSON_AddNumberToObject(o, "samples_since_start", (double)st.samples);
+    cJSON *wb = cJSON_AddObjectToObject(o, "stack_budget");
+    cJSON_AddNumberToObject(wb, "per_s", g_cfg.alloc_stack_rate);
+    cJSON_AddNumberToObject(wb, "walked", (double)st.walked);
+    cJSON_AddNumberToObject(wb, "thinned", (double)st.thinned);
     free(sums);
     prof_view_free(&v);
     return web_reply_json(r->conn, 200, o);

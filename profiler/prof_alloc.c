@@ -15,6 +15,13 @@
  *             counter of bytes handed to allocation contexts.
  *   CLRSCOPE_ALLOC_METHOD=tick forces GCAllocationTick on .NET 10 too (for comparisons).
  *
+ * Stack-walk budget: walking the allocating thread's stack is the dear part of a sample, so at
+ * most about CLRSCOPE_ALLOC_STACKS_PER_S samples a second are walked. Sample i of a second is
+ * kept with probability p_i = min(1, budget / max(samples last second, samples so far this
+ * second)), fixed before its coin is flipped, and a kept sample stands for 1/p_i samples
+ * (Horvitz-Thompson): every per-type and per-stack figure stays unbiased, only noisier. A surge
+ * walks at most budget * (1 + ln(surge / budget)) stacks in its first second.
+ *
  * The exact total the estimate is checked against is not ours: it is the runtime's
  * GC.GetTotalAllocatedBytes, delivered once a second by the System.Runtime alloc-rate counter
  * (prof_counters). GCAllocationTick amounts could not serve: on .NET 8/9 they are the estimate
@@ -32,6 +39,7 @@
 
 #include "prof_config.h"
 #include "prof_core.h"
+#include "prof_esamp.h"
 #include "prof_live.h"
 #include "prof_log.h"
 #include "prof_store.h"
@@ -57,6 +65,14 @@ static struct {
     uint32_t nsec;
     uint64_t samples, dropped, tick_events; /* atomic */
 } A;
+
+/* The stack-walk budget's state (all atomic; see the top of the file). */
+static struct {
+    int64_t period;              /* the wall-clock second being counted */
+    uint32_t seen, prev_seen;    /* samples this second, in the previous one */
+    uint64_t coin;               /* counter feeding the coin flips */
+    uint64_t walked, thinned;    /* samples walked, samples left out, since start */
+} W;
 
 /* TypeID -> contract-form name; clrscope-agg only. */
 static struct {
@@ -208,6 +224,23 @@ int prof_alloc_total_ci(int64_t from_s, int64_t to_s, double *lo, double *hi, ui
 
 /* ---- samples ---- */
 
+/* The probability of walking this sample (1 under the budget); see the top of the file. */
+static double walk_probability(double t_unix)
+{
+    int64_t sec = (int64_t)t_unix;
+    int64_t cur = __atomic_load_n(&W.period, __ATOMIC_ACQUIRE);
+    if (sec > cur && __atomic_compare_exchange_n(&W.period, &cur, sec, 0, __ATOMIC_ACQ_REL,
+                                                 __ATOMIC_ACQUIRE)) {
+        uint32_t last = __atomic_exchange_n(&W.seen, 0, __ATOMIC_ACQ_REL);
+        __atomic_store_n(&W.prev_seen, sec == cur + 1 ? last : 0, __ATOMIC_RELEASE);
+    }
+    uint32_t seen = __atomic_add_fetch(&W.seen, 1, __ATOMIC_ACQ_REL);
+    uint32_t prev = __atomic_load_n(&W.prev_seen, __ATOMIC_ACQUIRE);
+    uint32_t load = prev > seen ? prev : seen;
+    uint32_t budget = (uint32_t)g_cfg.alloc_stack_rate;
+    return load <= budget ? 1.0 : (double)budget / (double)load;
+}
+
 /* Runs on the allocating thread: everything here is bounded and lock-free. */
 static void take_sample(uint64_t type_id, const BYTE *d, ULONG len, size_t name_off,
                         uint64_t size, int kind, uintptr_t address, double count_w,
@@ -216,6 +249,18 @@ static void take_sample(uint64_t type_id, const BYTE *d, ULONG len, size_t name_
     if (!g_ring)
         return;
     __atomic_fetch_add(&A.samples, 1, __ATOMIC_RELAXED);
+    double p = walk_probability(t_unix);
+    if (p < 1) {
+        uint64_t z = esamp_mix(__atomic_fetch_add(&W.coin, 1, __ATOMIC_RELAXED) +
+                               0x9E3779B97F4A7C15ull);
+        if ((double)(z >> 11) * 0x1.0p-53 >= p) {
+            __atomic_fetch_add(&W.thinned, 1, __ATOMIC_RELAXED);
+            return;
+        }
+        count_w /= p;
+        bytes_w /= p;
+    }
+    __atomic_fetch_add(&W.walked, 1, __ATOMIC_RELAXED);
     struct prof_rec *r = prof_ring_reserve(g_ring);
     if (!r) {
         __atomic_fetch_add(&A.dropped, 1, __ATOMIC_RELAXED);
@@ -363,6 +408,8 @@ void prof_alloc_get_stats(struct prof_alloc_stats *out)
     out->samples = __atomic_load_n(&A.samples, __ATOMIC_RELAXED);
     out->dropped = __atomic_load_n(&A.dropped, __ATOMIC_RELAXED);
     out->tick_events = __atomic_load_n(&A.tick_events, __ATOMIC_RELAXED);
+    out->walked = __atomic_load_n(&W.walked, __ATOMIC_RELAXED);
+    out->thinned = __atomic_load_n(&W.thinned, __ATOMIC_RELAXED);
 }
 
 const char *prof_alloc_bias_note(void)

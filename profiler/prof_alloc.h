@@ -38,6 +38,9 @@ struct prof_alloc_stats {
     uint64_t samples;       /* allocation events turned into samples */
     uint64_t dropped;       /* samples lost because the event ring was full */
     uint64_t tick_events;   /* GCAllocationTick events seen */
+    uint64_t walked;        /* samples whose stack was walked */
+    uint64_t thinned;       /* samples left out by the stack-walk budget (the walked ones
+                             * stand for them: see prof_alloc.c) */
 };
 void prof_alloc_get_stats(struct prof_alloc_stats *out);
 /* AllocationSampled only: a 95% interval for the bytes allocated over from_s..to_s, from the

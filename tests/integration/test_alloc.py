@@ -179,5 +179,49 @@ class AllocMix(unittest.TestCase):
         self.assertEqual(self.bad, [400, 400, 400])
 
 
+class StackBudget(unittest.TestCase):
+    """The allocation stack-walk budget: with CLRSCOPE_ALLOC_STACKS_PER_S far below the sample
+    rate, most samples are left out, and the walked ones, upscaled by 1/p, still give the true
+    byte shares and the runtime's exact total (the same 10 % bars, fewer samples behind them)."""
+    BUDGET = 400  # ~6,000 walked samples in the window: the smallest type (17 %) has ~1,000
+    SECONDS = 15
+
+    @classmethod
+    def setUpClass(cls):
+        app = ProfiledApp("alloc-mix", ["--seconds", str(cls.SECONDS + 6), "--mb-per-s", "200"],
+                          env={"CLRSCOPE_ALLOC_STACKS_PER_S": str(cls.BUDGET),
+                               "CLRSCOPE_PROFILES": "alloc,gc"})
+        app.start()
+        try:
+            app.wait_ready()
+            time.sleep(cls.SECONDS + 2)
+            cls.table = app.json(f"/api/v1/allocations?seconds={cls.SECONDS}")
+            cls.uptime = app.json("/api/v1/status")["uptime_s"]
+            cls.truth = app.wait_truth(timeout=cls.SECONDS + 60)
+        finally:
+            app.stop()
+
+    def test_budget_thins_walks(self):
+        b = self.table["stack_budget"]
+        self.assertEqual(b["per_s"], self.BUDGET)
+        self.assertGreater(b["thinned"], b["walked"], "most samples are left out")
+        # a surge may walk budget * (1 + ln(surge / budget)) in its first second; after that
+        # about the budget per second
+        self.assertLess(b["walked"], self.BUDGET * (self.uptime + 8), b)
+        self.assertEqual(b["walked"] + b["thinned"], self.table["samples_since_start"])
+
+    def test_shares_and_total_stay_unbiased(self):
+        truth = self.truth["types"]
+        tb = sum(t["bytes"] for t in truth.values())
+        est = {r["type"]: r for r in self.table["types"]}
+        eb = sum(est[t]["bytes"] for t in truth)
+        for name, t in truth.items():
+            want, got = t["bytes"] / tb, est[name]["bytes"] / eb
+            self.assertLess(abs(got / want - 1), 0.10, f"{name}: {got:.4f} vs {want:.4f}")
+        sc = self.table.get("self_check")
+        self.assertIsNotNone(sc, self.table.get("exact_note"))
+        self.assertLess(abs(sc["ratio"] - 1), 0.10, sc)
+
+
 if __name__ == "__main__":
     unittest.main()
