@@ -598,7 +598,8 @@
     var activity = panel('Exceptions and locks', '');
     var cost = panel('Profiler self-cost', '');
     var exp = panel('Export', '');
-    var counters = panel('Runtime counters', 'System.Runtime, as dotnet-counters shows them');
+    var counters = panel('Runtime counters', 'System.Runtime, as dotnet-counters shows them, once a second');
+    counters.el.classList.add('wide');
     var grid = h('div', {'class': 'grid'}, [cpu.el, gc.el, alloc.el, activity.el, cost.el, exp.el, counters.el]);
     var spark = h('canvas', {'class': 'spark'});
 
@@ -754,17 +755,12 @@
           counters.body.appendChild(unavailable('Waiting for the runtime (once a second).'));
           return;
         }
-        var t = h('table', {'class': 'data'});
-        t.appendChild(h('thead', null, h('tr', null, [h('th', {text: 'Counter'}), h('th', {'class': 'num', text: 'Value'})])));
-        var tb = h('tbody');
-        list.forEach(function (c) {
-          tb.appendChild(h('tr', {title: c.kind === 'rate' ? 'increase per second over the last interval' : 'latest value'}, [
-            h('td', {'class': 'name mono', text: c.name}),
-            h('td', {'class': 'num', text: counterText(c)})
-          ]));
-        });
-        t.appendChild(tb);
-        counters.body.appendChild(h('div', {'class': 'tablewrap short'}, t));
+        counters.body.appendChild(h('div', {'class': 'counters'}, list.map(function (c) {
+          return h('div', {'class': 'cell', title: c.name + (c.kind === 'rate' ? ': increase per second over the last interval' : ': latest value')}, [
+            h('span', {'class': 'n', text: c.name}),
+            h('span', {'class': 'v', text: counterText(c)})
+          ]);
+        })));
       });
     }
 

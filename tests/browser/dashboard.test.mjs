@@ -253,11 +253,11 @@ test('allocations: clicking a type filters the flame graph', async (t) => {
 
 test('runtime counters on the overview and the allocation self-check', async () => {
   await openTab('overview', 'Overview');
-  await page.waitForFunction(() => Array.from(document.querySelectorAll('main td.name'))
-    .some((td) => td.textContent.trim() === 'alloc-rate'), null, {timeout: TIMEOUT});
+  await page.waitForFunction(() => Array.from(document.querySelectorAll('main .counters .n'))
+    .some((el) => el.textContent.trim() === 'alloc-rate'), null, {timeout: TIMEOUT});
   const rate = await page.evaluate(() => {
-    const td = Array.from(document.querySelectorAll('main td.name')).find((x) => x.textContent.trim() === 'alloc-rate');
-    return td.parentElement.querySelector('td.num').textContent;
+    const el = Array.from(document.querySelectorAll('main .counters .n')).find((x) => x.textContent.trim() === 'alloc-rate');
+    return el.parentElement.querySelector('.v').textContent;
   });
   assert.match(rate, /B\/s$/, 'alloc-rate shown as bytes per second: ' + rate);
   await openTab('alloc', 'Allocations');
