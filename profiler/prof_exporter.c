@@ -10,14 +10,15 @@
  * the period); 4xx replies other than 408/429 drop the profile. Stop wakes the thread through an
  * eventfd, builds the last partial window and gives the uploads at most ~1 s in total.
  *
- * libcurl: curl_global_init() is called once, from this thread, and never undone. It is only
+ * libcurl: CU.global_init() is called once, from this thread, and never undone. It is only
  * thread-safe with respect to other libcurl users in the process when libcurl says so
  * (CURL_VERSION_THREADSAFE, Debian's 7.88 does); .NET itself does not use libcurl.
  */
 #include "prof_exporter.h"
 
+#include "curl_dl.h"
+
 #include <cjson/cJSON.h>
-#include <curl/curl.h>
 #include <errno.h>
 #include <math.h>
 #include <poll.h>
@@ -324,7 +325,7 @@ static struct curl_slist *make_headers(void)
                            "DD-EVP-ORIGIN-VERSION: " CLRSCOPE_VERSION,
                            "Expect:" /* no 100-continue round trip */};
     for (size_t i = 0; i < sizeof fixed / sizeof fixed[0]; i++) {
-        if (!(n = curl_slist_append(h, fixed[i])))
+        if (!(n = CU.slist_append(h, fixed[i])))
             goto fail;
         h = n;
     }
@@ -336,55 +337,61 @@ static struct curl_slist *make_headers(void)
         if (!vals[i][0])
             continue;
         snprintf(line, sizeof line, "%s: %s", names[i], vals[i]);
-        if (!(n = curl_slist_append(h, line)))
+        if (!(n = CU.slist_append(h, line)))
             goto fail;
         h = n;
     }
     return h;
 fail:
-    curl_slist_free_all(h);
+    CU.slist_free_all(h);
     return NULL;
+}
+
+/* http and https only, by the option the loaded libcurl knows (CURLOPT_PROTOCOLS_STR is 7.85+;
+ * the older one is deprecated in newer headers but is all an older library understands). */
+static CURLcode restrict_protocols(CURL *e)
+{
+    if (CU.version_num >= 0x075500)
+        return CU.easy_setopt(e, CURLOPT_PROTOCOLS_STR, "http,https");
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wdeprecated-declarations"
+    return CU.easy_setopt(e, CURLOPT_PROTOCOLS, (long)(CURLPROTO_HTTP | CURLPROTO_HTTPS));
+#pragma GCC diagnostic pop
 }
 
 static CURL *make_request(const struct item *it, long timeout_ms, curl_mime **mime_out)
 {
-    CURL *e = curl_easy_init();
+    CURL *e = CU.easy_init();
     if (!e)
         return NULL;
-    curl_mime *mime = curl_mime_init(e);
-    curl_mimepart *p1 = mime ? curl_mime_addpart(mime) : NULL;
-    curl_mimepart *p2 = mime ? curl_mime_addpart(mime) : NULL;
-    int ok = p1 && p2 && !curl_mime_name(p1, "event") && !curl_mime_filename(p1, "event.json") &&
-             !curl_mime_type(p1, "application/json") &&
-             !curl_mime_data(p1, it->event, CURL_ZERO_TERMINATED) &&
-             !curl_mime_name(p2, "profile.pprof") && !curl_mime_filename(p2, "profile.pprof") &&
-             !curl_mime_type(p2, "application/octet-stream") &&
-             !curl_mime_data(p2, (const char *)it->pprof, it->len);
-    ok = ok && !curl_easy_setopt(e, CURLOPT_URL, X.cfg.url);
+    curl_mime *mime = CU.mime_init(e);
+    curl_mimepart *p1 = mime ? CU.mime_addpart(mime) : NULL;
+    curl_mimepart *p2 = mime ? CU.mime_addpart(mime) : NULL;
+    int ok = p1 && p2 && !CU.mime_name(p1, "event") && !CU.mime_filename(p1, "event.json") &&
+             !CU.mime_type(p1, "application/json") &&
+             !CU.mime_data(p1, it->event, CURL_ZERO_TERMINATED) &&
+             !CU.mime_name(p2, "profile.pprof") && !CU.mime_filename(p2, "profile.pprof") &&
+             !CU.mime_type(p2, "application/octet-stream") &&
+             !CU.mime_data(p2, (const char *)it->pprof, it->len);
+    ok = ok && !CU.easy_setopt(e, CURLOPT_URL, X.cfg.url);
     if (ok && X.cfg.unix_socket[0])
-        ok = !curl_easy_setopt(e, CURLOPT_UNIX_SOCKET_PATH, X.cfg.unix_socket);
-    ok = ok && !curl_easy_setopt(e, CURLOPT_MIMEPOST, mime) &&
-         !curl_easy_setopt(e, CURLOPT_HTTPHEADER, X.headers) &&
-         !curl_easy_setopt(e, CURLOPT_USERAGENT, "clrscope/" CLRSCOPE_VERSION) &&
-#if LIBCURL_VERSION_NUM >= 0x075500
-         !curl_easy_setopt(e, CURLOPT_PROTOCOLS_STR, "http,https") &&
-#else
-         !curl_easy_setopt(e, CURLOPT_PROTOCOLS, (long)(CURLPROTO_HTTP | CURLPROTO_HTTPS)) &&
-#endif
-         !curl_easy_setopt(e, CURLOPT_NOSIGNAL, 1L) &&
-         !curl_easy_setopt(e, CURLOPT_CONNECTTIMEOUT_MS, (long)CONNECT_TIMEOUT_MS) &&
-         !curl_easy_setopt(e, CURLOPT_TIMEOUT_MS, timeout_ms) &&
-         !curl_easy_setopt(e, CURLOPT_WRITEFUNCTION, on_reply) &&
-         !curl_easy_setopt(e, CURLOPT_NOPROGRESS, 0L) &&
-         !curl_easy_setopt(e, CURLOPT_XFERINFOFUNCTION, on_progress);
-#if LIBCURL_VERSION_NUM >= 0x075700
-    /* Aborting must not wait for a DNS lookup thread. */
-    if (ok)
-        curl_easy_setopt(e, CURLOPT_QUICK_EXIT, 1L);
-#endif
+        ok = !CU.easy_setopt(e, CURLOPT_UNIX_SOCKET_PATH, X.cfg.unix_socket);
+    ok = ok && !CU.easy_setopt(e, CURLOPT_MIMEPOST, mime) &&
+         !CU.easy_setopt(e, CURLOPT_HTTPHEADER, X.headers) &&
+         !CU.easy_setopt(e, CURLOPT_USERAGENT, "clrscope/" CLRSCOPE_VERSION) &&
+         !restrict_protocols(e) &&
+         !CU.easy_setopt(e, CURLOPT_NOSIGNAL, 1L) &&
+         !CU.easy_setopt(e, CURLOPT_CONNECTTIMEOUT_MS, (long)CONNECT_TIMEOUT_MS) &&
+         !CU.easy_setopt(e, CURLOPT_TIMEOUT_MS, timeout_ms) &&
+         !CU.easy_setopt(e, CURLOPT_WRITEFUNCTION, on_reply) &&
+         !CU.easy_setopt(e, CURLOPT_NOPROGRESS, 0L) &&
+         !CU.easy_setopt(e, CURLOPT_XFERINFOFUNCTION, on_progress);
+    /* Aborting must not wait for a DNS lookup thread (7.87+). */
+    if (ok && CU.version_num >= 0x075700)
+        CU.easy_setopt(e, CURLOPT_QUICK_EXIT, 1L);
     if (!ok) {
-        curl_mime_free(mime);
-        curl_easy_cleanup(e);
+        CU.mime_free(mime);
+        CU.easy_cleanup(e);
         return NULL;
     }
     *mime_out = mime;
@@ -395,9 +402,9 @@ static void end_request(void)
 {
     if (!X.easy)
         return;
-    curl_multi_remove_handle(X.multi, X.easy);
-    curl_easy_cleanup(X.easy);
-    curl_mime_free(X.mime);
+    CU.multi_remove_handle(X.multi, X.easy);
+    CU.easy_cleanup(X.easy);
+    CU.mime_free(X.mime);
     X.easy = NULL;
     X.mime = NULL;
 }
@@ -415,13 +422,13 @@ static void start_upload(void)
     X.reply_len = 0;
     X.reply[0] = 0;
     X.easy = make_request(X.cur, timeout_ms, &X.mime);
-    if (!X.easy || curl_multi_add_handle(X.multi, X.easy)) {
+    if (!X.easy || CU.multi_add_handle(X.multi, X.easy)) {
         static int logged;
         prof_log_once(logged, LOG_WARN, "export: cannot set up an upload request (out of "
                       "memory?); retrying later");
         if (X.easy) {
-            curl_easy_cleanup(X.easy);
-            curl_mime_free(X.mime);
+            CU.easy_cleanup(X.easy);
+            CU.mime_free(X.mime);
         }
         X.easy = NULL;
         X.mime = NULL;
@@ -454,8 +461,8 @@ static void finish_upload(CURLcode rc)
 {
     long http = 0;
     curl_off_t sent = 0;
-    curl_easy_getinfo(X.easy, CURLINFO_RESPONSE_CODE, &http);
-    curl_easy_getinfo(X.easy, CURLINFO_SIZE_UPLOAD_T, &sent);
+    CU.easy_getinfo(X.easy, CURLINFO_RESPONSE_CODE, &http);
+    CU.easy_getinfo(X.easy, CURLINFO_SIZE_UPLOAD_T, &sent);
     end_request();
     struct item *it = X.cur;
     X.cur = NULL;
@@ -485,7 +492,7 @@ static void finish_upload(CURLcode rc)
     }
     char what[sizeof X.st.last_error];
     if (rc != CURLE_OK)
-        snprintf(what, sizeof what, "%s", curl_easy_strerror(rc));
+        snprintf(what, sizeof what, "%s", CU.easy_strerror(rc));
     else
         snprintf(what, sizeof what, "HTTP %ld%s%.100s", http, X.reply[0] ? ": " : "", X.reply);
     for (char *p = what; *p; p++)
@@ -520,11 +527,11 @@ static int pump(void)
     if (!X.easy)
         return 0;
     int running = 0;
-    curl_multi_perform(X.multi, &running);
+    CU.multi_perform(X.multi, &running);
     int done = 0;
     CURLMsg *m;
     int left;
-    while ((m = curl_multi_info_read(X.multi, &left)))
+    while ((m = CU.multi_info_read(X.multi, &left)))
         if (m->msg == CURLMSG_DONE && m->easy_handle == X.easy) {
             finish_upload(m->data.result);
             done = 1;
@@ -539,7 +546,7 @@ static void wait_ms(long ms)
         ms = 0;
     if (X.multi) {
         struct curl_waitfd w = {.fd = X.wake_fd, .events = CURL_WAIT_POLLIN};
-        curl_multi_poll(X.multi, &w, 1, (int)ms, NULL);
+        CU.multi_poll(X.multi, &w, 1, (int)ms, NULL);
     } else {
         struct pollfd p = {.fd = X.wake_fd, .events = POLLIN};
         poll(&p, 1, (int)ms);
@@ -580,25 +587,31 @@ static void flush(void)
              (double)(t1 - t0) / 1e6, (double)(prof_now_ns() - t1) / 1e6);
 }
 
-static int init_curl(void)
+static int init_curl(char *why, size_t cap)
 {
     static int logged;
-    if (curl_global_init(CURL_GLOBAL_DEFAULT)) {
+    snprintf(why, cap, "libcurl could not be initialised");
+    if (curl_dl_load(why, cap)) {
+        prof_log_once(logged, LOG_ERROR, "export: %s; profiles are not uploaded (the export "
+                      "directory, if set, still gets them)", why);
+        return -1;
+    }
+    if (CU.global_init(CURL_GLOBAL_DEFAULT)) {
         prof_log_once(logged, LOG_ERROR, "export: libcurl failed to initialise; profiles are "
                       "not uploaded");
         return -1;
     }
-    const curl_version_info_data *v = curl_version_info(CURLVERSION_NOW);
+    const curl_version_info_data *v = CU.version_info(CURLVERSION_NOW);
     if (v && !(v->features & CURL_VERSION_THREADSAFE))
         prof_log(LOG_DEBUG, "export: libcurl %s is not built thread-safe; another libcurl user "
                  "initialising it at the same moment would race with us", v->version);
-    X.multi = curl_multi_init();
+    X.multi = CU.multi_init();
     X.headers = make_headers();
     if (!X.multi || !X.headers) {
         prof_log_once(logged, LOG_ERROR, "export: out of memory setting up libcurl; profiles "
                       "are not uploaded");
         if (X.multi)
-            curl_multi_cleanup(X.multi);
+            CU.multi_cleanup(X.multi);
         X.multi = NULL;
         return -1;
     }
@@ -609,10 +622,11 @@ static void *export_main(void *arg)
 {
     (void)arg;
     prof_name_thread("export");
-    if (X.uploading && init_curl()) {
+    char why[sizeof X.st.last_error];
+    if (X.uploading && init_curl(why, sizeof why)) {
         X.uploading = 0;
         pthread_mutex_lock(&X.lock);
-        snprintf(X.st.last_error, sizeof X.st.last_error, "libcurl could not be initialised");
+        snprintf(X.st.last_error, sizeof X.st.last_error, "%s", why);
         snprintf(X.st.last_status, sizeof X.st.last_status, "%s", X.st.last_error);
         pthread_mutex_unlock(&X.lock);
     }
@@ -700,9 +714,10 @@ void prof_exporter_stop(void)
     while (X.qlen)
         item_free(dequeue());
     if (X.multi)
-        curl_multi_cleanup(X.multi);
+        CU.multi_cleanup(X.multi);
     X.multi = NULL;
-    curl_slist_free_all(X.headers);
+    if (X.headers) /* else libcurl may never have been loaded */
+        CU.slist_free_all(X.headers);
     X.headers = NULL;
     if (X.dir_ring)
         for (int i = 0; i < X.cfg.dir_keep; i++)

@@ -202,6 +202,7 @@ class ExportOtherEndpoints(unittest.TestCase):
         cls.sock = os.path.join(cls.tmp, "apm.socket")
         cls.uds = FakeAgent("ok", tcp=False, unix_path=cls.sock).start()
         cls.intake = FakeAgent("ok").start()
+        cls.nocurl_agent = FakeAgent("ok").start()
         jobs = {
             "unix": (export_env(cls.uds.unix_url, DD_PROFILING_UPLOAD_PERIOD="2",
                                 CLRSCOPE_EXPORT_DIR=os.path.join(cls.tmp, "files"),
@@ -211,6 +212,9 @@ class ExportOtherEndpoints(unittest.TestCase):
                            "DD_SITE": "datad0g.com", "DD_TRACE_AGENT_URL": "http://127.0.0.1:9",
                            "CLRSCOPE_INTERNAL_INTAKE_URL": cls.intake.url + "/api/v2/profile"},
                           cls.intake),
+            "nocurl": (export_env(cls.nocurl_agent.url, DD_PROFILING_UPLOAD_PERIOD="2",
+                                  CLRSCOPE_CURL_LIBRARY="/nonexistent/libcurl.so.4",
+                                  CLRSCOPE_EXPORT_DIR=os.path.join(cls.tmp, "nocurl")), None),
             "bad": ({"DD_PROFILING_ENABLED": "auto", "DD_PROFILING_UPLOAD_PERIOD": "soon",
                      "DD_TRACE_AGENT_URL": "ftp://agent", "DD_TRACE_AGENT_PORT": "99999",
                      "DD_TAGS": "novalue,ok:1", "CLRSCOPE_EXPORT_QUEUE": "0"}, None),
@@ -219,6 +223,21 @@ class ExportOtherEndpoints(unittest.TestCase):
             futs = {k: ex.submit(run_short, env, agent, *(("wait", "4") if k == "bad" else ()))
                     for k, (env, agent) in jobs.items()}
             cls.res = {k: f.result() for k, f in futs.items()}
+        cls.nocurl_agent.stop()
+
+    def test_without_libcurl_only_uploads_stop(self):
+        # libcurl is loaded when the export starts: without it (here: a path that does not
+        # exist), one error line, no upload, and everything else goes on, export dir included
+        app, st, _ = self.res["nocurl"]
+        err = [line for line in app.stderr_lines if "libcurl" in line]
+        self.assertEqual(len(err), 1, "\n".join(app.stderr_lines))
+        self.assertIn("not uploaded", err[0])
+        self.assertEqual(self.nocurl_agent.requests, [])
+        self.assertFalse(st["enabled"], "uploads are off")
+        self.assertIn("libcurl could not be loaded", st["last_error"])
+        files = glob.glob(os.path.join(self.tmp, "nocurl", "*.pprof"))
+        self.assertGreaterEqual(len(files), 1, "the export directory still gets the profiles")
+        self.assertEqual(app.proc.returncode, 0)
 
     def test_unix_socket(self):
         app, st, reqs = self.res["unix"]
