@@ -900,7 +900,11 @@
             (ciText ? ' Whole window: ' + F.bytes(totalBytes) + ciText + '.' : '')}));
           if (off) check.appendChild(h('span', {'class': 'badge leak', text: ' off by more than 20% '}));
         }
-        bias.textContent = d.bias_note || '';
+        var sb = d.stack_budget;
+        bias.textContent = (d.bias_note || '') + (sb && sb.thinned > 0 ? ' Stack walks are capped at ' +
+          F.int(sb.per_s) + '/s (CLRSCOPE_ALLOC_STACKS_PER_S): ' + F.int(sb.thinned) + ' of ' +
+          F.int(sb.thinned + sb.walked) + ' samples since start were left out and the walked ones ' +
+          'upscaled to stand for them (unbiased, noisier).' : '');
         table.setRows(types);
       });
     }
