@@ -627,7 +627,8 @@ static void *export_main(void *arg)
         X.uploading = 0;
         pthread_mutex_lock(&X.lock);
         snprintf(X.st.last_error, sizeof X.st.last_error, "%s", why);
-        snprintf(X.st.last_status, sizeof X.st.last_status, "%s", X.st.last_error);
+        snprintf(X.st.last_status, sizeof X.st.last_status, "%.*s",
+                 (int)sizeof X.st.last_status - 1, X.st.last_error); /* cut to fit */
         pthread_mutex_unlock(&X.lock);
     }
     const int64_t period = (int64_t)X.cfg.period_s * 1000000000LL;
