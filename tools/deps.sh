@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # tools/deps.sh [build|test] - installs what clrscope needs and this machine lacks (Debian).
 #   build: compiler, CMake, civetweb, cJSON, zlib, libcurl headers
-#   test:  the above + Go (go tool pprof), Chromium, Node/npm, curl, python3, wrk
+#   test:  the above + Go (go tool pprof), Chromium, Node/npm, curl, python3, wrk, clang and
+#          its runtime libraries (libFuzzer targets, tools/fuzz.sh)
 # Says what it installs. The .NET SDK is not a Debian package: it must already be on PATH.
 set -euo pipefail
 what=${1:-test}
@@ -25,6 +26,9 @@ if [ "$what" = test ]; then
   have_cmd npm || need_pkgs+=(npm)
   have_cmd curl || need_pkgs+=(curl)
   have_cmd wrk || need_pkgs+=(wrk)
+  have_cmd clang || need_pkgs+=(clang)
+  ls /usr/lib/llvm-*/lib/clang/*/lib/linux/libclang_rt.fuzzer-x86_64.a >/dev/null 2>&1 ||
+    need_pkgs+=(libclang-rt-14-dev)
 fi
 
 if [ ${#need_pkgs[@]} -gt 0 ]; then

@@ -1,5 +1,5 @@
 """
-Hardening (issue 11): hostile input never crashes or hangs the app; security headers and request
+Hostile input never crashes or hangs the app; security headers and request
 checks; signals at any moment; many threads; a process that exits at once.
 """
 import concurrent.futures
@@ -13,7 +13,7 @@ import time
 import unittest
 import urllib.parse
 
-from harness import ProfiledApp, app_command, LAUNCHER
+from harness import ProfiledApp, app_command, app_env, LAUNCHER
 
 ENDPOINTS = ["/api/v1/status", "/api/v1/flamegraph", "/api/v1/top", "/api/v1/gc",
              "/api/v1/allocations", "/api/v1/live", "/api/v1/exceptions", "/api/v1/locks",
@@ -173,7 +173,7 @@ class ProcessLifecycle(unittest.TestCase):
         for _ in range(5):
             t0 = time.time()
             r = subprocess.run([LAUNCHER, "run", "--"] + app_command() + ["hello", "--exit", "3"],
-                               env=dict(os.environ, CLRSCOPE_PORT="0"), capture_output=True,
+                               env=app_env({"CLRSCOPE_PORT": "0"}), capture_output=True,
                                text=True, timeout=60)
             self.assertEqual(r.returncode, 3, r.stderr)
             self.assertEqual(r.stdout, "hello from TestApp\n")

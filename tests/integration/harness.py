@@ -9,7 +9,9 @@ harness.py - runs the real test app (tests/apps/TestApp) under libclrscope.so an
 
 Environment: CLRSCOPE_BUILD (default <repo>/build) holds libclrscope.so, the launcher `clrscope`
 and apps/<net10|net9|net8>/ (tests/apps/build.sh); CLRSCOPE_TEST_RUNTIME picks the app runtime
-(net10 by default).
+(net10 by default); CLRSCOPE_TEST_APP_PRELOAD is put in front of LD_PRELOAD of every app process
+(and only there: a sanitizer build's runtime, e.g. libasan.so, which the uninstrumented `dotnet`
+must load first; see tools/test.sh).
 """
 import gzip
 import json
@@ -29,6 +31,16 @@ LAUNCHER = os.path.join(BUILD, "clrscope")
 LIB = os.path.join(BUILD, "libclrscope.so")
 CLSID = "{C1A5C09E-5C0E-4C1B-9A7E-0D5E7C1A5C0E}"
 URL_RE = re.compile(r"clrscope: dashboard (http://[^ ]+/)(\?token=\S+)? \(pid (\d+)\)")
+
+
+def app_env(extra=None):
+    """The environment for an app process: ours, plus the sanitizer preload if any, plus extra."""
+    env = dict(os.environ)
+    pre = os.environ.get("CLRSCOPE_TEST_APP_PRELOAD")
+    if pre:
+        env["LD_PRELOAD"] = pre + (" " + env["LD_PRELOAD"] if env.get("LD_PRELOAD") else "")
+    env.update(extra or {})
+    return env
 
 
 def app_command(runtime=None):
@@ -59,7 +71,7 @@ class ProfiledApp:
     """A TestApp process under the profiler; stdout/stderr captured line by line."""
 
     def __init__(self, mode, args=(), env=None, use_launcher=True, runtime=None, profile=True,
-                 port="0"):
+                 port="0", wrap=()):
         self.mode = mode
         self.args = list(args)
         self.extra_env = dict(env or {})
@@ -67,6 +79,7 @@ class ProfiledApp:
         self.runtime = runtime
         self.profile = profile
         self.port = port
+        self.wrap = list(wrap)  # a command that execs the rest (e.g. to mount something first)
         self.tmp = tempfile.mkdtemp(prefix="clrscope-test-")
         self.truth_path = os.path.join(self.tmp, "truth.json")
         self.stdout_lines, self.stderr_lines = [], []
@@ -79,7 +92,7 @@ class ProfiledApp:
 
     # ---- process ----
     def start(self):
-        env = dict(os.environ)
+        env = app_env()
         env.update({"CLRSCOPE_TRUTH": self.truth_path, "DOTNET_CLI_TELEMETRY_OPTOUT": "1",
                     "DOTNET_NOLOGO": "1"})
         if self.port is not None:
@@ -91,7 +104,7 @@ class ProfiledApp:
         elif self.profile:
             env.update({"CORECLR_ENABLE_PROFILING": "1", "CORECLR_PROFILER": CLSID,
                         "CORECLR_PROFILER_PATH": LIB})
-        self.cmd = cmd
+        self.cmd = cmd = self.wrap + cmd
         self.proc = subprocess.Popen(cmd, env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                      stderr=subprocess.PIPE, text=True, bufsize=1)
         threading.Thread(target=self._pump, args=(self.proc.stdout, self.stdout_lines, False),

@@ -9,13 +9,12 @@ import subprocess
 import time
 import unittest
 
-from harness import BUILD, CLSID, LAUNCHER, LIB, ProfiledApp, app_command
+from harness import BUILD, CLSID, LAUNCHER, LIB, ProfiledApp, app_command, app_env
 
 
 def run_plain(args, env=None, profile=False, launcher=True, timeout=120):
     """Runs TestApp to completion; returns (exit code, stdout, stderr)."""
-    e = dict(os.environ)
-    e.update(env or {})
+    e = app_env(env)
     cmd = app_command() + list(args)
     if profile and launcher:
         cmd = [LAUNCHER, "run", "--"] + cmd

@@ -220,12 +220,17 @@ static inline int dec_sample(struct reader *r, struct dsample *s)
     return 0;
 }
 
-/* Reallocates arr (n elements of `size` bytes) to n + 1 elements, the new one zeroed. */
+/* Makes room in arr (n elements of `size` bytes, allocated by this function) for element n,
+ * zeroed; geometric growth, so that decoding stays linear (under ASan too). */
 static inline void *grow_one(void *arr, size_t n, size_t size)
 {
-    char *na = realloc(arr, (n + 1) * size);
-    if (na)
-        memset(na + n * size, 0, size);
+    char *na = arr;
+    if (n == 0 || !(n & (n - 1))) { /* capacity doubles at powers of two: n + 1 fits */
+        na = realloc(arr, (n ? 2 * n : 1) * size);
+        if (!na)
+            return NULL;
+    }
+    memset(na + n * size, 0, size);
     return na;
 }
 

@@ -1,0 +1,84 @@
+"""
+The known weaknesses of Debian's civetweb 1.15 (/work/shared/reference/dashboard-and-civetweb.md
+section 4.7) are out of reach:
+
+- CVE-2025-9648 (endless loop on a NUL in a URL-encoded form) and issue #1404 (stack overflow in
+  multipart parsing) live in mg_handle_form_request, CVE-2020-27304 in form uploads: clrscope
+  imports no form, upload or file-sending function, and bodies sent to every endpoint (forms with
+  NULs, deep multipart) are never parsed: each request is answered and the server stays responsive.
+- CVE-2025-55763 (overflow in the "directory needs a trailing slash" redirect) needs a document
+  root: there is none (no such option in the library), and directory-like paths get a 404, never
+  a redirect.
+- CVE-2026-29035 (websocket permessage-deflate): no websocket function is imported and an upgrade
+  request is not switched.
+"""
+import concurrent.futures
+import subprocess
+import unittest
+
+from harness import LIB, ProfiledApp
+from test_hostile import raw_http
+
+FORBIDDEN = ("mg_handle_form_request", "mg_upload", "mg_send_file", "mg_send_mime_file",
+             "websocket", "mg_set_auth_handler", "mg_modify_passwords_file")
+
+
+def imported_civetweb_symbols():
+    r = subprocess.run(["nm", "-D", "--undefined-only", LIB], capture_output=True, text=True,
+                       check=True)
+    return sorted(line.split()[-1] for line in r.stdout.splitlines()
+                  if line.split() and line.split()[-1].startswith("mg_"))
+
+
+class Civetweb(unittest.TestCase):
+    def test_library_imports_no_affected_function(self):
+        syms = imported_civetweb_symbols()
+        self.assertIn("mg_set_request_handler", syms)
+        self.assertEqual([s for s in syms if any(f in s for f in FORBIDDEN)], [], syms)
+        with open(LIB, "rb") as f:
+            self.assertNotIn(b"document_root", f.read(), "a document root is configured")
+
+    def test_affected_paths_are_answered_and_harmless(self):
+        with ProfiledApp("demo", ["--seconds", "0"]) as app:
+            app.wait_ready(timeout=120)
+            port = int(app.url.rsplit(":", 1)[1])
+            host = f"Host: 127.0.0.1:{port}\r\n".encode()
+            form = b"a=1&b=%00&c=\x00\x00&d=" + b"%00" * 2000
+            deep = b"".join(b"--B\r\nContent-Type: multipart/mixed; boundary=B\r\n\r\n"
+                            for _ in range(3000)) + b"--B--\r\n"
+            bodies = [(b"application/x-www-form-urlencoded", form),
+                      (b"multipart/form-data; boundary=B", deep)]
+            for path in (b"/", b"/api/v1/status", b"/api/v1/gcdump/1", b"/debug/pprof/heap",
+                         b"/metrics", b"/nonexistent"):
+                for method in (b"POST", b"PUT", b"DELETE"):
+                    for ctype, body in bodies:
+                        req = (method + b" " + path + b" HTTP/1.1\r\n" + host +
+                               b"Content-Type: " + ctype + b"\r\nContent-Length: " +
+                               str(len(body)).encode() + b"\r\nConnection: close\r\n\r\n" + body)
+                        reply = raw_http(port, req, timeout=15)
+                        status = reply.split(b" ", 2)[1] if reply.startswith(b"HTTP/1.") else b""
+                        self.assertTrue(status.startswith(b"4") or status.startswith(b"5") or
+                                        status == b"202", (method, path, reply[:200]))
+            # directory-like paths: 404, never the trailing-slash redirect
+            for path in (b"/static", b"/api", b"/api/v1", b"/debug", b"/tmp", b"/etc"):
+                reply = raw_http(port, b"GET " + path + b" HTTP/1.1\r\n" + host +
+                                 b"Connection: close\r\n\r\n")
+                self.assertNotIn(b" 301 ", reply.split(b"\r\n", 1)[0], path)
+                self.assertNotIn(b"Location:", reply, path)
+            # a websocket upgrade is not switched
+            reply = raw_http(port, b"GET / HTTP/1.1\r\n" + host +
+                             b"Upgrade: websocket\r\nConnection: Upgrade\r\n"
+                             b"Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n"
+                             b"Sec-WebSocket-Version: 13\r\n"
+                             b"Sec-WebSocket-Extensions: permessage-deflate\r\n\r\n")
+            self.assertNotIn(b" 101 ", reply.split(b"\r\n", 1)[0])
+            # every worker is still free: as many parallel requests as workers all get answers
+            with concurrent.futures.ThreadPoolExecutor(6) as ex:
+                codes = list(ex.map(lambda _: app.request("/api/v1/status", timeout=30)[0],
+                                    range(12)))
+            self.assertEqual(codes, [200] * 12)
+            self.assertEqual(app.stop(), 0)
+
+
+if __name__ == "__main__":
+    unittest.main()

@@ -1,0 +1,138 @@
+"""
+Heap snapshots under stress: 20 back to back (each exact, retention and memory bounded), a
+snapshot while the app exits (its output and exit status unchanged), and a dump directory that is
+read-only or full (a small tmpfs, mounted in a private mount namespace around the app: the
+snapshot fails with the reason, no partial file is left, the app runs on). The mounts need root or
+unprivileged user namespaces (`unshare -rm`); without either those two tests are skipped.
+"""
+import json
+import os
+import shutil
+import signal
+import subprocess
+import tempfile
+import time
+import unittest
+
+from harness import ProfiledApp
+
+TREE = "TestApp.Heap.TreeNode"
+
+
+def wait_done(app, sid, timeout=180):
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        d = app.json(f"/api/v1/gcdump/{sid}?limit=1000")
+        if d["status"] != "running":
+            return d
+        time.sleep(0.05)
+    raise AssertionError(f"snapshot {sid} still running after {timeout}s")
+
+
+def rss_kb(pid):
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1])
+    return 0
+
+
+def mount_wrapper(options):
+    """A command prefix that runs the rest with a tmpfs (mount `options`) at $CLRSCOPE_DUMP_DIR's
+    parent, in a private mount namespace; None when this machine cannot do that."""
+    script = 'mount -t tmpfs -o "$0" clrscope-test "$1" && shift && exec "$@"'
+    for unshare in (["unshare", "-m"], ["unshare", "-rm"]):
+        probe = subprocess.run(unshare + ["sh", "-c", script, options, tempfile.gettempdir(), "true"],
+                               capture_output=True, timeout=30)
+        if probe.returncode == 0:
+            return lambda d: unshare + ["sh", "-c", script, options, d]
+    return None
+
+
+class Snapshots(unittest.TestCase):
+    def test_twenty_back_to_back(self):
+        dumps = tempfile.mkdtemp(prefix="clrscope-dumps-")
+        with ProfiledApp("heap", ["--seconds", "0"], env={"CLRSCOPE_DUMP_DIR": dumps}) as app:
+            app.wait_ready(timeout=120)
+            rss, ids, ms = [], [], []
+            for i in range(20):
+                st, _, body = app.request("/api/v1/gcdump", method="POST", data=b"")
+                self.assertEqual(st, 202, body)
+                d = wait_done(app, json.loads(body)["id"])
+                self.assertEqual(d["status"], "done", d.get("error"))
+                self.assertEqual({t["type"]: t["count"] for t in d["types"]}.get(TREE), 100000)
+                ids.append(d["id"])
+                ms.append(d["duration_s"] * 1000)
+                rss.append(rss_kb(app.pid))
+            listing = app.json("/api/v1/gcdump")
+            self.assertEqual([s["id"] for s in listing["snapshots"]], ids[:-6:-1], "5 kept")
+            files = sorted(os.listdir(dumps))
+            self.assertEqual(len(files), 5, files)
+            self.assertFalse([f for f in files if f.endswith(".tmp")])
+            truth_ok = app.stop()
+        print(f"\n20 snapshots: {min(ms):.0f}-{max(ms):.0f} ms each; RSS after 5: "
+              f"{rss[4] // 1024} MB, after 20: {rss[19] // 1024} MB")
+        self.assertEqual(truth_ok, 0)
+        # memory: the 15 snapshots after the first five (which fill the retention) add little
+        self.assertLess(rss[19], rss[4] * 1.25 + 64 * 1024, rss)
+        shutil.rmtree(dumps, ignore_errors=True)
+
+    def test_snapshot_while_the_app_exits(self):
+        dumps = tempfile.mkdtemp(prefix="clrscope-dumps-")
+        for delay in (0, 0.02, 0.1, 0.3):
+            with ProfiledApp("heap", ["--seconds", "0", "--exit", "7"],
+                             env={"CLRSCOPE_DUMP_DIR": dumps}) as app:
+                app.wait_ready(timeout=120)
+                st, _, body = app.request("/api/v1/gcdump", method="POST", data=b"")
+                self.assertEqual(st, 202, body)
+                time.sleep(delay)
+                app.proc.send_signal(signal.SIGTERM)
+                code = app.wait_exit(timeout=60)
+                self.assertEqual(code, 7, (delay, app.stderr_lines[-10:]))
+                truths = [l for l in app.stdout_lines if l.startswith("truth: ")]
+                self.assertEqual(len(truths), 1, app.stdout_lines[-5:])
+                self.assertEqual(json.loads(truths[0][7:])["tree_nodes"], 100000)
+                self.assertFalse([l for l in app.stderr_lines
+                                  if "Segmentation" in l or "Aborted" in l or "core dumped" in l])
+            left = [f for f in os.listdir(dumps) if f.endswith(".tmp")]
+            self.assertEqual(left, [], f"partial snapshot left after exit (delay {delay})")
+        shutil.rmtree(dumps, ignore_errors=True)
+
+    def _failing_dir(self, options, expect):
+        wrap = mount_wrapper(options)
+        if not wrap:
+            self.skipTest("cannot mount a tmpfs here (needs root or user namespaces)")
+        base = tempfile.mkdtemp(prefix="clrscope-mnt-")
+        dumps = os.path.join(base, "dumps")
+        with ProfiledApp("heap", ["--seconds", "0", "--exit", "3"], wrap=wrap(base),
+                         env={"CLRSCOPE_DUMP_DIR": dumps}) as app:
+            app.wait_ready(timeout=120)
+            for _ in range(2):
+                st, _, body = app.request("/api/v1/gcdump", method="POST", data=b"")
+                self.assertEqual(st, 202, body)
+                d = wait_done(app, json.loads(body)["id"])
+                self.assertEqual(d["status"], "failed", d)
+                self.assertIn(expect, d["error"])
+                self.assertIsNone(d.get("file"))
+                st, _, _ = app.request(f"/api/v1/gcdump/{d['id']}/file")
+                self.assertEqual(st, 404)
+            self.assertEqual(app.json("/api/v1/status")["pid"], app.pid)
+            # what the process sees in its mount namespace: nothing partial was left behind
+            listing = os.listdir(f"/proc/{app.pid}/root{dumps}") if os.path.isdir(
+                f"/proc/{app.pid}/root{dumps}") else []
+            self.assertEqual([f for f in listing if f.endswith(".tmp")], [])
+            code = app.stop()
+        self.assertEqual(code, 3)
+        shutil.rmtree(base, ignore_errors=True)
+
+    def test_dump_dir_read_only(self):
+        self._failing_dir("ro,size=1m", "Read-only file system")
+
+    def test_dump_dir_full(self):
+        # 256 KB: far less than the snapshot file needs; the writer's free-space check refuses
+        # before writing (a write that hits ENOSPC is unit-tested on /dev/full)
+        self._failing_dir("size=256k", "disk space")
+
+
+if __name__ == "__main__":
+    unittest.main()
