@@ -1,8 +1,11 @@
 #!/usr/bin/env bash
 # tools/test.sh - builds clrscope and runs the whole test suite: C unit tests, integration tests
 # that run real .NET apps under the profiler, and the headless-browser dashboard test.
-# Installs what a fresh Debian machine lacks (tools/deps.sh). Options: CLRSCOPE_BUILD_DIR (build),
-# CTEST_ARGS (extra ctest arguments, e.g. "-L unit").
+# Installs what a fresh Debian machine lacks (tools/deps.sh). Then, in their own build directories,
+# the suite again under AddressSanitizer + UndefinedBehaviorSanitizer (build-asan) and a short run
+# of every libFuzzer target (build-fuzz, tools/fuzz.sh). Options: CLRSCOPE_BUILD_DIR (build),
+# CTEST_ARGS (extra ctest arguments, e.g. "-L unit"), CLRSCOPE_TEST_ASAN=0 / CLRSCOPE_TEST_FUZZ=0
+# (skip those stages), CLRSCOPE_FUZZ_SECONDS (15 per target).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 build=${CLRSCOPE_BUILD_DIR:-build}
@@ -15,3 +18,33 @@ if [ -f tests/browser/package-lock.json ]; then
   (cd tests/browser && npm ci --no-audit --no-fund --loglevel=error)
 fi
 ctest --test-dir "$build" --output-on-failure ${CTEST_ARGS:-}
+
+# The same suite (but the browser test) with ASan + UBSan. libclrscope.so is loaded into the
+# uninstrumented dotnet: the app gets libasan.so preloaded and options that leave CoreCLR its
+# signals (it turns SIGSEGV into NullReferenceException) and skip the leak check (the runtime's own
+# allocations at exit are not ours). Unit tests and the launcher run with the leak check. Reports
+# go to files: any file there fails the run, UBSan's recoverable ones included.
+if [ "${CLRSCOPE_TEST_ASAN:-1}" = 1 ]; then
+  asan=${CLRSCOPE_ASAN_BUILD_DIR:-build-asan}
+  cmake -S . -B "$asan" -DCLRSCOPE_WERROR=ON -DCLRSCOPE_SANITIZER=address,undefined >/dev/null
+  cmake --build "$asan" -j"$(nproc)"
+  [ -L "$asan/apps" ] || rm -rf "$asan/apps"
+  ln -sfn "$(cd "$build" && pwd)/apps" "$asan/apps"
+  logs="$(cd "$asan" && pwd)/sanitizer-logs"
+  rm -rf "$logs" && mkdir -p "$logs"
+  CLRSCOPE_TEST_APP_PRELOAD="$(gcc -print-file-name=libasan.so)" \
+  CLRSCOPE_TEST_APP_ASAN_OPTIONS="handle_segv=0:handle_sigbus=0:handle_sigfpe=0:handle_sigill=0:allow_user_segv_handler=1:use_sigaltstack=0:detect_leaks=0:quarantine_size_mb=64:log_path=$logs/asan" \
+  ASAN_OPTIONS="detect_leaks=1:log_path=$logs/asan" \
+  UBSAN_OPTIONS="print_stacktrace=1:log_path=$logs/ubsan" \
+    ctest --test-dir "$asan" --output-on-failure -E '^integration\.test_browser$' ${CTEST_ARGS:-}
+  if [ -n "$(ls -A "$logs")" ]; then
+    cat "$logs"/*
+    echo "sanitizer reports above (in $logs)" >&2
+    exit 1
+  fi
+fi
+
+# libFuzzer targets, CLRSCOPE_FUZZ_SECONDS each (they need clang; tools/deps.sh installs it).
+if [ "${CLRSCOPE_TEST_FUZZ:-1}" = 1 ]; then
+  tools/fuzz.sh "${CLRSCOPE_FUZZ_SECONDS:-15}"
+fi

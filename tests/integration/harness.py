@@ -9,9 +9,10 @@ harness.py - runs the real test app (tests/apps/TestApp) under libclrscope.so an
 
 Environment: CLRSCOPE_BUILD (default <repo>/build) holds libclrscope.so, the launcher `clrscope`
 and apps/<net10|net9|net8>/ (tests/apps/build.sh); CLRSCOPE_TEST_RUNTIME picks the app runtime
-(net10 by default); CLRSCOPE_TEST_APP_PRELOAD is put in front of LD_PRELOAD of every app process
-(and only there: a sanitizer build's runtime, e.g. libasan.so, which the uninstrumented `dotnet`
-must load first; see tools/test.sh).
+(net10 by default). For a sanitizer build (tools/test.sh), CLRSCOPE_TEST_APP_PRELOAD is put in
+front of LD_PRELOAD and CLRSCOPE_TEST_APP_ASAN_OPTIONS replaces ASAN_OPTIONS, in app processes
+only: the uninstrumented `dotnet` must load libasan.so first and needs options that let CoreCLR
+keep its signal handlers.
 """
 import gzip
 import json
@@ -39,6 +40,8 @@ def app_env(extra=None):
     pre = os.environ.get("CLRSCOPE_TEST_APP_PRELOAD")
     if pre:
         env["LD_PRELOAD"] = pre + (" " + env["LD_PRELOAD"] if env.get("LD_PRELOAD") else "")
+    if os.environ.get("CLRSCOPE_TEST_APP_ASAN_OPTIONS"):
+        env["ASAN_OPTIONS"] = os.environ["CLRSCOPE_TEST_APP_ASAN_OPTIONS"]
     env.update(extra or {})
     return env
 
