@@ -239,8 +239,10 @@ void prof_store_add(int kind, double t_unix, const char *const *frames, int nfra
         b->n++;
         S.st.entries++;
     }
-    for (int i = 0; i < PROF_NVALUES; i++)
-        e->v[i] += v[i];
+    for (int i = 0; i < PROF_NVALUES; i++) {
+        int64_t x = v[i] < 0 ? 0 : v[i] > PROF_VALUE_MAX ? PROF_VALUE_MAX : v[i];
+        e->v[i] = e->v[i] > INT64_MAX - x ? INT64_MAX : e->v[i] + x;
+    }
     S.st.samples_added++;
 out:
     pthread_mutex_unlock(&S.lock);

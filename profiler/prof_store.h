@@ -23,6 +23,10 @@ enum prof_kind { PK_CPU, PK_WALL, PK_ALLOC, PK_EXC, PK_LOCK, PK_COUNT };
  *   PK_EXC   v0 estimated count, v1 samples                      (label = exception type)
  *   PK_LOCK  v0 estimated count, v1 estimated wait ns, v2 samples */
 #define PROF_NVALUES 3
+/* Each value added is clamped to 0..PROF_VALUE_MAX (2^44: 4.9 hours in ns, 17.6 TB in bytes, far
+ * above any one sample), and a row's sums saturate at INT64_MAX: garbage in an event payload can
+ * distort a profile but never overflow it. */
+#define PROF_VALUE_MAX ((int64_t)1 << 44)
 
 struct prof_row {
     uint32_t node;      /* index into prof_view.parent/name */
