@@ -52,8 +52,8 @@ static const char *cache_get(struct cache *c, uintptr_t key)
 
 static void cache_put(struct cache *c, uintptr_t key, const char *val)
 {
-    if (c->n >= MAX_CACHE)
-        return; /* keep answering, just stop remembering */
+    if (c->n >= MAX_CACHE || !key)
+        return; /* keep answering, just stop remembering; key 0 is the empty mark */
     if ((c->n + 1) * 2 > c->cap) {
         uint32_t nc = c->cap ? c->cap * 2 : 1024;
         struct kv *ne = calloc(nc, sizeof *ne);
@@ -227,6 +227,8 @@ static void class_name_locked(ClassID cls, char *out, size_t cap, int depth)
 
 const char *prof_symbols_class(ClassID cls)
 {
+    if (!cls) /* 0 marks an empty cache slot: it can be neither cached nor looked up */
+        return "[unknown type]";
     pthread_mutex_lock(&g_lock);
     const char *hit = cache_get(&g_cls, cls);
     if (!hit) {
