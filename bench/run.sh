@@ -3,19 +3,22 @@
 # the date, the machine, and each script's table (ratios with vs without the profiler, measured
 # in one run by alternation, medians and spread over rounds). SMOKE=1 runs each once with tiny
 # sizes (what CI could afford; no figure from a smoke run means anything).
-# Benchmarks: cpu_overhead.sh (CPU/wall samplers), gc_overhead.sh (GC monitoring),
+# Benchmarks: aspnet_overhead.sh (a Kestrel server under wrk, each profile alone and all
+# together), cpu_overhead.sh (CPU/wall samplers), gc_overhead.sh (GC monitoring),
 # live_overhead.sh (live objects), exceptions_overhead.sh (exception storm), gcdump_bench.sh
 # (heap snapshot time and memory for 100k/1M/5M objects).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 build=${1:-build}
-tools/deps.sh build
-cmake -S . -B "$build" >/dev/null
-cmake --build "$build" -j"$(nproc)" >/dev/null
-tests/apps/build.sh "$build/apps" >/dev/null
+if [ "${SKIP_BUILD:-0}" != 1 ]; then  # SKIP_BUILD=1: BUILD_DIR is built already (CTest)
+  tools/deps.sh test
+  cmake -S . -B "$build" >/dev/null
+  cmake --build "$build" -j"$(nproc)" >/dev/null
+  tests/apps/build.sh "$build/apps" >/dev/null
+fi
 out=bench/results.md
 if [ "${SMOKE:-0}" = 1 ]; then
-  export ROUNDS=1 RUNS=1 BENCH_SECONDS=2 STORM=5000
+  export ROUNDS=1 RUNS=1 BENCH_SECONDS=2 STORM=5000 DURATION=2 WARMUP=1 CONFIGS=none,all
   objects="100000"
   out=$(mktemp)
 else
@@ -29,6 +32,10 @@ fi
        "$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //')"
   echo "- load average at start: $(cut -d' ' -f1-3 /proc/loadavg)"
   echo "- runtime: $(dotnet --list-runtimes | grep NETCore.App | tail -1)"
+  echo
+  echo "## aspnet_overhead"
+  echo
+  bash bench/aspnet_overhead.sh "$build" 2>/dev/null || echo "(aspnet_overhead failed: exit $?)"
   echo
   for b in cpu_overhead gc_overhead live_overhead exceptions_overhead; do
     echo "## $b"
@@ -46,3 +53,10 @@ fi
   echo '```'
 } > "$out"
 echo "bench: wrote $out"
+if [ "${SMOKE:-0}" = 1 ]; then  # a smoke run only proves every script still runs end to end
+  cat "$out"
+  if grep -q "failed: exit" "$out"; then
+    echo "bench: a benchmark script failed (above)" >&2
+    exit 1
+  fi
+fi

@@ -19,7 +19,8 @@ if [ -f tests/browser/package-lock.json ]; then
 fi
 ctest --test-dir "$build" --output-on-failure ${CTEST_ARGS:-}
 
-# The same suite (but the browser test) with ASan + UBSan. libclrscope.so is loaded into the
+# The same suite (but the browser test and the bench smoke run, whose apps get no sanitizer
+# preload) with ASan + UBSan. libclrscope.so is loaded into the
 # uninstrumented dotnet: the app gets libasan.so preloaded and options that leave CoreCLR its
 # signals (it turns SIGSEGV into NullReferenceException) and skip the leak check (the runtime's own
 # allocations at exit are not ours). Unit tests and the launcher run with the leak check. Reports
@@ -36,7 +37,7 @@ if [ "${CLRSCOPE_TEST_ASAN:-1}" = 1 ]; then
   CLRSCOPE_TEST_APP_ASAN_OPTIONS="handle_segv=0:handle_sigbus=0:handle_sigfpe=0:handle_sigill=0:allow_user_segv_handler=1:use_sigaltstack=0:detect_leaks=0:quarantine_size_mb=64:log_path=$logs/asan" \
   ASAN_OPTIONS="detect_leaks=1:log_path=$logs/asan" \
   UBSAN_OPTIONS="print_stacktrace=1:log_path=$logs/ubsan" \
-    ctest --test-dir "$asan" --output-on-failure -E '^integration\.test_browser$' ${CTEST_ARGS:-}
+    ctest --test-dir "$asan" --output-on-failure -E '^(integration\.test_browser|bench\.smoke)$' ${CTEST_ARGS:-}
   if [ -n "$(ls -A "$logs")" ]; then
     cat "$logs"/*
     echo "sanitizer reports above (in $logs)" >&2

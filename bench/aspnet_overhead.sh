@@ -1,0 +1,23 @@
+#!/usr/bin/env bash
+# bench/aspnet_overhead.sh [BUILD_DIR] - what each profile costs a real ASP.NET Core server
+# (Kestrel, tests/apps/WebApp: JSON, allocation-heavy and CPU endpoints) under wrk load:
+# throughput, p99 latency and server CPU per request, as ratios against no profiler measured in
+# the same run (configurations alternate within each round), median and IQR over ROUNDS.
+#
+#   bench/aspnet_overhead.sh build                 (default: ROUNDS=5 DURATION=8 WARMUP=3 CONNS=16)
+#   ROUNDS=3 CONFIGS=none,cpu,all bench/aspnet_overhead.sh build
+# Needs wrk (tools/deps.sh installs it) and BUILD_DIR/clrscope; builds the WebApp into
+# BUILD_DIR/apps/webapp when missing or older than its sources.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+build=${1:-build}
+[ -x "$build/clrscope" ] || { echo "no $build/clrscope: build clrscope first" >&2; exit 1; }
+command -v wrk >/dev/null || { echo "wrk not found: tools/deps.sh test" >&2; exit 1; }
+out="$build/apps/webapp"
+src=tests/apps/WebApp
+if [ ! -f "$out/WebApp.dll" ] || [ -n "$(find "$src" -newer "$out/WebApp.dll" -type f 2>/dev/null)" ]; then
+  DOTNET_CLI_TELEMETRY_OPTOUT=1 DOTNET_NOLOGO=1 dotnet build "$src/WebApp.csproj" \
+    --disable-build-servers -nologo -v quiet -c Release --artifacts-path "$build/apps/.work/webapp" \
+    -o "$out" >/dev/null
+fi
+exec python3 bench/aspnet_overhead.py "$build" "$out/WebApp.dll"
