@@ -2,6 +2,7 @@
 #include "prof_counters.h"
 
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <uchar.h>
@@ -35,14 +36,19 @@ static struct {
 
 int prof_counters_provider(COR_PRF_EVENTPIPE_PROVIDER_CONFIG *cfg)
 {
-    if (!prof_env_bool("CLRSCOPE_RUNTIME_COUNTERS", 1))
+    long interval = prof_env_long("CLRSCOPE_RUNTIME_COUNTERS", 1, 0, 60); /* seconds; 0 = off */
+    if (!interval)
         return 0;
     if (!C.alloc_sec) {
         C.nsec = (uint32_t)g_cfg.history_s + 16;
         C.alloc_sec = calloc(C.nsec, sizeof *C.alloc_sec); /* NULL: no self-check, values stay */
     }
     static const char16_t name[] = u"System.Runtime";
-    static const char16_t filter[] = u"EventCounterIntervalSec=1";
+    static char16_t filter[40];
+    char ascii[40];
+    int n = snprintf(ascii, sizeof ascii, "EventCounterIntervalSec=%ld", interval);
+    for (int i = 0; i <= n && i < (int)(sizeof filter / sizeof filter[0]); i++)
+        filter[i] = (char16_t)ascii[i];
     cfg->providerName = (const WCHAR *)name;
     cfg->keywords = 0;
     cfg->loggingLevel = EP_LEVEL_INFORMATIONAL;

@@ -11,7 +11,8 @@
  * Contexts: prof_counters_provider runs once at Initialize; prof_counters_on_event runs on the
  * runtime's poller thread inside EventPipeEventDelivered (no malloc, no locks, no I/O); the
  * getters run on any thread and never block the writer (per-entry sequence counters).
- * CLRSCOPE_RUNTIME_COUNTERS=0 turns the subscription off.
+ * CLRSCOPE_RUNTIME_COUNTERS is the polling interval in seconds (1, the default, to 60); 0 turns
+ * the subscription off.
  */
 #ifndef PROF_COUNTERS_H
 #define PROF_COUNTERS_H
@@ -22,7 +23,7 @@
 
 #define PROF_COUNTERS_MAX 64 /* distinct counters kept; later ones are counted as dropped */
 
-/* Fills *cfg with the System.Runtime provider (Informational, EventCounterIntervalSec=1) and
+/* Fills *cfg with the System.Runtime provider (Informational, EventCounterIntervalSec=N) and
  * returns 1, or returns 0 when the subscription is off. Prepares the per-second history. */
 int prof_counters_provider(COR_PRF_EVENTPIPE_PROVIDER_CONFIG *cfg);
 /* An event of the System.Runtime provider (the poller thread). */
