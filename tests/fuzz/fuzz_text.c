@@ -68,7 +68,8 @@ static void check_dd(const struct dd_config *d)
     FUZZ_CHECK(d->period_s >= 1 && d->period_s <= 86400, "period %d", d->period_s);
     FUZZ_CHECK(d->queue_cap >= 1 && d->queue_cap <= 64, "queue %d", d->queue_cap);
     FUZZ_CHECK(d->timeout_s >= 1 && d->timeout_s <= 600, "timeout %d", d->timeout_s);
-    FUZZ_CHECK(!d->api_key[0] || !strstr(d->endpoint, d->api_key), "API key in the endpoint");
+    /* the key never shows in what status reports (a short "key" may match by chance) */
+    FUZZ_CHECK(strlen(d->api_key) < 8 || !strstr(d->endpoint, d->api_key), "API key in the endpoint");
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
