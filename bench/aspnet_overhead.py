@@ -28,8 +28,14 @@ ROUNDS = int(os.environ.get("ROUNDS", "5"))
 DURATION = int(os.environ.get("DURATION", "8"))
 WARMUP = int(os.environ.get("WARMUP", "3"))
 CONNS = int(os.environ.get("CONNS", "16"))
-CONFIGS = os.environ.get("CONFIGS", "none,cpu,wall,alloc,live,gc,exceptions,lock,all").split(",")
+CONFIGS = os.environ.get("CONFIGS",
+                         "none,cpu,wall,alloc,live,gc,exceptions,lock,all,dotnet-trace").split(",")
 LAUNCHER = os.path.join(BUILD, "clrscope")
+# dotnet-trace (installed by aspnet_overhead.sh when NuGet has it): the same server traced with its
+# default-equivalent profiles (EventPipe SampleProfiler thread-time sampling + common runtime events)
+DOTNET_TRACE = os.environ.get("DOTNET_TRACE", "")
+if not (DOTNET_TRACE and os.access(DOTNET_TRACE, os.X_OK)):
+    CONFIGS = [c for c in CONFIGS if c != "dotnet-trace"]
 
 WRK_SCRIPT = """
 local paths = {"/json", "/alloc", "/cpu"}
@@ -75,7 +81,8 @@ def one_run(cfg, script):
     base = f"http://127.0.0.1:{port}"
     env = dict(os.environ, DOTNET_CLI_TELEMETRY_OPTOUT="1", DOTNET_NOLOGO="1")
     cmd = ["dotnet", WEBAPP, "--urls", base]
-    if cfg != "none":
+    tracer = None
+    if cfg not in ("none", "dotnet-trace"):
         env.update(CLRSCOPE_PORT="0", CLRSCOPE_LOG_LEVEL="warn")
         if cfg != "all":
             env["CLRSCOPE_PROFILES"] = cfg
@@ -94,21 +101,40 @@ def one_run(cfg, script):
                 err.seek(0)
                 raise RuntimeError(f"{cfg}: server did not start: {err.read().decode()[-2000:]}")
             time.sleep(0.1)
+        if cfg == "dotnet-trace":
+            trace_out = tempfile.mkdtemp(prefix="clrscope-bench-trace-")
+            tracer = subprocess.Popen([DOTNET_TRACE, "collect", "-p", str(proc.pid), "--profile",
+                                       "dotnet-sampled-thread-time,dotnet-common", "-o",
+                                       os.path.join(trace_out, "trace.nettrace")],
+                                      stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                                      stdin=subprocess.DEVNULL)
+            time.sleep(2)
         wrk(base, WARMUP, script)
+        dash = None
+        if cfg not in ("none", "dotnet-trace"):
+            err.seek(0)
+            m = re.search(rb"dashboard (http://[\d.:]+/)", err.read())
+            dash = m.group(1).decode() if m else None
+        self0 = json.loads(get(dash + "api/v1/status"))["self"]["cpu_s"] if dash else None
         s0 = json.loads(get(base + "/stats"))
         rps, p99, errors = wrk(base, DURATION, script)
         s1 = json.loads(get(base + "/stats"))
         res = {"rps": rps, "p99_ms": p99, "errors": errors,
                "cpu_per_1k": (s1["cpu_s"] - s0["cpu_s"]) / max(1, s1["served"] - s0["served"]) * 1000,
                "rss": rss_bytes(proc.pid)}
-        if cfg != "none":
-            err.seek(0)
-            m = re.search(rb"dashboard (http://[\d.:]+/)", err.read())
-            if m:
-                st = json.loads(get(m.group(1).decode() + "api/v1/status"))
-                res["self_cpu_share"] = st["self"]["cpu_share"]
+        if dash:
+            self1 = json.loads(get(dash + "api/v1/status"))["self"]["cpu_s"]
+            res["self_cpu_share"] = (self1 - self0) / max(1e-9, s1["cpu_s"] - s0["cpu_s"])
         return res
     finally:
+        if tracer:
+            tracer.send_signal(signal.SIGINT)
+            try:
+                tracer.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                tracer.kill()
+                tracer.wait()
+            subprocess.run(["rm", "-rf", trace_out])
         proc.send_signal(signal.SIGTERM)
         try:
             proc.wait(timeout=20)
@@ -159,10 +185,15 @@ def main():
         drss = [a["rss"] - b["rss"] for a, b in zip(runs[cfg], base)]
         cells.append(f"{statistics.median(share) * 100:.2f} %" if share else "–")
         cells.append(f"{statistics.median(drss) / 2**20:+.1f} MiB")
-        name = "all (default)" if cfg == "all" else cfg
+        name = {"all": "all (default)",
+                "dotnet-trace": "dotnet-trace (sampled-thread-time + common)"}.get(cfg, cfg)
         print(f"| {name} | " + " | ".join(cells) + " |")
     errs = sum(x["errors"] for rs in runs.values() for x in rs)
     print()
+    if not (DOTNET_TRACE and os.access(DOTNET_TRACE, os.X_OK)):
+        print("dotnet-trace: not installed (NuGet had no dotnet-trace), no comparison row.")
+    print("Datadog's native profiler (Datadog.Trace.Bundle) and dotnet-gcdump are not on this "
+          "machine's NuGet mirror: no comparison with them.")
     print(f"non-2xx responses in all runs: {errs}; load average at end: "
           f"{open('/proc/loadavg').read().split()[0]}")
 

@@ -20,4 +20,10 @@ if [ ! -f "$out/WebApp.dll" ] || [ -n "$(find "$src" -newer "$out/WebApp.dll" -t
     --disable-build-servers -nologo -v quiet -c Release --artifacts-path "$build/apps/.work/webapp" \
     -o "$out" >/dev/null
 fi
+# dotnet-trace, for the side-by-side row (skipped when NuGet does not have it)
+tools="$build/tools"
+if [ ! -x "$tools/dotnet-trace" ]; then
+  timeout 180 dotnet tool install dotnet-trace --tool-path "$tools" >/dev/null 2>&1 || true
+fi
+[ -x "$tools/dotnet-trace" ] && export DOTNET_TRACE="$tools/dotnet-trace"
 exec python3 bench/aspnet_overhead.py "$build" "$out/WebApp.dll"
