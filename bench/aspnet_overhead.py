@@ -24,9 +24,9 @@ import urllib.request
 
 BUILD = sys.argv[1] if len(sys.argv) > 1 else "build"
 WEBAPP = sys.argv[2] if len(sys.argv) > 2 else os.path.join(BUILD, "apps", "webapp", "WebApp.dll")
-ROUNDS = int(os.environ.get("ROUNDS", "5"))
-DURATION = int(os.environ.get("DURATION", "8"))
-WARMUP = int(os.environ.get("WARMUP", "3"))
+ROUNDS = int(os.environ.get("ROUNDS", "3"))
+DURATION = int(os.environ.get("DURATION", "6"))
+WARMUP = int(os.environ.get("WARMUP", "2"))
 CONNS = int(os.environ.get("CONNS", "16"))
 CONFIGS = os.environ.get("CONFIGS",
                          "none,cpu,wall,alloc,live,gc,exceptions,lock,all,dotnet-trace").split(",")

@@ -4,7 +4,7 @@
 # throughput, p99 latency and server CPU per request, as ratios against no profiler measured in
 # the same run (configurations alternate within each round), median and IQR over ROUNDS.
 #
-#   bench/aspnet_overhead.sh build                 (default: ROUNDS=5 DURATION=8 WARMUP=3 CONNS=16)
+#   bench/aspnet_overhead.sh build                 (default: ROUNDS=3 DURATION=6 WARMUP=2 CONNS=16)
 #   ROUNDS=3 CONFIGS=none,cpu,all bench/aspnet_overhead.sh build
 # Needs wrk (tools/deps.sh installs it) and BUILD_DIR/clrscope; builds the WebApp into
 # BUILD_DIR/apps/webapp when missing or older than its sources.

@@ -4,7 +4,9 @@
 # in one run by alternation, medians and spread over rounds). SMOKE=1 runs each once with tiny
 # sizes (what CI could afford; no figure from a smoke run means anything).
 # Benchmarks: aspnet_overhead.sh (a Kestrel server under wrk, each profile alone and all
-# together), cpu_overhead.sh (CPU/wall samplers), gc_overhead.sh (GC monitoring),
+# together, dotnet-trace beside them), api_latency.py (dashboard endpoints under that load),
+# threads_bench.py (10/100/500 threads), startup.py, first_paint.sh (dashboard in Chromium),
+# rss_growth.py (RSS over RSS_SECONDS, default 600), cpu_overhead.sh (CPU/wall samplers), gc_overhead.sh (GC monitoring),
 # live_overhead.sh (live objects), exceptions_overhead.sh (exception storm), gcdump_bench.sh
 # (heap snapshot time and memory for 100k/1M/5M objects).
 set -euo pipefail
@@ -18,12 +20,17 @@ if [ "${SKIP_BUILD:-0}" != 1 ]; then  # SKIP_BUILD=1: BUILD_DIR is built already
 fi
 out=bench/results.md
 if [ "${SMOKE:-0}" = 1 ]; then
-  export ROUNDS=1 RUNS=1 BENCH_SECONDS=2 STORM=5000 DURATION=2 WARMUP=1 CONFIGS=none,all
+  export ROUNDS=1 RUNS=1 BENCH_SECONDS=2 STORM=5000 DURATION=2 WARMUP=1 CONFIGS=none,all \
+    N=2 WARMUP_S=2 THREAD_COUNTS="10 50" SECONDS_PER_RUN=2 INTERVAL=2
+  rss_s=6
   objects="100000"
   out=$(mktemp)
 else
   objects="100000 1000000 5000000"
+  rss_s=${RSS_SECONDS:-600}
 fi
+# ONLY="aspnet_overhead startup ..." runs just those sections.
+want() { [ -z "${ONLY:-}" ] || [[ " $ONLY " == *" $1 "* ]]; }
 {
   echo "# clrscope benchmark results"
   echo
@@ -33,11 +40,45 @@ fi
   echo "- load average at start: $(cut -d' ' -f1-3 /proc/loadavg)"
   echo "- runtime: $(dotnet --list-runtimes | grep NETCore.App | tail -1)"
   echo
-  echo "## aspnet_overhead"
-  echo
-  bash bench/aspnet_overhead.sh "$build" 2>/dev/null || echo "(aspnet_overhead failed: exit $?)"
-  echo
+  if want aspnet_overhead; then
+    echo "## aspnet_overhead"
+    echo
+    bash bench/aspnet_overhead.sh "$build" 2>/dev/null || echo "(aspnet_overhead failed: exit $?)"
+    echo
+  fi
+  if want api_latency; then
+    echo "## api_latency"
+    echo
+    python3 bench/api_latency.py "$build" "$build/apps/webapp/WebApp.dll" 2>&1 ||
+      echo "(api_latency failed: exit $?)"
+    echo
+  fi
+  if want threads_bench; then
+    echo "## threads_bench"
+    echo
+    python3 bench/threads_bench.py "$build" 2>&1 || echo "(threads_bench failed: exit $?)"
+    echo
+  fi
+  if want startup; then
+    echo "## startup"
+    echo
+    python3 bench/startup.py "$build" 2>&1 || echo "(startup failed: exit $?)"
+    echo
+  fi
+  if want first_paint; then
+    echo "## first_paint"
+    echo
+    bash bench/first_paint.sh "$build" 2>&1 || echo "(first_paint failed: exit $?)"
+    echo
+  fi
+  if want rss_growth; then
+    echo "## rss_growth"
+    echo
+    DURATION=$rss_s python3 bench/rss_growth.py "$build" 2>&1 || echo "(rss_growth failed: exit $?)"
+    echo
+  fi
   for b in cpu_overhead gc_overhead live_overhead exceptions_overhead; do
+    want "$b" || continue
     echo "## $b"
     echo
     echo '```'
@@ -45,12 +86,14 @@ fi
     echo '```'
     echo
   done
-  echo "## gcdump_bench"
-  echo
-  echo '```'
-  # shellcheck disable=SC2086
-  bash bench/gcdump_bench.sh "$build" $objects 2>&1 || echo "(gcdump_bench failed: exit $?)"
-  echo '```'
+  if want gcdump_bench; then
+    echo "## gcdump_bench"
+    echo
+    echo '```'
+    # shellcheck disable=SC2086
+    bash bench/gcdump_bench.sh "$build" $objects 2>&1 || echo "(gcdump_bench failed: exit $?)"
+    echo '```'
+  fi
 } > "$out"
 echo "bench: wrote $out"
 if [ "${SMOKE:-0}" = 1 ]; then  # a smoke run only proves every script still runs end to end

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Sampling cost against thread count: `TestApp threads --threads N` (N blocked threads: half wait
-on an event, half sleep in 200 ms steps) for N in THREADS (default 10 100 500), with and without
+on an event, half sleep in 200 ms steps) for N in THREAD_COUNTS (default 10 100 500), with and without
 clrscope (all profiles), alternating, ROUNDS times. Over SECONDS after `ready`, the process's CPU
 time with the profiler minus without is what sampling that many threads costs; the wall sampler's
 stop-the-world time comes from /api/v1/status. Prints a table per N.
@@ -14,8 +14,8 @@ sys.path.insert(0, os.path.dirname(__file__))
 from benchlib import App, cpu_seconds, testapp  # noqa: E402
 
 build = sys.argv[1] if len(sys.argv) > 1 else "build"
-counts = [int(x) for x in os.environ.get("THREADS", "10 100 500").split()]
-rounds = int(os.environ.get("ROUNDS", "3"))
+counts = [int(x) for x in os.environ.get("THREAD_COUNTS", "10 100 500").split()]
+rounds = int(os.environ.get("ROUNDS", "2"))
 secs = float(os.environ.get("SECONDS_PER_RUN", "8"))
 
 

@@ -1638,6 +1638,7 @@
     Promise.resolve(p).then(function () {
       if (v === view) viewBusy = false;
       hook.refreshes = (hook.refreshes || 0) + 1;
+      if (hook.firstRefreshAt == null) hook.firstRefreshAt = performance.now();
     }, function (e) {
       if (v === view) viewBusy = false;
       noteError(e && e.stack || e);
