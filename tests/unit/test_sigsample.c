@@ -111,6 +111,7 @@ struct got {
     uint32_t tid;         /* only samples of this thread are checked (0 = any) */
     uintptr_t lo[3], hi[3]; /* code ranges to look for, innermost first */
     int samples, complete, any_frames;
+    int mine; /* samples of `tid` */
     int64_t cpu_ns;
 };
 
@@ -127,6 +128,7 @@ static void on_sample(void *arg, const struct prof_sigsample *s)
     g->cpu_ns += s->cpu_ns;
     g->any_frames += s->n > 1;
     if (!g->tid || s->tid == g->tid) {
+        g->mine++;
         /* innermost range first, the others must follow in order */
         int want = 0;
         for (int i = 0; i < s->n && want < 3; i++) {
@@ -273,8 +275,9 @@ static void test_walks(void)
     struct prof_sigsample_stats st;
     prof_sigsample_get_stats(&st);
     CHECK(g.samples >= 50, "samples: %d", g.samples);
-    CHECK(g.complete * 10 >= g.samples / 2 * 8, "inner <- middle <- outer in %d of ~%d samples of "
-          "the spinning thread", g.complete, g.samples / 2);
+    /* the two threads' shares of the CPU depend on the machine's load: count the spinner's own */
+    CHECK(g.mine >= 20 && g.complete * 10 >= g.mine * 8, "inner <- middle <- outer in %d of %d "
+          "samples of the spinning thread", g.complete, g.mine);
     CHECK(g.any_frames > 0, "some walks found frames");
     CHECK(st.threads == 2, "2 threads armed, got %llu", (unsigned long long)st.threads);
     /* CPU weights: ~1 ms each at 1000 Hz */
