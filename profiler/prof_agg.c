@@ -12,13 +12,17 @@
 #include "prof_alloc.h"
 #include "prof_config.h"
 #include "prof_core.h"
+#include "prof_codemap.h"
 #include "prof_exc.h"
+#include "prof_exporter.h"
 #include "prof_gc.h"
 #include "prof_live.h"
 #include "prof_lock.h"
 #include "prof_log.h"
 #include "prof_ring.h"
+#include "prof_store.h"
 #include "prof_walk.h"
+#include "prof_wtab.h"
 
 #define RING_SLOTS 4096u
 #define SELF_WINDOW 10
@@ -104,6 +108,13 @@ static int64_t rss_bytes(void)
 
 static void self_tick(void)
 {
+    /* module memory first: the getters take their modules' own locks, not A.lock */
+    int64_t m_store = (int64_t)prof_store_mem_bytes(), m_ring = (int64_t)prof_ring_mem_bytes(g_ring);
+    int64_t m_live = (int64_t)prof_live_mem_bytes();
+    int64_t m_tables = (int64_t)(prof_wtab_mem_bytes(prof_exc_table()) +
+                                 prof_wtab_mem_bytes(prof_lock_table()));
+    int64_t m_codemap = (int64_t)prof_codemap_mem_bytes();
+    int64_t m_export = (int64_t)prof_exporter_queue_bytes();
     double self = self_cpu_seconds();
     double proc = (double)prof_process_cpu_ns() / 1e9;
     pthread_mutex_lock(&A.lock);
@@ -115,6 +126,13 @@ static void self_tick(void)
     A.self.cpu_s = self;
     A.self.cpu_share = dp > 0 && A.hist_proc[oldest] > 0 ? ds / dp : 0;
     A.self.rss_bytes = rss_bytes();
+    A.self.mem_store = m_store;
+    A.self.mem_ring = m_ring;
+    A.self.mem_live = m_live;
+    A.self.mem_tables = m_tables;
+    A.self.mem_codemap = m_codemap;
+    A.self.mem_export = m_export;
+    A.self.mem_bytes = m_store + m_ring + m_live + m_tables + m_codemap + m_export;
     A.self.ring_dropped = prof_ring_dropped(g_ring);
     A.self.ring_pushed = prof_ring_pushed(g_ring);
     pthread_mutex_unlock(&A.lock);

@@ -11,7 +11,12 @@
 struct prof_self_stats {
     double cpu_s;          /* CPU time used by clrscope-* threads */
     double cpu_share;      /* of process CPU over the last 10 s */
-    int64_t rss_bytes;     /* process RSS */
+    int64_t rss_bytes;     /* process RSS (the app and clrscope together) */
+    /* clrscope's own memory, accounted by its modules (bytes held, refreshed once a second):
+     * the profile store, the event ring, the live-object tracker, the exception and lock
+     * tables, the JIT code map, the export queue; mem_bytes is their sum. */
+    int64_t mem_bytes;
+    int64_t mem_store, mem_ring, mem_live, mem_tables, mem_codemap, mem_export;
     uint64_t ring_dropped, ring_pushed;
 };
 

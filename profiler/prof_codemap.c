@@ -469,3 +469,11 @@ void prof_codemap_get_stats(struct prof_codemap_stats *out)
     *out = C.st;
     out->methods = C.npool;
 }
+
+size_t prof_codemap_mem_bytes(void)
+{
+    if (!C.pool)
+        return 0;
+    return (size_t)C.cap * (sizeof *C.pool + sizeof *C.order) + IPCACHE_SIZE * sizeof *C.cache +
+           (size_t)(C.max_frames + PROF_SIG_MAX_HOPS + 1) * sizeof *C.frames;
+}

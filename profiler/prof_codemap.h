@@ -71,5 +71,7 @@ int prof_codemap_name_stack(const struct prof_sigsample *s, const char **names,
 /* Once a tick: publishes newly learned frameless methods to the handler; periodic flush. */
 void prof_codemap_tick(int64_t now_ns);
 void prof_codemap_get_stats(struct prof_codemap_stats *out);
+/* Bytes the code map holds (method ranges, their order, the ip cache, walk scratch). */
+size_t prof_codemap_mem_bytes(void);
 
 #endif

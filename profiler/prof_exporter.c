@@ -792,3 +792,11 @@ void prof_exporter_status_json(cJSON *obj)
     }
     pthread_mutex_unlock(&X.lock);
 }
+
+size_t prof_exporter_queue_bytes(void)
+{
+    pthread_mutex_lock(&X.lock);
+    size_t b = X.st.queue_bytes;
+    pthread_mutex_unlock(&X.lock);
+    return b;
+}

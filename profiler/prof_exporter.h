@@ -5,11 +5,15 @@
 #ifndef PROF_EXPORTER_H
 #define PROF_EXPORTER_H
 
+#include <stddef.h>
+
 typedef struct cJSON cJSON;
 
 void prof_exporter_start(void);
 void prof_exporter_stop(void);
 /* Adds enabled, last_upload, last_status, failures, bytes_sent, dropped, ... to `obj`. */
 void prof_exporter_status_json(cJSON *obj);
+/* Bytes of profiles waiting in the upload queue. */
+size_t prof_exporter_queue_bytes(void);
 
 #endif

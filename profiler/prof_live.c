@@ -882,3 +882,10 @@ int prof_live_pprof_add(pprof_builder *b, int ncols, const int slot_to_col[PROF_
     free(vals);
     return rc;
 }
+
+size_t prof_live_mem_bytes(void)
+{
+    if (!L.slots)
+        return 0;
+    return (size_t)L.cap * (sizeof *L.slots + sizeof *L.meta) + MAX_TYPES * sizeof *L.types;
+}

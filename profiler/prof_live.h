@@ -12,6 +12,7 @@
 #ifndef PROF_LIVE_H
 #define PROF_LIVE_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 #include "clr_abi.h"
@@ -20,6 +21,8 @@
 #include "prof_store.h"
 
 void prof_live_init(void);
+/* Bytes the tracker holds (slots, their metadata, the per-type history); 0 when off. */
+size_t prof_live_mem_bytes(void);
 /* Runtime GC callbacks (any runtime thread; no locks, no allocation). */
 void prof_live_gc_started(int cgen, const BOOL *collected);
 void prof_live_gc_finished(void);

@@ -19,6 +19,11 @@ struct prof_ring {
 
 struct prof_ring *g_ring;
 
+size_t prof_ring_mem_bytes(const struct prof_ring *r)
+{
+    return r ? sizeof *r + (size_t)(r->mask + 1) * sizeof *r->slots : 0;
+}
+
 struct prof_ring *prof_ring_new(uint32_t slots_pow2)
 {
     struct prof_ring *r = calloc(1, sizeof *r);

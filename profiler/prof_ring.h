@@ -10,6 +10,7 @@
 #ifndef PROF_RING_H
 #define PROF_RING_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 #define REC_MAX_FRAMES 64
@@ -44,6 +45,8 @@ void prof_ring_commit(struct prof_ring *r, struct prof_rec *rec);
 struct prof_rec *prof_ring_peek(struct prof_ring *r);     /* consumer; NULL when empty */
 void prof_ring_release(struct prof_ring *r);
 uint64_t prof_ring_dropped(const struct prof_ring *r);
+/* Bytes the ring holds (its slots). */
+size_t prof_ring_mem_bytes(const struct prof_ring *r);
 uint64_t prof_ring_pushed(const struct prof_ring *r);
 
 /* The one ring of the process, created by prof_agg. */

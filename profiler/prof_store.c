@@ -380,6 +380,22 @@ void prof_view_free(struct prof_view *v)
     memset(v, 0, sizeof *v);
 }
 
+size_t prof_store_mem_bytes(void)
+{
+    pthread_mutex_lock(&S.lock);
+    size_t b = 0;
+    if (S.ready) {
+        b = (size_t)S.node_cap * sizeof *S.nodes + (size_t)S.nslots * sizeof *S.node_slots +
+            (size_t)S.nbuckets * sizeof *S.buckets;
+        for (int i = 0; i < S.nbuckets; i++)
+            b += (size_t)S.buckets[i].cap * sizeof(struct entry);
+        b += (size_t)S.names.cap * sizeof *S.names.strs +
+             (size_t)S.names.nslots * sizeof *S.names.slots + S.names.bytes + S.names.n;
+    }
+    pthread_mutex_unlock(&S.lock);
+    return b;
+}
+
 void prof_store_get_stats(struct prof_store_stats *s)
 {
     pthread_mutex_lock(&S.lock);

@@ -63,6 +63,8 @@ int prof_store_view_range(int kind, int64_t from_s, int64_t to_s, const char *fi
                           struct prof_view *out);
 void prof_view_free(struct prof_view *v);
 void prof_store_get_stats(struct prof_store_stats *s);
+/* Bytes the store holds (call-path nodes, their index, per-second buckets, interned names). */
+size_t prof_store_mem_bytes(void);
 /* Sums v[] of `kind` over the window without building a view (cheap totals for status/metrics). */
 void prof_store_totals(int kind, double seconds, int64_t out[PROF_NVALUES]);
 

@@ -342,3 +342,22 @@ void prof_wtab_stats(struct prof_wtab *t, uint64_t *keys, uint64_t *dropped)
     *dropped = t->dropped;
     pthread_mutex_unlock(&t->lock);
 }
+
+size_t prof_wtab_mem_bytes(struct prof_wtab *t)
+{
+    if (!t)
+        return 0;
+    pthread_mutex_lock(&t->lock);
+    size_t b = sizeof *t + (size_t)t->max_keys * sizeof *t->keys +
+               ((size_t)t->index_mask + 1) * sizeof *t->index +
+               (size_t)t->nbuckets * sizeof *t->buckets;
+    for (int i = 0; i < t->nbuckets; i++)
+        b += (size_t)t->buckets[i].cap * sizeof(struct entry);
+    for (uint32_t i = 0; i < t->nkeys; i++) {
+        const struct key *k = &t->keys[i];
+        b += (k->a ? strlen(k->a) + 1 : 0) + (k->b ? strlen(k->b) + 1 : 0) +
+             (k->extra ? strlen(k->extra) + 1 : 0);
+    }
+    pthread_mutex_unlock(&t->lock);
+    return b;
+}

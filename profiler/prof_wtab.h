@@ -37,5 +37,7 @@ int prof_wtab_sum(struct prof_wtab *t, double seconds, const char *filter_a,
                   struct prof_wtab_row **rows, size_t *nrows);
 /* Keys in use, entries refused (folded into the overflow key). */
 void prof_wtab_stats(struct prof_wtab *t, uint64_t *keys, uint64_t *dropped);
+/* Bytes the table holds (keys and their text, index, per-second buckets); 0 for NULL. */
+size_t prof_wtab_mem_bytes(struct prof_wtab *t);
 
 #endif

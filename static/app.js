@@ -351,7 +351,8 @@
     (s.profiles || []).forEach(function (p) { chips.appendChild(h('span', {'class': 'chip', text: p})); });
     var foot = ['clrscope ' + (s.clrscope_version || '')];
     if (s.sampling_hz) foot.push('sampling ' + s.sampling_hz + ' Hz');
-    if (s.self) foot.push('profiler CPU ' + F.pct(s.self.cpu_share) + ', RSS ' + F.bytes(s.self.rss_bytes));
+    if (s.self) foot.push('clrscope CPU ' + F.pct(s.self.cpu_share) + (s.self.mem_bytes != null ? ', memory ' +
+      F.bytes(s.self.mem_bytes) : '') + ' · process RSS ' + F.bytes(s.self.rss_bytes));
     if (s.dropped && s.dropped.samples) foot.push(F.int(s.dropped.samples) + ' samples dropped');
     $('footer').textContent = foot.join(' · ');
     document.title = name + ' (' + s.pid + ') · clrscope';
@@ -764,6 +765,13 @@
       });
     }
 
+    function memTitle(me) {
+      var m = me.mem || {};
+      return 'held by clrscope, by module: ' + Object.keys(m).map(function (k) {
+        return k.replace(/_/g, ' ') + ' ' + F.bytes(m[k]);
+      }).join(', ');
+    }
+
     function renderCost(s) {
       clear(cost.body);
       clear(exp.body);
@@ -772,7 +780,9 @@
       cost.body.appendChild(h('div', {'class': 'stats'}, [
         stat('CPU share', F.pct(me.cpu_share), me.cpu_share > 0.05 ? 'bad' : 'good'),
         stat('CPU time', me.cpu_s != null ? F.sig(me.cpu_s) + ' s' : '–'),
-        stat('resident memory', F.bytes(me.rss_bytes))
+        h('div', {'class': 'stat', title: memTitle(me)}, [h('div', {'class': 'v', text: F.bytes(me.mem_bytes)}),
+          h('div', {'class': 'l', text: 'clrscope memory'})]),
+        stat('process RSS', F.bytes(me.rss_bytes))
       ]));
       cost.body.appendChild(h('dl', {'class': 'kvlist'}, [
         h('dt', {text: 'sampling rate'}), h('dd', {text: s.sampling_hz ? s.sampling_hz + ' Hz' : '–'}),

@@ -126,6 +126,16 @@ class AllocMix(unittest.TestCase):
         self.assertLess(abs(exact_rate / true_rate - 1), 0.05,
                         f"runtime counter {exact_rate / 1e6:.1f} MB/s, app {true_rate / 1e6:.1f}")
 
+    def test_profiler_memory_is_accounted(self):
+        # clrscope's own memory, by module: non-zero where this run has data, summed, and a
+        # small part of the process's RSS
+        me = self.status["self"]
+        mem = me["mem"]
+        self.assertEqual(me["mem_bytes"], sum(mem.values()))
+        for part in ("store", "event_ring", "live_objects", "code_map"):
+            self.assertGreater(mem[part], 0, part)
+        self.assertLess(me["mem_bytes"], me["rss_bytes"] / 2, me)
+
     def test_runtime_counters_endpoint(self):
         c = self.counters
         self.assertTrue(c["enabled"])
