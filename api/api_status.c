@@ -70,6 +70,8 @@ int api_status(const struct web_req *r)
     if (ss.sig.signo) {
         cJSON *sg = cJSON_AddObjectToObject(so, "signal_sampler");
         cJSON_AddNumberToObject(sg, "signal", ss.sig.signo);
+        cJSON_AddNumberToObject(sg, "drain_ms", (double)ss.tick_ns / 1e6);
+        cJSON_AddNumberToObject(sg, "ring_entries", ss.ring_entries);
         cJSON_AddNumberToObject(sg, "threads", (double)ss.sig.threads);
         cJSON_AddNumberToObject(sg, "samples", (double)ss.sig.samples);
         cJSON_AddNumberToObject(sg, "timer_failures", (double)ss.sig.timer_failures);

@@ -26,6 +26,8 @@
 
 #define RING_SLOTS 4096u
 #define SELF_WINDOW 10
+#define DRAIN_MIN_NS 2000000LL  /* the event ring is drained at most this often */
+#define DRAIN_MAX_NS 50000000LL /* and at least (4096 slots: drops only above 80 k events/s) */
 
 static struct {
     pthread_t thread;
@@ -36,13 +38,15 @@ static struct {
     int hist_pos;
 } A = {.lock = PTHREAD_MUTEX_INITIALIZER};
 
-static void drain(void)
+/* Consumes what the ring holds; returns how many records. */
+static int drain(void)
 {
     const char *names[REC_MAX_FRAMES + 2];
-    for (int budget = 100000; budget > 0; budget--) {
+    int done = 0;
+    for (int budget = 100000; budget > 0; budget--, done++) {
         struct prof_rec *r = prof_ring_peek(g_ring);
         if (!r)
-            return;
+            return done;
         int n = prof_walk_names(r->frames, (int)(r->nframes > REC_MAX_FRAMES ? REC_MAX_FRAMES
                                                                                : r->nframes),
                                 (int)r->truncated, names, REC_MAX_FRAMES + 2);
@@ -64,17 +68,32 @@ static void drain(void)
         }
         prof_ring_release(g_ring);
     }
+    return done;
 }
 
-/* CPU of our own clrscope-* threads, from /proc/self/task/<tid>/comm. */
-static double self_cpu_seconds(void)
+/* Our own threads (clrscope-*, and civetweb's before it names them), found by their names in
+ * /proc/self/task every SELF_RESCAN_S seconds (or when one of them ended), their CPU clocks read
+ * every second in between: a scan opens a file per thread of the process, which adds up in an app
+ * with hundreds of threads. The CPU of threads that ended is kept, so the total never goes back. */
+#define SELF_MAX_THREADS 64
+#define SELF_RESCAN_S 10
+
+static struct {
+    pid_t tid[SELF_MAX_THREADS];
+    int64_t last_ns[SELF_MAX_THREADS];
+    int n, ticks_to_rescan;
+    int64_t gone_ns;
+} T;
+
+static void rescan_own_threads(void)
 {
     DIR *d = opendir("/proc/self/task");
     if (!d)
-        return 0;
-    double total = 0;
+        return;
+    pid_t found[SELF_MAX_THREADS];
+    int n = 0;
     struct dirent *e;
-    while ((e = readdir(d))) {
+    while ((e = readdir(d)) && n < SELF_MAX_THREADS) {
         if (e->d_name[0] < '0' || e->d_name[0] > '9')
             continue;
         char path[64], comm[32] = "";
@@ -83,15 +102,47 @@ static double self_cpu_seconds(void)
         if (!f)
             continue;
         if (fgets(comm, sizeof comm, f) &&
-            (!strncmp(comm, "clrscope-", 9) || !strncmp(comm, "civetweb-", 9))) {
-            int64_t ns = prof_thread_cpu_ns((pid_t)atoi(e->d_name));
-            if (ns > 0)
-                total += (double)ns / 1e9;
-        }
+            (!strncmp(comm, "clrscope-", 9) || !strncmp(comm, "civetweb-", 9)))
+            found[n++] = (pid_t)atoi(e->d_name);
         fclose(f);
     }
     closedir(d);
-    return total;
+    /* keep what we knew of threads still there; the new ones start at 0 */
+    int64_t last[SELF_MAX_THREADS];
+    for (int i = 0; i < n; i++) {
+        last[i] = 0;
+        for (int j = 0; j < T.n; j++)
+            if (T.tid[j] == found[i])
+                last[i] = T.last_ns[j];
+    }
+    memcpy(T.tid, found, (size_t)n * sizeof *found);
+    memcpy(T.last_ns, last, (size_t)n * sizeof *last);
+    T.n = n;
+}
+
+static double self_cpu_seconds(void)
+{
+    if (T.ticks_to_rescan-- <= 0) {
+        rescan_own_threads();
+        T.ticks_to_rescan = SELF_RESCAN_S - 1;
+    }
+    int64_t total = T.gone_ns;
+    for (int i = 0; i < T.n; i++) {
+        int64_t ns = prof_thread_cpu_ns(T.tid[i]);
+        if (ns < 0) { /* it ended: keep what it used, look again next second */
+            T.gone_ns += T.last_ns[i];
+            total += T.last_ns[i];
+            T.tid[i] = T.tid[T.n - 1];
+            T.last_ns[i] = T.last_ns[T.n - 1];
+            T.n--;
+            i--;
+            T.ticks_to_rescan = 0;
+            continue;
+        }
+        T.last_ns[i] = ns;
+        total += ns;
+    }
+    return (double)total / 1e9;
 }
 
 static int64_t rss_bytes(void)
@@ -143,9 +194,22 @@ static void *agg_main(void *arg)
     (void)arg;
     prof_name_thread("agg");
     g_core.info->vt->InitializeCurrentThread(g_core.info);
-    int64_t next_tick = prof_now_ns();
+    int64_t next_tick = prof_now_ns(), sleep_ns = DRAIN_MAX_NS;
     while (!__atomic_load_n(&A.stop, __ATOMIC_ACQUIRE)) {
-        drain();
+        /* wake often enough that the ring fills to a quarter at the rate just seen, and no
+         * more than 20 times a second when nothing comes (each wake-up takes a core from the
+         * app for a context switch) */
+        int got = drain();
+        if (got > 0) {
+            int64_t quarter = (int64_t)RING_SLOTS / 4;
+            sleep_ns = got >= quarter ? DRAIN_MIN_NS : sleep_ns * quarter / got;
+        } else {
+            sleep_ns *= 2;
+        }
+        if (sleep_ns < DRAIN_MIN_NS)
+            sleep_ns = DRAIN_MIN_NS;
+        if (sleep_ns > DRAIN_MAX_NS)
+            sleep_ns = DRAIN_MAX_NS;
         int64_t now = prof_now_ns();
         if (now >= next_tick) {
             double u = prof_unix_now();
@@ -156,7 +220,12 @@ static void *agg_main(void *arg)
             self_tick();
             next_tick = now + 1000000000LL;
         }
-        struct timespec ts = {0, 20 * 1000000L};
+        int64_t nap = sleep_ns;
+        if (next_tick - prof_now_ns() < nap)
+            nap = next_tick - prof_now_ns();
+        if (nap < 1000000)
+            nap = 1000000;
+        struct timespec ts = {0, (long)nap};
         nanosleep(&ts, NULL);
     }
     drain();

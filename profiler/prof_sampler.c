@@ -20,6 +20,11 @@
 enum cpu_mode { CPU_SUSPEND, CPU_SIGNAL };
 
 #define SIGNAL_SYNC_NS 100000000LL /* how often the signal sampler picks up new threads */
+/* In signal mode the handlers fill per-thread rings and this thread only drains them, so it
+ * wakes this far apart (or at the wall rate when that is faster), not once per sample: each
+ * wake-up is a context switch on a core the app is using, and at 100 Hz the wake-ups cost more
+ * than the samples (bench/results.md). */
+#define SIGNAL_DRAIN_NS 50000000LL
 
 struct frame {
     uintptr_t fn, ip;
@@ -54,6 +59,8 @@ static struct {
     int running;
     int cpu_mode;  /* enum cpu_mode */
     int wall_hz;
+    int64_t tick_ns;  /* how far apart the thread wakes (but in stop-the-world CPU mode) */
+    int ring_entries; /* per-thread signal ring size */
     uint32_t *tids; /* max_threads, for the signal sampler's thread list */
     struct sig_names sn;
     struct captured *caps;
@@ -275,7 +282,12 @@ static void *sampler_main(void *arg)
     uint32_t gen = 0;
     static int warned_suspend;
     while (!__atomic_load_n(&g_stop, __ATOMIC_ACQUIRE) && !prof_core_stopping()) {
-        next.tv_nsec += period;
+        /* the stop-the-world CPU sampler (chosen, or fallen back to) ticks at the sampling rate */
+        int64_t tick = __atomic_load_n(&S.cpu_mode, __ATOMIC_RELAXED) == CPU_SUSPEND &&
+                               (g_core.profiles & PROFILE_CPU)
+                           ? period
+                           : S.tick_ns;
+        next.tv_nsec += tick;
         while (next.tv_nsec >= 1000000000L) {
             next.tv_nsec -= 1000000000L;
             next.tv_sec++;
@@ -283,7 +295,7 @@ static void *sampler_main(void *arg)
         while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &next, NULL) == EINTR)
             ;
         int64_t now = prof_now_ns();
-        if (now - prev_tick > 10 * period) /* we fell behind (suspended VM, debugger): resync */
+        if (now - prev_tick > 10 * tick) /* we fell behind (suspended VM, debugger): resync */
             clock_gettime(CLOCK_MONOTONIC, &next);
         if (now - last > 10 * wall_period) /* and a stall is not wall time of the threads */
             last = now - wall_period;
@@ -292,7 +304,7 @@ static void *sampler_main(void *arg)
             signal_tick(now, &last_sync);
         /* `last` is the previous wall sample: wall weights are the time since, at any rate */
         int cpu_suspend = S.cpu_mode == CPU_SUSPEND && (g_core.profiles & PROFILE_CPU);
-        int wall_due = (g_core.profiles & PROFILE_WALL) && now - last >= wall_period - period / 2;
+        int wall_due = (g_core.profiles & PROFILE_WALL) && now - last >= wall_period - tick / 2;
         if (!cpu_suspend && !wall_due)
             continue;
         int64_t t0 = prof_now_ns();
@@ -341,15 +353,35 @@ static void choose_modes(void)
     if (def > g_cfg.sampling_hz)
         def = g_cfg.sampling_hz;
     S.wall_hz = (int)prof_env_long("CLRSCOPE_WALL_HZ", def, 1, g_cfg.sampling_hz);
-    if (S.cpu_mode != CPU_SIGNAL || !(g_core.profiles & PROFILE_CPU))
+    int64_t period = 1000000000LL / g_cfg.sampling_hz, wall_period = 1000000000LL / S.wall_hz;
+    S.tick_ns = wall_period; /* wall alone */
+    if (S.cpu_mode != CPU_SIGNAL || !(g_core.profiles & PROFILE_CPU)) {
+        if (g_core.profiles & PROFILE_CPU)
+            S.tick_ns = period;
         return;
+    }
+    /* signal mode: drain every SIGNAL_DRAIN_NS (or faster for wall samples); a thread burning a
+     * core fills tick / period entries in between, 1.5 times that (+1) is room for jitter */
+    int64_t tick = SIGNAL_DRAIN_NS;
+    if ((g_core.profiles & PROFILE_WALL) && wall_period < tick)
+        tick = wall_period;
+    if (tick < period)
+        tick = period;
+    int64_t entries = (tick * 3 / 2 + period - 1) / period + 1;
+    if (entries > PROF_SIG_MAX_ENTRIES) {
+        entries = PROF_SIG_MAX_ENTRIES;
+        tick = (entries - 1) * period * 2 / 3;
+    }
+    S.tick_ns = tick;
+    S.ring_entries = (int)entries;
     S.tids = malloc((size_t)g_cfg.max_threads * sizeof *S.tids);
     S.sn.leaf = malloc((size_t)g_cfg.max_frames * sizeof *S.sn.leaf);
     S.sn.managed = malloc((size_t)g_cfg.max_frames);
     S.sn.root = malloc((size_t)(g_cfg.max_frames + 1) * sizeof *S.sn.root);
     if (!S.tids || !S.sn.leaf || !S.sn.managed || !S.sn.root ||
         prof_codemap_init(g_cfg.max_frames) ||
-        prof_sigsample_start(g_cfg.sampling_hz, g_cfg.max_frames, g_cfg.max_threads))
+        prof_sigsample_start(g_cfg.sampling_hz, g_cfg.max_frames, g_cfg.max_threads,
+                             S.ring_entries))
         S.cpu_mode = CPU_SUSPEND; /* prof_sigsample_start logged why */
 }
 
@@ -393,5 +425,7 @@ void prof_sampler_get_stats(struct prof_sampler_stats *out)
                        : __atomic_load_n(&S.cpu_mode, __ATOMIC_RELAXED) == CPU_SIGNAL ? "signal"
                                                                                 : "suspend";
     out->wall_hz = S.wall_hz;
+    out->tick_ns = !strcmp(out->cpu_sampler, "suspend") ? 1000000000LL / g_cfg.sampling_hz : S.tick_ns;
+    out->ring_entries = S.ring_entries;
     pthread_mutex_unlock(&S.st_lock);
 }

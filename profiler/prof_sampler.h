@@ -30,6 +30,8 @@ struct prof_sampler_stats {
     uint64_t last_thread_count;
     const char *cpu_sampler;    /* "signal", "suspend" or "off" */
     int wall_hz;
+    int64_t tick_ns;            /* how far apart the sampler thread wakes */
+    int ring_entries;           /* signal sampler: samples a thread's ring holds between drains */
     struct prof_sigsample_stats sig; /* signal sampler counters (refreshed 10 times a second) */
 };
 

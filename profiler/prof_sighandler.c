@@ -162,7 +162,7 @@ void prof_sig_handler(int sig, siginfo_t *si, void *ucv)
     }
     uint32_t expirations = 1u + (uint32_t)(si->si_overrun > 0 ? si->si_overrun : 0);
     struct prof_sig_entry *e = NULL;
-    for (int i = 0; i < PROF_SIG_ENTRIES && !e; i++) {
+    for (uint32_t i = 0; i < g_sig.entries && !e; i++) {
         struct prof_sig_entry *c = prof_sig_entry_at(r, i);
         uint32_t want = PROF_SIG_EMPTY;
         if (__atomic_compare_exchange_n(&c->state, &want, PROF_SIG_WRITING, 0, __ATOMIC_ACQUIRE,

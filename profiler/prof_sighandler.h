@@ -26,7 +26,7 @@
 
 #define PROF_SIG_CHUNK 64         /* rings per chunk */
 #define PROF_SIG_MAX_CHUNKS 128   /* 8192 rings at most */
-#define PROF_SIG_ENTRIES 2        /* samples buffered per thread between two sampler ticks */
+#define PROF_SIG_MAX_ENTRIES 64   /* samples buffered per thread between two drains, at most */
 #define PROF_SIG_WINDOW 32        /* stack words copied from sp up (the leaf's frame) */
 #define PROF_SIG_MAX_HOPS 8       /* frameless callers followed in a row */
 
@@ -55,7 +55,7 @@ struct prof_sig_ring {
     uint32_t gen;  /* atomic: bumped by the sampler whenever the ring changes owner */
     uint32_t tid;  /* owner (informational for the handler) */
     uint64_t lost; /* atomic: expirations dropped because every entry was full */
-    /* then PROF_SIG_ENTRIES entries of g_sig.entry_size bytes */
+    /* then g_sig.entries entries of g_sig.entry_size bytes */
 };
 
 /* An address range of the process, [lo, hi). */
@@ -90,6 +90,7 @@ struct prof_sig_maps {
 struct prof_sig_shared {
     int max_frames;     /* written before the handler is installed, then read-only */
     uint32_t entry_size;
+    uint32_t entries;   /* per ring (enough for a thread burning a core between two drains) */
     uint32_t ring_size;
     struct prof_sig_ring *chunks[PROF_SIG_MAX_CHUNKS]; /* atomic pointers, set once each */
     struct prof_sig_maps *maps;                         /* atomic */

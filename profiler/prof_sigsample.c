@@ -189,7 +189,7 @@ static void retire(void *mem, int ring)
 static void recycle_ring(int idx)
 {
     struct prof_sig_ring *r = ring_at(idx);
-    for (int i = 0; i < PROF_SIG_ENTRIES; i++)
+    for (uint32_t i = 0; i < g_sig.entries; i++)
         __atomic_store_n(&prof_sig_entry_at(r, i)->state, PROF_SIG_EMPTY, __ATOMIC_RELEASE);
     __atomic_store_n(&r->lost, 0, __ATOMIC_RELAXED);
     S.free_rings[S.nfree++] = idx;
@@ -315,7 +315,7 @@ int prof_sigsample_intact(void)
     return (cur.sa_flags & SA_SIGINFO) && cur.sa_sigaction == prof_sig_handler;
 }
 
-int prof_sigsample_start(int hz, int max_frames, int max_threads)
+int prof_sigsample_start(int hz, int max_frames, int max_threads, int entries)
 {
     if (S.signo)
         return 0;
@@ -335,7 +335,10 @@ int prof_sigsample_start(int hz, int max_frames, int max_threads)
     g_sig.max_frames = max_frames;
     g_sig.entry_size = (uint32_t)(sizeof(struct prof_sig_entry) +
                                   (size_t)max_frames * sizeof(uintptr_t));
-    g_sig.ring_size = (uint32_t)(sizeof(struct prof_sig_ring) + PROF_SIG_ENTRIES * g_sig.entry_size);
+    g_sig.entries = (uint32_t)(entries < 2 ? 2 : entries > PROF_SIG_MAX_ENTRIES ? PROF_SIG_MAX_ENTRIES
+                                                                             : entries);
+    /* the entries a ring does not use stay untouched zero pages (the chunks are calloc'd) */
+    g_sig.ring_size = (uint32_t)(sizeof(struct prof_sig_ring) + g_sig.entries * g_sig.entry_size);
     refresh_maps(mono_ns());
 
     struct sigaction sa;
@@ -420,7 +423,7 @@ static int drain_ring(const struct sthread *t, prof_sigsample_fn fn, void *arg)
 {
     struct prof_sig_ring *r = ring_at((int)t->ring);
     int got = 0;
-    for (int i = 0; i < PROF_SIG_ENTRIES; i++) {
+    for (uint32_t i = 0; i < g_sig.entries; i++) {
         struct prof_sig_entry *e = prof_sig_entry_at(r, i);
         if (__atomic_load_n(&e->state, __ATOMIC_ACQUIRE) != PROF_SIG_FULL)
             continue;

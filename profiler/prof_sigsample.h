@@ -50,8 +50,9 @@ struct prof_sigsample {
 typedef void (*prof_sigsample_fn)(void *arg, const struct prof_sigsample *s);
 
 /* Picks and installs the signal, takes the first maps snapshot. 0, or -errno after one log line
- * (-EBUSY: no free signal). `hz` is the CPU sampling rate per CPU-second of a thread. */
-int prof_sigsample_start(int hz, int max_frames, int max_threads);
+ * (-EBUSY: no free signal). `hz` is the CPU sampling rate per CPU-second of a thread; `entries` the
+ * samples each thread's ring holds between two drains (2..PROF_SIG_MAX_ENTRIES). */
+int prof_sigsample_start(int hz, int max_frames, int max_threads, int entries);
 /* Deletes every timer; the handler stays installed and ignores whatever arrives late. */
 void prof_sigsample_stop(void);
 /* 1 while the installed handler of our signal is still ours. */

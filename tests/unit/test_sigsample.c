@@ -245,7 +245,7 @@ static void pump(uint32_t *tids, size_t n, struct got *g, int ms)
 
 static void test_walks(void)
 {
-    CHECK(prof_sigsample_start(1000, 64, 64) == 0, "start");
+    CHECK(prof_sigsample_start(1000, 64, 64, 2) == 0, "start");
     CHECK(prof_sigsample_intact(), "our handler is installed");
 
     /* publish `middle` as frameless with the frame size its own prologue declares */
