@@ -1,14 +1,18 @@
 #!/usr/bin/env python3
 """ASP.NET Core under wrk, with and without clrscope, in one run (see aspnet_overhead.sh).
 
-Each round starts the WebApp (Kestrel, tests/apps/WebApp) once per configuration, in a rotated
-order, warms it up, then drives it with wrk (1 thread, CONNS connections) for DURATION seconds
-over a mix of /json, /alloc and /cpu. Per run: requests/s and p99 latency (wrk), and the server's
-CPU seconds per 1000 requests (its own /stats). Each figure of a configuration is divided by the
-same round's no-profiler run; the table gives the median and the interquartile range of those
-ratios over the rounds, plus the CPU share of clrscope's own threads (/api/v1/status; the
-signal handler's time is spent on the app's threads and shows in the CPU-per-request ratio) and
-the server's extra resident memory against the same round's run without the profiler.
+Paired design: this machine's speed drifts by up to 2x from one minute to the next (a shared
+VM), so runs one after another cannot show a 1 % cost. Each round starts, per configuration, the
+WebApp (Kestrel, tests/apps/WebApp) twice, once with the configuration and once without any
+profiler, pinned to the same core (PIN=1, the default on 2+ cores; wrk runs on another core),
+and drives both at the same time, each with its own wrk (1 thread, CONNS connections), over a mix
+of /json, /alloc and /cpu: warm-up WARMUP seconds, then DURATION seconds measured. Both servers
+are saturated and share the core, so what the profiler costs shows up as throughput lost to the
+paired server. Per server: requests/s and p99 latency (wrk), and CPU seconds per 1000 requests
+(its own /stats). Each figure is divided by the paired server's; the table gives the median and
+the interquartile range of those ratios over the rounds, plus the CPU share of clrscope's own
+threads (/api/v1/status; the signal handler's time is spent on the app's threads and shows in the
+CPU-per-request ratio) and the extra resident memory against the paired server.
 """
 import json
 import os
@@ -19,17 +23,26 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import urllib.request
 
 BUILD = sys.argv[1] if len(sys.argv) > 1 else "build"
 WEBAPP = sys.argv[2] if len(sys.argv) > 2 else os.path.join(BUILD, "apps", "webapp", "WebApp.dll")
-ROUNDS = int(os.environ.get("ROUNDS", "3"))
-DURATION = int(os.environ.get("DURATION", "6"))
-WARMUP = int(os.environ.get("WARMUP", "2"))
+ROUNDS = int(os.environ.get("ROUNDS", "4"))
+DURATION = int(os.environ.get("DURATION", "8"))
+WARMUP = int(os.environ.get("WARMUP", "4"))
 CONNS = int(os.environ.get("CONNS", "16"))
-CONFIGS = os.environ.get("CONFIGS",
-                         "none,cpu,wall,alloc,live,gc,exceptions,lock,all,dotnet-trace").split(",")
+# PIN=1 (the default on 2+ cores): the server (and clrscope inside it) on one core, wrk on another,
+# so the two do not steal each other's time slices; throughput then tracks the server's CPU cost.
+PIN = os.environ.get("PIN", "1" if (os.cpu_count() or 1) >= 2 else "0") == "1"
+SERVER_CPU = ["taskset", "-c", "1"] if PIN else []
+WRK_CPU = ["taskset", "-c", "0"] if PIN else []
+# a configuration: none, all, dotnet-trace, or a CLRSCOPE_PROFILES value, optionally followed by
+# ";VAR=value" settings for that configuration ("cpu;CLRSCOPE_CPU_HZ=50"); separated by commas
+# (so a profile list inside one configuration is written with "+": "cpu+wall")
+CONFIGS = [c.replace("+", ",") for c in os.environ.get(
+    "CONFIGS", "none,cpu,wall,alloc,live,gc,exceptions,lock,all,dotnet-trace").split(",")]
 LAUNCHER = os.path.join(BUILD, "clrscope")
 # dotnet-trace (installed by aspnet_overhead.sh when NuGet has it): the same server traced with its
 # default-equivalent profiles (EventPipe SampleProfiler thread-time sampling + common runtime events)
@@ -67,7 +80,7 @@ def rss_bytes(pid):
 
 
 def wrk(base, seconds, script):
-    out = subprocess.run(["wrk", "-t1", f"-c{CONNS}", f"-d{seconds}s", "--latency", "-s", script,
+    out = subprocess.run(WRK_CPU + ["wrk", "-t1", f"-c{CONNS}", f"-d{seconds}s", "--latency", "-s", script,
                           base], capture_output=True, text=True, timeout=seconds + 60).stdout
     rps = float(re.search(r"Requests/sec:\s+([\d.]+)", out).group(1))
     m = re.search(r"^\s+99%\s+([\d.]+)(us|ms|s)\s*$", out, re.M)
@@ -76,71 +89,116 @@ def wrk(base, seconds, script):
     return rps, p99, int(errors.group(1)) if errors else 0
 
 
-def one_run(cfg, script):
-    port = free_port()
-    base = f"http://127.0.0.1:{port}"
-    env = dict(os.environ, DOTNET_CLI_TELEMETRY_OPTOUT="1", DOTNET_NOLOGO="1")
-    cmd = ["dotnet", WEBAPP, "--urls", base]
-    tracer = None
-    if cfg not in ("none", "dotnet-trace"):
-        env.update(CLRSCOPE_PORT="0", CLRSCOPE_LOG_LEVEL="warn")
-        if cfg != "all":
-            env["CLRSCOPE_PROFILES"] = cfg
-        cmd = [LAUNCHER, "run", "--"] + cmd
-    err = tempfile.TemporaryFile()
-    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=err)
-    try:
+class Server:
+    """One WebApp process, pinned to SERVER_CPU, with clrscope (cfg = a profile list or "all"),
+    without it ("none"), or traced by dotnet-trace (pinned to the same core: its cost counts)."""
+
+    def __init__(self, cfg):
+        self.cfg = cfg
+        self.tracer = None
+        self.trace_out = None
+        port = free_port()
+        self.base = f"http://127.0.0.1:{port}"
+        env = dict(os.environ, DOTNET_CLI_TELEMETRY_OPTOUT="1", DOTNET_NOLOGO="1")
+        cmd = ["dotnet", WEBAPP, "--urls", self.base]
+        if cfg not in ("none", "dotnet-trace"):
+            # "cpu;CLRSCOPE_CPU_HZ=50": a profile list, then variables for that configuration
+            profiles, *extra = cfg.split(";")
+            env.update(CLRSCOPE_PORT="0", CLRSCOPE_LOG_LEVEL="warn")
+            if profiles != "all":
+                env["CLRSCOPE_PROFILES"] = profiles
+            env.update(kv.split("=", 1) for kv in extra if "=" in kv)
+            cmd = [LAUNCHER, "run", "--"] + cmd
+        self.err = tempfile.TemporaryFile()
+        self.proc = subprocess.Popen(SERVER_CPU + cmd, env=env, stdout=subprocess.DEVNULL,
+                                     stderr=self.err)
         deadline = time.time() + 60
         while True:
             try:
-                if get(base + "/health", 1) == b"ok":
+                if get(self.base + "/health", 1) == b"ok":
                     break
             except OSError:
                 pass
-            if proc.poll() is not None or time.time() > deadline:
-                err.seek(0)
-                raise RuntimeError(f"{cfg}: server did not start: {err.read().decode()[-2000:]}")
+            if self.proc.poll() is not None or time.time() > deadline:
+                self.err.seek(0)
+                raise RuntimeError(f"{cfg}: server did not start: "
+                                   f"{self.err.read().decode()[-2000:]}")
             time.sleep(0.1)
-        if cfg == "dotnet-trace":
-            trace_out = tempfile.mkdtemp(prefix="clrscope-bench-trace-")
-            tracer = subprocess.Popen([DOTNET_TRACE, "collect", "-p", str(proc.pid), "--profile",
-                                       "dotnet-sampled-thread-time,dotnet-common", "-o",
-                                       os.path.join(trace_out, "trace.nettrace")],
-                                      stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                                      stdin=subprocess.DEVNULL)
-            time.sleep(2)
-        wrk(base, WARMUP, script)
-        dash = None
+        self.dash = None
         if cfg not in ("none", "dotnet-trace"):
-            err.seek(0)
-            m = re.search(rb"dashboard (http://[\d.:]+/)", err.read())
-            dash = m.group(1).decode() if m else None
-        self0 = json.loads(get(dash + "api/v1/status"))["self"]["cpu_s"] if dash else None
-        s0 = json.loads(get(base + "/stats"))
-        rps, p99, errors = wrk(base, DURATION, script)
-        s1 = json.loads(get(base + "/stats"))
-        res = {"rps": rps, "p99_ms": p99, "errors": errors,
-               "cpu_per_1k": (s1["cpu_s"] - s0["cpu_s"]) / max(1, s1["served"] - s0["served"]) * 1000,
-               "rss": rss_bytes(proc.pid)}
-        if dash:
-            self1 = json.loads(get(dash + "api/v1/status"))["self"]["cpu_s"]
-            res["self_cpu_share"] = (self1 - self0) / max(1e-9, s1["cpu_s"] - s0["cpu_s"])
-        return res
-    finally:
-        if tracer:
-            tracer.send_signal(signal.SIGINT)
+            self.err.seek(0)
+            m = re.search(rb"dashboard (http://[\d.:]+/)", self.err.read())
+            self.dash = m.group(1).decode() if m else None
+        if cfg == "dotnet-trace":
+            self.trace_out = tempfile.mkdtemp(prefix="clrscope-bench-trace-")
+            self.tracer = subprocess.Popen(
+                SERVER_CPU + [DOTNET_TRACE, "collect", "-p", str(self.proc.pid), "--profile",
+                              "dotnet-sampled-thread-time,dotnet-common", "-o",
+                              os.path.join(self.trace_out, "trace.nettrace")],
+                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, stdin=subprocess.DEVNULL)
+            time.sleep(2)
+
+    def snapshot(self):
+        st = json.loads(get(self.base + "/stats"))
+        if self.dash:
+            st["self_cpu_s"] = json.loads(get(self.dash + "api/v1/status"))["self"]["cpu_s"]
+        return st
+
+    def stop(self):
+        if self.tracer:
+            self.tracer.send_signal(signal.SIGINT)
             try:
-                tracer.wait(timeout=30)
+                self.tracer.wait(timeout=30)
             except subprocess.TimeoutExpired:
-                tracer.kill()
-                tracer.wait()
-            subprocess.run(["rm", "-rf", trace_out])
-        proc.send_signal(signal.SIGTERM)
+                self.tracer.kill()
+                self.tracer.wait()
+            subprocess.run(["rm", "-rf", self.trace_out])
+        self.proc.send_signal(signal.SIGTERM)
         try:
-            proc.wait(timeout=20)
+            self.proc.wait(timeout=20)
         except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+            self.proc.kill()
+            self.proc.wait()
+
+
+def load_all(servers, seconds, script):
+    """wrk against every server at once (one wrk each); returns their results in order."""
+    out = [None] * len(servers)
+
+    def one(i):
+        out[i] = wrk(servers[i].base, seconds, script)
+    threads = [threading.Thread(target=one, args=(i,)) for i in range(len(servers))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    return out
+
+
+def paired_run(cfg, script, flip):
+    """The configuration and a server without profiler side by side on the same core, under the
+    same load at the same time: the machine's moment-to-moment speed affects both alike."""
+    servers = []
+    try:
+        for c in (["none", cfg] if not flip else [cfg, "none"]):
+            servers.append(Server(c))
+        load_all(servers, WARMUP, script)
+        s0 = [s.snapshot() for s in servers]
+        loads = load_all(servers, DURATION, script)
+        s1 = [s.snapshot() for s in servers]
+        res = {}
+        for srv, a, b, (rps, p99, errors) in zip(servers, s0, s1, loads):
+            r = {"rps": rps, "p99_ms": p99, "errors": errors,
+                 "cpu_per_1k": (b["cpu_s"] - a["cpu_s"]) / max(1, b["served"] - a["served"]) * 1000,
+                 "rss": rss_bytes(srv.proc.pid)}
+            if "self_cpu_s" in a and "self_cpu_s" in b:
+                r["self_cpu_share"] = ((b["self_cpu_s"] - a["self_cpu_s"])
+                                       / max(1e-9, b["cpu_s"] - a["cpu_s"]))
+            res[srv.cfg] = r
+        return res["none"], res[cfg]
+    finally:
+        for s in servers:
+            s.stop()
 
 
 def quart(xs):
@@ -155,17 +213,27 @@ def main():
     script = tempfile.NamedTemporaryFile("w", suffix=".lua", delete=False)
     script.write(WRK_SCRIPT)
     script.close()
-    runs = {c: [] for c in CONFIGS}
+    cfgs = [c for c in CONFIGS if c != "none"]
+    runs = {c: [] for c in cfgs}
+    base_of = {c: [] for c in cfgs}
     for r in range(ROUNDS):
-        order = CONFIGS[r % len(CONFIGS):] + CONFIGS[:r % len(CONFIGS)]
+        order = cfgs[r % len(cfgs):] + cfgs[:r % len(cfgs)]
         for cfg in order:
-            runs[cfg].append(one_run(cfg, script.name))
+            b, x = paired_run(cfg, script.name, flip=bool(r % 2))
+            base_of[cfg].append(b)
+            runs[cfg].append(x)
         print(f"round {r + 1}/{ROUNDS} done", file=sys.stderr, flush=True)
     os.unlink(script.name)
-    base = runs["none"]
-    print(f"ASP.NET Core (Kestrel, tests/apps/WebApp) under wrk -t1 -c{CONNS}, mix of /json /alloc "
-          f"/cpu; {ROUNDS} rounds x {DURATION} s per configuration (after {WARMUP} s warm-up), "
-          f"alternating; ratio = configuration / no profiler in the same round; median (IQR).")
+    if os.environ.get("RAW"):
+        with open(os.environ["RAW"], "w") as f:
+            json.dump({"runs": runs, "baselines": base_of}, f, indent=1)
+    base = [x for c in cfgs for x in base_of[c]]
+    print(f"ASP.NET Core (Kestrel, tests/apps/WebApp), mix of /json /alloc /cpu; each configuration "
+          f"runs side by side with a server without profiler, both " +
+          ("pinned to core 1 (wrk on core 0)" if PIN else "on all cores") +
+          f", each under its own wrk -t1 -c{CONNS} at the same time, {DURATION} s after a "
+          f"{WARMUP} s warm-up; {ROUNDS} rounds; ratio = configuration / its paired server "
+          f"without profiler; median (IQR).")
     print(f"no profiler: {statistics.median(x['rps'] for x in base):.0f} req/s, p99 "
           f"{statistics.median(x['p99_ms'] for x in base):.2f} ms, "
           f"{statistics.median(x['cpu_per_1k'] for x in base) * 1000:.1f} ms CPU per 1000 requests, "
@@ -174,15 +242,13 @@ def main():
     print("| profiles | throughput | p99 latency | server CPU per request | clrscope threads' CPU "
           "share | RSS delta |")
     print("|---|---|---|---|---|---|")
-    for cfg in CONFIGS:
-        if cfg == "none":
-            continue
+    for cfg in cfgs:
         cells = []
         for key in ("rps", "p99_ms", "cpu_per_1k"):
-            m, lo, hi = quart([a[key] / b[key] for a, b in zip(runs[cfg], base)])
+            m, lo, hi = quart([a[key] / b[key] for a, b in zip(runs[cfg], base_of[cfg])])
             cells.append(f"{m:.3f} ({lo:.3f}..{hi:.3f})")
         share = [x.get("self_cpu_share") for x in runs[cfg] if x.get("self_cpu_share") is not None]
-        drss = [a["rss"] - b["rss"] for a, b in zip(runs[cfg], base)]
+        drss = [a["rss"] - b["rss"] for a, b in zip(runs[cfg], base_of[cfg])]
         cells.append(f"{statistics.median(share) * 100:.2f} %" if share else "–")
         cells.append(f"{statistics.median(drss) / 2**20:+.1f} MiB")
         name = {"all": "all (default)",

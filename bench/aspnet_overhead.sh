@@ -1,11 +1,13 @@
 #!/usr/bin/env bash
 # bench/aspnet_overhead.sh [BUILD_DIR] - what each profile costs a real ASP.NET Core server
 # (Kestrel, tests/apps/WebApp: JSON, allocation-heavy and CPU endpoints) under wrk load:
-# throughput, p99 latency and server CPU per request, as ratios against no profiler measured in
-# the same run (configurations alternate within each round), median and IQR over ROUNDS.
+# throughput, p99 latency and server CPU per request, as ratios against a server without profiler
+# running side by side on the same core at the same time (aspnet_overhead.py says why), median
+# and IQR over ROUNDS.
 #
-#   bench/aspnet_overhead.sh build                 (default: ROUNDS=3 DURATION=6 WARMUP=2 CONNS=16)
-#   ROUNDS=3 CONFIGS=none,cpu,all bench/aspnet_overhead.sh build
+#   bench/aspnet_overhead.sh build                 (default: ROUNDS=4 DURATION=8 WARMUP=4 CONNS=16)
+#   ROUNDS=3 CONFIGS=cpu,all bench/aspnet_overhead.sh build
+#   CONFIGS="heap,cpu;CLRSCOPE_SAMPLING_HZ=1000,cpu+wall" ...   (profiles, then settings)
 # Needs wrk (tools/deps.sh installs it) and BUILD_DIR/clrscope; builds the WebApp into
 # BUILD_DIR/apps/webapp when missing or older than its sources.
 set -euo pipefail
