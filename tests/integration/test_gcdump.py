@@ -171,7 +171,12 @@ class GcdumpTest(unittest.TestCase):
             self.assertEqual(dt[LEAF]["count_b"], truth["leaves"])
             self.assertEqual(dt[LEAF]["count_delta"], -freed)
             self.assertEqual(dt[LEAF]["bytes_delta"], -freed * leaf)
-            self.assertLessEqual(dt["System.Byte[]"]["count_delta"], -freed)
+            # every freed leaf took its byte[100] with it; between the two snapshots the app
+            # also printed its truth line, whose JSON writer rents buffers that the runtime's
+            # ArrayPool keeps (a handful of byte[], seen: 8), so the delta is -freed give or take
+            # those few
+            self.assertLessEqual(abs(dt["System.Byte[]"]["count_delta"] + freed), 64,
+                                 dt["System.Byte[]"])
             self.assertNotIn(TREE, dt, "the tree did not change")
             self.assertEqual(d["types"][0]["type"], "System.Byte[]", "largest change first")
 
