@@ -195,7 +195,7 @@ static void *agg_main(void *arg)
     prof_name_thread("agg");
     g_core.info->vt->InitializeCurrentThread(g_core.info);
     int64_t next_tick = prof_now_ns(), sleep_ns = DRAIN_MAX_NS;
-    while (!__atomic_load_n(&A.stop, __ATOMIC_ACQUIRE)) {
+    while (!__atomic_load_n(&A.stop, __ATOMIC_ACQUIRE) && !prof_core_stopping()) {
         /* wake often enough that the ring fills to a quarter at the rate just seen, and no
          * more than 20 times a second when nothing comes (each wake-up takes a core from the
          * app for a context switch) */
@@ -225,8 +225,7 @@ static void *agg_main(void *arg)
             nap = next_tick - prof_now_ns();
         if (nap < 1000000)
             nap = 1000000;
-        struct timespec ts = {0, (long)nap};
-        nanosleep(&ts, NULL);
+        prof_core_nap_until(prof_now_ns() + nap);
     }
     drain();
     return NULL;

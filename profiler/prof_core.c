@@ -1,6 +1,7 @@
 /* prof_core.c - see prof_core.h. Initialize/Shutdown sequencing for every module. */
 #include "prof_core.h"
 
+#include <errno.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -63,6 +64,45 @@ void prof_core_disable(unsigned profile_bit)
 int prof_core_stopping(void)
 {
     return __atomic_load_n(&g_core.stopping, __ATOMIC_ACQUIRE);
+}
+
+/* Naps: a condition variable on CLOCK_MONOTONIC, broadcast once when Shutdown begins. */
+static pthread_mutex_t nap_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t nap_cond;
+static pthread_once_t nap_once = PTHREAD_ONCE_INIT;
+
+static void nap_init(void)
+{
+    pthread_condattr_t a;
+    pthread_condattr_init(&a);
+    pthread_condattr_setclock(&a, CLOCK_MONOTONIC);
+    pthread_cond_init(&nap_cond, &a);
+    pthread_condattr_destroy(&a);
+}
+
+int prof_core_nap_until(int64_t deadline_ns)
+{
+    pthread_once(&nap_once, nap_init);
+    if (deadline_ns < 0)
+        deadline_ns = 0;
+    struct timespec ts = {(time_t)(deadline_ns / 1000000000LL), (long)(deadline_ns % 1000000000LL)};
+    pthread_mutex_lock(&nap_lock);
+    /* a wake-up without the flag is spurious: nap on until the deadline */
+    while (!prof_core_stopping() &&
+           pthread_cond_timedwait(&nap_cond, &nap_lock, &ts) != ETIMEDOUT)
+        ;
+    int stop = prof_core_stopping();
+    pthread_mutex_unlock(&nap_lock);
+    return stop;
+}
+
+static void begin_stopping(void)
+{
+    pthread_once(&nap_once, nap_init);
+    pthread_mutex_lock(&nap_lock);
+    __atomic_store_n(&g_core.stopping, 1, __ATOMIC_RELEASE);
+    pthread_cond_broadcast(&nap_cond);
+    pthread_mutex_unlock(&nap_lock);
 }
 
 void prof_name_thread(const char *what)
@@ -224,7 +264,7 @@ void prof_core_shutdown(void)
 {
     if (!g_core.active)
         return;
-    __atomic_store_n(&g_core.stopping, 1, __ATOMIC_RELEASE);
+    begin_stopping();
     prof_exporter_stop();
     web_server_stop();
     prof_events_stop();

@@ -1,7 +1,8 @@
 /*
  * prof_core - the one profiler instance: the runtime's ICorProfilerInfo, runtime facts, process
  * facts, and the start/stop order of every module. Written once in Initialize (before any clrscope
- * thread starts), then read-only, except `stopping`, which is atomic.
+ * thread starts), then read-only, except `stopping`, which is atomic (set under the nap lock, so
+ * that prof_core_nap_until never misses it).
  */
 #ifndef PROF_CORE_H
 #define PROF_CORE_H
@@ -36,6 +37,10 @@ int64_t prof_process_cpu_ns(void);
 /* Marks a profile bit as failed (logged once by the caller) so status reports the truth. */
 void prof_core_disable(unsigned profile_bit);
 int prof_core_stopping(void);
+/* Sleeps until CLOCK_MONOTONIC reaches deadline_ns, or until Shutdown begins (then at once).
+ * Returns 1 when the profiler is stopping. For clrscope's own threads: Shutdown joins them, and
+ * the app's exit must not wait for their naps. */
+int prof_core_nap_until(int64_t deadline_ns);
 /* Names the calling thread "clrscope-<what>" (max 15 chars in total). */
 void prof_name_thread(const char *what);
 

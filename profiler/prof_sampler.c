@@ -1,7 +1,6 @@
 /* prof_sampler.c - see prof_sampler.h. */
 #include "prof_sampler.h"
 
-#include <errno.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
@@ -292,8 +291,8 @@ static void *sampler_main(void *arg)
             next.tv_nsec -= 1000000000L;
             next.tv_sec++;
         }
-        while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &next, NULL) == EINTR)
-            ;
+        if (prof_core_nap_until((int64_t)next.tv_sec * 1000000000LL + next.tv_nsec))
+            break;
         int64_t now = prof_now_ns();
         if (now - prev_tick > 10 * tick) /* we fell behind (suspended VM, debugger): resync */
             clock_gettime(CLOCK_MONOTONIC, &next);
