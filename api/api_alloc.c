@@ -15,6 +15,7 @@
 #include "prof_counters.h"
 #include "prof_live.h"
 #include "prof_store.h"
+#include "prof_walk.h"
 
 struct type_sum {
     const char *type;
@@ -189,6 +190,19 @@ int api_allocations(const struct web_req *r)
     cJSON_AddNumberToObject(wb, "per_s", g_cfg.alloc_stack_rate);
     cJSON_AddNumberToObject(wb, "walked", (double)st.walked);
     cJSON_AddNumberToObject(wb, "thinned", (double)st.thinned);
+    struct prof_walk_stats ws;
+    prof_walk_get_stats(&ws);
+    cJSON *sw = cJSON_AddObjectToObject(o, "stack_walk");
+    cJSON_AddStringToObject(sw, "method", prof_walk_mode_name(ws.mode));
+    cJSON_AddNumberToObject(sw, "frame_pointer", (double)ws.fp);
+    cJSON_AddNumberToObject(sw, "runtime", (double)ws.runtime);
+    cJSON_AddNumberToObject(sw, "fallbacks", (double)ws.fallbacks);
+    cJSON_AddNumberToObject(sw, "addresses_resolved", (double)ws.resolved);
+    if (ws.mode == PROF_WALK_CHECK) {
+        cJSON *c = cJSON_AddObjectToObject(sw, "check");
+        cJSON_AddNumberToObject(c, "same", (double)ws.check_same);
+        cJSON_AddNumberToObject(c, "different", (double)ws.check_differ);
+    }
     free(sums);
     prof_view_free(&v);
     return web_reply_json(r->conn, 200, o);

@@ -47,6 +47,7 @@ static int drain(void)
         struct prof_rec *r = prof_ring_peek(g_ring);
         if (!r)
             return done;
+        prof_walk_resolve(r);
         int n = prof_walk_names(r->frames, (int)(r->nframes > REC_MAX_FRAMES ? REC_MAX_FRAMES
                                                                                : r->nframes),
                                 (int)r->truncated, names, REC_MAX_FRAMES + 2);

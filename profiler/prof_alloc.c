@@ -276,10 +276,7 @@ static void take_sample(uint64_t type_id, const BYTE *d, ULONG len, size_t name_
     r->os_tid = (uint32_t)syscall(SYS_gettid);
     if (!rd_utf16z(d, len, name_off, r->text, sizeof r->text))
         r->text[0] = 0;
-    uint32_t truncated = 0;
-    int n = prof_walk_current(r->frames, REC_MAX_FRAMES, &truncated);
-    r->nframes = (uint32_t)(n > 0 ? n : 0);
-    r->truncated = truncated;
+    prof_walk_fast(r);
     if (address && (g_core.profiles & PROFILE_LIVE)) {
         uint32_t seq = 0;
         int slot = prof_live_track(address, size, kind, count_w, bytes_w, t_unix, &seq);

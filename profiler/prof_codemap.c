@@ -2,6 +2,7 @@
 #include "prof_codemap.h"
 
 #include <errno.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/uio.h>
@@ -221,19 +222,23 @@ int prof_frame_is_call_site(const uint8_t *b, size_t n)
 /* ---- the method table ---- */
 
 /* Reads code bytes without trusting that they are mapped (a failed read is an error, not a
- * fault): the sampler thread must not crash the process either. */
-static size_t read_code(uintptr_t addr, uint8_t *buf, size_t len)
+ * fault): clrscope's threads must not crash the process either. */
+size_t prof_codemap_read_code(uintptr_t addr, uint8_t *buf, size_t len)
 {
-    if (C.no_code_reads || !addr)
+    if (__atomic_load_n(&C.no_code_reads, __ATOMIC_RELAXED) || !addr)
         return 0;
     struct iovec local = {buf, len}, remote = {(void *)addr, len};
     ssize_t got = process_vm_readv(getpid(), &local, 1, &remote, 1, 0);
-    if (got < 0 && (errno == EPERM || errno == ENOSYS)) {
-        C.no_code_reads = 1;
-        prof_log(LOG_INFO, "cpu sampler: process_vm_readv is not allowed here; frames of "
-                 "methods without a frame pointer may miss their caller");
-    }
+    if (got < 0 && (errno == EPERM || errno == ENOSYS) &&
+        !__atomic_exchange_n(&C.no_code_reads, 1, __ATOMIC_RELAXED))
+        prof_log(LOG_INFO, "process_vm_readv is not allowed here; frames of methods without a "
+                 "frame pointer may miss their caller");
     return got > 0 ? (size_t)got : 0;
+}
+
+static size_t read_code(uintptr_t addr, uint8_t *buf, size_t len)
+{
+    return prof_codemap_read_code(addr, buf, len);
 }
 
 static int find_code(uintptr_t key)
@@ -329,6 +334,84 @@ static FunctionID lookup(uintptr_t key, int *code)
     *e = (struct ipc){.key = key, .fn = fn, .code = idx};
     *code = idx;
     return fn;
+}
+
+static pthread_mutex_t g_lock = PTHREAD_MUTEX_INITIALIZER;
+
+void prof_codemap_lock(void)
+{
+    pthread_mutex_lock(&g_lock);
+}
+
+void prof_codemap_unlock(void)
+{
+    pthread_mutex_unlock(&g_lock);
+}
+
+/* Where the method of ra[i] keeps its own return address, from where ra[i] was read: slot + 8 +
+ * its frame size (bytes from its body's sp to its return address, from its prologue); 0 when
+ * unknown. */
+static uintptr_t caller_slot(int code, uint16_t slot)
+{
+    if (code < 0 || !C.pool[code].shape.known || slot == PROF_SIG_SLOT_UNKNOWN)
+        return 0;
+    return (uintptr_t)slot * 8 + 8 + C.pool[code].shape.frame;
+}
+
+int prof_codemap_returns(const uintptr_t *ra, const uint16_t *slots, int n, uint64_t head,
+                         uint64_t cont, uintptr_t *fns)
+{
+    FunctionID fn[PROF_CODEMAP_MAX_RETURNS];
+    int code[PROF_CODEMAP_MAX_RETURNS];
+    if (n > PROF_CODEMAP_MAX_RETURNS)
+        n = PROF_CODEMAP_MAX_RETURNS;
+    for (int i = 0; i < n; i++)
+        fn[i] = lookup(ra[i] - 1, &code[i]);
+    /* A candidate (a frame record off the chain) and the frames its hops reached are frames
+     * only if each one's method, given where its return address was read and its frame size,
+     * keeps its own return address exactly where the next one was read, down to the next frame
+     * of the chain; and if the candidate is managed code right after a call instruction. A
+     * stale record left by an earlier call fails: it lies elsewhere. */
+    uint64_t drop = 0;
+    for (int h = 0; h < n; h++) {
+        if (!(head >> h & 1))
+            continue;
+        int j = h + 1;
+        while (j < n && (cont >> j & 1))
+            j++;
+        int ok = fn[h] != 0 && j < n;
+        for (int t = h; ok && t < j; t++)
+            ok = slots[t + 1] != PROF_SIG_SLOT_UNKNOWN &&
+                 caller_slot(code[t], slots[t]) == (uintptr_t)slots[t + 1] * 8;
+        uint8_t before[8];
+        ok = ok && read_code(ra[h] - 8, before, sizeof before) == sizeof before &&
+             prof_frame_is_call_site(before, sizeof before);
+        *(ok ? &C.st.gap_kept : &C.st.gap_dropped) += 1;
+        if (!ok)
+            for (int t = h; t < j; t++)
+                drop |= 1ull << t;
+        h = j - 1;
+    }
+    int k = 0, prev_code = -1;
+    FunctionID prev_fn = 0;
+    for (int i = 0; i < n; i++) {
+        if (drop >> i & 1)
+            continue;
+        if (fn[i] && fn[i] == prev_fn && code[i] >= 0 && prev_code >= 0 &&
+            code[i] != prev_code && C.pool[code[i]].lo != C.pool[prev_code].lo) {
+            prev_code = code[i]; /* OSR code and the Tier0 frame it runs on: one frame */
+            continue;
+        }
+        if (!fn[i] && !strstr(prof_sigsample_native_name(ra[i] - 1), ".so"))
+            continue; /* runtime-generated code (stubs, dynamic methods): not a frame to the
+                       * runtime's own walk either */
+        prev_fn = fn[i];
+        prev_code = code[i];
+        if (!fn[i] && (k == 0 || fns[k - 1] == 0))
+            continue; /* leading native frames dropped, runs of them folded into one 0 */
+        fns[k++] = fn[i];
+    }
+    return k;
 }
 
 int prof_codemap_init(int max_frames)

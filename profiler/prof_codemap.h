@@ -18,7 +18,10 @@
  * Caches are bounded (CODEMAP_MAX_CODES ranges) and flushed every 10 minutes so that code freed
  * by an unloaded collectible assembly cannot keep a stale name for long.
  *
- * ctx: the clrscope-sampler thread only (calls ICorProfilerInfo SYNC methods).
+ * ctx: the clrscope-sampler thread, and clrscope-agg through prof_codemap_returns; both hold
+ * prof_codemap_lock() around every call here and around the signal sampler's drains and maps
+ * upkeep (prof_sigsample), whose snapshots these functions read. ICorProfilerInfo SYNC methods
+ * only; never a runtime callback.
  */
 #ifndef PROF_CODEMAP_H
 #define PROF_CODEMAP_H
@@ -54,12 +57,17 @@ long prof_frame_ra_offset(const struct prof_frame_shape *sh, uint32_t off, const
                           size_t len);
 /* 1 when the bytes b[0..n) that end at a return address end with a call instruction. */
 int prof_frame_is_call_site(const uint8_t *b, size_t n);
+/* Copies code bytes at addr without trusting that they are mapped (process_vm_readv): the count
+ * read, 0 on failure. Any clrscope thread. */
+size_t prof_codemap_read_code(uintptr_t addr, uint8_t *buf, size_t len);
 
 struct prof_codemap_stats {
     uint64_t methods;      /* code ranges known now */
     uint64_t frameless;    /* of which frameless (published to the handler) */
     uint64_t leaf_fixes;   /* leaf frames whose caller came from the stack window */
     uint64_t clr_lookups;  /* GetFunctionFromIP2 calls (cache misses) */
+    uint64_t gap_kept;     /* prof_codemap_returns: candidate frames kept (off-chain records) */
+    uint64_t gap_dropped;  /* and dropped */
 };
 
 int prof_codemap_init(int max_frames);
@@ -68,6 +76,22 @@ int prof_codemap_init(int max_frames);
  * prof_sigsample_maintain() (prof_store_add copies them). */
 int prof_codemap_name_stack(const struct prof_sigsample *s, const char **names,
                             unsigned char *managed, int cap);
+/* Return addresses (leaf first, e.g. prof_sig_walk_self's, at most PROF_CODEMAP_MAX_RETURNS) to
+ * FunctionIDs in fns[0..n) (fns may be ra): 0 for a run of frames in native libraries (folded;
+ * leading ones dropped), none for runtime-generated code (stubs, dynamic methods:
+ * DoStackSnapshot reports none either), an OSR frame merged with its Tier0 frame. Bit i of
+ * `head`: ra[i] was read from a frame record off the chain, bit i of `cont`: reached from such a
+ * candidate by frameless hops; slots[i]: where ra[i] was read (words). A candidate is kept only
+ * if its method's frame size puts its own return address exactly where the next address was
+ * read, down to the chain's next frame, and it follows a call instruction. Methods met are
+ * learned like the sampler's (frameless ones are published to the walks at the next tick).
+ * Returns how many. */
+#define PROF_CODEMAP_MAX_RETURNS 128
+int prof_codemap_returns(const uintptr_t *ra, const uint16_t *slots, int n, uint64_t head,
+                         uint64_t cont, uintptr_t *fns);
+/* The lock described at the top. */
+void prof_codemap_lock(void);
+void prof_codemap_unlock(void);
 /* Once a tick: publishes newly learned frameless methods to the handler; periodic flush. */
 void prof_codemap_tick(int64_t now_ns);
 void prof_codemap_get_stats(struct prof_codemap_stats *out);

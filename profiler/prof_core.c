@@ -20,6 +20,7 @@
 #include "prof_store.h"
 #include "prof_symbols.h"
 #include "prof_threads.h"
+#include "prof_walk.h"
 #include "web_server.h"
 
 struct prof_core g_core;
@@ -243,6 +244,7 @@ HRESULT prof_core_initialize(void *info_unknown)
     }
     prof_threads_init(g_cfg.max_threads);
     prof_symbols_init();
+    prof_walk_init();
     if (prof_store_init(g_cfg.history_s, g_cfg.max_stack_nodes)) {
         prof_log(LOG_ERROR, "out of memory for the profile store; clrscope stays passive");
         return S_OK;

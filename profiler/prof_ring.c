@@ -60,8 +60,13 @@ struct prof_rec *prof_ring_reserve(struct prof_ring *r)
         int64_t diff = (int64_t)(seq - pos);
         if (diff == 0) {
             if (__atomic_compare_exchange_n(&r->head, &pos, pos + 1, 1, __ATOMIC_RELAXED,
-                                            __ATOMIC_RELAXED))
+                                            __ATOMIC_RELAXED)) {
+                /* the slot holds its previous record: the fields that say how to read the
+                 * frames start clear, whoever the producer is */
+                s->rec.ips = 0;
+                s->rec.check = 0;
                 return &s->rec;
+            }
         } else if (diff < 0) {
             __atomic_fetch_add(&r->dropped, 1, __ATOMIC_RELAXED);
             return NULL;

@@ -15,6 +15,7 @@
 
 #define REC_MAX_FRAMES 64
 #define REC_TEXT 256
+#define REC_CHECK_AT (REC_MAX_FRAMES / 2)
 
 enum prof_rec_kind {
     REC_ALLOC = 1,     /* a: ClassID/TypeID, b: object size, c: weight-bytes (upscaled), text: type */
@@ -29,11 +30,17 @@ struct prof_rec {
     uint32_t nframes;   /* frames[0] = leaf */
     uint32_t os_tid;
     uint32_t truncated;
+    uint32_t ips;       /* 1: frames are return addresses, for prof_walk_resolve on clrscope-agg */
+    uint32_t check;     /* CLRSCOPE_ALLOC_WALK=check: frames[REC_CHECK_AT..] hold the runtime's
+                         * own walk of the same stack, `check` FunctionIDs */
+    uint64_t maybe, cont; /* with `ips`: frames off the chain (prof_sig_walk_self's head, cont) */
+    uint16_t slots[REC_MAX_FRAMES]; /* with `ips`: where each was read (prof_sig_walk_self) */
     double t_unix;
     uint64_t a, b, c, d;
     double x;           /* kind-specific weight */
     char text[REC_TEXT];
-    uintptr_t frames[REC_MAX_FRAMES]; /* FunctionIDs; 0 = a run of native frames */
+    uintptr_t frames[REC_MAX_FRAMES]; /* FunctionIDs (0 = a run of native frames), or return
+                                       * addresses when `ips` */
 };
 
 struct prof_ring;

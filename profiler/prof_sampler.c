@@ -245,7 +245,7 @@ static void sig_stop(const char *why)
 }
 
 /* One tick of the signal sampler: drain what the handlers captured, pick up new threads. */
-static void signal_tick(int64_t now, int64_t *last_sync)
+static void signal_tick_locked(int64_t now, int64_t *last_sync)
 {
     S.sn.now_unix = prof_unix_now();
     if (now - *last_sync >= SIGNAL_SYNC_NS) {
@@ -265,6 +265,13 @@ static void signal_tick(int64_t now, int64_t *last_sync)
     prof_sigsample_drain(on_sig_sample, &S.sn);
     prof_codemap_tick(now);
     prof_sigsample_maintain(now);
+}
+
+static void signal_tick(int64_t now, int64_t *last_sync)
+{
+    prof_codemap_lock(); /* clrscope-agg resolves allocation stacks with the same tables */
+    signal_tick_locked(now, last_sync);
+    prof_codemap_unlock();
 }
 
 static void *sampler_main(void *arg)

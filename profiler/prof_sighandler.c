@@ -74,13 +74,156 @@ static uintptr_t thread_pointer(void)
     return tp;
 }
 
+/* The top of the stack that holds sp, if sp lies on the calling thread's own stack in the
+ * snapshot (see the top of the file); 0 otherwise, after counting why. */
+static uintptr_t stack_top(const struct prof_sig_maps *m, uintptr_t sp, uint32_t *flags)
+{
+    const struct prof_sig_range *stack = find_range(m->rw, m->nrw, sp);
+    uintptr_t tp = thread_pointer();
+    if (stack && tp > sp && tp <= stack->hi)
+        return tp;
+    if (stack && (stack->flags & PROF_SIG_R_MAIN_STACK))
+        return stack->hi;
+    *flags |= PROF_SIG_F_NOSTACK;
+    __atomic_add_fetch(&g_sig.no_stack, 1, __ATOMIC_RELAXED);
+    if (!stack)
+        __atomic_add_fetch(&g_sig.maps_miss, 1, __ATOMIC_RELAXED);
+    return 0;
+}
+
+static int skipped(const struct prof_sig_skip *skip, uintptr_t ra)
+{
+    for (int i = 0; i < PROF_SIG_SKIP_RANGES; i++)
+        if (ra >= skip->lo[i] && ra < skip->hi[i])
+            return 1;
+    return 0;
+}
+
+/* The lowest frame record (saved rbp == key, return address into code outside `skip`, which may
+ * be NULL) in [lo, key), at most PROF_SIG_GAP_WORDS words up from lo: the stack address of its
+ * return address, or 0. Searched upward: the newest record of a call made from the frame at
+ * `key` is the deepest, older ones are above it. Such records are off the chain when
+ *   - a runtime allocation stub pushed rbp on entry but did not make it the frame pointer, so
+ *     the runtime's frames below it chain straight to the allocating method's caller;
+ *   - OSR code copied its Tier0 frame's saved rbp instead of chaining to that frame, so the
+ *     Tier0 frame's record (with the return address into the method's caller) is passed over. */
+static uintptr_t record_below(uintptr_t lo, uintptr_t key, const struct prof_sig_maps *m,
+                              const struct prof_sig_skip *skip)
+{
+    for (uint32_t i = 0; i < PROF_SIG_GAP_WORDS && lo + 8 * i + 16 <= key; i++) {
+        uintptr_t a = lo + 8 * i;
+        if (load_word(a) != key)
+            continue;
+        uintptr_t ra = load_word(a + 8);
+        if (find_range(m->exec, m->nexec, ra) && !(skip && skipped(skip, ra)))
+            return a + 8;
+    }
+    return 0;
+}
+
+/* What a self-walk records besides the addresses: bit i of head = ips[i] was found off the chain
+ * (a candidate), of cont = ips[i] was reached from the candidate before it by frameless hops;
+ * slots[i] = where ips[i] was read, in words above the walk's sp (PROF_SIG_SLOT_UNKNOWN past
+ * 65534 words). */
+struct prof_sig_marks {
+    uint64_t head, cont;
+    uint16_t *slots;
+    uintptr_t sp;
+};
+
+/* Appends the return address ra, read at stack address slot, then, while it returns into a
+ * frameless method, that method's own return address `frame` bytes above (below `limit`).
+ * A candidate sets its bit in marks->head, the addresses its hops add theirs in marks->cont.
+ * Returns the hops made, or -1 when the walk must end here. */
+static int push(uintptr_t *ips, uint32_t *n, uint32_t max, uintptr_t slot, uintptr_t ra,
+                uintptr_t limit, uintptr_t top, const struct prof_sig_maps *m,
+                const struct prof_sig_codes *codes, struct prof_sig_marks *marks, int candidate,
+                uint32_t *flags)
+{
+    for (int hop = 0;; hop++) {
+        if (!find_range(m->exec, m->nexec, ra)) {
+            if (ra) /* 0 ends a chain on purpose (thread start) */
+                *flags |= PROF_SIG_F_NOTCODE;
+            return -1;
+        }
+        if (*n >= max) {
+            *flags |= PROF_SIG_F_TRUNCATED;
+            return -1;
+        }
+        if (marks) {
+            if (candidate && *n < 64)
+                *(hop ? &marks->cont : &marks->head) |= 1ull << *n;
+            uintptr_t w = (slot - marks->sp) / 8;
+            marks->slots[*n] = w < PROF_SIG_SLOT_UNKNOWN ? (uint16_t)w : PROF_SIG_SLOT_UNKNOWN;
+        }
+        ips[(*n)++] = ra;
+        const struct prof_sig_code *f = find_code(codes, ra - 1);
+        if (!f || hop >= PROF_SIG_MAX_HOPS)
+            return hop;
+        /* ra returns into a frameless method: its own return address is above its frame */
+        uintptr_t up = slot + 8 + f->frame;
+        if (up < slot || up > top - 8 || (up & 7) || up >= limit)
+            return -1; /* out of bounds, or past the next frame: the table is stale */
+        slot = up;
+        ra = load_word(slot);
+    }
+}
+
+/* Follows the frame-pointer chain from bp on the stack [sp, top), appending return addresses to
+ * ips[n..max); returns the new count. Every load is a stack word inside [sp, top). While `skip`
+ * (may be NULL) covers the return addresses met so far, they are left out and not counted.
+ * `marks` (NULL in the signal handler) asks for the records the chain passes over
+ * (record_below): where the skipped frames end, and between each kept frame and the next; they
+ * are added as candidates for the resolver to keep or drop. */
+static uint32_t chain(uintptr_t *ips, uint32_t n, uint32_t max, uintptr_t sp, uintptr_t bp,
+                      uintptr_t top, const struct prof_sig_maps *m,
+                      const struct prof_sig_skip *skip, struct prof_sig_marks *marks,
+                      uint32_t *flags)
+{
+    const struct prof_sig_codes *codes = __atomic_load_n(&g_sig.codes, __ATOMIC_SEQ_CST);
+    uintptr_t skipped_slot = 0; /* stack address of the last return address left out */
+    while (bp >= sp && bp <= top - 16 && !(bp & 7)) {
+        uintptr_t slot = bp + 8, ra = load_word(slot);
+        uintptr_t next = load_word(bp);
+        uintptr_t limit = next > bp ? next : top;
+        if (skip && skipped(skip, ra)) {
+            /* the caller's own frames and the runtime's below them: not the app's */
+            if (!find_range(m->exec, m->nexec, ra))
+                return n;
+            skipped_slot = slot;
+        } else {
+            if (skip && marks && skipped_slot && skipped_slot < bp) {
+                uintptr_t at = record_below(skipped_slot + 8, bp, m, skip);
+                if (at && push(ips, &n, max, at, load_word(at), bp, top, m, codes, marks, 1,
+                               flags) < 0)
+                    return n;
+            }
+            skip = NULL;
+            int hops = push(ips, &n, max, slot, ra, limit, top, m, codes, marks, 0, flags);
+            if (hops < 0)
+                return n;
+            if (marks && !hops && next > bp) {
+                uintptr_t at = record_below(slot + 8, next, m, NULL);
+                if (at && load_word(at) != ra &&
+                    push(ips, &n, max, at, load_word(at), next, top, m, codes, marks, 1,
+                         flags) < 0)
+                    return n;
+            }
+        }
+        if (next <= bp)
+            break;
+        bp = next;
+    }
+    return n;
+}
+
 /* Fills e->ips from the interrupted context; returns the number of frames. */
 static uint32_t walk(struct prof_sig_entry *e, const ucontext_t *uc)
 {
     const uint32_t max = (uint32_t)g_sig.max_frames;
     const uintptr_t pc = (uintptr_t)uc->uc_mcontext.gregs[REG_RIP];
     const uintptr_t sp = (uintptr_t)uc->uc_mcontext.gregs[REG_RSP];
-    uintptr_t bp = (uintptr_t)uc->uc_mcontext.gregs[REG_RBP];
+    const uintptr_t bp = (uintptr_t)uc->uc_mcontext.gregs[REG_RBP];
     uint32_t n = 0;
     e->ips[n++] = pc;
 
@@ -94,49 +237,48 @@ static uint32_t walk(struct prof_sig_entry *e, const ucontext_t *uc)
         e->flags |= PROF_SIG_F_NOMAPS;
         return n;
     }
-    const struct prof_sig_range *stack = find_range(m->rw, m->nrw, sp);
-    uintptr_t tp = thread_pointer(), top = 0;
-    if (stack && tp > sp && tp <= stack->hi)
-        top = tp;
-    else if (stack && (stack->flags & PROF_SIG_R_MAIN_STACK))
-        top = stack->hi;
+    uint32_t flags = 0;
+    uintptr_t top = stack_top(m, sp, &flags);
     if (!top) {
-        e->flags |= PROF_SIG_F_NOSTACK;
-        __atomic_add_fetch(&g_sig.no_stack, 1, __ATOMIC_RELAXED);
-        if (!stack)
-            __atomic_add_fetch(&g_sig.maps_miss, 1, __ATOMIC_RELAXED);
+        e->flags |= flags;
         return n;
     }
     uint32_t w = 0;
     for (uintptr_t a = sp; w < PROF_SIG_WINDOW && a <= top - 8; a += 8)
         e->window[w++] = load_word(a);
     e->nwindow = w;
-    const struct prof_sig_codes *codes = __atomic_load_n(&g_sig.codes, __ATOMIC_SEQ_CST);
-    while (bp >= sp && bp <= top - 16 && !(bp & 7)) {
-        uintptr_t slot = bp + 8, ra = load_word(slot);
-        uintptr_t next = load_word(bp);
-        for (int hop = 0;; hop++) {
-            if (!find_range(m->exec, m->nexec, ra))
-                return n;
-            if (n >= max) {
-                e->flags |= PROF_SIG_F_TRUNCATED;
-                return n;
-            }
-            e->ips[n++] = ra;
-            const struct prof_sig_code *f = find_code(codes, ra - 1);
-            if (!f || hop >= PROF_SIG_MAX_HOPS)
-                break;
-            /* ra returns into a frameless method: its own return address is above its frame */
-            uintptr_t up = slot + 8 + f->frame;
-            if (up < slot || up > top - 8 || (up & 7) || (next > bp && up >= next))
-                return n; /* out of bounds, or past the next frame: the table is stale */
-            slot = up;
-            ra = load_word(slot);
-        }
-        if (next <= bp)
-            break;
-        bp = next;
+    n = chain(e->ips, n, max, sp, bp, top, m, NULL, NULL, &flags);
+    e->flags |= flags & PROF_SIG_F_TRUNCATED;
+    return n;
+}
+
+/* Not in signal context, but under the same rules: no calls, no locks, loads only inside the
+ * caller's own stack. noinline: the walk starts from this function's own frame. */
+__attribute__((noinline)) uint32_t prof_sig_walk_self(uintptr_t *ips, uint32_t max,
+                                                      const struct prof_sig_skip *skip,
+                                                      uint64_t *head, uint64_t *cont,
+                                                      uint16_t *slots, uint32_t *flags)
+{
+    uint32_t n = 0;
+    *flags = 0;
+    struct prof_sig_marks marks = {0, 0, slots, 0};
+    __atomic_add_fetch(&g_sig.inflight, 1, __ATOMIC_SEQ_CST);
+    const struct prof_sig_maps *m = __atomic_load_n(&g_sig.maps, __ATOMIC_SEQ_CST);
+    if (!m || !__atomic_load_n(&g_sig.self_walk, __ATOMIC_ACQUIRE)) {
+        *flags |= PROF_SIG_F_NOMAPS;
+    } else {
+        uintptr_t sp, bp = (uintptr_t)__builtin_frame_address(0);
+        __asm__ volatile("mov %%rsp, %0" : "=r"(sp));
+        uintptr_t top = stack_top(m, sp, flags);
+        marks.sp = sp;
+        if (top)
+            n = chain(ips, 0, max, sp, bp, top, m, skip, &marks, flags);
+        if (*flags & PROF_SIG_F_NOTCODE)
+            __atomic_add_fetch(&g_sig.maps_miss, 1, __ATOMIC_RELAXED); /* new code? */
     }
+    __atomic_sub_fetch(&g_sig.inflight, 1, __ATOMIC_SEQ_CST);
+    *head = marks.head;
+    *cont = marks.cont;
     return n;
 }
 

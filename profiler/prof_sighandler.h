@@ -1,6 +1,7 @@
 /*
  * prof_sighandler - the only code clrscope runs inside a signal handler, and the data it shares
- * with prof_sigsample (its one user; nothing else includes this header).
+ * with prof_sigsample (its owner), plus the same frame-pointer walk of the calling thread for
+ * prof_walk (prof_sig_walk_self).
  *
  * ctx: prof_sig_handler runs on an application thread, at any instruction, when that thread's
  * CPU timer fires. It is async-signal-safe by construction: no calls at all (not even libc), no
@@ -38,6 +39,7 @@ enum prof_sig_flag {
     PROF_SIG_F_NOMAPS = 1 << 1,    /* no maps snapshot yet */
     PROF_SIG_F_NOSTACK = 1 << 2,   /* the stack pointer is in no known stack: leaf only */
     PROF_SIG_F_ALTSTACK = 1 << 3,  /* interrupted on the signal alternate stack: leaf only */
+    PROF_SIG_F_NOTCODE = 1 << 4,   /* the chain ended on an address in no executable mapping */
 };
 
 struct prof_sig_entry {
@@ -87,8 +89,18 @@ struct prof_sig_maps {
     uint32_t nrw, nexec;
 };
 
+/* Return addresses a self-walk leaves out while they lead the stack: [lo, hi) ranges (unused
+ * ones empty), e.g. clrscope's own code and the runtime's. */
+#define PROF_SIG_SKIP_RANGES 4
+#define PROF_SIG_GAP_WORDS 64
+#define PROF_SIG_SLOT_UNKNOWN 0xFFFFu
+struct prof_sig_skip {
+    uintptr_t lo[PROF_SIG_SKIP_RANGES], hi[PROF_SIG_SKIP_RANGES];
+};
+
 struct prof_sig_shared {
     int max_frames;     /* written before the handler is installed, then read-only */
+    int self_walk;      /* atomic: maps (and codes) are kept current: self-walks may use them */
     uint32_t entry_size;
     uint32_t entries;   /* per ring (enough for a thread burning a core between two drains) */
     uint32_t ring_size;
@@ -104,6 +116,18 @@ extern struct prof_sig_shared g_sig;
 
 /* The SA_SIGINFO handler; si->si_value carries (gen << 32 | ring index). */
 void prof_sig_handler(int sig, siginfo_t *si, void *uc);
+
+/* The calling thread's own frame-pointer chain, with the handler's checks, for runtime callbacks
+ * that run on the thread an event is about (allocations): return addresses into ips[0..max),
+ * leaf first, after leaving out the leading ones inside `skip` (may be NULL). Frame records the
+ * chain passes over (a runtime stub's, an OSR method's Tier0 frame) are added where they are
+ * found, bit i of *head marking ips[i] as such a candidate and bit i of *cont an address
+ * reached from one by frameless hops; slots[i] tells where on the stack ips[i] was read (words
+ * above the walk's sp): the resolver decides (prof_codemap_returns). Returns how many; 0 with
+ * PROF_SIG_F_NOMAPS in *flags while no current maps snapshot exists (the caller falls back to
+ * another walk). Calls nothing, takes no lock, allocates nothing; never faults. */
+uint32_t prof_sig_walk_self(uintptr_t *ips, uint32_t max, const struct prof_sig_skip *skip,
+                            uint64_t *head, uint64_t *cont, uint16_t *slots, uint32_t *flags);
 
 static inline struct prof_sig_entry *prof_sig_entry_at(struct prof_sig_ring *r, int i)
 {

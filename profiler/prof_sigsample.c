@@ -353,6 +353,7 @@ int prof_sigsample_start(int hz, int max_frames, int max_threads, int entries)
         return -e;
     }
     S.signo = sig;
+    __atomic_store_n(&g_sig.self_walk, 1, __ATOMIC_RELEASE);
     prof_log(LOG_DEBUG, "cpu sampler: per-thread CPU timers on signal %d (%s)", sig,
              sigabbrev_np(sig));
     return 0;
@@ -515,6 +516,8 @@ int prof_sigsample_drain(prof_sigsample_fn fn, void *arg)
 
 void prof_sigsample_stop(void)
 {
+    /* the snapshots are no longer refreshed: self-walks go back to the runtime's walk */
+    __atomic_store_n(&g_sig.self_walk, 0, __ATOMIC_RELEASE);
     for (size_t i = 0; i < S.nth; i++)
         if (S.th[i].timer >= 0) {
             syscall(SYS_timer_delete, S.th[i].timer);
