@@ -197,6 +197,10 @@ int api_allocations(const struct web_req *r)
     cJSON_AddNumberToObject(sw, "frame_pointer", (double)ws.fp);
     cJSON_AddNumberToObject(sw, "runtime", (double)ws.runtime);
     cJSON_AddNumberToObject(sw, "fallbacks", (double)ws.fallbacks);
+    cJSON_AddNumberToObject(sw, "unknown_stub", (double)ws.unknown_stub);
+    cJSON_AddNumberToObject(sw, "calibrations", (double)ws.calibrations);
+    cJSON_AddNumberToObject(sw, "places_learned", ws.places_learned);
+    cJSON_AddNumberToObject(sw, "places_unsure", ws.places_unsure);
     cJSON_AddNumberToObject(sw, "addresses_resolved", (double)ws.resolved);
     if (ws.mode == PROF_WALK_CHECK) {
         cJSON *c = cJSON_AddObjectToObject(sw, "check");

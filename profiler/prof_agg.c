@@ -43,10 +43,11 @@ static int drain(void)
 {
     const char *names[REC_MAX_FRAMES + 2];
     int done = 0;
+    prof_walk_begin();
     for (int budget = 100000; budget > 0; budget--, done++) {
         struct prof_rec *r = prof_ring_peek(g_ring);
         if (!r)
-            return done;
+            break;
         prof_walk_resolve(r);
         int n = prof_walk_names(r->frames, (int)(r->nframes > REC_MAX_FRAMES ? REC_MAX_FRAMES
                                                                                : r->nframes),
@@ -69,6 +70,7 @@ static int drain(void)
         }
         prof_ring_release(g_ring);
     }
+    prof_walk_end();
     return done;
 }
 

@@ -34,7 +34,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/syscall.h>
 #include <unistd.h>
 
 #include "prof_config.h"
@@ -273,7 +272,7 @@ static void take_sample(uint64_t type_id, const BYTE *d, ULONG len, size_t name_
     r->d = 0;
     r->x = count_w;
     r->t_unix = t_unix;
-    r->os_tid = (uint32_t)syscall(SYS_gettid);
+    r->os_tid = prof_self_tid();
     if (!rd_utf16z(d, len, name_off, r->text, sizeof r->text))
         r->text[0] = 0;
     prof_walk_fast(r);

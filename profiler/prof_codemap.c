@@ -18,6 +18,7 @@
 #define CODEMAP_FLUSH_NS (600LL * 1000000000LL)
 #define IPCACHE_SIZE 8192 /* direct-mapped ip -> method cache, power of two */
 #define PROLOG_BYTES 64
+#define CALLSITE_CACHE 1024 /* return address -> "follows a call" (power of two) */
 
 struct code {
     uintptr_t lo, hi;
@@ -36,6 +37,11 @@ struct frame {
     int ret; /* a return address (looked up at ip - 1) */
 };
 
+struct callsite {
+    uintptr_t ra; /* 0 = empty */
+    int ok;
+};
+
 static struct {
     struct code *pool; /* append-only until a flush */
     uint32_t npool, cap;
@@ -46,6 +52,7 @@ static struct {
     int frameless_dirty;
     int64_t flushed_at;
     int no_code_reads;
+    struct callsite callsites[CALLSITE_CACHE];
     struct prof_codemap_stats st;
 } C;
 
@@ -228,7 +235,7 @@ size_t prof_codemap_read_code(uintptr_t addr, uint8_t *buf, size_t len)
     if (__atomic_load_n(&C.no_code_reads, __ATOMIC_RELAXED) || !addr)
         return 0;
     struct iovec local = {buf, len}, remote = {(void *)addr, len};
-    ssize_t got = process_vm_readv(getpid(), &local, 1, &remote, 1, 0);
+    ssize_t got = process_vm_readv(g_core.pid, &local, 1, &remote, 1, 0);
     if (got < 0 && (errno == EPERM || errno == ENOSYS) &&
         !__atomic_exchange_n(&C.no_code_reads, 1, __ATOMIC_RELAXED))
         prof_log(LOG_INFO, "process_vm_readv is not allowed here; frames of methods without a "
@@ -261,6 +268,7 @@ static void flush(int64_t now)
 {
     C.npool = 0;
     memset(C.cache, 0, IPCACHE_SIZE * sizeof *C.cache);
+    memset(C.callsites, 0, sizeof C.callsites);
     C.flushed_at = now;
     C.frameless_dirty = 1;
 }
@@ -348,18 +356,27 @@ void prof_codemap_unlock(void)
     pthread_mutex_unlock(&g_lock);
 }
 
-/* Where the method of ra[i] keeps its own return address, from where ra[i] was read: slot + 8 +
- * its frame size (bytes from its body's sp to its return address, from its prologue); 0 when
- * unknown. */
-static uintptr_t caller_slot(int code, uint16_t slot)
+/* Whether the bytes before ra end with a call instruction (cached per address). */
+static int after_call(uintptr_t ra)
 {
-    if (code < 0 || !C.pool[code].shape.known || slot == PROF_SIG_SLOT_UNKNOWN)
-        return 0;
-    return (uintptr_t)slot * 8 + 8 + C.pool[code].shape.frame;
+    struct callsite *e = &C.callsites[(ra ^ (ra >> 11)) & (CALLSITE_CACHE - 1)];
+    if (e->ra == ra)
+        return e->ok;
+    uint8_t before[8];
+    int ok = read_code(ra - 8, before, sizeof before) == sizeof before &&
+             prof_frame_is_call_site(before, sizeof before);
+    *e = (struct callsite){.ra = ra, .ok = ok};
+    return ok;
 }
 
-int prof_codemap_returns(const uintptr_t *ra, const uint16_t *slots, int n, uint64_t head,
-                         uint64_t cont, uintptr_t *fns)
+uintptr_t prof_codemap_function(uintptr_t ra)
+{
+    int code;
+    return lookup(ra - 1, &code);
+}
+
+int prof_codemap_returns(const uintptr_t *ra, int n, uint64_t found, uint64_t hops,
+                         uintptr_t *fns, int *src)
 {
     FunctionID fn[PROF_CODEMAP_MAX_RETURNS];
     int code[PROF_CODEMAP_MAX_RETURNS];
@@ -367,36 +384,21 @@ int prof_codemap_returns(const uintptr_t *ra, const uint16_t *slots, int n, uint
         n = PROF_CODEMAP_MAX_RETURNS;
     for (int i = 0; i < n; i++)
         fn[i] = lookup(ra[i] - 1, &code[i]);
-    /* A candidate (a frame record off the chain) and the frames its hops reached are frames
-     * only if each one's method, given where its return address was read and its frame size,
-     * keeps its own return address exactly where the next one was read, down to the next frame
-     * of the chain; and if the candidate is managed code right after a call instruction. A
-     * stale record left by an earlier call fails: it lies elsewhere. */
-    uint64_t drop = 0;
-    for (int h = 0; h < n; h++) {
-        if (!(head >> h & 1))
-            continue;
-        int j = h + 1;
-        while (j < n && (cont >> j & 1))
-            j++;
-        int ok = fn[h] != 0 && j < n;
-        for (int t = h; ok && t < j; t++)
-            ok = slots[t + 1] != PROF_SIG_SLOT_UNKNOWN &&
-                 caller_slot(code[t], slots[t]) == (uintptr_t)slots[t + 1] * 8;
-        uint8_t before[8];
-        ok = ok && read_code(ra[h] - 8, before, sizeof before) == sizeof before &&
-             prof_frame_is_call_site(before, sizeof before);
-        *(ok ? &C.st.gap_kept : &C.st.gap_dropped) += 1;
-        if (!ok)
-            for (int t = h; t < j; t++)
-                drop |= 1ull << t;
-        h = j - 1;
-    }
-    int k = 0, prev_code = -1;
+    int k = 0, prev_code = -1, keep = 1;
     FunctionID prev_fn = 0;
     for (int i = 0; i < n; i++) {
-        if (drop >> i & 1)
-            continue;
+        uint64_t bit = i < 64 ? 1ull << i : 0;
+        if (found & bit) {
+            /* read from a frame record off the chain where the learned table puts it: still
+             * only a frame if it is managed code right after a call instruction */
+            keep = fn[i] && after_call(ra[i]);
+            *(keep ? &C.st.gap_kept : &C.st.gap_dropped) += 1;
+            if (!keep)
+                continue;
+        } else if (hops & bit) {
+            if (!keep)
+                continue; /* reached from a record that was dropped */
+        }
         if (fn[i] && fn[i] == prev_fn && code[i] >= 0 && prev_code >= 0 &&
             code[i] != prev_code && C.pool[code[i]].lo != C.pool[prev_code].lo) {
             prev_code = code[i]; /* OSR code and the Tier0 frame it runs on: one frame */
@@ -409,6 +411,8 @@ int prof_codemap_returns(const uintptr_t *ra, const uint16_t *slots, int n, uint
         prev_code = code[i];
         if (!fn[i] && (k == 0 || fns[k - 1] == 0))
             continue; /* leading native frames dropped, runs of them folded into one 0 */
+        if (src)
+            src[k] = i;
         fns[k++] = fn[i];
     }
     return k;

@@ -80,15 +80,16 @@ int prof_codemap_name_stack(const struct prof_sigsample *s, const char **names,
  * FunctionIDs in fns[0..n) (fns may be ra): 0 for a run of frames in native libraries (folded;
  * leading ones dropped), none for runtime-generated code (stubs, dynamic methods:
  * DoStackSnapshot reports none either), an OSR frame merged with its Tier0 frame. Bit i of
- * `head`: ra[i] was read from a frame record off the chain, bit i of `cont`: reached from such a
- * candidate by frameless hops; slots[i]: where ra[i] was read (words). A candidate is kept only
- * if its method's frame size puts its own return address exactly where the next address was
- * read, down to the chain's next frame, and it follows a call instruction. Methods met are
+ * `found`: ra[i] was read from a frame record off the chain (kept only if it is managed code
+ * after a call instruction), of `hops`: reached from such a record (kept with it). src (may be
+ * NULL) gets, for each FunctionID, the index of the address it came from. Methods met are
  * learned like the sampler's (frameless ones are published to the walks at the next tick).
  * Returns how many. */
 #define PROF_CODEMAP_MAX_RETURNS 128
-int prof_codemap_returns(const uintptr_t *ra, const uint16_t *slots, int n, uint64_t head,
-                         uint64_t cont, uintptr_t *fns);
+int prof_codemap_returns(const uintptr_t *ra, int n, uint64_t found, uint64_t hops,
+                         uintptr_t *fns, int *src);
+/* The method a return address returns into (0: not managed code). */
+uintptr_t prof_codemap_function(uintptr_t ra);
 /* The lock described at the top. */
 void prof_codemap_lock(void);
 void prof_codemap_unlock(void);

@@ -32,6 +32,14 @@ int64_t prof_now_ns(void)
     return (int64_t)ts.tv_sec * 1000000000LL + ts.tv_nsec;
 }
 
+uint32_t prof_self_tid(void)
+{
+    static __thread uint32_t tid;
+    if (!tid)
+        tid = (uint32_t)gettid();
+    return tid;
+}
+
 double prof_unix_now(void)
 {
     struct timespec ts;

@@ -30,6 +30,9 @@ struct prof_core {
 extern struct prof_core g_core;
 
 int64_t prof_now_ns(void);   /* CLOCK_MONOTONIC */
+/* The calling thread's kernel thread id, cached per thread (a gettid system call the first time
+ * only: runtime callbacks ask on every event). */
+uint32_t prof_self_tid(void);
 double prof_unix_now(void);  /* CLOCK_REALTIME in seconds */
 /* CPU time (ns) consumed so far by thread `tid` of this process, -1 if it is gone. */
 int64_t prof_thread_cpu_ns(pid_t tid);

@@ -152,7 +152,7 @@ void prof_exc_on_event(DWORD id, DWORD version, const BYTE *data, ULONG len)
     r->c = r->d = 0;
     r->x = 0;
     r->t_unix = prof_unix_now();
-    r->os_tid = (uint32_t)gettid();
+    r->os_tid = prof_self_tid();
     size_t tl = tunits ? u16_to_utf8(data, tunits, r->text, TYPE_TEXT) : 0;
     if (!tl)
         tl = (size_t)(stpcpy(r->text, "[unknown]") - r->text);

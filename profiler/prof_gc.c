@@ -197,7 +197,7 @@ void prof_gc_started(int cgen, const BOOL *collected, int reason)
     if (!LD(E.enabled) || self_kind() != THR_OTHER)
         return; /* a dedicated GC thread: its CPU is read from its own clock every second */
     int64_t now = prof_now_ns();
-    struct user_slot *u = user_claim((uint32_t)gettid(), now);
+    struct user_slot *u = user_claim(prof_self_tid(), now);
     if (!u) {
         ADD(E.lost_user, 1);
         return;
@@ -210,7 +210,7 @@ void prof_gc_finished(void)
 {
     if (!LD(E.enabled) || self_kind() != THR_OTHER)
         return;
-    uint32_t tid = (uint32_t)gettid();
+    uint32_t tid = prof_self_tid();
     for (unsigned i = 0; i < USER_SLOTS; i++) {
         if (LD(E.user[i].tid) != tid)
             continue;
@@ -359,7 +359,7 @@ static void on_per_heap_history(const BYTE *d, ULONG len)
 static void on_suspend_begin(const BYTE *d, ULONG len, int64_t now)
 {
     uint32_t reason = u32_at(d, len, 0);
-    uint32_t tid = (uint32_t)gettid();
+    uint32_t tid = prof_self_tid();
     if (reason != 1 && reason != 6) {
         struct pause_slot *p = pause_find(tid);
         if (p)
@@ -377,7 +377,7 @@ static void on_suspend_begin(const BYTE *d, ULONG len, int64_t now)
 
 static void on_restart_end(int64_t now)
 {
-    struct pause_slot *p = pause_find((uint32_t)gettid());
+    struct pause_slot *p = pause_find(prof_self_tid());
     if (!p)
         return;
     int64_t ns = now - LD(p->t_begin);

@@ -87,7 +87,7 @@ static void on_start(DWORD version, const BYTE *data, ULONG len)
         memcpy(&assoc, data + 11, 8);
         memcpy(&owner, data + 19, 8);
     }
-    uint32_t tid = (uint32_t)gettid();
+    uint32_t tid = prof_self_tid();
     struct thr_slot *t = thr_slot(tid);
     __atomic_store_n(&t->tid, 0, __ATOMIC_RELEASE);
     __atomic_store_n(&t->lock_id, lock_id, __ATOMIC_RELAXED);
@@ -99,7 +99,7 @@ static void on_start(DWORD version, const BYTE *data, ULONG len)
 
 static void on_stop(DWORD version, const BYTE *data, ULONG len)
 {
-    uint32_t tid = (uint32_t)gettid();
+    uint32_t tid = prof_self_tid();
     struct thr_slot *t = thr_slot(tid);
     uint64_t lock_id = 0, assoc = 0, owner = 0;
     int64_t start = 0;

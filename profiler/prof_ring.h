@@ -15,7 +15,9 @@
 
 #define REC_MAX_FRAMES 64
 #define REC_TEXT 256
-#define REC_CHECK_AT (REC_MAX_FRAMES / 2)
+#define REC_CHECK_AT REC_MAX_FRAMES      /* where a second walk of the same stack goes */
+#define REC_FRAMES_CAP (2 * REC_MAX_FRAMES)
+#define REC_PROBES 8
 
 enum prof_rec_kind {
     REC_ALLOC = 1,     /* a: ClassID/TypeID, b: object size, c: weight-bytes (upscaled), text: type */
@@ -31,16 +33,26 @@ struct prof_rec {
     uint32_t os_tid;
     uint32_t truncated;
     uint32_t ips;       /* 1: frames are return addresses, for prof_walk_resolve on clrscope-agg */
-    uint32_t check;     /* CLRSCOPE_ALLOC_WALK=check: frames[REC_CHECK_AT..] hold the runtime's
-                         * own walk of the same stack, `check` FunctionIDs */
-    uint64_t maybe, cont; /* with `ips`: frames off the chain (prof_sig_walk_self's head, cont) */
-    uint16_t slots[REC_MAX_FRAMES]; /* with `ips`: where each was read (prof_sig_walk_self) */
+    uint32_t check;     /* nonzero: frames[REC_CHECK_AT..] hold the runtime's own walk of the same
+                         * stack (check = count | 0x80000000 when cut), for prof_walk */
+    /* with `ips` (prof_sig_walk_self's report, see prof_sighandler.h) */
+    uint64_t found, hops;
+    uint64_t stub;
+    int32_t stub_off;
+    uint32_t nprobes;
+    uint32_t calibrating; /* the walk probed everywhere the table is silent (not only the leaf) */
+    uint32_t pad;
+    struct {
+        uint32_t step;
+        int32_t off;
+        uint64_t x, ra;
+    } probes[REC_PROBES];
     double t_unix;
     uint64_t a, b, c, d;
     double x;           /* kind-specific weight */
     char text[REC_TEXT];
-    uintptr_t frames[REC_MAX_FRAMES]; /* FunctionIDs (0 = a run of native frames), or return
-                                       * addresses when `ips` */
+    uintptr_t frames[REC_FRAMES_CAP]; /* [0..REC_MAX_FRAMES): FunctionIDs (0 = a run of native
+                                       * frames), or return addresses when `ips` */
 };
 
 struct prof_ring;

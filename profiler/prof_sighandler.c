@@ -99,45 +99,30 @@ static int skipped(const struct prof_sig_skip *skip, uintptr_t ra)
     return 0;
 }
 
-/* The lowest frame record (saved rbp == key, return address into code outside `skip`, which may
- * be NULL) in [lo, key), at most PROF_SIG_GAP_WORDS words up from lo: the stack address of its
- * return address, or 0. Searched upward: the newest record of a call made from the frame at
- * `key` is the deepest, older ones are above it. Such records are off the chain when
- *   - a runtime allocation stub pushed rbp on entry but did not make it the frame pointer, so
- *     the runtime's frames below it chain straight to the allocating method's caller;
- *   - OSR code copied its Tier0 frame's saved rbp instead of chaining to that frame, so the
- *     Tier0 frame's record (with the return address into the method's caller) is passed over. */
-static uintptr_t record_below(uintptr_t lo, uintptr_t key, const struct prof_sig_maps *m,
-                              const struct prof_sig_skip *skip)
+static const struct prof_sig_hidden *find_hidden(const struct prof_sig_hiddens *t, uintptr_t ra)
 {
-    for (uint32_t i = 0; i < PROF_SIG_GAP_WORDS && lo + 8 * i + 16 <= key; i++) {
-        uintptr_t a = lo + 8 * i;
-        if (load_word(a) != key)
-            continue;
-        uintptr_t ra = load_word(a + 8);
-        if (find_range(m->exec, m->nexec, ra) && !(skip && skipped(skip, ra)))
-            return a + 8;
+    if (!t)
+        return NULL;
+    uint32_t lo = 0, hi = t->n;
+    while (lo < hi) {
+        uint32_t mid = lo + (hi - lo) / 2;
+        if (ra < t->h[mid].ra)
+            hi = mid;
+        else if (ra > t->h[mid].ra)
+            lo = mid + 1;
+        else
+            return &t->h[mid];
     }
-    return 0;
+    return NULL;
 }
-
-/* What a self-walk records besides the addresses: bit i of head = ips[i] was found off the chain
- * (a candidate), of cont = ips[i] was reached from the candidate before it by frameless hops;
- * slots[i] = where ips[i] was read, in words above the walk's sp (PROF_SIG_SLOT_UNKNOWN past
- * 65534 words). */
-struct prof_sig_marks {
-    uint64_t head, cont;
-    uint16_t *slots;
-    uintptr_t sp;
-};
 
 /* Appends the return address ra, read at stack address slot, then, while it returns into a
  * frameless method, that method's own return address `frame` bytes above (below `limit`).
- * A candidate sets its bit in marks->head, the addresses its hops add theirs in marks->cont.
- * Returns the hops made, or -1 when the walk must end here. */
+ * `found` (NULL for the chain's own addresses) gets the bit of a hidden record's address, `hops`
+ * those its hops add. Returns the hops made, or -1 when the walk must end here. */
 static int push(uintptr_t *ips, uint32_t *n, uint32_t max, uintptr_t slot, uintptr_t ra,
                 uintptr_t limit, uintptr_t top, const struct prof_sig_maps *m,
-                const struct prof_sig_codes *codes, struct prof_sig_marks *marks, int candidate,
+                const struct prof_sig_codes *codes, uint64_t *found, uint64_t *hops,
                 uint32_t *flags)
 {
     for (int hop = 0;; hop++) {
@@ -150,12 +135,8 @@ static int push(uintptr_t *ips, uint32_t *n, uint32_t max, uintptr_t slot, uintp
             *flags |= PROF_SIG_F_TRUNCATED;
             return -1;
         }
-        if (marks) {
-            if (candidate && *n < 64)
-                *(hop ? &marks->cont : &marks->head) |= 1ull << *n;
-            uintptr_t w = (slot - marks->sp) / 8;
-            marks->slots[*n] = w < PROF_SIG_SLOT_UNKNOWN ? (uint16_t)w : PROF_SIG_SLOT_UNKNOWN;
-        }
+        if (found && *n < 64)
+            *(hop ? hops : found) |= 1ull << *n;
         ips[(*n)++] = ra;
         const struct prof_sig_code *f = find_code(codes, ra - 1);
         if (!f || hop >= PROF_SIG_MAX_HOPS)
@@ -169,46 +150,93 @@ static int push(uintptr_t *ips, uint32_t *n, uint32_t max, uintptr_t slot, uintp
     }
 }
 
+/* A self-walk's view of the hidden-record table (see prof_sighandler.h). */
+struct self_walk {
+    const struct prof_sig_hiddens *hidden;
+    const struct prof_sig_skip *skip;
+    struct prof_sig_self *out;
+    int calibrate;
+};
+
+/* The frame at bp returns to x and its caller's frame is at next (> bp): appends the record the
+ * chain passes over there if the table places one, or, where the table is silent and the walk
+ * calibrates (or `probe` asks it to), notes the records that could be it (probes). Returns -1
+ * when the walk must end. */
+static int hidden_after(uintptr_t *ips, uint32_t *n, uint32_t max, uintptr_t bp, uintptr_t x,
+                        uintptr_t next, uintptr_t top, const struct prof_sig_maps *m,
+                        const struct prof_sig_codes *codes, struct self_walk *sw, int probe,
+                        uint32_t *flags)
+{
+    uintptr_t end = next < top ? next : top;
+    const struct prof_sig_hidden *h = find_hidden(sw->hidden, x);
+    if (h && h->off > 0) {
+        uintptr_t a = bp + (uintptr_t)h->off;
+        if (a < bp + 16 || a + 16 > end || load_word(a) != next)
+            return 0; /* not this time (a different path through the same call site) */
+        uintptr_t ra = load_word(a + 8);
+        if (!find_range(m->exec, m->nexec, ra) || skipped(sw->skip, ra))
+            return 0;
+        return push(ips, n, max, a + 8, ra, next, top, m, codes, &sw->out->found,
+                    &sw->out->hops, flags) < 0
+                   ? -1
+                   : 0;
+    }
+    if (h || !(sw->calibrate || probe))
+        return 0;
+    for (uint32_t i = 0; i < PROF_SIG_PROBE_WORDS && sw->out->nprobes < PROF_SIG_PROBES; i++) {
+        uintptr_t a = bp + 16 + 8 * i;
+        if (a + 16 > end)
+            break;
+        if (load_word(a) != next)
+            continue;
+        uintptr_t ra = load_word(a + 8);
+        if (find_range(m->exec, m->nexec, ra) && !skipped(sw->skip, ra))
+            sw->out->probes[sw->out->nprobes++] =
+                (struct prof_sig_probe){.step = *n, .off = (int32_t)(a - bp), .x = x, .ra = ra};
+    }
+    return 0;
+}
+
 /* Follows the frame-pointer chain from bp on the stack [sp, top), appending return addresses to
- * ips[n..max); returns the new count. Every load is a stack word inside [sp, top). While `skip`
- * (may be NULL) covers the return addresses met so far, they are left out and not counted.
- * `marks` (NULL in the signal handler) asks for the records the chain passes over
- * (record_below): where the skipped frames end, and between each kept frame and the next; they
- * are added as candidates for the resolver to keep or drop. */
+ * ips[n..max); returns the new count. Every load is a stack word inside [sp, top). A self-walk
+ * (sw, NULL in the signal handler) leaves out the leading return addresses inside sw->skip, and
+ * adds the frame records the chain passes over (hidden_after): where the skipped frames end (the
+ * runtime stub the app's code called) and after each kept frame (OSR). */
 static uint32_t chain(uintptr_t *ips, uint32_t n, uint32_t max, uintptr_t sp, uintptr_t bp,
-                      uintptr_t top, const struct prof_sig_maps *m,
-                      const struct prof_sig_skip *skip, struct prof_sig_marks *marks,
+                      uintptr_t top, const struct prof_sig_maps *m, struct self_walk *sw,
                       uint32_t *flags)
 {
     const struct prof_sig_codes *codes = __atomic_load_n(&g_sig.codes, __ATOMIC_SEQ_CST);
-    uintptr_t skipped_slot = 0; /* stack address of the last return address left out */
+    int leading = sw != NULL;         /* still in clrscope's and the runtime's frames */
+    uintptr_t last_bp = 0, last_x = 0; /* the last of those */
     while (bp >= sp && bp <= top - 16 && !(bp & 7)) {
         uintptr_t slot = bp + 8, ra = load_word(slot);
         uintptr_t next = load_word(bp);
         uintptr_t limit = next > bp ? next : top;
-        if (skip && skipped(skip, ra)) {
-            /* the caller's own frames and the runtime's below them: not the app's */
+        if (leading && skipped(sw->skip, ra)) {
             if (!find_range(m->exec, m->nexec, ra))
                 return n;
-            skipped_slot = slot;
+            last_bp = bp;
+            last_x = ra;
         } else {
-            if (skip && marks && skipped_slot && skipped_slot < bp) {
-                uintptr_t at = record_below(skipped_slot + 8, bp, m, skip);
-                if (at && push(ips, &n, max, at, load_word(at), bp, top, m, codes, marks, 1,
-                               flags) < 0)
+            if (leading && last_x) {
+                const struct prof_sig_hidden *h = find_hidden(sw->hidden, last_x);
+                sw->out->stub = last_x;
+                sw->out->stub_off = h ? h->off : 0;
+                if (!h || h->off == PROF_SIG_HIDDEN_UNSURE)
+                    *flags |= PROF_SIG_F_STUB_UNKNOWN;
+                /* an unknown stub is probed always: its sample is walked both ways anyway */
+                if (hidden_after(ips, &n, max, last_bp, last_x, bp, top, m, codes, sw, 1,
+                                 flags) < 0)
                     return n;
             }
-            skip = NULL;
-            int hops = push(ips, &n, max, slot, ra, limit, top, m, codes, marks, 0, flags);
+            leading = 0;
+            int hops = push(ips, &n, max, slot, ra, limit, top, m, codes, NULL, NULL, flags);
             if (hops < 0)
                 return n;
-            if (marks && !hops && next > bp) {
-                uintptr_t at = record_below(slot + 8, next, m, NULL);
-                if (at && load_word(at) != ra &&
-                    push(ips, &n, max, at, load_word(at), next, top, m, codes, marks, 1,
-                         flags) < 0)
-                    return n;
-            }
+            if (sw && !hops && next > bp &&
+                hidden_after(ips, &n, max, bp, ra, next, top, m, codes, sw, 0, flags) < 0)
+                return n;
         }
         if (next <= bp)
             break;
@@ -247,7 +275,7 @@ static uint32_t walk(struct prof_sig_entry *e, const ucontext_t *uc)
     for (uintptr_t a = sp; w < PROF_SIG_WINDOW && a <= top - 8; a += 8)
         e->window[w++] = load_word(a);
     e->nwindow = w;
-    n = chain(e->ips, n, max, sp, bp, top, m, NULL, NULL, &flags);
+    n = chain(e->ips, n, max, sp, bp, top, m, NULL, &flags);
     e->flags |= flags & PROF_SIG_F_TRUNCATED;
     return n;
 }
@@ -256,29 +284,34 @@ static uint32_t walk(struct prof_sig_entry *e, const ucontext_t *uc)
  * caller's own stack. noinline: the walk starts from this function's own frame. */
 __attribute__((noinline)) uint32_t prof_sig_walk_self(uintptr_t *ips, uint32_t max,
                                                       const struct prof_sig_skip *skip,
-                                                      uint64_t *head, uint64_t *cont,
-                                                      uint16_t *slots, uint32_t *flags)
+                                                      int calibrate, struct prof_sig_self *out,
+                                                      uint32_t *flags)
 {
+    static const struct prof_sig_skip none;
     uint32_t n = 0;
     *flags = 0;
-    struct prof_sig_marks marks = {0, 0, slots, 0};
+    out->found = out->hops = 0;
+    out->stub = 0;
+    out->stub_off = 0;
+    out->nprobes = 0;
     __atomic_add_fetch(&g_sig.inflight, 1, __ATOMIC_SEQ_CST);
     const struct prof_sig_maps *m = __atomic_load_n(&g_sig.maps, __ATOMIC_SEQ_CST);
     if (!m || !__atomic_load_n(&g_sig.self_walk, __ATOMIC_ACQUIRE)) {
         *flags |= PROF_SIG_F_NOMAPS;
     } else {
+        struct self_walk sw = {.hidden = __atomic_load_n(&g_sig.hidden, __ATOMIC_SEQ_CST),
+                               .skip = skip ? skip : &none,
+                               .out = out,
+                               .calibrate = calibrate};
         uintptr_t sp, bp = (uintptr_t)__builtin_frame_address(0);
         __asm__ volatile("mov %%rsp, %0" : "=r"(sp));
         uintptr_t top = stack_top(m, sp, flags);
-        marks.sp = sp;
         if (top)
-            n = chain(ips, 0, max, sp, bp, top, m, skip, &marks, flags);
+            n = chain(ips, 0, max, sp, bp, top, m, &sw, flags);
         if (*flags & PROF_SIG_F_NOTCODE)
             __atomic_add_fetch(&g_sig.maps_miss, 1, __ATOMIC_RELAXED); /* new code? */
     }
     __atomic_sub_fetch(&g_sig.inflight, 1, __ATOMIC_SEQ_CST);
-    *head = marks.head;
-    *cont = marks.cont;
     return n;
 }
 

@@ -40,6 +40,9 @@ enum prof_sig_flag {
     PROF_SIG_F_NOSTACK = 1 << 2,   /* the stack pointer is in no known stack: leaf only */
     PROF_SIG_F_ALTSTACK = 1 << 3,  /* interrupted on the signal alternate stack: leaf only */
     PROF_SIG_F_NOTCODE = 1 << 4,   /* the chain ended on an address in no executable mapping */
+    PROF_SIG_F_STUB_UNKNOWN = 1 << 5, /* self-walk: the hidden-record table does not know the
+                                       * runtime stub where the app's frames begin (or is unsure
+                                       * of it): the leaf may be missing */
 };
 
 struct prof_sig_entry {
@@ -92,10 +95,51 @@ struct prof_sig_maps {
 /* Return addresses a self-walk leaves out while they lead the stack: [lo, hi) ranges (unused
  * ones empty), e.g. clrscope's own code and the runtime's. */
 #define PROF_SIG_SKIP_RANGES 4
-#define PROF_SIG_GAP_WORDS 64
-#define PROF_SIG_SLOT_UNKNOWN 0xFFFFu
 struct prof_sig_skip {
     uintptr_t lo[PROF_SIG_SKIP_RANGES], hi[PROF_SIG_SKIP_RANGES];
+};
+
+/* Where a frame record the chain passes over lies, for the frame whose return address is `ra`:
+ * the record (saved rbp == that frame's saved rbp, return address) is `off` bytes above the
+ * frame pointer. off 0: nothing is hidden there; PROF_SIG_HIDDEN_UNSURE: the place could not be
+ * learned (a self-walk through it is not trusted). Learned by prof_walk (comparing with the
+ * runtime's walk), published immutable and sorted by ra. Two things hide records:
+ *   - the runtime's allocation stubs push rbp (with other registers, and leave a hole) but do
+ *     not make it the frame pointer, so the runtime's frames below them chain straight to the
+ *     allocating method's caller: the key is the return address into the stub;
+ *   - OSR code copies its Tier0 frame's saved rbp instead of chaining to that frame, so the
+ *     Tier0 record, with the return address into the method's caller, is passed over: the key is
+ *     the return address into the Tier0 code. */
+#define PROF_SIG_HIDDEN_UNSURE (-1)
+struct prof_sig_hidden {
+    uintptr_t ra;
+    int32_t off;
+    int32_t pad;
+};
+struct prof_sig_hiddens {
+    uint32_t n;
+    struct prof_sig_hidden h[];
+};
+
+/* A record a calibrating self-walk saw between a frame and the next one while the table said
+ * nothing of that frame: it would be inserted at ips[step]. */
+#define PROF_SIG_PROBES 8
+#define PROF_SIG_PROBE_WORDS 48 /* words searched above a frame for such records */
+struct prof_sig_probe {
+    uint32_t step;
+    int32_t off;   /* from the frame pointer of the frame whose return address is x */
+    uintptr_t x;   /* that return address */
+    uintptr_t ra;  /* the record's return address */
+};
+
+/* What a self-walk reports besides the addresses. */
+struct prof_sig_self {
+    uint64_t found;          /* bit i: ips[i] came from a hidden record (the table) */
+    uint64_t hops;           /* bit i: ips[i] was reached from such a record by frameless hops */
+    uintptr_t stub;          /* return address into the runtime where the app's frames begin */
+    int32_t stub_off;        /* what the table says of it (0 unknown to the table: see flags) */
+    uint32_t nprobes;        /* calibrating walks: probes[0..nprobes) */
+    struct prof_sig_probe probes[PROF_SIG_PROBES];
 };
 
 struct prof_sig_shared {
@@ -107,6 +151,7 @@ struct prof_sig_shared {
     struct prof_sig_ring *chunks[PROF_SIG_MAX_CHUNKS]; /* atomic pointers, set once each */
     struct prof_sig_maps *maps;                         /* atomic */
     struct prof_sig_codes *codes;                       /* atomic, may be NULL */
+    struct prof_sig_hiddens *hidden;                    /* atomic, may be NULL (self-walks) */
     int inflight;                                       /* atomic: handlers running now */
     /* atomic counters (handler side) */
     uint64_t handled, stale, ring_full, no_stack, altstack, maps_miss;
@@ -120,14 +165,12 @@ void prof_sig_handler(int sig, siginfo_t *si, void *uc);
 /* The calling thread's own frame-pointer chain, with the handler's checks, for runtime callbacks
  * that run on the thread an event is about (allocations): return addresses into ips[0..max),
  * leaf first, after leaving out the leading ones inside `skip` (may be NULL). Frame records the
- * chain passes over (a runtime stub's, an OSR method's Tier0 frame) are added where they are
- * found, bit i of *head marking ips[i] as such a candidate and bit i of *cont an address
- * reached from one by frameless hops; slots[i] tells where on the stack ips[i] was read (words
- * above the walk's sp): the resolver decides (prof_codemap_returns). Returns how many; 0 with
- * PROF_SIG_F_NOMAPS in *flags while no current maps snapshot exists (the caller falls back to
- * another walk). Calls nothing, takes no lock, allocates nothing; never faults. */
+ * chain passes over are added where g_sig.hidden says they are (out->found, out->hops). With
+ * `calibrate`, records seen where the table is silent are reported as probes. Returns how many;
+ * 0 with PROF_SIG_F_NOMAPS in *flags while no current maps snapshot exists (the caller falls
+ * back to another walk). Calls nothing, takes no lock, allocates nothing; never faults. */
 uint32_t prof_sig_walk_self(uintptr_t *ips, uint32_t max, const struct prof_sig_skip *skip,
-                            uint64_t *head, uint64_t *cont, uint16_t *slots, uint32_t *flags);
+                            int calibrate, struct prof_sig_self *out, uint32_t *flags);
 
 static inline struct prof_sig_entry *prof_sig_entry_at(struct prof_sig_ring *r, int i)
 {

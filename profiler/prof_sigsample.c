@@ -279,6 +279,27 @@ void prof_sigsample_set_frameless(const uintptr_t (*ranges)[3], size_t n)
         retire(old, -1);
 }
 
+static int cmp_hidden(const void *a, const void *b)
+{
+    const struct prof_sig_hidden *x = a, *y = b;
+    return x->ra < y->ra ? -1 : x->ra > y->ra;
+}
+
+void prof_sigsample_set_hidden(const struct prof_sig_hidden *h, size_t n)
+{
+    if (!S.signo)
+        return;
+    struct prof_sig_hiddens *t = malloc(sizeof *t + (n ? n : 1) * sizeof t->h[0]);
+    if (!t)
+        return;
+    t->n = (uint32_t)n;
+    memcpy(t->h, h, n * sizeof *h);
+    qsort(t->h, n, sizeof t->h[0], cmp_hidden);
+    struct prof_sig_hiddens *old = __atomic_exchange_n(&g_sig.hidden, t, __ATOMIC_SEQ_CST);
+    if (old)
+        retire(old, -1);
+}
+
 void prof_sigsample_maintain(int64_t now)
 {
     uint64_t miss = __atomic_load_n(&g_sig.maps_miss, __ATOMIC_RELAXED);

@@ -74,6 +74,11 @@ int prof_sigsample_is_code(uintptr_t ip);
 void prof_sigsample_refresh_maps(int sure);
 /* Publishes the frameless methods the handler may hop over: {lo, hi, frame} triples, copied. */
 void prof_sigsample_set_frameless(const uintptr_t (*ranges)[3], size_t n);
+/* Publishes where self-walks find the frame records the chain passes over (copied; see
+ * prof_sighandler.h). From clrscope-agg too, holding prof_codemap_lock(), which the sampler
+ * thread holds around all of this module's work. */
+struct prof_sig_hidden;
+void prof_sigsample_set_hidden(const struct prof_sig_hidden *h, size_t n);
 void prof_sigsample_get_stats(struct prof_sigsample_stats *out);
 
 #endif

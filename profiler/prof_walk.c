@@ -10,15 +10,37 @@
 #include "prof_core.h"
 #include "prof_log.h"
 #include "prof_sighandler.h"
+#include "prof_sigsample.h"
 #include "prof_symbols.h"
+
+#define CAL_FIRST 256     /* the first frame-pointer samples all calibrate */
+#define CAL_EVERY 1024    /* then one in this many (a runtime walk through OSR frames can cost
+                           * a hundred microseconds) */
+#define VOTES 3           /* agreeing calibrations in a row before a place is published */
+#define GIVE_UP 8         /* disagreeing ones (and over a tenth of all) before it is unsure */
+#define MAX_PLACES 1024   /* places learned at most (runtime stubs and OSR call sites) */
 
 static struct {
     int mode;
     struct prof_sig_skip skip; /* read-only after prof_walk_init */
     int check_logged;
-    /* counters: capture side atomic, clrscope-agg side plain but read with relaxed loads */
-    uint64_t fp, runtime, fallbacks, resolved, check_same, check_differ;
+    uint64_t seq;              /* atomic: frame-pointer walks started, picks calibrations */
+    /* counters: capture side atomic, clrscope-agg side written with relaxed atomics too */
+    uint64_t fp, runtime, fallbacks, unknown_stub, calibrations, resolved, check_same,
+        check_differ;
 } W;
+
+/* What calibration learned: clrscope-agg only. A place is a return address x (into a runtime
+ * stub, or into Tier0 code under OSR code) and the offset of the record hidden there. */
+static struct place {
+    uintptr_t x;
+    int32_t off;       /* candidate offset (0: nothing hidden) */
+    uint32_t run;      /* agreeing verdicts in a row for off */
+    uint32_t agree, disagree; /* all verdicts */
+    int32_t published; /* offset published, or INT32_MIN when not yet */
+} P[MAX_PLACES];
+static uint32_t np;
+static int places_dirty, places_full_logged;
 
 const char *prof_walk_mode_name(int mode)
 {
@@ -59,15 +81,17 @@ static void find_skip_ranges(void)
 void prof_walk_init(void)
 {
     const char *m = getenv("CLRSCOPE_ALLOC_WALK");
-    W.mode = PROF_WALK_RUNTIME;
-    if (m && !strcmp(m, "fp"))
-        W.mode = PROF_WALK_FP;
+    W.mode = PROF_WALK_FP;
+    if (m && !strcmp(m, "runtime"))
+        W.mode = PROF_WALK_RUNTIME;
     else if (m && !strcmp(m, "check"))
         W.mode = PROF_WALK_CHECK;
-    else if (m && *m && strcmp(m, "runtime"))
-        prof_log(LOG_WARN, "CLRSCOPE_ALLOC_WALK=\"%.40s\" is none of runtime, fp, check; using "
-                 "runtime", m);
+    else if (m && *m && strcmp(m, "fp"))
+        prof_log(LOG_WARN, "CLRSCOPE_ALLOC_WALK=\"%.40s\" is none of fp, runtime, check; using fp",
+                 m);
     find_skip_ranges();
+    for (uint32_t i = 0; i < MAX_PLACES; i++)
+        P[i].published = INT32_MIN;
 }
 
 /* ---- the runtime's walk ---- */
@@ -122,21 +146,40 @@ __attribute__((noinline)) void prof_walk_fast(struct prof_rec *r)
     r->ips = 0;
     r->check = 0;
     if (W.mode != PROF_WALK_RUNTIME) {
+        uint64_t seq = __atomic_fetch_add(&W.seq, 1, __ATOMIC_RELAXED);
+        int cal = W.mode == PROF_WALK_CHECK || seq < CAL_FIRST || seq % CAL_EVERY == 0;
         uint32_t flags = 0;
-        uint32_t max = W.mode == PROF_WALK_CHECK ? REC_CHECK_AT : REC_MAX_FRAMES;
-        uint32_t n = prof_sig_walk_self(r->frames, max, &W.skip, &r->maybe, &r->cont, r->slots,
-                                        &flags);
+        struct prof_sig_self out;
+        uint32_t n = prof_sig_walk_self(r->frames, REC_MAX_FRAMES, &W.skip, cal, &out, &flags);
         if (n) {
-            __atomic_fetch_add(&W.fp, 1, __ATOMIC_RELAXED);
             r->nframes = n;
             r->truncated = (flags & PROF_SIG_F_TRUNCATED) != 0;
             r->ips = 1;
-            if (W.mode == PROF_WALK_CHECK) {
-                uint32_t t = 0;
-                int k = prof_walk_current(r->frames + REC_CHECK_AT,
-                                          REC_MAX_FRAMES - REC_CHECK_AT, &t);
-                r->check = (uint32_t)(k > 0 ? k : 0) | (t ? 0x80000000u : 0);
+            r->found = out.found;
+            r->hops = out.hops;
+            r->stub = out.stub;
+            r->stub_off = out.stub_off;
+            r->nprobes = out.nprobes;
+            for (uint32_t i = 0; i < out.nprobes && i < REC_PROBES; i++) {
+                r->probes[i].step = out.probes[i].step;
+                r->probes[i].off = out.probes[i].off;
+                r->probes[i].x = out.probes[i].x;
+                r->probes[i].ra = out.probes[i].ra;
             }
+            int unknown = (flags & PROF_SIG_F_STUB_UNKNOWN) != 0;
+            if (!cal && !unknown) {
+                __atomic_fetch_add(&W.fp, 1, __ATOMIC_RELAXED);
+                return;
+            }
+            /* the leaf is unsure (or this one calibrates): the runtime walks it too, and the
+             * profile takes the runtime's stack */
+            __atomic_fetch_add(unknown && !cal ? &W.unknown_stub : &W.calibrations, 1,
+                               __ATOMIC_RELAXED);
+            __atomic_fetch_add(&W.runtime, 1, __ATOMIC_RELAXED);
+            uint32_t t = 0;
+            int k = prof_walk_current(r->frames + REC_CHECK_AT, REC_MAX_FRAMES, &t);
+            r->check = (uint32_t)(k > 0 ? k : 0) | (t ? 0x80000000u : 0) | 0x40000000u;
+            r->calibrating = (uint32_t)cal;
             return;
         }
         __atomic_fetch_add(&W.fallbacks, 1, __ATOMIC_RELAXED);
@@ -146,7 +189,124 @@ __attribute__((noinline)) void prof_walk_fast(struct prof_rec *r)
     r->nframes = (uint32_t)(n > 0 ? n : 0);
 }
 
-/* ---- clrscope-agg ---- */
+/* ---- clrscope-agg: what calibration learns ---- */
+
+static struct place *place_of(uintptr_t x)
+{
+    for (uint32_t i = 0; i < np; i++)
+        if (P[i].x == x)
+            return &P[i];
+    if (np >= MAX_PLACES) {
+        prof_log_once(places_full_logged, LOG_INFO, "stack walks: more than %d runtime stubs "
+                      "and OSR call sites; the others keep the runtime's walk", MAX_PLACES);
+        return NULL;
+    }
+    P[np] = (struct place){.x = x, .off = 0, .published = INT32_MIN};
+    __atomic_store_n(&np, np + 1, __ATOMIC_RELEASE);
+    return &P[np - 1];
+}
+
+/* One calibration's verdict for place x: the record is `off` bytes above the frame (0: nothing
+ * hidden), or, with ok == 0, the runtime's walk showed a frame no record there explained. */
+static void vote(uintptr_t x, int32_t off, int ok)
+{
+    struct place *p = place_of(x);
+    if (!p || p->published == PROF_SIG_HIDDEN_UNSURE)
+        return;
+    if (ok && (p->run == 0 || p->off == off)) {
+        p->off = off;
+        p->agree++;
+        if (++p->run >= VOTES && p->published != off) {
+            __atomic_store_n(&p->published, off, __ATOMIC_RELAXED);
+            places_dirty = 1;
+            prof_log(LOG_DEBUG, "stack walks: the record behind %#lx is %d bytes above its frame",
+                     (unsigned long)x, off);
+        }
+        return;
+    }
+    /* a disagreement: start over, and after too many, give the place up */
+    p->run = 0;
+    if (++p->disagree >= GIVE_UP && p->disagree * 10 > p->agree + p->disagree) {
+        __atomic_store_n(&p->published, PROF_SIG_HIDDEN_UNSURE, __ATOMIC_RELAXED);
+        places_dirty = 1;
+        prof_log(LOG_DEBUG, "stack walks: no record found behind %#lx; its samples keep the "
+                 "runtime's walk", (unsigned long)x);
+    }
+}
+
+/* codemap lock held */
+static void publish_places(void)
+{
+    if (!places_dirty)
+        return;
+    places_dirty = 0;
+    struct prof_sig_hidden *h = malloc((np ? np : 1) * sizeof *h);
+    if (!h)
+        return;
+    size_t n = 0;
+    for (uint32_t i = 0; i < np; i++)
+        if (P[i].published != INT32_MIN)
+            h[n++] = (struct prof_sig_hidden){.ra = P[i].x, .off = P[i].published};
+    prof_sigsample_set_hidden(h, n);
+    free(h);
+}
+
+/* Compares the frame-pointer stack f (FunctionIDs; src[i] = the address each came from) with
+ * the runtime's d, and votes: where the runtime shows one frame more, the probe (a record the
+ * walk saw where the table is silent) that names it tells where that record lives. codemap lock
+ * held (probe addresses are resolved). */
+static void calibrate(const struct prof_rec *r, const uintptr_t *f, const int *src, int nf,
+                      const uintptr_t *d, int nd)
+{
+    /* the leaf: the runtime stub the app's frames called. Only evidence counts: both walks
+     * agree from the second frame on (the runtime leaves out frames of its own making, such as
+     * generated request delegates, which makes other differences) */
+    if (r->stub && (r->found & 1)) {
+        /* the table placed the leaf: right if it is the runtime's */
+        if (nf > 1 && nd > 1 && f[1] == d[1])
+            vote(r->stub, r->stub_off, f[0] == d[0]);
+    } else if (r->stub) {
+        if (nf > 0 && nd > 0 && f[0] == d[0] && (nf < 2 || nd < 2 || f[1] == d[1])) {
+            vote(r->stub, 0, 1); /* nothing hidden there */
+        } else if (nf > 0 && nd > 1 && f[0] == d[1]) {
+            int got = 0;
+            for (uint32_t i = 0; i < r->nprobes && i < REC_PROBES && !got; i++)
+                if (r->probes[i].step == 0 && r->probes[i].x == r->stub &&
+                    prof_codemap_function(r->probes[i].ra) == d[0]) {
+                    vote(r->stub, r->probes[i].off, 1);
+                    got = 1;
+                }
+            if (!got)
+                vote(r->stub, 0, 0);
+        }
+    }
+    /* further up: a frame the runtime shows between two of ours (OSR hides its caller); only
+     * calibrating walks probed there */
+    if (!r->calibrating)
+        return;
+    int i = 0, j = 0;
+    if (nf > 0 && nd > 1 && f[0] != d[0] && f[0] == d[1])
+        j = 1; /* the leaf, handled above */
+    while (i < nf && j < nd) {
+        if (f[i] == d[j]) {
+            i++;
+            j++;
+            continue;
+        }
+        if (i == 0 || j + 1 >= nd || f[i] != d[j + 1])
+            return; /* another kind of difference: nothing to learn from this one */
+        uint32_t step = (uint32_t)src[i];
+        int got = 0;
+        for (uint32_t k = 0; k < r->nprobes && k < REC_PROBES && !got; k++)
+            if (r->probes[k].step == step && prof_codemap_function(r->probes[k].ra) == d[j]) {
+                vote(r->probes[k].x, r->probes[k].off, 1);
+                got = 1;
+            }
+        if (!got)
+            return;
+        j++;
+    }
+}
 
 /* Stacks are equal when their managed frames agree leaf first, up to where either walk was cut
  * (a trailing native run, where the walks stop differently, is not compared). */
@@ -183,39 +343,60 @@ static void log_difference(const uintptr_t *a, uint32_t na, const uintptr_t *b, 
     prof_log(LOG_DEBUG, "stack walks differ (leaf first): %s", buf);
 }
 
+void prof_walk_begin(void)
+{
+    if (W.mode != PROF_WALK_RUNTIME)
+        prof_codemap_lock();
+}
+
+void prof_walk_end(void)
+{
+    if (W.mode != PROF_WALK_RUNTIME)
+        prof_codemap_unlock();
+}
+
 void prof_walk_resolve(struct prof_rec *r)
 {
     if (!r->ips)
         return;
-    uint32_t max = r->check ? REC_CHECK_AT : REC_MAX_FRAMES;
-    uint32_t n = r->nframes < max ? r->nframes : max;
+    uint32_t n = r->nframes < REC_MAX_FRAMES ? r->nframes : REC_MAX_FRAMES;
+    int src[REC_MAX_FRAMES];
     /* in place: the k-th FunctionID is written after the k-th address was read */
-    prof_codemap_lock();
-    int k = prof_codemap_returns(r->frames, r->slots, (int)n, r->maybe, r->cont, r->frames);
-    prof_codemap_unlock();
-    __atomic_fetch_add(&W.resolved, n, __ATOMIC_RELAXED);
+    int k = prof_codemap_returns(r->frames, (int)n, r->found, r->hops, r->frames, src);
     r->nframes = (uint32_t)(k > 0 ? k : 0);
     r->ips = 0;
-    if (!r->check)
-        return;
-    uint32_t nb = r->check & 0x7fffffffu;
-    int b_cut = (r->check & 0x80000000u) != 0;
-    const uintptr_t *b = r->frames + REC_CHECK_AT;
-    if (nb > REC_MAX_FRAMES - REC_CHECK_AT)
-        nb = REC_MAX_FRAMES - REC_CHECK_AT;
-    if (same_stack(r->frames, r->nframes, (int)r->truncated, b, nb, b_cut)) {
-        __atomic_fetch_add(&W.check_same, 1, __ATOMIC_RELAXED);
-    } else {
-        __atomic_fetch_add(&W.check_differ, 1, __ATOMIC_RELAXED);
-        /* the first 20, then one in 500: warm-up and steady state both show */
-        if (prof_log_level() >= LOG_DEBUG && (W.check_logged++ < 20 || W.check_logged % 500 == 0))
-            log_difference(r->frames, r->nframes, b, nb);
+    if (r->check) {
+        uint32_t nb = r->check & 0x3fffffffu;
+        int b_cut = (r->check & 0x80000000u) != 0;
+        const uintptr_t *b = r->frames + REC_CHECK_AT;
+        if (nb > REC_MAX_FRAMES)
+            nb = REC_MAX_FRAMES;
+        uintptr_t d[REC_MAX_FRAMES];
+        uint32_t nd = 0;
+        for (uint32_t i = 0; i < nb; i++) /* the runtime's, trailing native run dropped */
+            d[nd++] = b[i];
+        while (nd && !d[nd - 1])
+            nd--;
+        calibrate(r, r->frames, src, (int)r->nframes, d, (int)nd);
+        publish_places();
+        if (W.mode == PROF_WALK_CHECK) {
+            if (same_stack(r->frames, r->nframes, (int)r->truncated, b, nb, b_cut)) {
+                __atomic_fetch_add(&W.check_same, 1, __ATOMIC_RELAXED);
+            } else {
+                __atomic_fetch_add(&W.check_differ, 1, __ATOMIC_RELAXED);
+                /* the first 20, then one in 500: warm-up and steady state both show */
+                if (prof_log_level() >= LOG_DEBUG &&
+                    (W.check_logged++ < 20 || W.check_logged % 500 == 0))
+                    log_difference(r->frames, r->nframes, b, nb);
+            }
+        }
+        /* the profile takes the runtime's walk whenever it was taken */
+        memmove(r->frames, b, nb * sizeof *b);
+        r->nframes = nb;
+        r->truncated = (uint32_t)b_cut;
+        r->check = 0;
     }
-    /* the profile gets the runtime's walk: check mode is for doubting the other one */
-    memmove(r->frames, b, nb * sizeof *b);
-    r->nframes = nb;
-    r->truncated = (uint32_t)b_cut;
-    r->check = 0;
+    __atomic_fetch_add(&W.resolved, n, __ATOMIC_RELAXED);
 }
 
 int prof_walk_names(const uintptr_t *frames, int n, int truncated, const char **names, int cap)
@@ -236,7 +417,17 @@ void prof_walk_get_stats(struct prof_walk_stats *out)
     out->fp = __atomic_load_n(&W.fp, __ATOMIC_RELAXED);
     out->runtime = __atomic_load_n(&W.runtime, __ATOMIC_RELAXED);
     out->fallbacks = __atomic_load_n(&W.fallbacks, __ATOMIC_RELAXED);
+    out->unknown_stub = __atomic_load_n(&W.unknown_stub, __ATOMIC_RELAXED);
+    out->calibrations = __atomic_load_n(&W.calibrations, __ATOMIC_RELAXED);
     out->resolved = __atomic_load_n(&W.resolved, __ATOMIC_RELAXED);
     out->check_same = __atomic_load_n(&W.check_same, __ATOMIC_RELAXED);
     out->check_differ = __atomic_load_n(&W.check_differ, __ATOMIC_RELAXED);
+    uint32_t learned = 0, unsure = 0;
+    for (uint32_t i = 0; i < __atomic_load_n(&np, __ATOMIC_ACQUIRE) && i < MAX_PLACES; i++) {
+        int32_t p = __atomic_load_n(&P[i].published, __ATOMIC_RELAXED);
+        learned += p != INT32_MIN && p != PROF_SIG_HIDDEN_UNSURE;
+        unsure += p == PROF_SIG_HIDDEN_UNSURE;
+    }
+    out->places_learned = learned;
+    out->places_unsure = unsure;
 }

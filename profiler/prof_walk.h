@@ -1,28 +1,35 @@
 /*
  * prof_walk - the calling thread's managed stack, for callbacks that run on the thread the event
- * is about (allocation, exception, contention events of an in-process EventPipe session).
+ * is about (allocation events of an in-process EventPipe session; exceptions and contention use
+ * the runtime's walk only).
  *
  * Two walks:
  *   - the runtime's: a synchronous DoStackSnapshot of the current thread (a supported call on
- *     Linux), which writes FunctionIDs, 0 marking a run of native frames. A few microseconds per
- *     call, more on deep stacks (ASP.NET Core: ~50 frames).
+ *     Linux), which writes FunctionIDs, 0 marking a run of native frames. Microseconds per call,
+ *     tens on deep stacks (ASP.NET Core: ~40 frames).
  *   - the frame pointers: prof_sig_walk_self, the signal sampler's checked walk applied to the
- *     calling thread, records return addresses (under a microsecond). It leaves out the leading
- *     frames of clrscope and libcoreclr (the event plumbing) and needs the signal sampler's maps
- *     snapshot and table of frameless methods (CPU profile on, CLRSCOPE_CPU_SAMPLER=signal); the
- *     addresses become FunctionIDs later, on clrscope-agg, through the sampler's code map
- *     (prof_walk_resolve). Its biases are the CPU sampler's: a frameless method not learned yet
- *     hides its caller (until the code map has seen it once), and so does a method running OSR
- *     code. The runtime's allocation stubs push rbp without making it the frame pointer, which
- *     hides the allocating method; prof_sig_walk_self finds its return address in the stub's
- *     frame (PROF_SIG_F_GAP) and the code map keeps it only if it follows a call.
- * prof_walk_fast picks the runtime's walk (CLRSCOPE_ALLOC_WALK=runtime, the default), the frame
- * pointers when they can run (=fp), or both (=check: the stacks are compared on clrscope-agg and
- * counted, for tests and for users who doubt a stack).
+ *     calling thread, records return addresses (well under a microsecond). It leaves out the
+ *     leading frames of clrscope and libcoreclr (the event plumbing) and needs the signal
+ *     sampler's maps snapshot and table of frameless methods (CPU profile on,
+ *     CLRSCOPE_CPU_SAMPLER=signal); the addresses become FunctionIDs later, on clrscope-agg,
+ *     through the sampler's code map (prof_walk_resolve).
+ * The runtime's allocation stubs push rbp without making it the frame pointer, which hides the
+ * allocating method from the chain; OSR code hides the caller of the method it replaces. Where
+ * the hidden record lies is a fixed offset per stub (per OSR call site), which this module
+ * learns by calibration: the first CAL_FIRST frame-pointer samples and one in CAL_EVERY after,
+ * and every sample whose leaf stub is not known yet, are walked both ways; the runtime's stack
+ * goes to the profile, and the records the frame-pointer walk saw (probes) vote on where the
+ * runtime's extra frame came from. A place published after VOTES agreeing calibrations is read
+ * exactly by later walks (prof_sigsample_set_hidden); one that keeps disagreeing is marked
+ * unsure and its samples keep the runtime's walk. Remaining bias, the CPU sampler's: a
+ * frameless method the code map has not seen yet hides its caller (one walk).
+ * CLRSCOPE_ALLOC_WALK=fp (the default) does this; =runtime takes the runtime's walk always;
+ * =check calibrates every sample and counts where the two walks agree (for tests, and for users
+ * who doubt a stack).
  *
  * ctx: capture functions on any thread, inside a runtime callback (no allocation, no locks);
- * prof_walk_resolve, prof_walk_check and prof_walk_names on clrscope-agg only; prof_walk_init at
- * Initialize; stats anywhere.
+ * prof_walk_resolve and prof_walk_names on clrscope-agg only; prof_walk_init at Initialize;
+ * stats anywhere.
  */
 #ifndef PROF_WALK_H
 #define PROF_WALK_H
@@ -40,9 +47,13 @@ void prof_walk_init(void);
 int prof_walk_current(uintptr_t *frames, int max, uint32_t *truncated);
 /* Fills r->frames, r->nframes, r->truncated, r->ips and r->check by the configured walk. */
 void prof_walk_fast(struct prof_rec *r);
-/* clrscope-agg: turns a record's return addresses into FunctionIDs in place (r->ips = 0), and in
- * check mode compares them with the runtime's walk kept in the same record (counted). */
+/* clrscope-agg, between prof_walk_begin() and prof_walk_end() (which hold the code map's lock
+ * around a batch of records): turns a record's return addresses into FunctionIDs in place
+ * (r->ips = 0); a record walked both ways feeds calibration (and check mode's counts) and
+ * leaves the runtime's stack. */
+void prof_walk_begin(void);
 void prof_walk_resolve(struct prof_rec *r);
+void prof_walk_end(void);
 /* Fills rec-style frames into names (root first) using prof_symbols; clrscope threads only. */
 int prof_walk_names(const uintptr_t *frames, int n, int truncated, const char **names, int cap);
 
@@ -52,6 +63,9 @@ struct prof_walk_stats {
     uint64_t runtime;     /* stacks taken by DoStackSnapshot (mode runtime, or fallback) */
     uint64_t fallbacks;   /* of those, frame-pointer walks that could not run (no snapshot yet,
                            * stack not in it) */
+    uint64_t unknown_stub;/* of those, samples whose leaf stub was not learned yet */
+    uint64_t calibrations;/* of those, calibration samples (both walks) */
+    uint32_t places_learned, places_unsure; /* stubs and OSR call sites known, given up */
     uint64_t resolved;    /* return addresses turned into FunctionIDs (prof_codemap) */
     uint64_t check_same;  /* check mode: stacks identical in both walks */
     uint64_t check_differ;/* check mode: stacks that differ (logged at debug level) */

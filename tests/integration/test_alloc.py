@@ -188,6 +188,43 @@ class AllocMix(unittest.TestCase):
     def test_bad_input_is_400(self):
         self.assertEqual(self.bad, [400, 400, 400])
 
+    def test_stacks_walked_by_frame_pointers(self):
+        """By default allocation stacks come from the frame-pointer walk; the runtime's own
+        walker only runs while a stub's layout is being learned (and on the first samples)."""
+        sw = self.table["stack_walk"]
+        self.assertEqual(sw["method"], "fp")
+        self.assertGreater(sw["places_learned"], 0, sw)
+        self.assertGreater(sw["frame_pointer"], 5 * sw["runtime"], sw)
+
+
+class StackWalkCheck(unittest.TestCase):
+    """CLRSCOPE_ALLOC_WALK=check walks every sampled allocation both ways, by frame pointers and
+    with the runtime's DoStackSnapshot, and counts how often the two stacks are the same frame
+    for frame. The frame-pointer walk must agree on nearly all of them (what differs is the
+    first samples of a stub whose hidden frame record is not yet learned, and OSR transitions)."""
+    SECONDS = 12
+
+    @classmethod
+    def setUpClass(cls):
+        app = ProfiledApp("alloc-mix", ["--seconds", str(cls.SECONDS + 6)],
+                          env={"CLRSCOPE_ALLOC_WALK": "check"})
+        app.start()
+        try:
+            app.wait_ready()
+            time.sleep(cls.SECONDS)
+            cls.table = app.json(f"/api/v1/allocations?seconds={cls.SECONDS}")
+        finally:
+            app.stop()
+
+    def test_both_walks_agree(self):
+        sw = self.table["stack_walk"]
+        self.assertEqual(sw["method"], "check")
+        c = sw["check"]
+        n = c["same"] + c["different"]
+        self.assertGreater(n, 1000, sw)
+        self.assertGreater(c["same"] / n, 0.97, sw)
+        self.assertGreater(sw["places_learned"], 0, sw)
+
 
 class StackBudget(unittest.TestCase):
     """The allocation stack-walk budget: with CLRSCOPE_ALLOC_STACKS_PER_S far below the sample
