@@ -198,6 +198,7 @@ int api_allocations(const struct web_req *r)
     cJSON_AddNumberToObject(sw, "runtime", (double)ws.runtime);
     cJSON_AddNumberToObject(sw, "fallbacks", (double)ws.fallbacks);
     cJSON_AddNumberToObject(sw, "unknown_stub", (double)ws.unknown_stub);
+    cJSON_AddNumberToObject(sw, "code_not_mapped", (double)ws.not_code);
     cJSON_AddNumberToObject(sw, "calibrations", (double)ws.calibrations);
     cJSON_AddNumberToObject(sw, "places_learned", ws.places_learned);
     cJSON_AddNumberToObject(sw, "places_unsure", ws.places_unsure);

@@ -171,17 +171,25 @@ static int hidden_after(uintptr_t *ips, uint32_t *n, uint32_t max, uintptr_t bp,
     const struct prof_sig_hidden *h = find_hidden(sw->hidden, x);
     if (h && h->off > 0) {
         uintptr_t a = bp + (uintptr_t)h->off;
-        if (a < bp + 16 || a + 16 > end || load_word(a) != next)
-            return 0; /* not this time (a different path through the same call site) */
-        uintptr_t ra = load_word(a + 8);
-        if (!find_range(m->exec, m->nexec, ra) || skipped(sw->skip, ra))
-            return 0;
-        return push(ips, n, max, a + 8, ra, next, top, m, codes, &sw->out->found,
-                    &sw->out->hops, flags) < 0
-                   ? -1
-                   : 0;
+        if (a >= bp + 16 && a + 16 <= end && load_word(a) == next) {
+            uintptr_t ra = load_word(a + 8);
+            if (find_range(m->exec, m->nexec, ra) && !skipped(sw->skip, ra))
+                return push(ips, n, max, a + 8, ra, next, top, m, codes, &sw->out->found,
+                            &sw->out->hops, flags) < 0
+                           ? -1
+                           : 0;
+            /* a record, but its return address is in no mapping the snapshot knows (code
+             * mapped since): the frame would be missing */
+            *flags |= PROF_SIG_F_NOTCODE;
+        } else if (probe) {
+            /* the leaf stub's record is not where it always was: the leaf may be missing */
+            *flags |= PROF_SIG_F_STUB_UNKNOWN;
+        } else {
+            return 0; /* an OSR call site reached without OSR: nothing hidden this time */
+        }
     }
-    if (h || !(sw->calibrate || probe))
+    /* probe where the table is silent, unsure, or just failed */
+    if ((h && h->off == 0) || !(sw->calibrate || probe))
         return 0;
     for (uint32_t i = 0; i < PROF_SIG_PROBE_WORDS && sw->out->nprobes < PROF_SIG_PROBES; i++) {
         uintptr_t a = bp + 16 + 8 * i;

@@ -39,7 +39,8 @@ enum prof_sig_flag {
     PROF_SIG_F_NOMAPS = 1 << 1,    /* no maps snapshot yet */
     PROF_SIG_F_NOSTACK = 1 << 2,   /* the stack pointer is in no known stack: leaf only */
     PROF_SIG_F_ALTSTACK = 1 << 3,  /* interrupted on the signal alternate stack: leaf only */
-    PROF_SIG_F_NOTCODE = 1 << 4,   /* the chain ended on an address in no executable mapping */
+    PROF_SIG_F_NOTCODE = 1 << 4,   /* the chain ended on an address in no executable mapping
+                                    * (self-walk: or a hidden record's return address was in none) */
     PROF_SIG_F_STUB_UNKNOWN = 1 << 5, /* self-walk: the hidden-record table does not know the
                                        * runtime stub where the app's frames begin (or is unsure
                                        * of it): the leaf may be missing */

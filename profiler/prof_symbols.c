@@ -155,6 +155,53 @@ static const char *intern_copy(const char *s)
     return c ? c : "[out of memory]";
 }
 
+static void class_name_locked(ClassID cls, char *out, size_t cap, int depth);
+static void put(char *out, size_t cap, size_t *len, const char *s, size_t n);
+
+/* "Ns.Outer`2+Inner" with its type arguments as C# writes it: each part takes as many arguments
+ * as its own arity ("`N"), in order (a nested type's parameters start with its outer type's):
+ * Dictionary`2+Entry with <K,V> is "Ns.Dictionary<K,V>.Entry". Arguments no part claims (not
+ * expected) go to the last part. Parts the cleaner drops (display classes) drop theirs too. */
+static void generic_name(const char *raw, const ClassID *args, ULONG32 nargs, int depth,
+                         char *out, size_t cap)
+{
+    size_t len = 0;
+    ULONG32 used = 0;
+    out[0] = 0;
+    const char *p = raw;
+    while (*p) {
+        size_t n = strcspn(p, "+");
+        int last = p[n] == 0;
+        char part[NAME_MAX_LEN], cleaned[NAME_MAX_LEN];
+        snprintf(part, sizeof part, "%.*s", (int)(n < sizeof part ? n : sizeof part - 1), p);
+        prof_symbols_clean_type(part, cleaned, sizeof cleaned);
+        const char *bt = strrchr(part, '`');
+        ULONG32 arity = bt ? (ULONG32)strtoul(bt + 1, NULL, 10) : 0;
+        if (last || used + arity > nargs)
+            arity = nargs - used;
+        if (cleaned[0]) {
+            if (len)
+                put(out, cap, &len, ".", 1);
+            put(out, cap, &len, cleaned, strlen(cleaned));
+            if (arity) {
+                put(out, cap, &len, "<", 1);
+                for (ULONG32 i = 0; i < arity; i++) {
+                    char a[NAME_MAX_LEN];
+                    class_name_locked(args[used + i], a, sizeof a, depth + 1);
+                    if (i)
+                        put(out, cap, &len, ",", 1);
+                    put(out, cap, &len, a, strlen(a));
+                }
+                put(out, cap, &len, ">", 1);
+            }
+        }
+        used += arity;
+        p += n;
+        if (*p == '+')
+            p++;
+    }
+}
+
 /* Bounded recursion (depth <= 4) for generic arguments; runs on clrscope threads only. */
 static void class_name_locked(ClassID cls, char *out, size_t cap, int depth)
 {
@@ -202,24 +249,10 @@ static void class_name_locked(ClassID cls, char *out, size_t cap, int depth)
     if (!raw[0])
         snprintf(raw, sizeof raw, "[unknown type]");
     char clean[NAME_MAX_LEN];
-    prof_symbols_clean_type(raw, clean, sizeof clean);
-    size_t len = strlen(clean);
-    if (nargs > 0 && nargs <= 8 && depth < 4) {
-        char *bt = strchr(clean, '`');
-        if (bt)
-            len = (size_t)(bt - clean);
-        clean[len] = 0;
-        len += (size_t)snprintf(clean + len, sizeof clean - len, "<");
-        for (ULONG32 i = 0; i < nargs && len < sizeof clean - 2; i++) {
-            char a[NAME_MAX_LEN];
-            class_name_locked(args[i], a, sizeof a, depth + 1);
-            int w = snprintf(clean + len, sizeof clean - len, "%s%s", i ? "," : "", a);
-            if (w > 0)
-                len += (size_t)w;
-        }
-        if (len < sizeof clean - 1)
-            snprintf(clean + len, sizeof clean - len, ">");
-    }
+    if (nargs > 0 && nargs <= 8 && depth < 4)
+        generic_name(raw, args, nargs, depth, clean, sizeof clean);
+    else
+        prof_symbols_clean_type(raw, clean, sizeof clean);
     snprintf(out, cap, "%s", clean);
     if (depth == 0)
         cache_put(&g_cls, cls, intern_copy(out));

@@ -18,6 +18,7 @@
                            * a hundred microseconds) */
 #define VOTES 3           /* agreeing calibrations in a row before a place is published */
 #define GIVE_UP 8         /* disagreeing ones (and over a tenth of all) before it is unsure */
+#define RECOVER 32        /* agreeing ones in a row that bring an unsure place back */
 #define MAX_PLACES 1024   /* places learned at most (runtime stubs and OSR call sites) */
 
 static struct {
@@ -26,7 +27,7 @@ static struct {
     int check_logged;
     uint64_t seq;              /* atomic: frame-pointer walks started, picks calibrations */
     /* counters: capture side atomic, clrscope-agg side written with relaxed atomics too */
-    uint64_t fp, runtime, fallbacks, unknown_stub, calibrations, resolved, check_same,
+    uint64_t fp, runtime, fallbacks, unknown_stub, not_code, calibrations, resolved, check_same,
         check_differ;
 } W;
 
@@ -167,13 +168,15 @@ __attribute__((noinline)) void prof_walk_fast(struct prof_rec *r)
                 r->probes[i].ra = out.probes[i].ra;
             }
             int unknown = (flags & PROF_SIG_F_STUB_UNKNOWN) != 0;
-            if (!cal && !unknown) {
+            int notcode = (flags & PROF_SIG_F_NOTCODE) != 0;
+            if (!cal && !unknown && !notcode) {
                 __atomic_fetch_add(&W.fp, 1, __ATOMIC_RELAXED);
                 return;
             }
-            /* the leaf is unsure (or this one calibrates): the runtime walks it too, and the
-             * profile takes the runtime's stack */
-            __atomic_fetch_add(unknown && !cal ? &W.unknown_stub : &W.calibrations, 1,
+            /* the leaf is unsure, the chain met code the maps snapshot does not know yet, or
+             * this one calibrates: the runtime walks it too, and the profile takes the
+             * runtime's stack */
+            __atomic_fetch_add(cal ? &W.calibrations : unknown ? &W.unknown_stub : &W.not_code, 1,
                                __ATOMIC_RELAXED);
             __atomic_fetch_add(&W.runtime, 1, __ATOMIC_RELAXED);
             uint32_t t = 0;
@@ -211,12 +214,19 @@ static struct place *place_of(uintptr_t x)
 static void vote(uintptr_t x, int32_t off, int ok)
 {
     struct place *p = place_of(x);
-    if (!p || p->published == PROF_SIG_HIDDEN_UNSURE)
+    if (!p)
         return;
+    int unsure = p->published == PROF_SIG_HIDDEN_UNSURE;
     if (ok && (p->run == 0 || p->off == off)) {
         p->off = off;
         p->agree++;
-        if (++p->run >= VOTES && p->published != off) {
+        /* an unsure place (its samples keep being walked both ways) comes back after a longer
+         * run of agreement, with a clean slate */
+        if (++p->run >= (unsure ? RECOVER : VOTES) && p->published != off) {
+            if (unsure) {
+                p->agree = p->run;
+                p->disagree = 0;
+            }
             __atomic_store_n(&p->published, off, __ATOMIC_RELAXED);
             places_dirty = 1;
             prof_log(LOG_DEBUG, "stack walks: the record behind %#lx is %d bytes above its frame",
@@ -226,6 +236,8 @@ static void vote(uintptr_t x, int32_t off, int ok)
     }
     /* a disagreement: start over, and after too many, give the place up */
     p->run = 0;
+    if (unsure)
+        return;
     if (++p->disagree >= GIVE_UP && p->disagree * 10 > p->agree + p->disagree) {
         __atomic_store_n(&p->published, PROF_SIG_HIDDEN_UNSURE, __ATOMIC_RELAXED);
         places_dirty = 1;
@@ -269,14 +281,21 @@ static void calibrate(const struct prof_rec *r, const uintptr_t *f, const int *s
         if (nf > 0 && nd > 0 && f[0] == d[0] && (nf < 2 || nd < 2 || f[1] == d[1])) {
             vote(r->stub, 0, 1); /* nothing hidden there */
         } else if (nf > 0 && nd > 1 && f[0] == d[1]) {
-            int got = 0;
-            for (uint32_t i = 0; i < r->nprobes && i < REC_PROBES && !got; i++)
-                if (r->probes[i].step == 0 && r->probes[i].x == r->stub &&
-                    prof_codemap_function(r->probes[i].ra) == d[0]) {
+            /* the runtime shows one frame more: the probe that names it places the record. No
+             * probe naming it is evidence against the place only when the code map could name
+             * the probes (code it has not seen yet names nothing, and proves nothing) */
+            int got = 0, named = 0;
+            for (uint32_t i = 0; i < r->nprobes && i < REC_PROBES && !got; i++) {
+                if (r->probes[i].step != 0 || r->probes[i].x != r->stub)
+                    continue;
+                uintptr_t fn = prof_codemap_function(r->probes[i].ra);
+                named |= fn != 0;
+                if (fn == d[0]) {
                     vote(r->stub, r->probes[i].off, 1);
                     got = 1;
                 }
-            if (!got)
+            }
+            if (!got && named)
                 vote(r->stub, 0, 0);
         }
     }
@@ -418,6 +437,7 @@ void prof_walk_get_stats(struct prof_walk_stats *out)
     out->runtime = __atomic_load_n(&W.runtime, __ATOMIC_RELAXED);
     out->fallbacks = __atomic_load_n(&W.fallbacks, __ATOMIC_RELAXED);
     out->unknown_stub = __atomic_load_n(&W.unknown_stub, __ATOMIC_RELAXED);
+    out->not_code = __atomic_load_n(&W.not_code, __ATOMIC_RELAXED);
     out->calibrations = __atomic_load_n(&W.calibrations, __ATOMIC_RELAXED);
     out->resolved = __atomic_load_n(&W.resolved, __ATOMIC_RELAXED);
     out->check_same = __atomic_load_n(&W.check_same, __ATOMIC_RELAXED);

@@ -21,7 +21,11 @@
  * goes to the profile, and the records the frame-pointer walk saw (probes) vote on where the
  * runtime's extra frame came from. A place published after VOTES agreeing calibrations is read
  * exactly by later walks (prof_sigsample_set_hidden); one that keeps disagreeing is marked
- * unsure and its samples keep the runtime's walk. Remaining bias, the CPU sampler's: a
+ * unsure and its samples keep the runtime's walk (and calibrate it: RECOVER agreeing ones in a
+ * row bring it back). Only evidence counts against a place: a probe the code map cannot name
+ * (code JIT-compiled since its last refresh) proves nothing. A walk that meets such code, or
+ * finds the leaf stub's record missing, is walked by the runtime too. Remaining bias, the CPU
+ * sampler's: a
  * frameless method the code map has not seen yet hides its caller (one walk).
  * CLRSCOPE_ALLOC_WALK=fp (the default) does this; =runtime takes the runtime's walk always;
  * =check calibrates every sample and counts where the two walks agree (for tests, and for users
@@ -64,6 +68,8 @@ struct prof_walk_stats {
     uint64_t fallbacks;   /* of those, frame-pointer walks that could not run (no snapshot yet,
                            * stack not in it) */
     uint64_t unknown_stub;/* of those, samples whose leaf stub was not learned yet */
+    uint64_t not_code;    /* of those, frame-pointer walks that met code the sampler's maps
+                           * snapshot does not know yet (mapped since) */
     uint64_t calibrations;/* of those, calibration samples (both walks) */
     uint32_t places_learned, places_unsure; /* stubs and OSR call sites known, given up */
     uint64_t resolved;    /* return addresses turned into FunctionIDs (prof_codemap) */

@@ -89,6 +89,8 @@ class GcdumpTest(unittest.TestCase):
             t = types_by_name(a)
             self.assertEqual(t[TREE]["count"], 100000)
             self.assertEqual(t[LEAF]["count"], 12345)
+            # a type nested in a generic type, named as C# writes it
+            self.assertEqual(t["TestApp.Heap.Box<System.Int32>.Slot"]["count"], 321, sorted(t)[:40])
             listing = app.json("/api/v1/gcdump")
             self.assertEqual(listing["snapshots"][0]["id"], first["id"], "newest first")
             self.assertEqual(listing["snapshots"][0]["objects"], a["objects"])

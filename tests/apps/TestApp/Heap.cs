@@ -5,6 +5,8 @@
 //   TestApp.Heap.Leaf[] HeapRoots.Leaves.
 // With --free-after S, after S seconds the leaves at even indices are dropped (6,173 of them, so
 // 6,172 remain), a full blocking GC runs, and `freed leaves=6172` plus a truth line are printed.
+// - exactly 321 TestApp.Heap.Box<System.Int32>.Slot (a type nested in a generic type: its name
+//   must read as C# writes it) in the static array HeapRoots.Slots.
 // Object sizes are measured with GC.GetAllocatedBytesForCurrentThread while building.
 using System.Runtime.CompilerServices;
 using System.Text.Json.Nodes;
@@ -24,8 +26,27 @@ public sealed class Leaf(int id, byte[] data)
     public int Id = id;
 }
 
+public sealed class Box<T>
+{
+    public sealed class Slot
+    {
+        public T? Value;
+    }
+}
+
 public static class HeapRoots
 {
+    public const int SlotCount = 321;
+    public static Box<int>.Slot[] Slots = MakeSlots();
+
+    static Box<int>.Slot[] MakeSlots()
+    {
+        var s = new Box<int>.Slot[SlotCount];
+        for (int i = 0; i < s.Length; i++)
+            s[i] = new Box<int>.Slot { Value = i };
+        return s;
+    }
+
     public const int TreeNodes = 100_000;
     public const int LeafCount = 12_345;
     public const int PayloadLength = 100;
@@ -128,6 +149,7 @@ public sealed class HeapMode : Mode
             ["TestApp.Heap.Leaf"] = new JsonObject { ["count"] = n, ["bytes"] = n * leafSize },
             ["System.Byte[]"] = new JsonObject { ["count"] = n, ["bytes"] = n * payloadSize },
             ["TestApp.Heap.Leaf[]"] = new JsonObject { ["count"] = 1, ["bytes"] = arraySize },
+            ["TestApp.Heap.Box<System.Int32>.Slot"] = new JsonObject { ["count"] = HeapRoots.SlotCount },
         };
         t["total_bytes"] = HeapRoots.TreeNodes * nodeSize + n * (leafSize + payloadSize) + arraySize;
     }
