@@ -1,7 +1,9 @@
 // bench/first_paint.mjs BASE_URL [RUNS] - dashboard first paint: loads the dashboard of a running
 // profiled app RUNS times (default 5) in headless Chromium, each time in a fresh profile (cold
 // cache), and prints the median time from navigation start to the first contentful paint and to
-// the overview's first complete refresh (every panel filled with data). Uses playwright-core from
+// the overview's first complete refresh (every panel filled with data). For scale, the same fresh
+// browser's first contentful paint of a one-line HTML page (a data: URL, no network): the floor
+// no page can go below on this machine. Uses playwright-core from
 // tests/browser/node_modules and /usr/bin/chromium (CHROMIUM overrides).
 import fs from 'node:fs';
 import os from 'node:os';
@@ -19,7 +21,7 @@ if (!base) {
 }
 
 const median = (xs) => xs.slice().sort((a, b) => a - b)[Math.floor(xs.length / 2)];
-const fcp = [], ready = [], load = [];
+const fcp = [], ready = [], load = [], floor = [];
 for (let i = 0; i < runs; i++) {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'clrscope-paint-'));
   const ctx = await chromium.launchPersistentContext(dir, {
@@ -40,6 +42,16 @@ for (let i = 0; i < runs; i++) {
     if (t.fcp != null) fcp.push(t.fcp);
     if (t.load != null) load.push(t.load);
     if (t.ready != null) ready.push(t.ready);
+    const bare = await ctx.newPage();
+    await bare.goto('data:text/html,<!doctype html><title>floor</title><p>clrscope</p>',
+      {waitUntil: 'load'});
+    await bare.waitForFunction(() => performance.getEntriesByName('first-contentful-paint').length,
+      null, {timeout: 5000}).catch(() => {});
+    const b = await bare.evaluate(() => {
+      const p = performance.getEntriesByName('first-contentful-paint')[0];
+      return p ? p.startTime : null;
+    });
+    if (b != null) floor.push(b);
   } finally {
     await ctx.close();
     fs.rmSync(dir, {recursive: true, force: true});
@@ -47,4 +59,6 @@ for (let i = 0; i < runs; i++) {
 }
 console.log(`dashboard, cold cache, median of ${runs} loads: first contentful paint ` +
   `${median(fcp).toFixed(0)} ms, load event ${median(load).toFixed(0)} ms` +
-  (ready.length ? `, overview filled with data ${median(ready).toFixed(0)} ms` : ''));
+  (ready.length ? `, overview filled with data ${median(ready).toFixed(0)} ms` : '') +
+  (floor.length ? `; a one-line HTML page in the same fresh browser (the floor): first ` +
+    `contentful paint ${median(floor).toFixed(0)} ms` : ''));

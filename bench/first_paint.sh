@@ -6,7 +6,7 @@ cd "$(dirname "$0")/.."
 build=${1:-build}
 [ -d tests/browser/node_modules/playwright-core ] || (cd tests/browser && npm ci --no-audit --no-fund --loglevel=error)
 err=$(mktemp)
-CLRSCOPE_PORT=0 "$build/clrscope" run -- dotnet "$build/apps/net10/TestApp.dll" demo --seconds 120 \
+CLRSCOPE_PORT=0 "$build/clrscope" run -- dotnet "$build/apps/net10/TestApp.dll" demo --seconds 600 \
   >/dev/null 2>"$err" &
 pid=$!
 trap 'kill $pid 2>/dev/null; wait $pid 2>/dev/null; rm -f "$err"' EXIT

@@ -110,7 +110,11 @@ int prof_pprof_build(const struct prof_pprof_spec *spec, double seconds, unsigne
     int64_t period = spec->kind == PK_CPU || spec->kind == PK_WALL
                          ? 1000000000LL / g_cfg.sampling_hz
                          : 1;
-    pprof_builder *b = pprof_new(spec->types, spec->ntypes, spec->period_type, period);
+    /* gzip level 1: an answer to a waiting HTTP client, faster than zlib's default for a file
+     * a little larger (~8 % on the demo's allocation profile); the agent export keeps the
+     * default */
+    const struct pprof_opts opts = {.gzip_level = 1};
+    pprof_builder *b = pprof_new_opts(spec->types, spec->ntypes, spec->period_type, period, &opts);
     if (!b) {
         prof_view_free(&v);
         return -1;
