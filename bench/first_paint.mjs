@@ -22,43 +22,51 @@ if (!base) {
 
 const median = (xs) => xs.slice().sort((a, b) => a - b)[Math.floor(xs.length / 2)];
 const fcp = [], ready = [], load = [], floor = [];
-for (let i = 0; i < runs; i++) {
+const launch = (dir) => chromium.launchPersistentContext(dir, {
+  executablePath: CHROMIUM, headless: true, viewport: {width: 1440, height: 900},
+  args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run',
+    '--disable-background-networking', '--disable-component-update', '--disable-sync']});
+// Each load in a fresh browser and profile (cold cache); the floor page likewise, in its own
+// fresh browser, so both are a browser's first navigation.
+async function fresh(fn) {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'clrscope-paint-'));
-  const ctx = await chromium.launchPersistentContext(dir, {
-    executablePath: CHROMIUM, headless: true, viewport: {width: 1440, height: 900},
-    args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run',
-      '--disable-background-networking', '--disable-component-update', '--disable-sync']});
+  const ctx = await launch(dir);
   try {
-    const page = ctx.pages()[0] || await ctx.newPage();
-    await page.goto(base, {waitUntil: 'load'});
-    await page.waitForFunction(() => window.__clrscope && window.__clrscope.refreshes > 0, null,
-      {timeout: 30000});
-    const t = await page.evaluate(() => {
-      const p = performance.getEntriesByName('first-contentful-paint')[0];
-      const nav = performance.getEntriesByType('navigation')[0];
-      return {fcp: p ? p.startTime : null, load: nav ? nav.loadEventEnd : null,
-        ready: window.__clrscope.firstRefreshAt || null};
-    });
-    if (t.fcp != null) fcp.push(t.fcp);
-    if (t.load != null) load.push(t.load);
-    if (t.ready != null) ready.push(t.ready);
-    const bare = await ctx.newPage();
-    await bare.goto('data:text/html,<!doctype html><title>floor</title><p>clrscope</p>',
-      {waitUntil: 'load'});
-    await bare.waitForFunction(() => performance.getEntriesByName('first-contentful-paint').length,
-      null, {timeout: 5000}).catch(() => {});
-    const b = await bare.evaluate(() => {
-      const p = performance.getEntriesByName('first-contentful-paint')[0];
-      return p ? p.startTime : null;
-    });
-    if (b != null) floor.push(b);
+    return await fn(ctx.pages()[0] || await ctx.newPage());
   } finally {
     await ctx.close();
     fs.rmSync(dir, {recursive: true, force: true});
   }
 }
+for (let i = 0; i < runs; i++) {
+  const t = await fresh(async (page) => {
+    await page.goto(base, {waitUntil: 'load'});
+    await page.waitForFunction(() => window.__clrscope && window.__clrscope.refreshes > 0, null,
+      {timeout: 30000});
+    return page.evaluate(() => {
+      const p = performance.getEntriesByName('first-contentful-paint')[0];
+      const nav = performance.getEntriesByType('navigation')[0];
+      return {fcp: p ? p.startTime : null, load: nav ? nav.loadEventEnd : null,
+        ready: window.__clrscope.firstRefreshAt || null};
+    });
+  });
+  if (t.fcp != null) fcp.push(t.fcp);
+  if (t.load != null) load.push(t.load);
+  if (t.ready != null) ready.push(t.ready);
+  const b = await fresh(async (page) => {
+    await page.goto('data:text/html,<!doctype html><title>floor</title><p>clrscope</p>',
+      {waitUntil: 'load'});
+    await page.waitForFunction(() => performance.getEntriesByName('first-contentful-paint').length,
+      null, {timeout: 5000}).catch(() => {});
+    return page.evaluate(() => {
+      const p = performance.getEntriesByName('first-contentful-paint')[0];
+      return p ? p.startTime : null;
+    });
+  });
+  if (b != null) floor.push(b);
+}
 console.log(`dashboard, cold cache, median of ${runs} loads: first contentful paint ` +
   `${median(fcp).toFixed(0)} ms, load event ${median(load).toFixed(0)} ms` +
   (ready.length ? `, overview filled with data ${median(ready).toFixed(0)} ms` : '') +
-  (floor.length ? `; a one-line HTML page in the same fresh browser (the floor): first ` +
+  (floor.length ? `; a one-line HTML page, also a fresh browser's first navigation (the floor): first ` +
     `contentful paint ${median(floor).toFixed(0)} ms` : ''));

@@ -7,7 +7,8 @@
 # together, dotnet-trace beside them), api_latency.py (dashboard endpoints under that load),
 # threads_bench.py (10/100/500 threads), startup.py, first_paint.sh (dashboard in Chromium),
 # rss_growth.py (RSS over RSS_SECONDS, default 600), cpu_overhead.sh (CPU/wall samplers), gc_overhead.sh (GC monitoring),
-# live_overhead.sh (live objects), exceptions_overhead.sh (exception storm), gcdump_bench.sh
+# live_overhead.sh (live objects), exceptions_overhead.sh (exception storm),
+# alloc_walk_check.sh (frame-pointer vs runtime allocation stacks on the server), gcdump_bench.sh
 # (heap snapshot time and memory for 100k/1M/5M objects).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -21,7 +22,7 @@ fi
 out=bench/results.md
 if [ "${SMOKE:-0}" = 1 ]; then
   export ROUNDS=1 RUNS=1 BENCH_SECONDS=2 STORM=5000 DURATION=2 WARMUP=1 CONFIGS=none,all \
-    N=2 WARMUP_S=2 THREAD_COUNTS="10 50" SECONDS_PER_RUN=2 INTERVAL=2
+    N=2 WARMUP_S=2 THREAD_COUNTS="10 50" SECONDS_PER_RUN=2 INTERVAL=2 WARM=1
   rss_s=6
   objects="100000"
   out=$(mktemp)
@@ -77,7 +78,7 @@ want() { [ -z "${ONLY:-}" ] || [[ " $ONLY " == *" $1 "* ]]; }
     DURATION=$rss_s python3 bench/rss_growth.py "$build" 2>&1 || echo "(rss_growth failed: exit $?)"
     echo
   fi
-  for b in cpu_overhead gc_overhead live_overhead exceptions_overhead; do
+  for b in cpu_overhead gc_overhead live_overhead exceptions_overhead alloc_walk_check; do
     want "$b" || continue
     echo "## $b"
     echo
