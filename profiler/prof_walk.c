@@ -222,7 +222,9 @@ static void vote(uintptr_t x, int32_t off, int ok)
         p->agree++;
         /* an unsure place (its samples keep being walked both ways) comes back after a longer
          * run of agreement, with a clean slate */
-        if (++p->run >= (unsure ? RECOVER : VOTES) && p->published != off) {
+        /* "nothing hidden" is never published: a stub reached both with and without a hidden
+         * record would lose the allocating frame silently; its samples keep both walks */
+        if (++p->run >= (unsure ? RECOVER : VOTES) && p->published != off && off != 0) {
             if (unsure) {
                 p->agree = p->run;
                 p->disagree = 0;
