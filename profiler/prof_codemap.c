@@ -243,11 +243,6 @@ size_t prof_codemap_read_code(uintptr_t addr, uint8_t *buf, size_t len)
     return got > 0 ? (size_t)got : 0;
 }
 
-static size_t read_code(uintptr_t addr, uint8_t *buf, size_t len)
-{
-    return prof_codemap_read_code(addr, buf, len);
-}
-
 static int find_code(uintptr_t key)
 {
     uint32_t lo = 0, hi = C.npool;
@@ -295,7 +290,8 @@ static int learn(FunctionID fn, UINT_PTR rejit, uintptr_t key)
             struct code c = {.lo = lo, .hi = hi, .fn = fn};
             if (lo == starts[i]) { /* the method's entry: its prologue is here */
                 uint8_t bytes[PROLOG_BYTES];
-                size_t len = read_code(lo, bytes, hi - lo < sizeof bytes ? hi - lo : sizeof bytes);
+                size_t len = prof_codemap_read_code(lo, bytes,
+                                                    hi - lo < sizeof bytes ? hi - lo : sizeof bytes);
                 prof_frame_decode(bytes, len, &c.shape);
             }
             C.pool[C.npool] = c;
@@ -363,7 +359,7 @@ static int after_call(uintptr_t ra)
     if (e->ra == ra)
         return e->ok;
     uint8_t before[8];
-    int ok = read_code(ra - 8, before, sizeof before) == sizeof before &&
+    int ok = prof_codemap_read_code(ra - 8, before, sizeof before) == sizeof before &&
              prof_frame_is_call_site(before, sizeof before);
     *e = (struct callsite){.ra = ra, .ok = ok};
     return ok;
@@ -455,7 +451,8 @@ static int leaf_fix(const struct prof_sigsample *s, struct frame *out, int cap)
     if (fn && code >= 0) {
         const struct code *c = &C.pool[code];
         uint8_t at[16];
-        size_t len = read_code(pc, at, c->hi - pc < sizeof at ? c->hi - pc : sizeof at);
+        size_t len =
+            prof_codemap_read_code(pc, at, c->hi - pc < sizeof at ? c->hi - pc : sizeof at);
         off = prof_frame_ra_offset(&c->shape, (uint32_t)(pc - c->lo), at, len);
     } else if (!fn && is_glibc(prof_sigsample_native_name(pc))) {
         off = 0; /* its hot leaves (memcpy, memset, syscall wrappers) push nothing */
@@ -465,9 +462,7 @@ static int leaf_fix(const struct prof_sigsample *s, struct frame *out, int cap)
     int n = 0;
     while (off >= 0 && off % 8 == 0 && off / 8 < s->nwindow && n < cap) {
         uintptr_t ra = s->window[off / 8];
-        uint8_t before[8];
-        if ((s->n > 1 && ra == s->ips[1]) || !prof_sigsample_is_code(ra) ||
-            read_code(ra - 8, before, 8) != 8 || !prof_frame_is_call_site(before, 8))
+        if ((s->n > 1 && ra == s->ips[1]) || !prof_sigsample_is_code(ra) || !after_call(ra))
             break; /* already on the chain, or not a return address */
         out[n++] = (struct frame){.ip = ra, .ret = 1};
         /* a frameless caller: its own return address is right above its frame */
