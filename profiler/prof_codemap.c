@@ -290,8 +290,8 @@ static int learn(FunctionID fn, UINT_PTR rejit, uintptr_t key)
             struct code c = {.lo = lo, .hi = hi, .fn = fn};
             if (lo == starts[i]) { /* the method's entry: its prologue is here */
                 uint8_t bytes[PROLOG_BYTES];
-                size_t len = prof_codemap_read_code(lo, bytes,
-                                                    hi - lo < sizeof bytes ? hi - lo : sizeof bytes);
+                size_t want = hi - lo < sizeof bytes ? hi - lo : sizeof bytes;
+                size_t len = prof_codemap_read_code(lo, bytes, want);
                 prof_frame_decode(bytes, len, &c.shape);
             }
             C.pool[C.npool] = c;
