@@ -151,19 +151,21 @@ static int serve_asset(const struct web_req *r, int set_cookie)
     if (set_cookie)
         snprintf(cookie, sizeof cookie,
                  "clrscope_token=%s; Path=/; HttpOnly; SameSite=Strict", g_cfg.token);
+    /* kept by the browser but asked again each load (the .so may be newer): 304 by ETag */
     if (inm && !strcmp(inm, a->etag) && !set_cookie) {
         mg_response_header_start(r->conn, 304);
         mg_response_header_add(r->conn, "ETag", a->etag, -1);
+        mg_response_header_add(r->conn, "Cache-Control", "no-cache", -1);
         mg_response_header_send(r->conn);
         return 304;
     }
     const char *ae = mg_get_header(r->conn, "Accept-Encoding");
     int gz = ae && strstr(ae, "gzip") && a->gz_len < a->len;
-    const char *extra[] = {"ETag", a->etag, "Vary", "Accept-Encoding",
+    const char *extra[] = {"Cache-Control", "no-cache", "ETag", a->etag, "Vary", "Accept-Encoding",
                            gz ? "Content-Encoding" : NULL, "gzip",
                            NULL, NULL, NULL};
     if (set_cookie) {
-        int k = gz ? 6 : 4;
+        int k = gz ? 8 : 6;
         extra[k] = "Set-Cookie";
         extra[k + 1] = cookie;
     }

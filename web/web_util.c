@@ -9,12 +9,16 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include "prof_config.h"
 
-static void common_headers(struct mg_connection *c)
+/* API answers are never stored; a reply may name its own Cache-Control in extra (the dashboard's
+ * files: "no-cache", kept and revalidated by ETag). */
+static void common_headers(struct mg_connection *c, int own_cache_control)
 {
-    mg_response_header_add(c, "Cache-Control", "no-store", -1);
+    if (!own_cache_control)
+        mg_response_header_add(c, "Cache-Control", "no-store", -1);
     mg_response_header_add(c, "X-Content-Type-Options", "nosniff", -1);
     mg_response_header_add(c, "Content-Security-Policy",
                            "default-src 'self'; img-src 'self' data:; style-src 'self'; "
@@ -33,7 +37,10 @@ int web_reply_bytes(struct mg_connection *c, int status, const char *mime, const
     mg_response_header_start(c, status);
     mg_response_header_add(c, "Content-Type", mime, -1);
     mg_response_header_add(c, "Content-Length", lenbuf, -1);
-    common_headers(c);
+    int own_cache_control = 0;
+    for (int i = 0; extra && extra[i] && extra[i + 1]; i += 2)
+        own_cache_control |= !strcasecmp(extra[i], "Cache-Control");
+    common_headers(c, own_cache_control);
     for (int i = 0; extra && extra[i] && extra[i + 1]; i += 2)
         mg_response_header_add(c, extra[i], extra[i + 1], -1);
     mg_response_header_send(c);
