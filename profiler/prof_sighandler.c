@@ -188,8 +188,25 @@ static int hidden_after(uintptr_t *ips, uint32_t *n, uint32_t max, uintptr_t bp,
             return 0; /* an OSR call site reached without OSR: nothing hidden this time */
         }
     }
-    /* probe where the table is silent, unsure, or just failed */
-    if ((h && h->off == 0) || !(sw->calibrate || probe))
+    if (h && h->off == 0) {
+        if (!probe)
+            return 0;
+        /* "nothing hidden" at the leaf stub is checked every time: a word there that could be a
+         * hidden record (the saved rbp a record there would hold) makes the leaf unsure, and the
+         * runtime walks the sample too. A stub reached both ways is never trusted blindly */
+        int seen = 0;
+        for (uint32_t i = 0; i < PROF_SIG_PROBE_WORDS && !seen; i++) {
+            uintptr_t a = bp + 16 + 8 * i;
+            if (a + 16 > end)
+                break;
+            seen = load_word(a) == next;
+        }
+        if (!seen)
+            return 0;
+        *flags |= PROF_SIG_F_STUB_UNKNOWN;
+    }
+    /* probe where the table is silent, unsure, or just failed (or doubts "nothing hidden") */
+    if (!(sw->calibrate || probe))
         return 0;
     for (uint32_t i = 0; i < PROF_SIG_PROBE_WORDS && sw->out->nprobes < PROF_SIG_PROBES; i++) {
         uintptr_t a = bp + 16 + 8 * i;

@@ -43,7 +43,8 @@ enum prof_sig_flag {
                                     * (self-walk: or a hidden record's return address was in none) */
     PROF_SIG_F_STUB_UNKNOWN = 1 << 5, /* self-walk: the hidden-record table does not know the
                                        * runtime stub where the app's frames begin (or is unsure
-                                       * of it): the leaf may be missing */
+                                       * of it, or a word there doubts "nothing hidden"): the
+                                       * leaf may be missing */
 };
 
 struct prof_sig_entry {
@@ -102,7 +103,9 @@ struct prof_sig_skip {
 
 /* Where a frame record the chain passes over lies, for the frame whose return address is `ra`:
  * the record (saved rbp == that frame's saved rbp, return address) is `off` bytes above the
- * frame pointer. off 0: nothing is hidden there; PROF_SIG_HIDDEN_UNSURE: the place could not be
+ * frame pointer. off 0: nothing is hidden there (published only for the leaf stub, and checked
+ * at each walk: a word that could be a hidden record makes the leaf unsure);
+ * PROF_SIG_HIDDEN_UNSURE: the place could not be
  * learned (a self-walk through it is not trusted). Learned by prof_walk (comparing with the
  * runtime's walk), published immutable and sorted by ra. Two things hide records:
  *   - the runtime's allocation stubs push rbp (with other registers, and leave a hole) but do

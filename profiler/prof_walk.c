@@ -221,18 +221,23 @@ static void vote(uintptr_t x, int32_t off, int ok)
         p->off = off;
         p->agree++;
         /* an unsure place (its samples keep being walked both ways) comes back after a longer
-         * run of agreement, with a clean slate */
-        /* "nothing hidden" is never published: a stub reached both with and without a hidden
-         * record would lose the allocating frame silently; its samples keep both walks */
-        if (++p->run >= (unsure ? RECOVER : VOTES) && p->published != off && off != 0) {
+         * run of agreement, with a clean slate. Both kinds of verdict are checked where they are
+         * used: an offset by the saved rbp found there, "nothing hidden" (0, only ever voted for
+         * the leaf stub) by the absence of any word that could be a hidden record
+         * (prof_sighandler's hidden_after) */
+        if (++p->run >= (unsure ? RECOVER : VOTES) && p->published != off) {
             if (unsure) {
                 p->agree = p->run;
                 p->disagree = 0;
             }
             __atomic_store_n(&p->published, off, __ATOMIC_RELAXED);
             places_dirty = 1;
-            prof_log(LOG_DEBUG, "stack walks: the record behind %#lx is %d bytes above its frame",
-                     (unsigned long)x, off);
+            if (off)
+                prof_log(LOG_DEBUG, "stack walks: the record behind %#lx is %d bytes above its "
+                         "frame", (unsigned long)x, off);
+            else
+                prof_log(LOG_DEBUG, "stack walks: nothing is hidden behind %#lx (checked at each "
+                         "walk)", (unsigned long)x);
         }
         return;
     }

@@ -234,7 +234,8 @@ static void pump(uint32_t *tids, size_t n, struct got *g, int ms)
     for (int t = 0; t < ms; t += 10) {
         sleep_ms(10);
         uint32_t copy[16];
-        memcpy(copy, tids, n * sizeof *tids);
+        if (n)
+            memcpy(copy, tids, n * sizeof *tids);
         prof_sigsample_sync(copy, n, on_sample, g);
         prof_sigsample_drain(on_sample, g);
         struct timespec ts;
@@ -243,10 +244,134 @@ static void pump(uint32_t *tids, size_t n, struct got *g, int ms)
     }
 }
 
+/* ---- a runtime stub that hides its caller's frame record ---- */
+
+/* Two stand-ins for the runtime's allocation stubs, in a section of their own that plays the
+ * runtime (the self-walk leaves it out). hiding_stub(arg, fn) pushes rbp (and rbx, and leaves a
+ * 40-byte hole) without making rbp its frame pointer, as the runtime's stubs do: the frames it
+ * calls chain straight past its caller, whose record lies 64 bytes above stub_inner's frame.
+ * framed_stub(arg, fn) makes its own frame (and zeroes its hole): nothing is hidden. */
+__asm__(".pushsection clrscope_fake_runtime,\"ax\",@progbits\n"
+        ".p2align 4\n"
+        "hiding_stub:\n"
+        "  push %rbp\n"
+        "  push %rbx\n"
+        "  sub $40, %rsp\n"
+        "  call *%rsi\n"
+        "  add $40, %rsp\n"
+        "  pop %rbx\n"
+        "  pop %rbp\n"
+        "  ret\n"
+        ".p2align 4\n"
+        "framed_stub:\n"
+        "  push %rbp\n"
+        "  mov %rsp, %rbp\n"
+        "  sub $48, %rsp\n"
+        "  movq $0, (%rsp)\n"
+        "  movq $0, 8(%rsp)\n"
+        "  movq $0, 16(%rsp)\n"
+        "  movq $0, 24(%rsp)\n"
+        "  movq $0, 32(%rsp)\n"
+        "  movq $0, 40(%rsp)\n"
+        "  call *%rsi\n"
+        "  leave\n"
+        "  ret\n"
+        ".popsection\n");
+void hiding_stub(void *arg, void (*fn)(void *));
+void framed_stub(void *arg, void (*fn)(void *));
+extern const char __start_clrscope_fake_runtime[], __stop_clrscope_fake_runtime[];
+
+struct self_case {
+    struct prof_sig_skip skip;
+    int calibrate;
+    uint32_t n, flags;
+    struct prof_sig_self out;
+    uintptr_t ips[64];
+};
+
+/* the runtime's code the stubs call, which walks its own thread (as the allocation callback) */
+__attribute__((noinline, section("clrscope_fake_runtime"))) static void stub_inner(void *arg)
+{
+    struct self_case *c = arg;
+    c->n = prof_sig_walk_self(c->ips, 64, &c->skip, c->calibrate, &c->out, &c->flags);
+    sink++;
+}
+
+/* the app's method that calls a stub */
+__attribute__((noinline)) static void app_frame(struct self_case *c, int hiding)
+{
+    if (hiding)
+        hiding_stub(c, stub_inner);
+    else
+        framed_stub(c, stub_inner);
+    sink++;
+}
+
+static int in_app_frame(uintptr_t ra)
+{
+    return ra > (uintptr_t)app_frame && ra < (uintptr_t)app_frame + 128;
+}
+
+static void self_walk(struct self_case *c, int hiding, int calibrate)
+{
+    memset(c, 0, sizeof *c);
+    c->skip.lo[0] = (uintptr_t)__start_clrscope_fake_runtime;
+    c->skip.hi[0] = (uintptr_t)__stop_clrscope_fake_runtime;
+    c->calibrate = calibrate;
+    app_frame(c, hiding);
+}
+
+/* The allocation walk's view of a stub that hides a record: unknown to the table it is flagged
+ * (and probed); with the offset published the hidden frame is found; published "nothing hidden"
+ * it is still flagged (the check each walk makes), while a stub that really hides nothing is
+ * not. Needs prof_sigsample_start (the maps snapshot). */
+static void test_hidden_stub(void)
+{
+    struct self_case c;
+    struct prof_sig_hidden h = {0};
+    prof_sigsample_set_hidden(&h, 0);
+    self_walk(&c, 1, 1);
+    CHECK(c.n > 0 && c.out.stub != 0, "self-walk through the hiding stub: %u frames", c.n);
+    uintptr_t x = c.out.stub;
+    CHECK(c.flags & PROF_SIG_F_STUB_UNKNOWN, "a stub the table does not know is flagged");
+    CHECK(c.n > 0 && !in_app_frame(c.ips[0]), "the chain passes over the app's frame");
+    int probed = 0;
+    for (uint32_t i = 0; i < c.out.nprobes; i++)
+        probed |= c.out.probes[i].step == 0 && c.out.probes[i].x == x &&
+                  c.out.probes[i].off == 64 && in_app_frame(c.out.probes[i].ra);
+    CHECK(probed, "a probe places the hidden record 64 bytes above the frame (%u probes)",
+          c.out.nprobes);
+
+    h = (struct prof_sig_hidden){.ra = x, .off = 64};
+    prof_sigsample_set_hidden(&h, 1);
+    self_walk(&c, 1, 0);
+    CHECK(!(c.flags & PROF_SIG_F_STUB_UNKNOWN) && c.n > 0 && in_app_frame(c.ips[0]) &&
+              (c.out.found & 1),
+          "offset published: the app's frame is found (flags %#x)", c.flags);
+
+    h.off = 0; /* wrong: "nothing hidden" */
+    prof_sigsample_set_hidden(&h, 1);
+    self_walk(&c, 1, 0);
+    CHECK(c.flags & PROF_SIG_F_STUB_UNKNOWN,
+          "\"nothing hidden\" published for a stub that hides a record: the walk doubts it");
+
+    self_walk(&c, 0, 1);
+    uintptr_t y = c.out.stub;
+    CHECK(c.n > 0 && in_app_frame(c.ips[0]), "the framed stub chains to the app's frame");
+    h = (struct prof_sig_hidden){.ra = y, .off = 0};
+    prof_sigsample_set_hidden(&h, 1);
+    self_walk(&c, 0, 0);
+    CHECK(!(c.flags & PROF_SIG_F_STUB_UNKNOWN) && c.n > 0 && in_app_frame(c.ips[0]),
+          "\"nothing hidden\" published for a stub that hides nothing: trusted (flags %#x)",
+          c.flags);
+    prof_sigsample_set_hidden(&h, 0);
+}
+
 static void test_walks(void)
 {
     CHECK(prof_sigsample_start(1000, 64, 64, 2) == 0, "start");
     CHECK(prof_sigsample_intact(), "our handler is installed");
+    test_hidden_stub();
 
     /* publish `middle` as frameless with the frame size its own prologue declares */
     struct prof_frame_shape sh;
