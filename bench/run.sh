@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # bench/run.sh [BUILD_DIR] - builds everything, runs every benchmark and writes bench/results.md:
 # the date, the machine, and each script's table (ratios with vs without the profiler, measured
-# in one run by alternation, medians and spread over rounds). SMOKE=1 runs each once with tiny
+# in one run by alternation, medians and spread over rounds), after the hand-kept targets and
+# findings of bench/findings.md. SMOKE=1 runs each once with tiny
 # sizes (what CI could afford; no figure from a smoke run means anything).
 # Benchmarks: aspnet_overhead.sh (a Kestrel server under wrk, each profile alone and all
 # together, dotnet-trace beside them), api_latency.py (dashboard endpoints under that load),
@@ -41,6 +42,11 @@ want() { [ -z "${ONLY:-}" ] || [[ " $ONLY " == *" $1 "* ]]; }
   echo "- load average at start: $(cut -d' ' -f1-3 /proc/loadavg)"
   echo "- runtime: $(dotnet --list-runtimes | grep NETCore.App | tail -1)"
   echo
+  # the hand-kept targets and findings (not in a smoke run's scratch file)
+  if [ "${SMOKE:-0}" != 1 ]; then
+    sed '1,/-->$/d' bench/findings.md  # without its opening comment
+    echo
+  fi
   if want aspnet_overhead; then
     echo "## aspnet_overhead"
     echo
