@@ -107,8 +107,11 @@ static void add_exact(cJSON *o, cJSON *tot, double t_from, double t_to)
         cJSON_AddNullToObject(o, "exact_bytes");
         cJSON_AddStringToObject(
             o, "exact_note",
-            !cs.enabled ? "the runtime counters are off (CLRSCOPE_RUNTIME_COUNTERS=0 or refused "
-                          "by the runtime)"
+            cs.stopped_gc_rate > 0 ? "the runtime counters were stopped: the app collects "
+                                     "garbage more often than CLRSCOPE_RUNTIME_COUNTERS_MAX_GC_RATE "
+                                     "times a second (see /api/v1/counters)"
+            : !cs.enabled ? "the runtime counters are off (CLRSCOPE_RUNTIME_COUNTERS=0 or refused "
+                            "by the runtime)"
             : !cs.events ? "the runtime has not delivered its System.Runtime counters yet (they "
                            "start once the app's managed code runs and come once a second)"
                          : "the runtime's allocated-bytes counter does not cover a whole second "

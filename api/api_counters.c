@@ -30,6 +30,16 @@ int api_counters(const struct web_req *r)
     cJSON *o = cJSON_CreateObject();
     cJSON_AddBoolToObject(o, "enabled", st.enabled != 0);
     cJSON_AddStringToObject(o, "provider", "System.Runtime");
+    if (st.stopped_gc_rate > 0) {
+        /* the guard stopped them: the values below are the last ones delivered */
+        cJSON *g = cJSON_AddObjectToObject(o, "stopped");
+        cJSON_AddNumberToObject(g, "t", st.stopped_t);
+        cJSON_AddNumberToObject(g, "gc_rate", st.stopped_gc_rate);
+        cJSON_AddNumberToObject(g, "max_gc_rate", (double)st.max_gc_rate);
+        cJSON_AddStringToObject(g, "reason", "while these counters are on the runtime wakes its "
+                                "finalizer thread after every GC; the app collected more often "
+                                "than CLRSCOPE_RUNTIME_COUNTERS_MAX_GC_RATE times a second");
+    }
     cJSON *arr = cJSON_AddArrayToObject(o, "counters");
     for (int i = 0; i < n; i++) {
         cJSON *e = cJSON_CreateObject();

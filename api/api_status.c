@@ -43,6 +43,8 @@ int api_status(const struct web_req *r)
     prof_counters_get_stats(&cs);
     cJSON *rc = cJSON_AddObjectToObject(o, "runtime_counters");
     cJSON_AddBoolToObject(rc, "enabled", cs.enabled != 0);
+    if (cs.stopped_gc_rate > 0)
+        cJSON_AddNumberToObject(rc, "stopped_at_gc_rate", cs.stopped_gc_rate);
     cJSON_AddNumberToObject(rc, "events", (double)cs.events);
     cJSON_AddNumberToObject(rc, "malformed", (double)cs.malformed);
     cJSON_AddNumberToObject(rc, "dropped", (double)cs.dropped);

@@ -12,6 +12,7 @@
 #include "prof_alloc.h"
 #include "prof_config.h"
 #include "prof_core.h"
+#include "prof_counters.h"
 #include "prof_codemap.h"
 #include "prof_exc.h"
 #include "prof_exporter.h"
@@ -220,6 +221,7 @@ static void *agg_main(void *arg)
             prof_live_tick(u);
             prof_exc_tick(u);
             prof_lock_tick(u);
+            prof_counters_tick(u);
             self_tick();
             next_tick = now + 1000000000LL;
         }

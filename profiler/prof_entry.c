@@ -10,6 +10,7 @@
 
 #include "clr_abi.h"
 #include "prof_core.h"
+#include "prof_counters.h"
 #include "prof_events.h"
 #include "prof_gc.h"
 #include "prof_live.h"
@@ -107,6 +108,7 @@ static HRESULT cb_gc_finished(void *self)
     (void)self;
     prof_gc_finished();
     prof_live_gc_finished();
+    prof_counters_gc_finished();
     return S_OK;
 }
 

@@ -19,6 +19,7 @@
 #define KW_EXCEPTION 0x8000ull
 
 static EVENTPIPE_SESSION g_session;
+static EVENTPIPE_SESSION g_counters_session; /* atomic: 0 once stopped */
 
 /* Providers seen so far: handle -> kind (PK_RUNTIME, PK_COUNTERS or PK_OTHER). Lock-free: each
  * slot is claimed with a CAS; a full table only costs a name lookup per event. */
@@ -117,36 +118,50 @@ void prof_events_start(void)
     }
     prof_heapsnap_init();
     static const char16_t provider[] = u"Microsoft-Windows-DotNETRuntime";
-    COR_PRF_EVENTPIPE_PROVIDER_CONFIG cfg[2];
-    UINT32 n = 0;
-    if (kw)
-        cfg[n++] = (COR_PRF_EVENTPIPE_PROVIDER_CONFIG){
-            .providerName = (const WCHAR *)provider, .keywords = kw, .loggingLevel = level,
-            .filterData = NULL};
-    int counters = prof_counters_provider(&cfg[n]);
-    n += (UINT32)counters;
-    if (!n)
-        return;
     ICorProfilerInfo15 *info = g_core.info;
-    HRESULT hr = info->vt->EventPipeStartSession(info, n, cfg, 0, &g_session);
-    if (hr < 0 && counters && kw) {
-        prof_log(LOG_WARN, "the runtime refused the System.Runtime counters (0x%08x): no exact "
-                 "allocated total, no /api/v1/counters; the rest goes on", (unsigned)hr);
-        hr = info->vt->EventPipeStartSession(info, 1, cfg, 0, &g_session);
+    if (kw) {
+        COR_PRF_EVENTPIPE_PROVIDER_CONFIG cfg = {.providerName = (const WCHAR *)provider,
+                                                 .keywords = kw,
+                                                 .loggingLevel = level,
+                                                 .filterData = NULL};
+        HRESULT hr = info->vt->EventPipeStartSession(info, 1, &cfg, 0, &g_session);
+        if (hr < 0) {
+            prof_log(LOG_WARN, "the runtime refused an EventPipe session (0x%08x): GC details, "
+                     "allocations, live objects, exceptions and locks are off; cpu and wall go "
+                     "on", (unsigned)hr);
+            prof_core_disable(PROFILE_ALLOC | PROFILE_LIVE | PROFILE_EXCEPTIONS | PROFILE_LOCK);
+            __atomic_store_n(&g_state, -1, __ATOMIC_RELAXED);
+        } else {
+            g_keywords = kw;
+            g_level = level;
+            __atomic_store_n(&g_state, 1, __ATOMIC_RELEASE);
+            prof_log(LOG_DEBUG, "EventPipe session on keywords 0x%llx level %u",
+                     (unsigned long long)kw, level);
+        }
     }
-    if (hr < 0) {
-        prof_log(LOG_WARN, "the runtime refused an EventPipe session (0x%08x): GC details, "
-                 "allocations, live objects, exceptions and locks are off; cpu and wall go on",
-                 (unsigned)hr);
-        prof_core_disable(PROFILE_ALLOC | PROFILE_LIVE | PROFILE_EXCEPTIONS | PROFILE_LOCK);
-        __atomic_store_n(&g_state, -1, __ATOMIC_RELAXED);
-        return;
+    /* The System.Runtime counters in a session of their own, which prof_counters may stop
+     * (they cost the app a finalizer wake-up per GC) without touching the runtime's events */
+    COR_PRF_EVENTPIPE_PROVIDER_CONFIG ccfg;
+    if (prof_counters_provider(&ccfg)) {
+        HRESULT hr = info->vt->EventPipeStartSession(info, 1, &ccfg, 0, &g_counters_session);
+        if (hr < 0) {
+            g_counters_session = 0;
+            prof_counters_off();
+            prof_log(LOG_WARN, "the runtime refused the System.Runtime counters (0x%08x): no exact "
+                     "allocated total, no /api/v1/counters; the rest goes on", (unsigned)hr);
+        } else if (!kw) {
+            __atomic_store_n(&g_state, 1, __ATOMIC_RELEASE);
+        }
     }
-    g_keywords = kw;
-    g_level = level;
-    __atomic_store_n(&g_state, 1, __ATOMIC_RELEASE);
-    prof_log(LOG_DEBUG, "EventPipe session on keywords 0x%llx level %u", (unsigned long long)kw,
-             level);
+}
+
+int prof_events_stop_counters(void)
+{
+    EVENTPIPE_SESSION s = __atomic_exchange_n(&g_counters_session, 0, __ATOMIC_ACQ_REL);
+    if (!s)
+        return -1;
+    HRESULT hr = g_core.info->vt->EventPipeStopSession(g_core.info, s);
+    return hr < 0 ? -1 : 0;
 }
 
 void prof_events_stop(void)

@@ -748,7 +748,11 @@
         if (r.aborted) return;
         clear(counters.body);
         if (!r.ok || !r.data.enabled) {
-          counters.body.appendChild(unavailable(r.ok ? 'Off (CLRSCOPE_RUNTIME_COUNTERS=0).' : notAvailableText(r)));
+          var st = r.ok && r.data.stopped;
+          counters.body.appendChild(unavailable(!r.ok ? notAvailableText(r)
+            : st ? 'Stopped at ' + Math.round(st.gc_rate) + ' GCs/s: while they are on, the runtime wakes its finalizer after every GC (above ' +
+              st.max_gc_rate + '/s clrscope turns them off; CLRSCOPE_RUNTIME_COUNTERS_MAX_GC_RATE=0 keeps them).'
+            : 'Off (CLRSCOPE_RUNTIME_COUNTERS=0).'));
           return;
         }
         var list = r.data.counters || [];

@@ -27,7 +27,7 @@ import urllib.error
 import urllib.request
 
 REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
-BUILD = os.environ.get("CLRSCOPE_BUILD", os.path.join(REPO, "build"))
+BUILD = os.path.abspath(os.environ.get("CLRSCOPE_BUILD", os.path.join(REPO, "build")))
 LAUNCHER = os.path.join(BUILD, "clrscope")
 LIB = os.path.join(BUILD, "libclrscope.so")
 CLSID = "{C1A5C09E-5C0E-4C1B-9A7E-0D5E7C1A5C0E}"

@@ -400,5 +400,47 @@ class CpuOnlyServer(CpuOnlyBase, unittest.TestCase):
     SERVER = True
 
 
+class RuntimeCountersGuard(unittest.TestCase):
+    """While the System.Runtime counters are on, the runtime wakes its finalizer thread after every
+    GC; above CLRSCOPE_RUNTIME_COUNTERS_MAX_GC_RATE GCs a second clrscope stops them. Two copies
+    of an app that allocates as fast as it can (thousands of GCs a second) run side by side, one
+    with the guard at 100/s, one with it off; the rate the guard saw is checked against the app's
+    own GC count."""
+
+    def test_counters_stop_above_the_gc_rate(self):
+        args = ["--mb-per-s", "0", "--seconds", "20"]
+        guarded = ProfiledApp("alloc-mix", args, env={"CLRSCOPE_RUNTIME_COUNTERS_MAX_GC_RATE": "100"})
+        kept = ProfiledApp("alloc-mix", args, env={"CLRSCOPE_RUNTIME_COUNTERS_MAX_GC_RATE": "0"})
+        with guarded, kept:
+            guarded.wait_ready()
+            kept.wait_ready()
+            time.sleep(15)  # the guard averages over 10 s from clrscope's start
+            c = guarded.json("/api/v1/counters")
+            st = guarded.json("/api/v1/status")
+            alloc = guarded.json("/api/v1/allocations?seconds=5")
+            k = kept.json("/api/v1/counters")
+            truth = guarded.wait_truth()
+        self.assertFalse(c["enabled"])
+        stop = c.get("stopped")
+        self.assertIsNotNone(stop, c)
+        self.assertEqual(stop["max_gc_rate"], 100)
+        true_rate = truth["gen0_collections"] / truth["elapsed_s"]
+        self.assertGreater(true_rate, 200, "the app must collect far above the guard's rate")
+        # the guard's window starts with clrscope, a little before the app's allocation loop
+        self.assertLess(abs(stop["gc_rate"] / true_rate - 1), 0.5,
+                        f"guard saw {stop['gc_rate']:.0f} GCs/s, the app made {true_rate:.0f}")
+        self.assertGreater(len(c["counters"]), 0, "the last values delivered are kept")
+        rc = st["runtime_counters"]
+        self.assertFalse(rc["enabled"])
+        self.assertEqual(rc["stopped_at_gc_rate"], stop["gc_rate"])
+        self.assertIn("stopped", alloc.get("exact_note", ""))
+        self.assertTrue(any("runtime counters stopped" in line for line in guarded.stderr_lines))
+        # with the guard off they keep coming
+        self.assertTrue(k["enabled"])
+        self.assertNotIn("stopped", k)
+        ages = [x["age_s"] for x in k["counters"] if x["name"] == "alloc-rate"]
+        self.assertTrue(ages and ages[0] < 3, ages)
+
+
 if __name__ == "__main__":
     unittest.main()
