@@ -26,8 +26,9 @@ struct entry {
 };
 
 /* The guard: the runtime wakes its finalizer thread after every GC while these counters are on
- * (~20 us of CPU there, ~60 us all told on a 2-core VM, measured); above this many GCs a
- * second, averaged over GUARD_WINDOW_S, their session is stopped. */
+ * (~100 us of the app's CPU per GC, all told, measured on a 2-core VM); above
+ * CLRSCOPE_RUNTIME_COUNTERS_MAX_GC_RATE GCs a second, averaged over GUARD_WINDOW_S, their
+ * session is stopped. */
 #define GUARD_WINDOW_S 10.0
 
 static struct {
