@@ -750,8 +750,7 @@
         if (!r.ok || !r.data.enabled) {
           var st = r.ok && r.data.stopped;
           counters.body.appendChild(unavailable(!r.ok ? notAvailableText(r)
-            : st ? 'Stopped at ' + Math.round(st.gc_rate) + ' GCs/s: while they are on, the runtime wakes its finalizer after every GC (above ' +
-              st.max_gc_rate + '/s clrscope turns them off; CLRSCOPE_RUNTIME_COUNTERS_MAX_GC_RATE=0 keeps them).'
+            : st ? 'Stopped at ' + Math.round(st.gc_rate) + ' GCs/s (limit ' + st.max_gc_rate + '): ' + st.reason + '.'
             : 'Off (CLRSCOPE_RUNTIME_COUNTERS=0).'));
           return;
         }
