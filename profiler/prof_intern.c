@@ -4,15 +4,31 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* Eight bytes at a time: frame names run to a hundred bytes and clrscope-agg hashes every frame
+ * of every sample; byte-wise FNV-1a made interning 0.17 % of an ASP.NET Core server's CPU. */
 static uint32_t hash_str(const char *s)
 {
-    uint32_t h = 2166136261u; /* FNV-1a */
-    for (; *s; s++)
-        h = (h ^ (unsigned char)*s) * 16777619u;
-    return h;
+    size_t n = strlen(s);
+    uint64_t h = 0x9E3779B97F4A7C15ull ^ n, w;
+    for (; n >= 8; s += 8, n -= 8) {
+        memcpy(&w, s, 8);
+        h = (h ^ w) * 0xff51afd7ed558ccdull;
+        h ^= h >> 32;
+    }
+    w = 0;
+    memcpy(&w, s, n);
+    h = (h ^ w) * 0xc4ceb9fe1a85ec53ull;
+    h ^= h >> 29;
+    return (uint32_t)h;
 }
 
 static int add_raw(struct prof_intern *t, const char *s, uint32_t *id_out);
+
+/* What one string costs the table: its copy, its pointer and two hash slots. */
+static size_t entry_bytes(const char *s)
+{
+    return strlen(s) + 1 + sizeof(char *) + 2 * sizeof(uint32_t);
+}
 
 int prof_intern_init(struct prof_intern *t, size_t max_bytes)
 {
@@ -82,7 +98,7 @@ static int add_raw(struct prof_intern *t, const char *s, uint32_t *id_out)
     uint32_t *slot = slot_for(t, s);
     t->strs[t->n] = copy;
     *slot = t->n + 1;
-    t->bytes += strlen(s) + 1 + sizeof(char *) + 2 * sizeof(uint32_t);
+    t->bytes += entry_bytes(s);
     *id_out = t->n++;
     return 0;
 }
@@ -103,7 +119,7 @@ uint32_t prof_intern(struct prof_intern *t, const char *s)
     if (v)
         return v - 1;
     uint32_t id;
-    if (t->bytes + strlen(s) > t->max_bytes || add_raw(t, s, &id)) {
+    if (t->bytes + entry_bytes(s) > t->max_bytes || add_raw(t, s, &id)) {
         t->dropped++;
         return t->overflow_id;
     }

@@ -124,6 +124,7 @@ static struct {
     const char *why_off;
     uint32_t cap;
     struct live_slot *slots;
+    uint64_t *live_bits;       /* atomic words: bit i set while slot i is LIVE (the GC scan's index) */
     uint32_t shift;            /* atomic: admission probability 2^-shift */
     uint64_t rng;              /* atomic */
     int condemned;             /* atomic: deepest generation condemned by the GC in progress */
@@ -195,13 +196,16 @@ void prof_live_init(void)
     L.slots = calloc(L.cap, sizeof *L.slots);
     L.meta = calloc(L.cap, sizeof *L.meta);
     L.types = calloc(MAX_TYPES, sizeof *L.types);
-    if (!L.slots || !L.meta || !L.types) {
+    L.live_bits = calloc((L.cap + 63) / 64, sizeof *L.live_bits);
+    if (!L.slots || !L.meta || !L.types || !L.live_bits) {
         free(L.slots);
         free(L.meta);
         free(L.types);
+        free(L.live_bits);
         L.slots = NULL;
         L.meta = NULL;
         L.types = NULL;
+        L.live_bits = NULL;
         L.why_off = "out of memory for the live-object table";
         prof_log(LOG_WARN, "out of memory for %u live-object slots; live objects are off", L.cap);
         prof_core_disable(PROFILE_LIVE);
@@ -259,6 +263,7 @@ int prof_live_track(uintptr_t address, uint64_t size, int kind, double count_w, 
         ST(&s->gcs, 0u);
         ST(&s->seq, q);
         __atomic_store_n(&s->state, S_LIVE, __ATOMIC_RELEASE);
+        __atomic_fetch_or(&L.live_bits[idx / 64], 1ull << (idx % 64), __ATOMIC_RELEASE);
         *seq = q;
         return (int)idx;
     }
@@ -283,26 +288,44 @@ void prof_live_gc_started(int cgen, const BOOL *collected)
     __atomic_store_n(&L.condemned, deepest, __ATOMIC_RELAXED);
 }
 
-static void free_slot(struct live_slot *s, uint32_t reason)
+static void free_slot(uint32_t i, uint32_t reason)
 {
+    struct live_slot *s = &L.slots[i];
     ICorProfilerInfo15 *info = g_core.info;
     info->vt->DestroyHandle(info, LD(&s->handle));
     ST(&s->handle, (ObjectHandleID)NULL);
     ST(&s->ended_reason, reason);
     ST(&s->ended_seq, LD(&s->seq));
+    /* the bit goes first: a thread that claims the slot once it is FREE sets it again */
+    __atomic_fetch_and(&L.live_bits[i / 64], ~(1ull << (i % 64)), __ATOMIC_RELEASE);
     __atomic_store_n(&s->state, S_FREE, __ATOMIC_RELEASE);
+}
+
+/* The first slot at or after i whose live bit is set, or L.cap. Visiting only those keeps the
+ * scan at GC end (inside the GC's pause) from touching every slot of a mostly empty table: on the
+ * ASP.NET Core bench ~30 of 4,096 slots are live, and reading all of them cost 0.2 % of the
+ * server's CPU in cache misses. */
+static uint32_t live_next(uint32_t i)
+{
+    while (i < L.cap) {
+        uint64_t w = __atomic_load_n(&L.live_bits[i / 64], __ATOMIC_ACQUIRE) >> (i % 64);
+        if (w)
+            return i + (uint32_t)__builtin_ctzll(w);
+        i = (i / 64 + 1) * 64;
+    }
+    return L.cap;
 }
 
 /* Halves the tracked set at random (see "CAPACITY" above). GC-finished callback only. */
 static uint32_t thin_out(void)
 {
     uint32_t kept = 0;
-    for (uint32_t i = 0; i < L.cap; i++) {
+    for (uint32_t i = live_next(0); i < L.cap; i = live_next(i + 1)) {
         struct live_slot *s = &L.slots[i];
         if (__atomic_load_n(&s->state, __ATOMIC_ACQUIRE) != S_LIVE)
             continue;
         if (next_random() & 1) {
-            free_slot(s, END_EVICTED);
+            free_slot(i, END_EVICTED);
             __atomic_fetch_add(&L.evicted, 1, __ATOMIC_RELAXED);
             __atomic_fetch_add(&L.untracked, 1, __ATOMIC_RELAXED);
         } else {
@@ -323,14 +346,14 @@ void prof_live_gc_finished(void)
     int cond = __atomic_load_n(&L.condemned, __ATOMIC_RELAXED);
     int64_t now = now_ms();
     uint32_t live = 0;
-    for (uint32_t i = 0; i < L.cap; i++) {
+    for (uint32_t i = live_next(0); i < L.cap; i = live_next(i + 1)) {
         struct live_slot *s = &L.slots[i];
         if (__atomic_load_n(&s->state, __ATOMIC_ACQUIRE) != S_LIVE)
             continue;
         ObjectID obj = 0;
         HRESULT hr = info->vt->GetObjectIDFromHandle(info, LD(&s->handle), &obj);
         if (hr >= 0 && !obj) {
-            free_slot(s, END_COLLECTED);
+            free_slot(i, END_COLLECTED);
             continue;
         }
         live++;
@@ -887,5 +910,6 @@ size_t prof_live_mem_bytes(void)
 {
     if (!L.slots)
         return 0;
-    return (size_t)L.cap * (sizeof *L.slots + sizeof *L.meta) + MAX_TYPES * sizeof *L.types;
+    return (size_t)L.cap * (sizeof *L.slots + sizeof *L.meta) +
+           (L.cap + 63) / 64 * sizeof *L.live_bits + MAX_TYPES * sizeof *L.types;
 }
