@@ -416,14 +416,25 @@ int prof_codemap_returns(const uintptr_t *ra, int n, uint64_t found, uint64_t ho
 
 int prof_codemap_init(int max_frames)
 {
+    if (C.pool && C.order && C.cache && C.frames)
+        return 0; /* already (the signal sampler, then the maps keeper after its fallback) */
     C.max_frames = max_frames;
     C.cap = CODEMAP_MAX_CODES;
     C.pool = malloc(C.cap * sizeof *C.pool);
     C.order = malloc(C.cap * sizeof *C.order);
     C.cache = calloc(IPCACHE_SIZE, sizeof *C.cache);
     C.frames = malloc((size_t)(max_frames + PROF_SIG_MAX_HOPS + 1) * sizeof *C.frames);
-    if (!C.pool || !C.order || !C.cache || !C.frames)
+    if (!C.pool || !C.order || !C.cache || !C.frames) {
+        free(C.pool);
+        free(C.order);
+        free(C.cache);
+        free(C.frames);
+        C.pool = NULL;
+        C.order = NULL;
+        C.cache = NULL;
+        C.frames = NULL;
         return -ENOMEM;
+    }
     C.flushed_at = prof_now_ns();
     return 0;
 }

@@ -15,6 +15,7 @@
 #include "prof_store.h"
 #include "prof_symbols.h"
 #include "prof_threads.h"
+#include "prof_walk.h"
 
 enum cpu_mode { CPU_SUSPEND, CPU_SIGNAL };
 
@@ -24,6 +25,9 @@ enum cpu_mode { CPU_SUSPEND, CPU_SIGNAL };
  * wake-up is a context switch on a core the app is using, and at 100 Hz the wake-ups cost more
  * than the samples (bench/results.md). */
 #define SIGNAL_DRAIN_NS 50000000LL
+/* Without the signal sampler this thread still keeps the maps snapshot and the code map fresh
+ * for the allocation callback's frame-pointer walk (see "keep_maps"), this far apart at most. */
+#define MAPS_KEEPER_NS 100000000LL
 
 struct frame {
     uintptr_t fn, ip;
@@ -60,6 +64,11 @@ static struct {
     int wall_hz;
     int64_t tick_ns;  /* how far apart the thread wakes (but in stop-the-world CPU mode) */
     int ring_entries; /* per-thread signal ring size */
+    /* The allocation and live profiles walk stacks by frame pointers (prof_walk) with the signal
+     * sampler's maps snapshot and code map. When the signal sampler does not run (cpu off, the
+     * stop-the-world sampler chosen or fallen back to) this thread keeps them fresh itself:
+     * without them every allocation sample would take the runtime's much slower walk. */
+    int keep_maps;
     uint32_t *tids; /* max_threads, for the signal sampler's thread list */
     struct sig_names sn;
     struct captured *caps;
@@ -242,6 +251,22 @@ static void sig_stop(const char *why)
     prof_log(LOG_WARN, "cpu sampler: %s; switching to the stop-the-world sampler", why);
     prof_sigsample_stop();
     __atomic_store_n(&S.cpu_mode, CPU_SUSPEND, __ATOMIC_RELAXED);
+    if (S.keep_maps && prof_sigsample_maps_start())
+        S.keep_maps = 0; /* the allocation walks keep the runtime's walk */
+}
+
+/* The signal sampler's own tick drains, names and refreshes; without it, only the refresh. */
+static void maps_tick(int64_t now)
+{
+    prof_codemap_lock();
+    prof_codemap_tick(now);
+    prof_sigsample_maintain(now);
+    prof_codemap_unlock();
+    struct prof_sigsample_stats ss;
+    prof_sigsample_get_stats(&ss);
+    pthread_mutex_lock(&S.st_lock);
+    S.st.sig = ss;
+    pthread_mutex_unlock(&S.st_lock);
 }
 
 /* One tick of the signal sampler: drain what the handlers captured, pick up new threads. */
@@ -285,6 +310,7 @@ static void *sampler_main(void *arg)
     struct timespec next;
     clock_gettime(CLOCK_MONOTONIC, &next);
     int64_t last = prof_now_ns(), prev_tick = last, last_sync = last - SIGNAL_SYNC_NS;
+    int64_t last_maps = last;
     uint32_t gen = 0;
     static int warned_suspend;
     while (!__atomic_load_n(&g_stop, __ATOMIC_ACQUIRE) && !prof_core_stopping()) {
@@ -308,6 +334,10 @@ static void *sampler_main(void *arg)
         prev_tick = now;
         if (S.cpu_mode == CPU_SIGNAL && (g_core.profiles & PROFILE_CPU))
             signal_tick(now, &last_sync);
+        else if (S.keep_maps && now - last_maps >= MAPS_KEEPER_NS) {
+            last_maps = now;
+            maps_tick(now);
+        }
         /* `last` is the previous wall sample: wall weights are the time since, at any rate */
         int cpu_suspend = S.cpu_mode == CPU_SUSPEND && (g_core.profiles & PROFILE_CPU);
         int wall_due = (g_core.profiles & PROFILE_WALL) && now - last >= wall_period - tick / 2;
@@ -391,11 +421,31 @@ static void choose_modes(void)
         S.cpu_mode = CPU_SUSPEND; /* prof_sigsample_start logged why */
 }
 
+/* Starts keep_maps when the allocation walk wants it and the signal sampler does not run. */
+static void choose_maps_keeper(void)
+{
+    struct prof_walk_stats ws;
+    prof_walk_get_stats(&ws);
+    if (!(g_core.profiles & (PROFILE_ALLOC | PROFILE_LIVE)) || ws.mode == PROF_WALK_RUNTIME)
+        return;
+    int signal_runs = S.cpu_mode == CPU_SIGNAL && (g_core.profiles & PROFILE_CPU);
+    if (!signal_runs && (prof_codemap_init(g_cfg.max_frames) || prof_sigsample_maps_start())) {
+        prof_log(LOG_WARN, "allocation stacks: no memory map snapshot; they take the runtime's "
+                 "walk");
+        return;
+    }
+    S.keep_maps = 1;
+    if (!(g_core.profiles & (PROFILE_CPU | PROFILE_WALL)))
+        S.tick_ns = MAPS_KEEPER_NS; /* the thread only keeps the maps */
+}
+
 int prof_sampler_start(void)
 {
-    if (!(g_core.profiles & (PROFILE_CPU | PROFILE_WALL)))
+    int walks = (g_core.profiles & (PROFILE_ALLOC | PROFILE_LIVE)) != 0;
+    if (!(g_core.profiles & (PROFILE_CPU | PROFILE_WALL)) && !walks)
         return 0;
     choose_modes();
+    choose_maps_keeper();
     S.nseen = 8192;
     S.seen = calloc(S.nseen, sizeof *S.seen);
     if (!S.seen || ensure_capacity(64)) {

@@ -41,6 +41,7 @@ static struct {
     int nchunks;
     struct retired *ret;
     size_t nret, capret;
+    int maps_kept;   /* snapshots are taken and reclaimed (signal sampler or maps keeper) */
     int64_t maps_at;
     uint64_t maps_miss_seen;
     int maps_dirty;
@@ -264,7 +265,7 @@ static int cmp_code(const void *a, const void *b)
 
 void prof_sigsample_set_frameless(const uintptr_t (*ranges)[3], size_t n)
 {
-    if (!S.signo)
+    if (!S.maps_kept)
         return;
     struct prof_sig_codes *c = malloc(sizeof *c + (n ? n : 1) * sizeof c->c[0]);
     if (!c)
@@ -287,7 +288,7 @@ static int cmp_hidden(const void *a, const void *b)
 
 void prof_sigsample_set_hidden(const struct prof_sig_hidden *h, size_t n)
 {
-    if (!S.signo)
+    if (!S.maps_kept)
         return;
     struct prof_sig_hiddens *t = malloc(sizeof *t + (n ? n : 1) * sizeof t->h[0]);
     if (!t)
@@ -374,6 +375,7 @@ int prof_sigsample_start(int hz, int max_frames, int max_threads, int entries)
         return -e;
     }
     S.signo = sig;
+    S.maps_kept = 1;
     __atomic_store_n(&g_sig.self_walk, 1, __ATOMIC_RELEASE);
     prof_log(LOG_DEBUG, "cpu sampler: per-thread CPU timers on signal %d (%s)", sig,
              sigabbrev_np(sig));
@@ -533,6 +535,17 @@ int prof_sigsample_drain(prof_sigsample_fn fn, void *arg)
         if (S.th[i].timer >= 0)
             got += drain_ring(&S.th[i], fn, arg);
     return got;
+}
+
+int prof_sigsample_maps_start(void)
+{
+    if (!__atomic_load_n(&g_sig.maps, __ATOMIC_SEQ_CST))
+        refresh_maps(mono_ns());
+    if (!__atomic_load_n(&g_sig.maps, __ATOMIC_SEQ_CST))
+        return -1;
+    S.maps_kept = 1;
+    __atomic_store_n(&g_sig.self_walk, 1, __ATOMIC_RELEASE);
+    return 0;
 }
 
 void prof_sigsample_stop(void)

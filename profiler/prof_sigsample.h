@@ -53,8 +53,14 @@ typedef void (*prof_sigsample_fn)(void *arg, const struct prof_sigsample *s);
  * (-EBUSY: no free signal). `hz` is the CPU sampling rate per CPU-second of a thread; `entries` the
  * samples each thread's ring holds between two drains (2..PROF_SIG_MAX_ENTRIES). */
 int prof_sigsample_start(int hz, int max_frames, int max_threads, int entries);
-/* Deletes every timer; the handler stays installed and ignores whatever arrives late. */
+/* Deletes every timer; the handler stays installed and ignores whatever arrives late. Self-walks
+ * (prof_sig_walk_self) go back to the runtime's walk until prof_sigsample_maps_start. */
 void prof_sigsample_stop(void);
+/* Without the signal sampler (cpu profile off, or the stop-the-world sampler): takes the maps
+ * snapshot the allocation callback's self-walk needs and lets it walk; the caller then keeps the
+ * snapshot fresh with prof_sigsample_maintain, as the signal sampler does. 0, or -1 when
+ * /proc/self/maps cannot be read. */
+int prof_sigsample_maps_start(void);
 /* 1 while the installed handler of our signal is still ours. */
 int prof_sigsample_intact(void);
 /* Makes the sampled set equal to tids[0..n) (sorted in place): arms timers for new threads,

@@ -243,7 +243,9 @@ class StackBudget(unittest.TestCase):
             app.wait_ready()
             time.sleep(cls.SECONDS + 2)
             cls.table = app.json(f"/api/v1/allocations?seconds={cls.SECONDS}")
-            cls.uptime = app.json("/api/v1/status")["uptime_s"]
+            status = app.json("/api/v1/status")
+            cls.uptime = status["uptime_s"]
+            cls.self_status = status["self"]
             cls.truth = app.wait_truth(timeout=cls.SECONDS + 60)
         finally:
             app.stop()
@@ -268,6 +270,15 @@ class StackBudget(unittest.TestCase):
         sc = self.table.get("self_check")
         self.assertIsNotNone(sc, self.table.get("exact_note"))
         self.assertLess(abs(sc["ratio"] - 1), 0.10, sc)
+
+    def test_frame_pointer_walk_without_cpu_profile(self):
+        """The cpu profile is off here, so no signal sampler keeps the memory-map snapshot the
+        frame-pointer walk needs: the sampler thread keeps it for the allocation walks alone
+        (they took the runtime's walk, twice the callback's cost, before)."""
+        sw = self.table["stack_walk"]
+        self.assertEqual(sw["method"], "fp")
+        self.assertGreater(sw["frame_pointer"], 5 * sw["runtime"], sw)
+        self.assertEqual(self.self_status.get("cpu_sampler"), "off")
 
 
 if __name__ == "__main__":
