@@ -468,8 +468,8 @@ void prof_sampler_stop(void)
         return;
     __atomic_store_n(&g_stop, 1, __ATOMIC_RELEASE);
     pthread_join(S.thread, NULL);
-    if (S.cpu_mode == CPU_SIGNAL)
-        prof_sigsample_stop();
+    if (S.cpu_mode == CPU_SIGNAL || S.keep_maps)
+        prof_sigsample_stop(); /* and the allocation walks stop trusting the last snapshot */
     S.running = 0;
 }
 
