@@ -6,7 +6,7 @@
 # CPU microseconds per request of each server by shared object, then the functions whose
 # inclusive time differs most (libcoreclr, which ships without symbols, is grouped by the function
 # ranges of its .eh_frame), then clrscope's own functions. Needs perf (VMs: software clock only)
-# and wrk; JIT-compiled code is named through DOTNET_PerfMapEnabled=1.
+# and wrk; JIT-compiled code is named through DOTNET_PerfMapEnabled=1. KEEP=DIR keeps the data.
 #   CLRSCOPE_PROFILES=alloc bench/perf_pair.sh build
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -62,3 +62,6 @@ for side in with without; do
   perf script -i "$tmp/$side.data" -F comm,period,ip,sym,dso 2>/dev/null >"$tmp/$side.script"
 done
 python3 bench/perf_pair.py "$tmp"
+if [ -n "${KEEP:-}" ]; then  # KEEP=DIR keeps the recordings, scripts and stats for a closer look
+  mkdir -p "$KEEP" && cp "$tmp"/* "$KEEP"/ && echo "perf_pair: recordings kept in $KEEP"
+fi
