@@ -21,7 +21,8 @@ app="$build/apps/webapp/WebApp.dll"
 coreclr=$(dotnet --list-runtimes | awk '/^Microsoft.NETCore.App 10\./ {gsub(/[][]/, "", $3); p = $3 "/" $2} END {print p "/libcoreclr.so"}')
 [ -f "$coreclr" ] || { echo "perf_pair: libcoreclr.so of .NET 10 not found" >&2; exit 1; }
 tmp=$(mktemp -d)
-trap 'kill $a $b 2>/dev/null || true; rm -rf "$tmp"' EXIT
+a= b=
+trap 'kill ${a:-} ${b:-} 2>/dev/null || true; rm -rf "$tmp"' EXIT
 cat > "$tmp/mix.lua" <<'EOF'
 local paths = {"/json", "/alloc", "/cpu"}
 local i = 0
