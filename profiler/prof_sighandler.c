@@ -158,6 +158,18 @@ struct self_walk {
     int calibrate;
 };
 
+/* Whether w could be the return address of a frame record: code the snapshot knows, or an
+ * address no writable mapping holds (code mapped since the snapshot). A saved copy of rbp
+ * followed by a register holding a stack or heap pointer or a small number is no record: the
+ * runtime's allocation helper on .NET 8 and 9 keeps such copies in its own frame, and every walk
+ * through it doubted its leaf. */
+static int could_return(const struct prof_sig_maps *m, uintptr_t w)
+{
+    if (find_range(m->exec, m->nexec, w))
+        return 1;
+    return w >= 0x10000 && !find_range(m->rw, m->nrw, w);
+}
+
 /* The frame at bp returns to x and its caller's frame is at next (> bp): appends the record the
  * chain passes over there if the table places one, or, where the table is silent and the walk
  * calibrates (or `probe` asks it to), notes the records that could be it (probes). Returns -1
@@ -199,7 +211,7 @@ static int hidden_after(uintptr_t *ips, uint32_t *n, uint32_t max, uintptr_t bp,
             uintptr_t a = bp + 16 + 8 * i;
             if (a + 16 > end)
                 break;
-            seen = load_word(a) == next;
+            seen = load_word(a) == next && could_return(m, load_word(a + 8));
         }
         if (!seen)
             return 0;

@@ -250,7 +250,10 @@ static void pump(uint32_t *tids, size_t n, struct got *g, int ms)
  * runtime (the self-walk leaves it out). hiding_stub(arg, fn) pushes rbp (and rbx, and leaves a
  * 40-byte hole) without making rbp its frame pointer, as the runtime's stubs do: the frames it
  * calls chain straight past its caller, whose record lies 64 bytes above stub_inner's frame.
- * framed_stub(arg, fn) makes its own frame (and zeroes its hole): nothing is hidden. */
+ * framed_stub(arg, fn) makes its own frame (and zeroes its hole): nothing is hidden.
+ * copying_stub(arg, fn) makes its own frame too, but keeps a copy of its rbp in its hole followed
+ * by a stack pointer, as the runtime's allocation helper on .NET 8 and 9 keeps saved registers:
+ * no record, nothing hidden. */
 __asm__(".pushsection clrscope_fake_runtime,\"ax\",@progbits\n"
         ".p2align 4\n"
         "hiding_stub:\n"
@@ -276,9 +279,24 @@ __asm__(".pushsection clrscope_fake_runtime,\"ax\",@progbits\n"
         "  call *%rsi\n"
         "  leave\n"
         "  ret\n"
+        ".p2align 4\n"
+        "copying_stub:\n"
+        "  push %rbp\n"
+        "  mov %rsp, %rbp\n"
+        "  sub $48, %rsp\n"
+        "  movq $0, (%rsp)\n"
+        "  movq $0, 8(%rsp)\n"
+        "  mov %rbp, 16(%rsp)\n"
+        "  mov %rsp, 24(%rsp)\n"
+        "  movq $0, 32(%rsp)\n"
+        "  movq $0, 40(%rsp)\n"
+        "  call *%rsi\n"
+        "  leave\n"
+        "  ret\n"
         ".popsection\n");
 void hiding_stub(void *arg, void (*fn)(void *));
 void framed_stub(void *arg, void (*fn)(void *));
+void copying_stub(void *arg, void (*fn)(void *));
 extern const char __start_clrscope_fake_runtime[], __stop_clrscope_fake_runtime[];
 
 struct self_case {
@@ -298,10 +316,13 @@ __attribute__((noinline, section("clrscope_fake_runtime"))) static void stub_inn
 }
 
 /* the app's method that calls a stub */
+/* the app's method that calls a stub: 0 framed_stub, 1 hiding_stub, 2 copying_stub */
 __attribute__((noinline)) static void app_frame(struct self_case *c, int hiding)
 {
-    if (hiding)
+    if (hiding == 1)
         hiding_stub(c, stub_inner);
+    else if (hiding == 2)
+        copying_stub(c, stub_inner);
     else
         framed_stub(c, stub_inner);
     sink++;
@@ -364,6 +385,17 @@ static void test_hidden_stub(void)
     CHECK(!(c.flags & PROF_SIG_F_STUB_UNKNOWN) && c.n > 0 && in_app_frame(c.ips[0]),
           "\"nothing hidden\" published for a stub that hides nothing: trusted (flags %#x)",
           c.flags);
+
+    /* a copy of rbp followed by a stack pointer is no record: "nothing hidden" stays trusted */
+    self_walk(&c, 2, 1);
+    uintptr_t z = c.out.stub;
+    CHECK(c.n > 0 && in_app_frame(c.ips[0]), "the copying stub chains to the app's frame");
+    h = (struct prof_sig_hidden){.ra = z, .off = 0};
+    prof_sigsample_set_hidden(&h, 1);
+    self_walk(&c, 2, 0);
+    CHECK(!(c.flags & PROF_SIG_F_STUB_UNKNOWN) && c.n > 0 && in_app_frame(c.ips[0]),
+          "\"nothing hidden\" for a stub keeping a copy of rbp and a stack pointer: trusted "
+          "(flags %#x)", c.flags);
     prof_sigsample_set_hidden(&h, 0);
 }
 
