@@ -12,16 +12,11 @@ warm=${WARM:-15}
 command -v wrk >/dev/null || { echo "alloc_walk_check: wrk not installed (tools/deps.sh test)" >&2; exit 1; }
 port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
 err=$(mktemp)
-lua=$(mktemp --suffix=.lua)
-cat >"$lua" <<'LUA'
-local paths = {"/json", "/alloc", "/cpu"}
-local i = 0
-request = function() i = i % #paths + 1; return wrk.format("GET", paths[i]) end
-LUA
+lua=bench/webapp_mix.lua
 CLRSCOPE_PORT=0 CLRSCOPE_ALLOC_WALK=check "$build/clrscope" run -- \
   dotnet "$build/apps/webapp/WebApp.dll" --urls "http://127.0.0.1:$port" >/dev/null 2>"$err" &
 app=$!
-trap 'kill $app 2>/dev/null; wait $app 2>/dev/null; rm -f "$err" "$lua"' EXIT
+trap 'kill $app 2>/dev/null; wait $app 2>/dev/null; rm -f "$err"' EXIT
 dash=""
 for _ in $(seq 100); do
   dash=$(grep -o 'http://127.0.0.1:[0-9]*/' "$err" | head -1 || true)

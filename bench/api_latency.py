@@ -7,7 +7,6 @@ import os
 import socket
 import subprocess
 import sys
-import tempfile
 import time
 import urllib.request
 
@@ -29,10 +28,7 @@ with socket.socket() as s:
     port = s.getsockname()[1]
 base = f"http://127.0.0.1:{port}"
 app = App(build, ["dotnet", webapp, "--urls", base])
-script = tempfile.NamedTemporaryFile("w", suffix=".lua", delete=False)
-script.write('local p = {"/json", "/alloc", "/cpu"}\nlocal i = 0\n'
-             'request = function() i = i % #p + 1 return wrk.format("GET", p[i]) end\n')
-script.close()
+mix = os.path.join(os.path.dirname(os.path.abspath(__file__)), "webapp_mix.lua")
 try:
     deadline = time.time() + 60
     while True:
@@ -45,7 +41,7 @@ try:
             raise SystemExit("the WebApp did not start")
     dash = app.dashboard()
     load = subprocess.Popen(["wrk", "-t1", "-c16", f"-d{WARMUP + N * len(ENDPOINTS) // 5 + 60}s",
-                             "-s", script.name, base], stdout=subprocess.DEVNULL)
+                             "-s", mix, base], stdout=subprocess.DEVNULL)
     time.sleep(WARMUP)
     lat = {e: [] for e in ENDPOINTS}
     for i in range(N):
@@ -67,4 +63,3 @@ try:
         print(f"| `/{e}` | {xs[len(xs) // 2]:.1f} | {p99:.1f} | {xs[-1]:.1f} |")
 finally:
     app.stop()
-    os.unlink(script.name)

@@ -50,14 +50,7 @@ DOTNET_TRACE = os.environ.get("DOTNET_TRACE", "")
 if not (DOTNET_TRACE and os.access(DOTNET_TRACE, os.X_OK)):
     CONFIGS = [c for c in CONFIGS if c != "dotnet-trace"]
 
-WRK_SCRIPT = """
-local paths = {"/json", "/alloc", "/cpu"}
-local i = 0
-request = function()
-  i = i % #paths + 1
-  return wrk.format("GET", paths[i])
-end
-"""
+WRK_SCRIPT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "webapp_mix.lua")
 
 
 def free_port():
@@ -210,20 +203,16 @@ def quart(xs):
 
 
 def main():
-    script = tempfile.NamedTemporaryFile("w", suffix=".lua", delete=False)
-    script.write(WRK_SCRIPT)
-    script.close()
     cfgs = [c for c in CONFIGS if c != "none"]
     runs = {c: [] for c in cfgs}
     base_of = {c: [] for c in cfgs}
     for r in range(ROUNDS):
         order = cfgs[r % len(cfgs):] + cfgs[:r % len(cfgs)]
         for cfg in order:
-            b, x = paired_run(cfg, script.name, flip=bool(r % 2))
+            b, x = paired_run(cfg, WRK_SCRIPT, flip=bool(r % 2))
             base_of[cfg].append(b)
             runs[cfg].append(x)
         print(f"round {r + 1}/{ROUNDS} done", file=sys.stderr, flush=True)
-    os.unlink(script.name)
     if os.environ.get("RAW"):
         with open(os.environ["RAW"], "w") as f:
             json.dump({"runs": runs, "baselines": base_of}, f, indent=1)

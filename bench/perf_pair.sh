@@ -23,14 +23,6 @@ coreclr=$(dotnet --list-runtimes | awk '/^Microsoft.NETCore.App 10\./ {gsub(/[][
 tmp=$(mktemp -d)
 a= b=
 trap 'kill ${a:-} ${b:-} 2>/dev/null || true; rm -rf "$tmp"' EXIT
-cat > "$tmp/mix.lua" <<'EOF'
-local paths = {"/json", "/alloc", "/cpu"}
-local i = 0
-request = function()
-  i = i % #paths + 1
-  return wrk.format("GET", paths[i])
-end
-EOF
 port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
 p1=$(port); p2=$(port)
 env DOTNET_PerfMapEnabled=1 CORECLR_ENABLE_PROFILING=1 \
@@ -45,8 +37,8 @@ for _ in $(seq 100); do
   sleep 0.2
 done
 total=$((warm + secs + 5))
-taskset -c 0 wrk -t1 -c16 -d"${total}s" -s "$tmp/mix.lua" "http://127.0.0.1:$p1/" >/dev/null &
-taskset -c 0 wrk -t1 -c16 -d"${total}s" -s "$tmp/mix.lua" "http://127.0.0.1:$p2/" >/dev/null &
+taskset -c 0 wrk -t1 -c16 -d"${total}s" -s bench/webapp_mix.lua "http://127.0.0.1:$p1/" >/dev/null &
+taskset -c 0 wrk -t1 -c16 -d"${total}s" -s bench/webapp_mix.lua "http://127.0.0.1:$p2/" >/dev/null &
 sleep "$warm"
 curl -s "http://127.0.0.1:$p1/stats" >"$tmp/with.stats"; echo >>"$tmp/with.stats"
 curl -s "http://127.0.0.1:$p2/stats" >"$tmp/without.stats"; echo >>"$tmp/without.stats"
