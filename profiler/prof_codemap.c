@@ -416,8 +416,8 @@ int prof_codemap_returns(const uintptr_t *ra, int n, uint64_t found, uint64_t ho
 
 int prof_codemap_init(int max_frames)
 {
-    if (C.pool && C.order && C.cache && C.frames)
-        return 0; /* already (the signal sampler, then the maps keeper after its fallback) */
+    if (C.pool) /* already (the signal sampler, then the maps keeper); all four or none */
+        return 0;
     C.max_frames = max_frames;
     C.cap = CODEMAP_MAX_CODES;
     C.pool = malloc(C.cap * sizeof *C.pool);
