@@ -184,6 +184,8 @@ def paired_run(cfg, script, flip):
             r = {"rps": rps, "p99_ms": p99, "errors": errors,
                  "cpu_per_1k": (b["cpu_s"] - a["cpu_s"]) / max(1, b["served"] - a["served"]) * 1000,
                  "rss": rss_bytes(srv.proc.pid)}
+            if "gc_pause_ms" in a and b["gen0"] > a["gen0"]:
+                r["pause_per_gc_ms"] = (b["gc_pause_ms"] - a["gc_pause_ms"]) / (b["gen0"] - a["gen0"])
             if "self_cpu_s" in a and "self_cpu_s" in b:
                 r["self_cpu_share"] = ((b["self_cpu_s"] - a["self_cpu_s"])
                                        / max(1e-9, b["cpu_s"] - a["cpu_s"]))
@@ -228,14 +230,25 @@ def main():
           f"{statistics.median(x['cpu_per_1k'] for x in base) * 1000:.1f} ms CPU per 1000 requests, "
           f"RSS {statistics.median(x['rss'] for x in base) / 2**20:.0f} MiB")
     print()
-    print("| profiles | throughput | p99 latency | server CPU per request | clrscope threads' CPU "
-          "share | RSS delta |")
-    print("|---|---|---|---|---|---|")
+    pauses = [x["pause_per_gc_ms"] for x in base if "pause_per_gc_ms" in x]
+    if pauses:
+        print(f"GC pause without profiler: {statistics.median(pauses) * 1000:.0f} us per collection")
+    print()
+    print("| profiles | throughput | p99 latency | server CPU per request | GC pause per collection "
+          "| clrscope threads' CPU share | RSS delta |")
+    print("|---|---|---|---|---|---|---|")
     for cfg in cfgs:
         cells = []
         for key in ("rps", "p99_ms", "cpu_per_1k"):
             m, lo, hi = quart([a[key] / b[key] for a, b in zip(runs[cfg], base_of[cfg])])
             cells.append(f"{m:.3f} ({lo:.3f}..{hi:.3f})")
+        pr = [a["pause_per_gc_ms"] / b["pause_per_gc_ms"] for a, b in zip(runs[cfg], base_of[cfg])
+              if a.get("pause_per_gc_ms") and b.get("pause_per_gc_ms")]
+        if pr:
+            m, lo, hi = quart(pr)
+            cells.append(f"{m:.3f} ({lo:.3f}..{hi:.3f})")
+        else:
+            cells.append("–")
         share = [x.get("self_cpu_share") for x in runs[cfg] if x.get("self_cpu_share") is not None]
         drss = [a["rss"] - b["rss"] for a, b in zip(runs[cfg], base_of[cfg])]
         cells.append(f"{statistics.median(share) * 100:.2f} %" if share else "–")

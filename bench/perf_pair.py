@@ -60,10 +60,24 @@ def read_samples(path):
         yield comm, period, frames
 
 
-def requests(side):
+def stats(side):
     with open(os.path.join(D, f"{side}.stats")) as f:
-        first, last = [json.loads(line) for line in f if line.strip()][:2]
+        return [json.loads(line) for line in f if line.strip()][:2]
+
+
+def requests(side):
+    first, last = stats(side)
     return last["served"] - first["served"], last["cpu_s"] - first["cpu_s"]
+
+
+def gc_line(side, n):
+    """Collections per 1000 requests and the runtime's own pause time per collection."""
+    first, last = stats(side)
+    gcs = last["gen0"] - first["gen0"]
+    if gcs <= 0 or "gc_pause_ms" not in last:
+        return ""
+    pause = (last["gc_pause_ms"] - first["gc_pause_ms"]) / gcs
+    return f"; {gcs / n * 1000:.1f} GCs per 1000 requests, {pause * 1000:.0f} us pause per GC"
 
 
 def profile(side):
@@ -89,7 +103,7 @@ def main():
         prof[side] = profile(side)
         print(f"{side:8s} clrscope: {n} requests, {cpu / n * 1e6:.1f} us CPU per request "
               f"(the app's own clock), perf saw "
-              f"{sum(prof[side][0].values()) / 1e3 / n:.1f} us per request")
+              f"{sum(prof[side][0].values()) / 1e3 / n:.1f} us per request" + gc_line(side, n))
 
     def us(side, table, key):
         return prof[side][table][key] / 1e3 / nreq[side]

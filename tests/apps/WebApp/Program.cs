@@ -4,7 +4,7 @@
 //   GET /alloc  builds and discards ~64 KB of strings, lists and arrays: allocation-heavy
 //   GET /cpu    hashes a buffer 200 times: CPU-bound
 //   GET /health "ok" (readiness)
-//   GET /stats  the process's own counters: requests served, CPU seconds, GC counts
+//   GET /stats  the process's own counters: requests served, CPU seconds, GC counts, GC pause
 //
 // Run: dotnet WebApp.dll --urls http://127.0.0.1:PORT   (logging is at Warning: no per-request
 // console output to distort the measurement).
@@ -47,7 +47,8 @@ app.MapGet("/stats", () =>
     return Results.Text(
         $"{{\"served\":{Interlocked.Read(ref served)},\"cpu_s\":{p.TotalProcessorTime.TotalSeconds:F4}," +
         $"\"gen0\":{GC.CollectionCount(0)},\"gen2\":{GC.CollectionCount(2)}," +
-        $"\"allocated\":{GC.GetTotalAllocatedBytes()}}}", "application/json");
+        $"\"allocated\":{GC.GetTotalAllocatedBytes()}," +
+        $"\"gc_pause_ms\":{GC.GetTotalPauseDuration().TotalMilliseconds:F3}}}", "application/json");
 });
 
 app.Run();
