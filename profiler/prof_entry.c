@@ -98,7 +98,7 @@ static HRESULT cb_thread_name_changed(void *self, ThreadID t, ULONG cch, WCHAR *
 static HRESULT cb_gc_started(void *self, int cgen, BOOL *collected, int reason)
 {
     (void)self;
-    prof_gc_started(cgen, collected, reason);
+    (void)reason;
     prof_live_gc_started(cgen, collected);
     return S_OK;
 }
@@ -106,7 +106,6 @@ static HRESULT cb_gc_started(void *self, int cgen, BOOL *collected, int reason)
 static HRESULT cb_gc_finished(void *self)
 {
     (void)self;
-    prof_gc_finished();
     prof_live_gc_finished();
     prof_counters_gc_finished();
     return S_OK;

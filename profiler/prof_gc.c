@@ -17,12 +17,12 @@
 #include "prof_store.h"
 
 #define GC_SLOTS    1024u         /* GCs that may start between two ticks without a drop */
-#define PAUSE_SLOTS 16u           /* threads suspending the runtime for a GC at once */
-#define USER_SLOTS  32u           /* app threads inside a blocking GC at once */
+#define PAUSE_SLOTS 16u           /* threads suspending the runtime at once */
 #define SETTLE_NS   200000000LL   /* a GC's trailing events come within this after GCEnd */
 #define STUCK_NS    30000000000LL /* a GC without GCEnd for this long is reported incomplete */
-#define STALE_NS    60000000000LL /* a pause/user slot older than this may be taken over */
+#define STALE_NS    60000000000LL /* a pause slot older than this may be taken over */
 #define NAME_CHECKS 3             /* ticks during which a new thread's name is re-read */
+#define CPU_EVERY   32u           /* app-thread GC pauses per one read of the thread's CPU clock */
 
 /* Relaxed atomics: every field shared with runtime threads goes through these. */
 #define LD(x)     __atomic_load_n(&(x), __ATOMIC_RELAXED)
@@ -49,16 +49,16 @@ struct gc_slot {
     uint64_t heaps_seen; /* GCPerHeapHistory heap indexes already added (bit per heap < 64) */
 };
 
+/* One thread's suspension of the runtime, from GCSuspendEEBegin to GCRestartEEEnd. A slot stays
+ * its thread's after the end (PS_ENDED: free for any thread to claim), so that an end delivered
+ * twice (a second in-process session) is told from an end without a beginning. */
+enum { PS_GC = 1, PS_ENDED = 2, PS_APP = 4 /* a GC run by an app thread */ };
 struct pause_slot {
-    uint32_t tid; /* 0 = free; claimed with a CAS */
+    uint32_t tid; /* 0 = never used; claimed with a CAS */
+    uint32_t flags;
     int64_t t_begin;
+    int64_t cpu_begin; /* the suspending app thread's CPU clock, -1 = not measured */
     uint64_t starts_at_begin;
-};
-
-struct user_slot {
-    uint32_t tid; /* 0 = free */
-    int64_t cpu_begin;
-    int64_t t_begin;
 };
 
 struct thr {
@@ -71,11 +71,11 @@ struct thr {
 static struct {
     struct gc_slot slots[GC_SLOTS];
     struct pause_slot pause[PAUSE_SLOTS];
-    struct user_slot user[USER_SLOTS];
     uint64_t by_depth[3], background, induced, starts, first_number;
     uint64_t last_started, last_fg, last_bg;
     uint64_t pause_ns_total, lost_pauses;
-    int64_t user_cpu_ns_total;
+    /* app threads' GC pauses: wall time of all, wall and CPU time of those measured both ways */
+    uint64_t user_pauses, user_wall_ns, user_sampled_wall_ns, user_sampled_cpu_ns;
     uint64_t unpaired, lost_user;
     uint64_t heap[GC_NHEAPS];
     uint32_t heap_count;
@@ -93,7 +93,10 @@ static struct {
     uint64_t untracked; /* threads left out of the table at the last tick */
     int gc_threads, server_threads, server_seen;
     /* baselines */
-    int64_t prev_proc, prev_user, prev_mono;
+    int64_t prev_proc, prev_mono;
+    uint64_t prev_user_wall, prev_sampled_wall, prev_sampled_cpu;
+    double cpu_per_wall;   /* app threads' CPU per second of their GC pauses (estimate, <= 1) */
+    double user_cpu_total; /* seconds, the sum of the per-second estimates */
     uint64_t prev_pause, prev_depth[3];
     int64_t threads_cpu_total, proc_cpu_total;
     /* per-second ring */
@@ -113,12 +116,16 @@ static struct {
 
 /* Which kind of thread is running us: a dedicated GC thread or anything else. The name is asked
  * once per thread (a system call, three per GC: 0.1 % of an ASP.NET Core server's CPU); a thread
- * that was "anything else" is asked again every 64th time, in case it was named since. */
+ * that was "anything else" is asked again at its 64th and 4096th call, in case it was named
+ * since, and then no more: this runs inside GC pauses, where every system call is a chance for
+ * the kernel to switch to another thread (see on_suspend_begin). */
 static int self_kind(void)
 {
     static __thread int kind = -1;
     static __thread uint32_t calls;
-    if (kind > THR_OTHER || (kind == THR_OTHER && ++calls % 64))
+    if (kind > THR_OTHER)
+        return kind;
+    if (kind == THR_OTHER && ++calls != 64 && calls != 4096)
         return kind;
     char name[17] = "";
     kind = THR_OTHER;
@@ -155,7 +162,7 @@ static uint64_t u64_at(const BYTE *d, ULONG len, ULONG off)
     return v;
 }
 
-/* Claims the slot of `tid` in a small table (its own, a free one, or a stale one). */
+/* Claims the slot of `tid` in a small table: its own, then one never used, ended or stale. */
 static struct pause_slot *pause_claim(uint32_t tid, int64_t now)
 {
     for (unsigned i = 0; i < PAUSE_SLOTS; i++)
@@ -163,7 +170,7 @@ static struct pause_slot *pause_claim(uint32_t tid, int64_t now)
             return &E.pause[i];
     for (unsigned i = 0; i < PAUSE_SLOTS; i++) {
         uint32_t cur = LD(E.pause[i].tid);
-        if (cur && now - LD(E.pause[i].t_begin) < STALE_NS)
+        if (cur && !(LD(E.pause[i].flags) & PS_ENDED) && now - LD(E.pause[i].t_begin) < STALE_NS)
             continue;
         if (__atomic_compare_exchange_n(&E.pause[i].tid, &cur, tid, 0, __ATOMIC_ACQ_REL,
                                         __ATOMIC_RELAXED))
@@ -178,56 +185,6 @@ static struct pause_slot *pause_find(uint32_t tid)
         if (LD(E.pause[i].tid) == tid)
             return &E.pause[i];
     return NULL;
-}
-
-static struct user_slot *user_claim(uint32_t tid, int64_t now)
-{
-    for (unsigned i = 0; i < USER_SLOTS; i++)
-        if (LD(E.user[i].tid) == tid)
-            return &E.user[i];
-    for (unsigned i = 0; i < USER_SLOTS; i++) {
-        uint32_t cur = LD(E.user[i].tid);
-        if (cur && now - LD(E.user[i].t_begin) < STALE_NS)
-            continue;
-        if (__atomic_compare_exchange_n(&E.user[i].tid, &cur, tid, 0, __ATOMIC_ACQ_REL,
-                                        __ATOMIC_RELAXED))
-            return &E.user[i];
-    }
-    return NULL;
-}
-
-void prof_gc_started(int cgen, const BOOL *collected, int reason)
-{
-    (void)cgen;
-    (void)collected;
-    (void)reason;
-    if (!LD(E.enabled) || self_kind() != THR_OTHER)
-        return; /* a dedicated GC thread: its CPU is read from its own clock every second */
-    int64_t now = prof_now_ns();
-    struct user_slot *u = user_claim(prof_self_tid(), now);
-    if (!u) {
-        ADD(E.lost_user, 1);
-        return;
-    }
-    ST(u->t_begin, now);
-    ST(u->cpu_begin, self_cpu_ns());
-}
-
-void prof_gc_finished(void)
-{
-    if (!LD(E.enabled) || self_kind() != THR_OTHER)
-        return;
-    uint32_t tid = prof_self_tid();
-    for (unsigned i = 0; i < USER_SLOTS; i++) {
-        if (LD(E.user[i].tid) != tid)
-            continue;
-        int64_t begin = LD(E.user[i].cpu_begin), end = self_cpu_ns();
-        if (begin >= 0 && end >= begin)
-            ADD(E.user_cpu_ns_total, end - begin);
-        __atomic_store_n(&E.user[i].tid, 0, __ATOMIC_RELEASE);
-        return;
-    }
-    ADD(E.unpaired, 1);
 }
 
 static struct gc_slot *slot_of(uint64_t number)
@@ -362,36 +319,61 @@ static void on_per_heap_history(const BYTE *d, ULONG len)
 
 /* GCSuspendEEBegin: the runtime starts stopping threads. Reasons 1 (ForGC) and 6 (ForGCPrep) are
  * the GC's; others (our own sampler's SuspendRuntime, the debugger) are not pauses of the GC.
- * Begin and end are paired per thread: another thread's suspension event may interleave. */
+ * Begin and end are paired per thread: another thread's suspension event may interleave.
+ *
+ * An app thread that suspends the runtime runs the GC itself (workstation GC); the CPU it burns
+ * there is the wall time of its pause times the CPU per wall second measured on every CPU_EVERY-th
+ * such pause, whose thread CPU clock is read here and at GCRestartEEEnd. Not on every pause:
+ * reading a thread's CPU clock is a system call that brings the kernel's accounting of the
+ * running thread up to date, and when its time slice is used up the kernel switches to another
+ * runnable thread right there, with the thread holding the GC (and, past SuspendEE, every other
+ * thread) waiting. Read at every pause, on a core shared with another server
+ * (bench/aspnet_overhead.sh), a quarter of the GCs were switched out and the app's own
+ * GC.GetTotalPauseDuration() per GC grew 2x (1.2x without the reads). */
 static void on_suspend_begin(const BYTE *d, ULONG len, int64_t now)
 {
     uint32_t reason = u32_at(d, len, 0);
-    uint32_t tid = prof_self_tid();
-    if (reason != 1 && reason != 6) {
-        struct pause_slot *p = pause_find(tid);
-        if (p)
-            __atomic_store_n(&p->tid, 0, __ATOMIC_RELEASE);
-        return;
-    }
-    struct pause_slot *p = pause_claim(tid, now);
+    int gc = reason == 1 || reason == 6;
+    /* a dedicated GC thread's CPU is read from its own clock every second */
+    int app = gc && self_kind() == THR_OTHER;
+    struct pause_slot *p = pause_claim(prof_self_tid(), now);
     if (!p) {
-        ADD(E.lost_pauses, 1);
+        if (gc)
+            ADD(E.lost_pauses, 1);
+        if (app)
+            ADD(E.lost_user, 1);
         return;
     }
     ST(p->t_begin, now);
     ST(p->starts_at_begin, __atomic_load_n(&E.starts, __ATOMIC_ACQUIRE));
+    ST(p->cpu_begin, app && ADD(E.user_pauses, 1) % CPU_EVERY == 0 ? self_cpu_ns() : -1);
+    __atomic_store_n(&p->flags, (gc ? PS_GC : 0) | (app ? PS_APP : 0), __ATOMIC_RELEASE);
 }
 
 static void on_restart_end(int64_t now)
 {
     struct pause_slot *p = pause_find(prof_self_tid());
-    if (!p)
+    if (!p) {
+        ADD(E.unpaired, 1);
         return;
+    }
+    uint32_t flags = __atomic_load_n(&p->flags, __ATOMIC_ACQUIRE);
+    if (flags & PS_ENDED)
+        return; /* delivered twice (second session) */
     int64_t ns = now - LD(p->t_begin);
     uint64_t started_before = LD(p->starts_at_begin);
-    __atomic_store_n(&p->tid, 0, __ATOMIC_RELEASE);
-    if (ns < 0)
+    int64_t cpu_begin = LD(p->cpu_begin);
+    __atomic_store_n(&p->flags, flags | PS_ENDED, __ATOMIC_RELEASE);
+    if (!(flags & PS_GC) || ns < 0)
         return;
+    if (flags & PS_APP) {
+        int64_t cpu_end = cpu_begin >= 0 ? self_cpu_ns() : -1;
+        if (cpu_end >= cpu_begin && cpu_begin >= 0) {
+            ADD(E.user_sampled_cpu_ns, (uint64_t)(cpu_end - cpu_begin));
+            ADD(E.user_sampled_wall_ns, (uint64_t)ns);
+        }
+        ADD(E.user_wall_ns, (uint64_t)ns);
+    }
     ADD(E.pause_ns_total, (uint64_t)ns);
     /* a GC that started inside this pause owns it (the newest, for a background GC preceded by
      * an ephemeral one); otherwise it is the final pause of the running background GC */
@@ -719,7 +701,8 @@ void prof_gc_tick(double now_unix)
     int n_gc = 0, server = 0; /* dedicated GC threads, of which server GC threads */
     uint64_t untracked = 0;
     int64_t threads = scan_gc_threads(now_unix, &n_gc, &server, &untracked);
-    int64_t user = LD(E.user_cpu_ns_total);
+    uint64_t uwall = LD(E.user_wall_ns), swall = LD(E.user_sampled_wall_ns);
+    uint64_t scpu = LD(E.user_sampled_cpu_ns);
     uint64_t pause = LD(E.pause_ns_total);
     uint64_t depth[3];
     for (int g = 0; g < 3; g++)
@@ -730,7 +713,16 @@ void prof_gc_tick(double now_unix)
     s.dt = (double)(mono - G.prev_mono) / 1e9;
     s.process_cpu_s = (double)(proc - G.prev_proc) / 1e9;
     s.gc_threads_cpu_s = (double)threads / 1e9;
-    s.gc_user_cpu_s = (double)(user - G.prev_user) / 1e9;
+    /* CPU per wall second of the pauses measured both ways, smoothed over a few seconds; a
+     * thread cannot burn more CPU than the wall time it ran for */
+    if (swall > G.prev_sampled_wall) {
+        double r = (double)(scpu - G.prev_sampled_cpu) / (double)(swall - G.prev_sampled_wall);
+        if (r > 1)
+            r = 1;
+        G.cpu_per_wall = G.cpu_per_wall < 0 ? r : 0.7 * G.cpu_per_wall + 0.3 * r;
+    }
+    s.gc_user_cpu_s = (double)(uwall - G.prev_user_wall) / 1e9 *
+                      (G.cpu_per_wall < 0 ? 1.0 : G.cpu_per_wall);
     s.gc_cpu_s = s.gc_threads_cpu_s + s.gc_user_cpu_s;
     s.pause_s = (double)(pause - G.prev_pause) / 1e9;
     for (int g = 0; g < GC_NHEAPS; g++)
@@ -747,7 +739,10 @@ void prof_gc_tick(double now_unix)
     G.proc_cpu_total += proc - G.prev_proc;
     G.prev_mono = mono;
     G.prev_proc = proc;
-    G.prev_user = user;
+    G.prev_user_wall = uwall;
+    G.prev_sampled_wall = swall;
+    G.prev_sampled_cpu = scpu;
+    G.user_cpu_total += s.gc_user_cpu_s;
     G.prev_pause = pause;
     memcpy(G.prev_depth, depth, sizeof depth);
     G.secs[(G.sec_head + G.sec_n) % G.sec_cap] = s;
@@ -781,6 +776,7 @@ void prof_gc_init(void)
     read_gc_config();
     G.prev_mono = prof_now_ns();
     G.prev_proc = prof_process_cpu_ns();
+    G.cpu_per_wall = -1; /* none measured yet: wall time */
     G.ready = 1;
     __atomic_store_n(&E.enabled, 1, __ATOMIC_RELEASE);
 }
@@ -820,7 +816,7 @@ static void fill_totals(struct prof_gc_totals *t)
     t->induced = LD(E.induced);
     t->first_number = LD(E.first_number);
     t->pause_s = (double)LD(E.pause_ns_total) / 1e9;
-    t->gc_user_cpu_s = (double)LD(E.user_cpu_ns_total) / 1e9;
+    t->gc_user_cpu_s = G.user_cpu_total;
     t->gc_threads_cpu_s = (double)G.threads_cpu_total / 1e9;
     t->process_cpu_s = (double)G.proc_cpu_total / 1e9;
     for (int g = 0; g < GC_NHEAPS; g++)

@@ -4,9 +4,10 @@
  * GC CPU = CPU of the runtime's dedicated GC threads (".NET Server GC", ".NET BGC", found by name
  * under /proc/self/task and read with their thread CPU clocks once a second)
  *        + CPU burned by app threads while they run a blocking GC themselves (workstation GC):
- *          CLOCK_THREAD_CPUTIME_ID read in GarbageCollectionStarted and again in
- *          GarbageCollectionFinished on the same thread. Callbacks delivered on a dedicated GC
- *          thread are skipped there (that thread is already counted), so nothing counts twice.
+ *          CLOCK_THREAD_CPUTIME_ID read at GCSuspendEEBegin and again at GCRestartEEEnd on the
+ *          thread suspending the runtime for a GC (not inside the pause: see on_suspend_begin).
+ *          Suspensions by a dedicated GC thread are skipped there (that thread is already
+ *          counted), so nothing counts twice.
  * Process CPU comes from CLOCK_PROCESS_CPUTIME_ID, the same clock family.
  *
  * Per-GC records come from the runtime's GC events (GCStart, GCEnd, GCHeapStats,
@@ -15,7 +16,7 @@
  * slots with atomics (no malloc, no lock); clrscope-agg turns finished slots into records once a
  * second (prof_gc_tick), together with one per-second record of CPU, pause and heap sizes.
  *
- * Contexts: prof_gc_started/finished/on_event run on runtime threads (app or GC threads, possibly
+ * Contexts: prof_gc_on_event runs on runtime threads (app or GC threads, possibly
  * while the runtime is suspended): lock-free, no allocation, no I/O. prof_gc_tick runs on
  * clrscope-agg. prof_gc_view/prof_gc_get_totals run on web threads and copy data out under a
  * mutex that clrscope-agg holds only for microseconds.
@@ -75,7 +76,7 @@ struct prof_gc_totals {
     int heap_count;               /* GC heaps; before the first GC: server GC threads, or 1 */
     int gc_threads;               /* dedicated GC threads alive at the last tick */
     uint64_t dropped_collections; /* per-GC records overwritten before clrscope-agg read them */
-    uint64_t unpaired_callbacks;  /* GarbageCollectionFinished without a Started on the thread */
+    uint64_t unpaired_callbacks;  /* GCRestartEEEnd without a GCSuspendEEBegin on the thread */
     uint64_t lost_pauses;         /* GC pauses not measured: too many suspending threads at once */
     uint64_t lost_blocking_gcs;   /* app-thread GCs not measured: too many at once */
     uint64_t untracked_threads;   /* threads the thread table had no room for at the last tick */
@@ -93,9 +94,6 @@ struct prof_gc_view {
 
 void prof_gc_init(void);
 void prof_gc_stop(void);
-/* ICorProfilerCallback2 GC callbacks (COR_PRF_HIGH_BASIC_GC); any runtime thread. */
-void prof_gc_started(int cgen, const BOOL *collected, int reason);
-void prof_gc_finished(void);
 /* Runtime-provider GC events (keyword 0x1) from the in-process EventPipe session. */
 void prof_gc_on_event(DWORD id, DWORD version, const BYTE *data, ULONG len);
 /* 1 Hz, on clrscope-agg. */

@@ -146,11 +146,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             free(pay);
             break;
         }
-        case 6:
-            prof_gc_started(version % 3, NULL, sel);
+        case 6: /* a suspension's beginning and end: paired per thread, app-thread GC CPU */
+            prof_gc_on_event(9, version, p, (ULONG)len);
             break;
         default:
-            prof_gc_finished();
+            prof_gc_on_event(3, version, p, (ULONG)len);
             break;
         }
         free(p);

@@ -129,7 +129,7 @@ static void *sampler_thread(void *arg)
 }
 
 /* The end of a workstation background GC, on ".NET BGC": its final pause (ForGCPrep), history,
- * then GarbageCollectionFinished (no Started on this thread), GCEnd and heap stats. */
+ * then GCEnd and heap stats. */
 static void *bgc_thread(void *arg)
 {
     (void)arg;
@@ -139,7 +139,6 @@ static void *bgc_thread(void *arg)
     restart_end();
     global_history(1);
     per_heap_history(0, 5000);
-    prof_gc_finished();
     gc_end(2, 2);
     heap_stats(3000);
     return NULL;
@@ -154,7 +153,6 @@ static void *server_thread(void *arg)
     prctl(PR_SET_NAME, ".NET Server GC", 0, 0, 0);
     for (int copy = 0; copy < 2; copy++)
         suspend_begin(1);
-    prof_gc_started(5, NULL, 0);
     for (int copy = 0; copy < 2; copy++)
         gc_start(4, 0, 4, 0);
     spin_ms(5);
@@ -163,12 +161,26 @@ static void *server_thread(void *arg)
         per_heap_history(0, 10000);
         per_heap_history(1, 10000);
     }
-    prof_gc_finished();
     for (int copy = 0; copy < 2; copy++) {
         gc_end(4, 0);
         heap_stats(2000);
     }
     restart_end();
+    restart_end();
+    return NULL;
+}
+
+static int64_t thread_cpu_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+    return (int64_t)ts.tv_sec * 1000000000LL + ts.tv_nsec;
+}
+
+static void *one_pause_thread(void *arg)
+{
+    (void)arg;
+    suspend_begin(1);
     restart_end();
     return NULL;
 }
@@ -193,7 +205,7 @@ static void malformed_input(void)
     prof_gc_on_event(9, 1, junk, 1);
     prof_gc_on_event(205, 2, junk, 4);
     prof_gc_on_event(1, 2, NULL, 26);
-    prof_gc_finished(); /* no Started on this thread */
+    restart_end(); /* no SuspendEEBegin on this thread */
 }
 
 int main(void)
@@ -221,40 +233,40 @@ int main(void)
     CHECK(t.unpaired_callbacks == 1, "unpaired %llu", (unsigned long long)t.unpaired_callbacks);
 
     /* 1. Workstation blocking gen0 GC on this app thread (order seen on .NET 10):
-     * SuspendEEBegin(ForGC) .. Started callback, GCStart, GlobalHeapHistory, PerHeapHistory,
-     * Finished callback, GCEnd, HeapStats, RestartEEBegin, RestartEEEnd. The sampler's own
+     * SuspendEEBegin(ForGC), GCStart, GlobalHeapHistory, PerHeapHistory, GCEnd, HeapStats,
+     * RestartEEBegin, RestartEEEnd (the app thread's CPU is read at the first and the last).
+     * The sampler's own
      * suspension events interleave from another thread. */
     pthread_t sampler;
     pthread_create(&sampler, NULL, sampler_thread, NULL);
+    int64_t w0 = prof_now_ns(), cpu0 = thread_cpu_ns();
     suspend_begin(1);
     __atomic_store_n(&sampler_go, 1, __ATOMIC_RELEASE);
     while (!__atomic_load_n(&sampler_done, __ATOMIC_ACQUIRE))
         sleep_ms(1);
     pthread_join(sampler, NULL);
-    prof_gc_started(5, NULL, 0);
     gc_start(1, 0, 0, 0);
     spin_ms(20);
     global_history(1);
     per_heap_history(0, 1000);
-    prof_gc_finished();
     gc_end(1, 0);
     heap_stats(1000);
-    sleep_ms(2);
+    sleep_ms(12); /* off CPU inside the pause: its CPU per wall second is well below 1 */
     restart_end();
+    int64_t w1 = prof_now_ns(), cpu1 = thread_cpu_ns();
 
     /* 2. Workstation background GC #2 preceded by an ephemeral gen1 GC #3 in the same pause,
      * both started by this thread; the BGC ends later on the ".NET BGC" thread. */
     suspend_begin(1);
-    prof_gc_started(5, NULL, 0);
     gc_start(2, 2, 0, 1);
     gc_start(3, 1, 0, 0);
     spin_ms(10);
     global_history(1);
     per_heap_history(0, 2000);
-    prof_gc_finished();
     gc_end(3, 1);
     heap_stats(1500);
     restart_end();
+    int64_t w2 = prof_now_ns();
     prof_gc_get_totals(&t);
     CHECK(t.in_progress[2] == 1 && t.in_progress[0] == 1, "BGC in progress: %llu %llu",
           (unsigned long long)t.in_progress[0], (unsigned long long)t.in_progress[2]);
@@ -280,10 +292,15 @@ int main(void)
     CHECK(t.background == 1 && t.first_number == 1, "background %llu first %llu",
           (unsigned long long)t.background, (unsigned long long)t.first_number);
     CHECK(t.in_progress[0] == 0, "nothing in progress");
-    CHECK(t.unpaired_callbacks == 1, "the BGC's and server thread's Finished are not unpaired");
+    CHECK(t.unpaired_callbacks == 1, "the sampler's, BGC's and duplicated RestartEEEnd are not unpaired");
     CHECK(t.heap_count == 2, "heap count %d", t.heap_count);
-    /* user CPU: ~20 ms + ~10 ms on this thread; the server thread's 5 ms is not counted here */
-    CHECK(t.gc_user_cpu_s > 0.028 && t.gc_user_cpu_s < 0.034, "user gc cpu %.4f", t.gc_user_cpu_s);
+    /* user CPU: the first pause of an app thread has its CPU clock read (~20 ms of CPU in ~33 ms),
+     * the second (~10 ms) not: its CPU is its wall time at the first one's CPU per wall second.
+     * The server thread's 5 ms are not counted here (its own clock is read every second). */
+    double ratio = (double)(cpu1 - cpu0) / (double)(w1 - w0);
+    double want = ratio * (double)(w2 - w0) / 1e9; /* both pauses, wall, at that ratio */
+    CHECK(t.gc_user_cpu_s > want * 0.95 && t.gc_user_cpu_s < want * 1.05,
+          "user gc cpu %.4f, want %.4f (CPU per wall second %.3f)", t.gc_user_cpu_s, want, ratio);
     CHECK(t.gc_user_cpu_s <= t.pause_s, "user cpu %.4f inside pauses %.4f", t.gc_user_cpu_s,
           t.pause_s);
     CHECK(v.ncollections == 4, "records %zu", v.ncollections);
@@ -319,6 +336,19 @@ int main(void)
         CHECK(v.seconds[0].collections[0] == 2 && v.seconds[0].collections[2] == 1,
               "per-second counts");
     prof_gc_view_free(&v);
+
+    /* Many app threads, one after the other, each suspending the runtime once (workstation GCs
+     * triggered by whichever thread allocates): an ended pause's slot is free for the next
+     * thread, so none is lost though there are more threads than slots. */
+    for (int i = 0; i < 40; i++) {
+        pthread_create(&th, NULL, one_pause_thread, NULL);
+        pthread_join(th, NULL);
+    }
+    prof_gc_get_totals(&t);
+    CHECK(t.lost_pauses == 0 && t.lost_blocking_gcs == 0, "40 threads' pauses, lost %llu",
+          (unsigned long long)t.lost_pauses);
+    CHECK(t.unpaired_callbacks == 1, "unpaired after 40 threads %llu",
+          (unsigned long long)t.unpaired_callbacks);
 
     prof_gc_stop();
     prof_gc_on_event(1, 2, (const BYTE *)"\5\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0", 16);
