@@ -4,10 +4,11 @@
  * GC CPU = CPU of the runtime's dedicated GC threads (".NET Server GC", ".NET BGC", found by name
  * under /proc/self/task and read with their thread CPU clocks once a second)
  *        + CPU burned by app threads while they run a blocking GC themselves (workstation GC):
- *          CLOCK_THREAD_CPUTIME_ID read at GCSuspendEEBegin and again at GCRestartEEEnd on the
- *          thread suspending the runtime for a GC (not inside the pause: see on_suspend_begin).
- *          Suspensions by a dedicated GC thread are skipped there (that thread is already
- *          counted), so nothing counts twice.
+ *          the wall time of each pause (GCSuspendEEBegin..GCRestartEEEnd) of the thread
+ *          suspending the runtime for a GC, at the CPU per wall second measured with its
+ *          CLOCK_THREAD_CPUTIME_ID on one such pause in 32 (a system call in every pause let
+ *          the kernel switch threads mid-pause: see on_suspend_begin). Pauses of a dedicated GC
+ *          thread are skipped there (that thread is already counted), so nothing counts twice.
  * Process CPU comes from CLOCK_PROCESS_CPUTIME_ID, the same clock family.
  *
  * Per-GC records come from the runtime's GC events (GCStart, GCEnd, GCHeapStats,
