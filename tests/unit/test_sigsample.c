@@ -342,6 +342,19 @@ static void self_walk(struct self_case *c, int hiding, int calibrate)
     app_frame(c, hiding);
 }
 
+/* A stub of kind `hiding` that hides no record chains to the app's frame, and once published
+ * "nothing hidden" (offset 0) the walk trusts it (replaces what was published before). */
+static void trusted_when_published(struct self_case *c, int hiding, const char *what)
+{
+    self_walk(c, hiding, 1);
+    CHECK(c->n > 0 && in_app_frame(c->ips[0]), "%s chains to the app's frame", what);
+    struct prof_sig_hidden h = {.ra = c->out.stub, .off = 0};
+    prof_sigsample_set_hidden(&h, 1);
+    self_walk(c, hiding, 0);
+    CHECK(!(c->flags & PROF_SIG_F_STUB_UNKNOWN) && c->n > 0 && in_app_frame(c->ips[0]),
+          "\"nothing hidden\" published for %s: trusted (flags %#x)", what, c->flags);
+}
+
 /* The allocation walk's view of a stub that hides a record: unknown to the table it is flagged
  * (and probed); with the offset published the hidden frame is found; published "nothing hidden"
  * it is still flagged (the check each walk makes), while a stub that really hides nothing is
@@ -376,26 +389,9 @@ static void test_hidden_stub(void)
     CHECK(c.flags & PROF_SIG_F_STUB_UNKNOWN,
           "\"nothing hidden\" published for a stub that hides a record: the walk doubts it");
 
-    self_walk(&c, 0, 1);
-    uintptr_t y = c.out.stub;
-    CHECK(c.n > 0 && in_app_frame(c.ips[0]), "the framed stub chains to the app's frame");
-    h = (struct prof_sig_hidden){.ra = y, .off = 0};
-    prof_sigsample_set_hidden(&h, 1);
-    self_walk(&c, 0, 0);
-    CHECK(!(c.flags & PROF_SIG_F_STUB_UNKNOWN) && c.n > 0 && in_app_frame(c.ips[0]),
-          "\"nothing hidden\" published for a stub that hides nothing: trusted (flags %#x)",
-          c.flags);
-
+    trusted_when_published(&c, 0, "a framed stub that hides nothing");
     /* a copy of rbp followed by a stack pointer is no record: "nothing hidden" stays trusted */
-    self_walk(&c, 2, 1);
-    uintptr_t z = c.out.stub;
-    CHECK(c.n > 0 && in_app_frame(c.ips[0]), "the copying stub chains to the app's frame");
-    h = (struct prof_sig_hidden){.ra = z, .off = 0};
-    prof_sigsample_set_hidden(&h, 1);
-    self_walk(&c, 2, 0);
-    CHECK(!(c.flags & PROF_SIG_F_STUB_UNKNOWN) && c.n > 0 && in_app_frame(c.ips[0]),
-          "\"nothing hidden\" for a stub keeping a copy of rbp and a stack pointer: trusted "
-          "(flags %#x)", c.flags);
+    trusted_when_published(&c, 2, "a stub keeping a copy of rbp and a stack pointer");
     prof_sigsample_set_hidden(&h, 0);
 }
 
