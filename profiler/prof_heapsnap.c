@@ -364,6 +364,7 @@ static void *gc_thread(void *arg)
 struct filectx {
     const struct heap_graph *g;
     const char **tnames;       /* object type names, by hg type index */
+    const char **tmods;        /* their modules' files (NULL: none known) */
     uint32_t ncat;             /* category pseudo nodes */
     uint32_t cats[HG_CAT_COUNT];
     uint32_t nstat;            /* static-variable pseudo nodes */
@@ -389,6 +390,14 @@ static const char *file_type_name(void *ctx, uint32_t t)
         return f->stat_names[t];
     t -= f->nstat;
     return f->tnames[t];
+}
+
+static const char *file_type_module(void *ctx, uint32_t t)
+{
+    struct filectx *f = ctx;
+    if (!f->tmods || t < 2 + f->ncat + f->nstat)
+        return NULL; /* the pseudo types have no module */
+    return f->tmods[t - 2 - f->ncat - f->nstat];
 }
 
 static void file_node(void *ctx, uint32_t i, struct gd_node *out)
@@ -511,9 +520,10 @@ static void file_layout_free(struct filectx *f)
 }
 
 int prof_heapsnap_write_graph(FILE *f, const struct heap_graph *g, const char **tnames,
-                              const struct gd_meta *meta, char *err, size_t errcap)
+                              const char **tmods, const struct gd_meta *meta, char *err,
+                              size_t errcap)
 {
-    struct filectx fc = {.g = g, .tnames = tnames};
+    struct filectx fc = {.g = g, .tnames = tnames, .tmods = tmods};
     int rc = file_layout(&fc, g);
     if (rc) {
         snprintf(err, errcap, "out of memory while writing the file");
@@ -521,6 +531,7 @@ int prof_heapsnap_write_graph(FILE *f, const struct heap_graph *g, const char **
         struct gd_source src = {.ctx = &fc,
                                 .ntypes = 1 + fc.ncat + fc.nstat + g->ntypes,
                                 .type_name = file_type_name,
+                                .type_module = file_type_module,
                                 .nnodes = fc.base + g->n,
                                 .root = 0,
                                 .node = file_node};
@@ -531,7 +542,7 @@ int prof_heapsnap_write_graph(FILE *f, const struct heap_graph *g, const char **
 }
 
 static int write_file(struct hs_snapshot *s, const struct heap_graph *g, const char **tnames,
-                      char *err, size_t errcap)
+                      const char **tmods, char *err, size_t errcap)
 {
     char e[128];
     char dir[sizeof g_cfg.dump_dir];
@@ -568,7 +579,7 @@ static int write_file(struct hs_snapshot *s, const struct heap_graph *g, const c
     struct gd_meta meta = {.process_name = g_core.process_name, .pid = (int32_t)g_core.pid,
                            .unix_time = s->t, .machine = host, .commit = rss > 0 ? rss : 0,
                            .working_set = rss > 0 ? rss : 0, .log = log, .tool = "clrscope"};
-    int rc = prof_heapsnap_write_graph(f, g, tnames, &meta, err, errcap);
+    int rc = prof_heapsnap_write_graph(f, g, tnames, tmods, &meta, err, errcap);
     if (fclose(f) && !rc) {
         errtext(errno, e, sizeof e);
         snprintf(err, errcap, "cannot write %.140s: %.90s", tmp, e);
@@ -829,8 +840,12 @@ static void analyse(struct hs_snapshot *s, struct heap_capture *cap)
         return;
     }
     __atomic_store_n(&s->progress, 800u, __ATOMIC_RELAXED);
-    for (uint32_t t = 0; t < g->ntypes; t++)
+    const char **tmods = malloc(((size_t)g->ntypes + 1) * sizeof *tmods); /* NULL: no modules */
+    for (uint32_t t = 0; t < g->ntypes; t++) {
         tnames[t] = prof_symbols_class((ClassID)g->types[t].id);
+        if (tmods)
+            tmods[t] = prof_symbols_class_module((ClassID)g->types[t].id);
+    }
     s->ms_names = (double)(prof_now_ns() - t3) / 1e6;
     s->objects = g->n;
     s->bytes = g->bytes;
@@ -846,12 +861,13 @@ static void analyse(struct hs_snapshot *s, struct heap_capture *cap)
     set_phase(s, "writing", 850);
     char ferr[256] = "";
     int64_t t4 = prof_now_ns();
-    int frc = write_file(s, g, tnames, ferr, sizeof ferr);
+    int frc = write_file(s, g, tnames, tmods, ferr, sizeof ferr);
     int64_t t5 = prof_now_ns();
     int src = build_summary(s, g, tnames);
     s->ms_write = (double)(t5 - t4) / 1e6;
     s->ms_summary = (double)(prof_now_ns() - t5) / 1e6;
     free(tnames);
+    free(tmods);
     hg_free(g);
     free(g);
     if (src || frc) {

@@ -87,9 +87,11 @@ const struct hs_snapshot *prof_heapsnap_find(int id);
 int prof_heapsnap_delete(int id);
 
 /* Writes an analysed graph as a .gcdump to `f`: the root, one pseudo node per root category and
- * per static variable, then the objects (tnames[t] = name of hg type t). 0, or -1 with err set.
+ * per static variable, then the objects (tnames[t] = name of hg type t, tmods[t] its module's
+ * file or NULL; tmods itself may be NULL). 0, or -1 with err set.
  * Pure (no runtime, no global state): the heap-graph fuzz target calls it too. */
 int prof_heapsnap_write_graph(FILE *f, const struct heap_graph *g, const char **tnames,
-                              const struct gd_meta *meta, char *err, size_t errcap);
+                              const char **tmods, const struct gd_meta *meta, char *err,
+                              size_t errcap);
 
 #endif

@@ -29,8 +29,11 @@ static struct cache g_fn, g_cls, g_native;
 static struct {
     ModuleID id;
     IMetaDataImport *md;
+    const char *path; /* the module's file as the runtime names it; NULL until asked */
+    int path_tried;
 } g_mods[MAX_MODULES];
 static int g_nmods;
+static struct cache g_clsmod; /* ClassID -> module path ("" when the runtime gives none) */
 
 static uint32_t hash_ptr(uintptr_t p)
 {
@@ -91,21 +94,53 @@ size_t prof_symbols_count(void)
     return n;
 }
 
-static IMetaDataImport *metadata_for(ModuleID mod)
+/* The module's slot in g_mods (-1 when the table is full); its metadata is opened on first use. */
+static int module_slot(ModuleID mod)
 {
     for (int i = 0; i < g_nmods; i++)
         if (g_mods[i].id == mod)
-            return g_mods[i].md;
+            return i;
+    if (g_nmods >= MAX_MODULES)
+        return -1;
     void *unk = NULL;
     ICorProfilerInfo15 *info = g_core.info;
     if (info->vt->GetModuleMetaData(info, mod, 0, &IID_IMetaDataImport, &unk) != S_OK)
         unk = NULL;
-    if (g_nmods < MAX_MODULES) {
-        g_mods[g_nmods].id = mod;
-        g_mods[g_nmods].md = unk;
-        g_nmods++;
-    }
+    g_mods[g_nmods].id = mod;
+    g_mods[g_nmods].md = unk;
+    return g_nmods++;
+}
+
+static IMetaDataImport *metadata_for(ModuleID mod)
+{
+    int i = module_slot(mod);
+    if (i >= 0)
+        return g_mods[i].md;
+    void *unk = NULL; /* table full: answer without remembering */
+    ICorProfilerInfo15 *info = g_core.info;
+    if (info->vt->GetModuleMetaData(info, mod, 0, &IID_IMetaDataImport, &unk) != S_OK)
+        unk = NULL;
     return unk;
+}
+
+/* The module's file path (UTF-8), or NULL: dynamic modules have none, a full table remembers none. */
+static const char *module_path(ModuleID mod)
+{
+    int i = module_slot(mod);
+    if (i < 0 || g_mods[i].path_tried)
+        return i < 0 ? NULL : g_mods[i].path;
+    g_mods[i].path_tried = 1;
+    WCHAR w[512];
+    ULONG got = 0;
+    const BYTE *base = NULL;
+    AssemblyID asm_id = 0;
+    ICorProfilerInfo15 *info = g_core.info;
+    if (info->vt->GetModuleInfo(info, mod, &base, 512, &got, w, &asm_id) != S_OK || got < 2)
+        return NULL;
+    char path[1024];
+    prof_utf16_to_utf8(w, got - 1, path, sizeof path); /* got counts the terminating 0 */
+    g_mods[i].path = path[0] ? strdup(path) : NULL;
+    return g_mods[i].path;
 }
 
 /* Full metadata name of a typedef, nested types joined with '+', like the runtime prints them. */
@@ -275,6 +310,36 @@ const char *prof_symbols_class(ClassID cls)
     }
     pthread_mutex_unlock(&g_lock);
     return hit;
+}
+
+/* Arrays belong to their element type's module (System.Byte[] to System.Private.CoreLib), as in
+ * the runtime's own type events; a generic instance to its definition's module. */
+const char *prof_symbols_class_module(ClassID cls)
+{
+    if (!cls)
+        return NULL;
+    ICorProfilerInfo15 *info = g_core.info;
+    pthread_mutex_lock(&g_lock);
+    const char *hit = cache_get(&g_clsmod, cls);
+    if (!hit) {
+        ClassID c = cls;
+        CorElementType et = 0;
+        ClassID elem = 0;
+        ULONG rank = 0;
+        for (int depth = 0; c && depth < 4 &&
+                            info->vt->IsArrayClass(info, c, &et, &elem, &rank) == S_OK;
+             depth++)
+            c = elem;
+        ModuleID mod = 0;
+        mdTypeDef td = 0;
+        const char *path = NULL;
+        if (c && info->vt->GetClassIDInfo(info, c, &mod, &td) >= 0 && mod)
+            path = module_path(mod);
+        hit = path ? path : "";
+        cache_put(&g_clsmod, cls, hit);
+    }
+    pthread_mutex_unlock(&g_lock);
+    return hit[0] ? hit : NULL;
 }
 
 static const char *function_name_locked(FunctionID fn)

@@ -21,6 +21,9 @@ void prof_symbols_init(void);
 const char *prof_symbols_function(FunctionID fn);
 const char *prof_symbols_native(uintptr_t ip);
 const char *prof_symbols_class(ClassID cls);
+/* The file of the module that defines the class (of an array: of its element type), as the
+ * runtime names it, or NULL (dynamic module, unknown class). */
+const char *prof_symbols_class_module(ClassID cls);
 /* Turns a runtime type name ("List`1[System.Int32]", "Ns.Outer+Inner") into clrscope's form
  * ("List<System.Int32>", "Ns.Outer.Inner"). Exposed for the event parsers and unit tests. */
 void prof_symbols_clean_type(const char *in, char *out, size_t cap);

@@ -193,9 +193,13 @@ static void write_and_read(const struct heap_graph *g)
     char (*store)[24] = malloc(((size_t)g->ntypes + 1) * sizeof *store);
     if (!tnames || !store)
         abort();
+    const char **tmods = malloc(((size_t)g->ntypes + 1) * sizeof *tmods);
+    if (!tmods)
+        abort();
     for (uint32_t t = 0; t < g->ntypes; t++) {
         snprintf(store[t], sizeof store[t], "Ns.T%u", t);
         tnames[t] = store[t];
+        tmods[t] = t % 3 == 2 ? NULL : t % 3 ? "/usr/share/dotnet/Lib.dll" : "/app/Ns.dll";
     }
     char *mem = NULL;
     size_t len = 0;
@@ -205,7 +209,7 @@ static void write_and_read(const struct heap_graph *g)
     struct gd_meta meta = {.process_name = "fuzz", .pid = 1, .unix_time = 1.7e9,
                            .machine = "m", .log = "l", .tool = "clrscope"};
     char err[256] = "";
-    int rc = prof_heapsnap_write_graph(f, g, tnames, &meta, err, sizeof err);
+    int rc = prof_heapsnap_write_graph(f, g, tnames, tmods, &meta, err, sizeof err);
     fclose(f);
     FUZZ_CHECK(rc == 0, "write failed: %s", err);
     struct gdr_file rf;
@@ -228,6 +232,9 @@ static void write_and_read(const struct heap_graph *g)
                    "node %u size %d vs %u", i, fn->size, nd->size);
         FUZZ_CHECK(!strcmp(rf.type_names[fn->type], tnames[nd->type]), "node %u type name %s/%s",
                    i, rf.type_names[fn->type], tnames[nd->type]);
+        const char *fm = rf.type_modules[fn->type], *gm = tmods[nd->type];
+        FUZZ_CHECK(fm ? gm && !strcmp(fm, gm) : !gm, "node %u module %s/%s", i, fm ? fm : "-",
+                   gm ? gm : "-");
         uint32_t k = 0;
         for (uint32_t e = 0; e < nd->nedges; e++) {
             uint32_t to = g->edges[nd->first + e];
@@ -243,6 +250,7 @@ static void write_and_read(const struct heap_graph *g)
     gdr_free(&rf);
     free(mem);
     free(tnames);
+    free(tmods);
     free(store);
 }
 

@@ -32,6 +32,7 @@ struct gdr_file {
     uint32_t ntypes; /* including type 0, UNDEFINED */
     char **type_names;
     int32_t *type_sizes;
+    char **type_modules; /* NULL entries: the file gave no module */
     uint32_t nnodes;
     struct gdr_node *nodes;
     uint32_t *kids;
@@ -164,7 +165,10 @@ static inline void gdr_free(struct gdr_file *f)
 {
     for (uint32_t t = 0; f->type_names && t < f->ntypes; t++)
         free(f->type_names[t]);
+    for (uint32_t t = 0; f->type_modules && t < f->ntypes; t++)
+        free(f->type_modules[t]);
     free(f->type_names);
+    free(f->type_modules);
     free(f->type_sizes);
     free(f->nodes);
     free(f->kids);
@@ -195,7 +199,8 @@ static inline int gdr_read(const uint8_t *data, size_t len, struct gdr_file *f, 
     f->ntypes = (uint32_t)ntypes;
     f->type_names = calloc(f->ntypes, sizeof *f->type_names);
     f->type_sizes = calloc(f->ntypes, sizeof *f->type_sizes);
-    if (!f->type_names || !f->type_sizes)
+    f->type_modules = calloc(f->ntypes, sizeof *f->type_modules);
+    if (!f->type_names || !f->type_sizes || !f->type_modules)
         goto fail;
     *why = "types";
     for (uint32_t t = 0; t < f->ntypes && !r->err; t++) {
@@ -203,7 +208,7 @@ static inline int gdr_read(const uint8_t *data, size_t len, struct gdr_file *f, 
         if (!f->type_names[t])
             r->err = 1;
         f->type_sizes[t] = gdr_i32(r);
-        free(gdr_str(r, &is_null)); /* module */
+        f->type_modules[t] = gdr_str(r, &is_null);
     }
     if (r->err || strcmp(f->type_names[0], "UNDEFINED"))
         goto fail;

@@ -141,6 +141,16 @@ class GcdumpTest(unittest.TestCase):
             self.assertEqual(dump["total"], a["bytes"])
             self.assertEqual(dump["tool"], "clrscope")
             self.assertEqual(dump["meta"]["pid"], app.pid)
+            # each type names its module's file, as the runtime's own dumps do (arrays: the
+            # element type's module), so PerfView and `dotnet-gcdump report` can show it
+            mods = {name: mod for name, _, mod in dump["types"]}
+            self.assertEqual(os.path.basename(mods[TREE] or ""), "TestApp.dll", mods[TREE])
+            self.assertEqual(os.path.basename(mods["TestApp.Heap.Leaf[]"] or ""), "TestApp.dll")
+            self.assertEqual(os.path.basename(mods["System.Byte[]"] or ""),
+                             "System.Private.CoreLib.dll")
+            self.assertEqual(os.path.basename(mods["System.String"] or ""),
+                             "System.Private.CoreLib.dll")
+            self.assertIsNone(mods["[.NET Roots]"])
             reach = gcdump_reader.reachable(dump)
             tree_nodes = [i for i, (ti, _, _) in enumerate(dump["nodes"])
                           if dump["types"][ti][0] == TREE]
@@ -153,7 +163,8 @@ class GcdumpTest(unittest.TestCase):
                 out = subprocess.run([tool, "report", path], capture_output=True, text=True,
                                      timeout=120)
                 self.assertEqual(out.returncode, 0, out.stderr)
-                row = [l for l in out.stdout.splitlines() if l.rstrip().endswith(" " + TREE)]
+                row = [l for l in out.stdout.splitlines()
+                       if l.rstrip().endswith(" " + TREE + "  [TestApp.dll]")]
                 self.assertTrue(row, out.stdout[:2000])
                 self.assertEqual(row[0].split()[1].replace(",", ""), "100000")
 
