@@ -2,7 +2,11 @@
 # gcdump_bench.sh - what a heap snapshot costs: wall time, the dump GC's pause, the analysis
 # steps, the .gcdump size, and the peak extra resident memory of the profiled process, for heaps
 # of 100k, 1M and 5M objects (TestApp mode heap-bench). Compares with `dotnet-gcdump collect`
-# when that tool is installed ($CLRSCOPE_GCDUMP_TOOL or on PATH).
+# on the same heap when that tool can be had: $CLRSCOPE_GCDUMP_TOOL, on PATH, in BUILD_DIR/tools,
+# or installed there from NuGet (`dotnet tool install`; not in a SMOKE=1 run). The tool runs once
+# before and once after clrscope's snapshot (the first GC of a heap can be the slower one); for
+# each run: wall time from start to exit (its own start-up included, as a user sees it), the
+# tool process's peak RSS, and the app's peak extra RSS while the tool collected.
 #
 # Usage: bench/gcdump_bench.sh [BUILD_DIR] [OBJECTS...]
 #   BUILD_DIR defaults to $CLRSCOPE_BUILD or build/ (needs libclrscope.so, clrscope and
@@ -25,11 +29,44 @@ for f in "$build/clrscope" "$build/libclrscope.so" "$app"; do
     [ -e "$f" ] || { echo "gcdump_bench: missing $f (build first; tests/apps/build.sh $build/apps)" >&2; exit 1; }
 done
 tool=${CLRSCOPE_GCDUMP_TOOL:-$(command -v dotnet-gcdump || true)}
+if [ -z "$tool" ] && [ ! -x "$build/tools/dotnet-gcdump" ] && [ "${SMOKE:-0}" != 1 ]; then
+    timeout 180 dotnet tool install dotnet-gcdump --tool-path "$build/tools" >/dev/null 2>&1 || true
+fi
+if [ -z "$tool" ] && [ -x "$build/tools/dotnet-gcdump" ]; then
+    tool="$build/tools/dotnet-gcdump"
+fi
 work=$(mktemp -d /tmp/clrscope-gcbench.XXXXXX)
 trap 'kill "$launcher" 2>/dev/null || true; rm -rf "$work"' EXIT
 launcher=
 
 kb() { awk -v k="$2:" '$1 == k { print $2 }' "/proc/$1/status"; }
+
+# tool_run PID N WHEN: one `dotnet-gcdump collect` of the app; prints its line of the table
+tool_run() {
+    local pid=$1 n=$2 when=$3 before peak rc wall rss
+    before=$(kb "$pid" VmRSS)
+    echo 5 > "/proc/$pid/clear_refs" 2>/dev/null || true
+    python3 - "$tool" "$pid" "$work/tool-$n-$when.gcdump" "$work/tool-$n-$when.log" <<'EOF'
+import resource, subprocess, sys, time
+tool, pid, out, log = sys.argv[1:5]
+t0 = time.monotonic()
+with open(log, "w") as f:
+    rc = subprocess.run([tool, "collect", "-p", pid, "-o", out], stdout=f, stderr=f).returncode
+wall = time.monotonic() - t0
+rss = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
+open(log + ".result", "w").write(f"{rc} {wall:.2f} {rss:.1f}\n")
+EOF
+    peak=$(kb "$pid" VmHWM)
+    read -r rc wall rss < "$work/tool-$n-$when.log.result"
+    if [ "$rc" = 0 ] && [ -s "$work/tool-$n-$when.gcdump" ]; then
+        python3 -c 'import sys; w, f, r, b, p = sys.argv[1:6]
+print(f"          dotnet-gcdump collect ({sys.argv[6]}): {w} s, file {int(f)/2**20:.1f} MB, "
+      f"tool peak RSS {r} MB, app extra {max(int(p) - int(b), 0)/1024:.1f} MB")' \
+            "$wall" "$(stat -c %s "$work/tool-$n-$when.gcdump")" "$rss" "$before" "$peak" "$when"
+    else
+        echo "          dotnet-gcdump collect ($when) failed: $(tail -1 "$work/tool-$n-$when.log")"
+    fi
+}
 
 printf '%-9s %9s %9s %8s %8s %7s %7s %7s %7s %9s %9s %7s\n' objects heap_MB file_MB total_s gc_ms \
     index dom paths write rss_MB extra_MB B/obj
@@ -47,6 +84,7 @@ for n in "${sizes[@]}"; do
     pid=$(sed -n 's/.*(pid \([0-9]*\)).*/\1/p' "$log" | head -1)
     [ -n "$url" ] && [ -n "$pid" ] || { echo "app did not start: $(tail -3 "$log")" >&2; exit 1; }
     sleep 1
+    [ -z "$tool" ] || tool_run "$pid" "$n" before
     before=$(kb "$pid" VmRSS)
     echo 5 > "/proc/$pid/clear_refs" 2>/dev/null || true
     id=$(curl -sf -X POST "${url}api/v1/gcdump?force=1" | python3 -c 'import json,sys; print(json.load(sys.stdin)["id"])')
@@ -70,17 +108,9 @@ print(f"{s['objects']:<9} {s['bytes']/2**20:9.1f} {s['file_bytes']/2**20:9.1f} {
       f"{t['gc']:8.0f} {t['index']:7.0f} {t['dominators']:7.0f} {t['paths']:7.0f} {t['write']:7.0f} "
       f"{before/1024:9.1f} {extra/2**20:9.1f} {extra/max(s['objects'],1):7.1f}")
 EOF
-    if [ -n "$tool" ]; then
-        start=$(date +%s.%N)
-        if "$tool" collect -p "$pid" -o "$work/tool-$n.gcdump" >"$work/tool-$n.log" 2>&1; then
-            end=$(date +%s.%N)
-            echo "          dotnet-gcdump collect: $(echo "$end - $start" | bc) s, $(stat -c %s "$work/tool-$n.gcdump") bytes"
-        else
-            echo "          dotnet-gcdump collect failed: $(tail -1 "$work/tool-$n.log")"
-        fi
-    fi
+    [ -z "$tool" ] || tool_run "$pid" "$n" after
     kill "$launcher" 2>/dev/null || true
     wait "$launcher" 2>/dev/null || true
     launcher=
 done
-[ -n "$tool" ] || echo "(dotnet-gcdump not installed: no comparison; set CLRSCOPE_GCDUMP_TOOL)"
+[ -n "$tool" ] || echo "(dotnet-gcdump not installed, nor on this machine's NuGet feed: no comparison; set CLRSCOPE_GCDUMP_TOOL)"
