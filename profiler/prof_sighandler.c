@@ -159,15 +159,18 @@ struct self_walk {
 };
 
 /* Whether w could be the return address of a frame record: code the snapshot knows, or an
- * address no writable mapping holds (code mapped since the snapshot). A saved copy of rbp
- * followed by a register holding a stack or heap pointer or a small number is no record: the
- * runtime's allocation helper on .NET 8 and 9 keeps such copies in its own frame, and every walk
- * through it doubted its leaf. */
+ * address no writable mapping holds (code mapped since the snapshot) at or above the lowest code
+ * the snapshot knows. A saved copy of rbp followed by a register holding a stack or heap pointer
+ * or a number is no record: the runtime's allocation helper on .NET 8 and 9 keeps such copies in
+ * its own frame (with byte counts such as 0x82ed6c after them), and every walk through it doubted
+ * its leaf. New code cannot lie below all the code already mapped: the kernel places new
+ * mappings next to the shared libraries' (top-down below them, toward the program's image and
+ * heap far below, or bottom-up above them in the legacy layout). */
 static int could_return(const struct prof_sig_maps *m, uintptr_t w)
 {
     if (find_range(m->exec, m->nexec, w))
         return 1;
-    return w >= 0x10000 && !find_range(m->rw, m->nrw, w);
+    return m->nexec && w >= m->exec[0].lo && !find_range(m->rw, m->nrw, w);
 }
 
 /* The frame at bp returns to x and its caller's frame is at next (> bp): appends the record the

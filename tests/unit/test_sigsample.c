@@ -253,7 +253,8 @@ static void pump(uint32_t *tids, size_t n, struct got *g, int ms)
  * framed_stub(arg, fn) makes its own frame (and zeroes its hole): nothing is hidden.
  * copying_stub(arg, fn) makes its own frame too, but keeps a copy of its rbp in its hole followed
  * by a stack pointer, as the runtime's allocation helper on .NET 8 and 9 keeps saved registers:
- * no record, nothing hidden. */
+ * no record, nothing hidden. counting_stub(arg, fn) keeps a copy of its rbp followed by a number
+ * (0x82ed6c, a byte count as that helper keeps), which no code mapping holds: no record either. */
 __asm__(".pushsection clrscope_fake_runtime,\"ax\",@progbits\n"
         ".p2align 4\n"
         "hiding_stub:\n"
@@ -293,10 +294,25 @@ __asm__(".pushsection clrscope_fake_runtime,\"ax\",@progbits\n"
         "  call *%rsi\n"
         "  leave\n"
         "  ret\n"
+        ".p2align 4\n"
+        "counting_stub:\n"
+        "  push %rbp\n"
+        "  mov %rsp, %rbp\n"
+        "  sub $48, %rsp\n"
+        "  movq $0, (%rsp)\n"
+        "  movq $0, 8(%rsp)\n"
+        "  mov %rbp, 16(%rsp)\n"
+        "  movq $0x82ed6c, 24(%rsp)\n"
+        "  movq $0, 32(%rsp)\n"
+        "  movq $0, 40(%rsp)\n"
+        "  call *%rsi\n"
+        "  leave\n"
+        "  ret\n"
         ".popsection\n");
 void hiding_stub(void *arg, void (*fn)(void *));
 void framed_stub(void *arg, void (*fn)(void *));
 void copying_stub(void *arg, void (*fn)(void *));
+void counting_stub(void *arg, void (*fn)(void *));
 extern const char __start_clrscope_fake_runtime[], __stop_clrscope_fake_runtime[];
 
 struct self_case {
@@ -315,14 +331,16 @@ __attribute__((noinline, section("clrscope_fake_runtime"))) static void stub_inn
     sink++;
 }
 
-/* the app's method that calls a stub */
-/* the app's method that calls a stub: 0 framed_stub, 1 hiding_stub, 2 copying_stub */
+/* the app's method that calls a stub: 0 framed_stub, 1 hiding_stub, 2 copying_stub,
+ * 3 counting_stub */
 __attribute__((noinline)) static void app_frame(struct self_case *c, int hiding)
 {
     if (hiding == 1)
         hiding_stub(c, stub_inner);
     else if (hiding == 2)
         copying_stub(c, stub_inner);
+    else if (hiding == 3)
+        counting_stub(c, stub_inner);
     else
         framed_stub(c, stub_inner);
     sink++;
@@ -392,6 +410,8 @@ static void test_hidden_stub(void)
     trusted_when_published(&c, 0, "a framed stub that hides nothing");
     /* a copy of rbp followed by a stack pointer is no record: "nothing hidden" stays trusted */
     trusted_when_published(&c, 2, "a stub keeping a copy of rbp and a stack pointer");
+    /* nor by a number below all code: new code is mapped among the mappings, never down there */
+    trusted_when_published(&c, 3, "a stub keeping a copy of rbp and a number");
     prof_sigsample_set_hidden(&h, 0);
 }
 
