@@ -130,16 +130,24 @@ static const char *module_path(ModuleID mod)
     if (i < 0 || g_mods[i].path_tried)
         return i < 0 ? NULL : g_mods[i].path;
     g_mods[i].path_tried = 1;
-    WCHAR w[512];
-    ULONG got = 0;
+    ULONG len = 0, got = 0; /* characters with the terminating 0 */
     const BYTE *base = NULL;
     AssemblyID asm_id = 0;
     ICorProfilerInfo15 *info = g_core.info;
-    if (info->vt->GetModuleInfo(info, mod, &base, 512, &got, w, &asm_id) != S_OK || got < 2)
+    if (info->vt->GetModuleInfo(info, mod, &base, 0, &len, NULL, &asm_id) < 0 || len < 2 ||
+        len > 32768)
         return NULL;
-    char path[1024];
-    prof_utf16_to_utf8(w, got - 1, path, sizeof path); /* got counts the terminating 0 */
-    g_mods[i].path = path[0] ? strdup(path) : NULL;
+    WCHAR *w = malloc((size_t)len * sizeof *w);
+    char *path = malloc((size_t)len * 3);
+    if (w && path && info->vt->GetModuleInfo(info, mod, &base, len, &got, w, &asm_id) == S_OK &&
+        got == len) {
+        prof_utf16_to_utf8(w, len - 1, path, (size_t)len * 3);
+        g_mods[i].path = path[0] ? path : NULL;
+        if (g_mods[i].path)
+            path = NULL; /* kept */
+    }
+    free(w);
+    free(path);
     return g_mods[i].path;
 }
 
