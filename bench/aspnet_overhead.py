@@ -260,8 +260,9 @@ def main():
     print()
     if not (DOTNET_TRACE and os.access(DOTNET_TRACE, os.X_OK)):
         print("dotnet-trace: not installed (NuGet had no dotnet-trace), no comparison row.")
-    print("Datadog's native profiler (Datadog.Trace.Bundle) and dotnet-gcdump are not on this "
-          "machine's NuGet mirror: no comparison with them.")
+    print("Datadog's native profiler (Datadog.Trace.Bundle) is not on this machine's NuGet "
+          "mirror: no comparison with it (dotnet-gcdump is compared in gcdump_bench when it can "
+          "be had).")
     print(f"non-2xx responses in all runs: {errs}; load average at end: "
           f"{open('/proc/loadavg').read().split()[0]}")
 
