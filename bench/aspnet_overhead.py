@@ -9,7 +9,10 @@ and drives both at the same time, each with its own wrk (1 thread, CONNS connect
 of /json, /alloc and /cpu: warm-up WARMUP seconds, then DURATION seconds measured. Both servers
 are saturated and share the core, so what the profiler costs shows up as throughput lost to the
 paired server. Per server: requests/s and p99 latency (wrk), and CPU seconds per 1000 requests
-(its own /stats). Each figure is divided by the paired server's; the table gives the median and
+(its own /stats). WRK_PACE_MS=N (passed to bench/webapp_mix.lua) makes each connection wait N ms
+between a response and its next request instead: both servers then run below saturation, and
+p99 is the requests' own latency rather than the length of a queue (which, saturated, follows
+throughput). Each figure is divided by the paired server's; the table gives the median and
 the interquartile range of those ratios over the rounds, plus the CPU share of clrscope's own
 threads (/api/v1/status; the signal handler's time is spent on the app's threads and shows in the
 CPU-per-request ratio) and the extra resident memory against the paired server.
@@ -222,7 +225,10 @@ def main():
     print(f"ASP.NET Core (Kestrel, tests/apps/WebApp), mix of /json /alloc /cpu; each configuration "
           f"runs side by side with a server without profiler, both " +
           ("pinned to core 1 (wrk on core 0)" if PIN else "on all cores") +
-          f", each under its own wrk -t1 -c{CONNS} at the same time, {DURATION} s after a "
+          f", each under its own wrk -t1 -c{CONNS} at the same time" +
+          (f" (each connection pausing {os.environ['WRK_PACE_MS']} ms between requests: below "
+           f"saturation)" if os.environ.get("WRK_PACE_MS") else "") +
+          f", {DURATION} s after a "
           f"{WARMUP} s warm-up; {ROUNDS} rounds; ratio = configuration / its paired server "
           f"without profiler; median (IQR).")
     print(f"no profiler: {statistics.median(x['rps'] for x in base):.0f} req/s, p99 "

@@ -8,6 +8,8 @@
 #   bench/aspnet_overhead.sh build                 (default: ROUNDS=4 DURATION=8 WARMUP=4 CONNS=16)
 #   ROUNDS=3 CONFIGS=cpu,all bench/aspnet_overhead.sh build
 #   CONFIGS="heap,cpu;CLRSCOPE_SAMPLING_HZ=1000,cpu+wall" ...   (profiles, then settings)
+#   WRK_PACE_MS=6 CONFIGS=all ...   (each connection pauses 6 ms between requests: p99 below
+#                                    saturation instead of a saturated server's queue)
 # Needs wrk (tools/deps.sh installs it) and BUILD_DIR/clrscope; builds the WebApp into
 # BUILD_DIR/apps/webapp when missing or older than its sources.
 set -euo pipefail
