@@ -58,7 +58,7 @@ struct pause_slot {
     uint32_t flags;
     int64_t t_begin;
     int64_t cpu_begin; /* the suspending app thread's CPU clock, -1 = not measured */
-    uint64_t starts_at_begin;
+    uint64_t starts_at_begin, fg_starts_at_begin;
 };
 
 struct thr {
@@ -71,7 +71,7 @@ struct thr {
 static struct {
     struct gc_slot slots[GC_SLOTS];
     struct pause_slot pause[PAUSE_SLOTS];
-    uint64_t by_depth[3], background, induced, starts, first_number;
+    uint64_t by_depth[3], background, induced, starts, fg_starts, first_number;
     uint64_t last_started, last_fg, last_bg;
     uint64_t pause_ns_total, lost_pauses;
     /* app threads' GC pauses: wall time of all, wall and CPU time of those measured both ways */
@@ -244,6 +244,7 @@ static void on_gc_start(const BYTE *d, ULONG len, int64_t now)
         ST(E.last_bg, (uint64_t)count);
     } else {
         ST(E.last_fg, (uint64_t)count);
+        __atomic_fetch_add(&E.fg_starts, 1, __ATOMIC_RELEASE);
     }
     if (is_induced(reason))
         ADD(E.induced, 1);
@@ -346,6 +347,7 @@ static void on_suspend_begin(const BYTE *d, ULONG len, int64_t now)
     }
     ST(p->t_begin, now);
     ST(p->starts_at_begin, __atomic_load_n(&E.starts, __ATOMIC_ACQUIRE));
+    ST(p->fg_starts_at_begin, __atomic_load_n(&E.fg_starts, __ATOMIC_ACQUIRE));
     ST(p->cpu_begin, app && ADD(E.user_pauses, 1) % CPU_EVERY == 0 ? self_cpu_ns() : -1);
     __atomic_store_n(&p->flags, (gc ? PS_GC : 0) | (app ? PS_APP : 0), __ATOMIC_RELEASE);
 }
@@ -361,7 +363,7 @@ static void on_restart_end(int64_t now)
     if (flags & PS_ENDED)
         return; /* delivered twice (second session) */
     int64_t ns = now - LD(p->t_begin);
-    uint64_t started_before = LD(p->starts_at_begin);
+    uint64_t started_before = LD(p->starts_at_begin), fg_before = LD(p->fg_starts_at_begin);
     int64_t cpu_begin = LD(p->cpu_begin);
     __atomic_store_n(&p->flags, flags | PS_ENDED, __ATOMIC_RELEASE);
     if (!(flags & PS_GC) || ns < 0)
@@ -375,10 +377,14 @@ static void on_restart_end(int64_t now)
         ADD(E.user_wall_ns, (uint64_t)ns);
     }
     ADD(E.pause_ns_total, (uint64_t)ns);
-    /* a GC that started inside this pause owns it (the newest, for a background GC preceded by
-     * an ephemeral one); otherwise it is the final pause of the running background GC */
+    /* A GC that started inside this pause owns it. A background GC starts in the same pause as
+     * the ephemeral GC that runs with it (usually the background GC first, sometimes after it):
+     * the ephemeral one owns that pause whatever the order, the background GC its final pause.
+     * With no GC started inside, it is the final pause of the running background GC. */
     struct gc_slot *s = NULL;
-    if (__atomic_load_n(&E.starts, __ATOMIC_ACQUIRE) > started_before)
+    if (__atomic_load_n(&E.fg_starts, __ATOMIC_ACQUIRE) > fg_before)
+        s = slot_of(LD(E.last_fg));
+    else if (__atomic_load_n(&E.starts, __ATOMIC_ACQUIRE) > started_before)
         s = slot_of(LD(E.last_started));
     else if (self_kind() == THR_BGC)
         s = slot_of(LD(E.last_bg));
