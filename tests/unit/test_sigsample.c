@@ -255,6 +255,21 @@ static void pump(uint32_t *tids, size_t n, struct got *g, int ms)
  * by a stack pointer, as the runtime's allocation helper on .NET 8 and 9 keeps saved registers:
  * no record, nothing hidden. counting_stub(arg, fn) keeps a copy of its rbp followed by a number
  * (0x82ed6c, a byte count as that helper keeps), which no code mapping holds: no record either. */
+/* framed_stub's shape, with the words at 16 and 24 above its stack pointer given */
+#define FRAMED_STUB(name, put16, put24)                                                           \
+    ".p2align 4\n" name ":\n"                                                                    \
+    "  push %rbp\n"                                                                              \
+    "  mov %rsp, %rbp\n"                                                                         \
+    "  sub $48, %rsp\n"                                                                          \
+    "  movq $0, (%rsp)\n"                                                                        \
+    "  movq $0, 8(%rsp)\n"                                                                       \
+    "  " put16 ", 16(%rsp)\n"                                                                    \
+    "  " put24 ", 24(%rsp)\n"                                                                    \
+    "  movq $0, 32(%rsp)\n"                                                                      \
+    "  movq $0, 40(%rsp)\n"                                                                      \
+    "  call *%rsi\n"                                                                             \
+    "  leave\n"                                                                                  \
+    "  ret\n"
 __asm__(".pushsection clrscope_fake_runtime,\"ax\",@progbits\n"
         ".p2align 4\n"
         "hiding_stub:\n"
@@ -266,48 +281,9 @@ __asm__(".pushsection clrscope_fake_runtime,\"ax\",@progbits\n"
         "  pop %rbx\n"
         "  pop %rbp\n"
         "  ret\n"
-        ".p2align 4\n"
-        "framed_stub:\n"
-        "  push %rbp\n"
-        "  mov %rsp, %rbp\n"
-        "  sub $48, %rsp\n"
-        "  movq $0, (%rsp)\n"
-        "  movq $0, 8(%rsp)\n"
-        "  movq $0, 16(%rsp)\n"
-        "  movq $0, 24(%rsp)\n"
-        "  movq $0, 32(%rsp)\n"
-        "  movq $0, 40(%rsp)\n"
-        "  call *%rsi\n"
-        "  leave\n"
-        "  ret\n"
-        ".p2align 4\n"
-        "copying_stub:\n"
-        "  push %rbp\n"
-        "  mov %rsp, %rbp\n"
-        "  sub $48, %rsp\n"
-        "  movq $0, (%rsp)\n"
-        "  movq $0, 8(%rsp)\n"
-        "  mov %rbp, 16(%rsp)\n"
-        "  mov %rsp, 24(%rsp)\n"
-        "  movq $0, 32(%rsp)\n"
-        "  movq $0, 40(%rsp)\n"
-        "  call *%rsi\n"
-        "  leave\n"
-        "  ret\n"
-        ".p2align 4\n"
-        "counting_stub:\n"
-        "  push %rbp\n"
-        "  mov %rsp, %rbp\n"
-        "  sub $48, %rsp\n"
-        "  movq $0, (%rsp)\n"
-        "  movq $0, 8(%rsp)\n"
-        "  mov %rbp, 16(%rsp)\n"
-        "  movq $0x82ed6c, 24(%rsp)\n"
-        "  movq $0, 32(%rsp)\n"
-        "  movq $0, 40(%rsp)\n"
-        "  call *%rsi\n"
-        "  leave\n"
-        "  ret\n"
+        FRAMED_STUB("framed_stub", "movq $0", "movq $0")
+        FRAMED_STUB("copying_stub", "mov %rbp", "mov %rsp")
+        FRAMED_STUB("counting_stub", "mov %rbp", "movq $0x82ed6c")
         ".popsection\n");
 void hiding_stub(void *arg, void (*fn)(void *));
 void framed_stub(void *arg, void (*fn)(void *));
