@@ -94,6 +94,15 @@ size_t prof_symbols_count(void)
     return n;
 }
 
+static IMetaDataImport *open_metadata(ModuleID mod)
+{
+    void *unk = NULL;
+    ICorProfilerInfo15 *info = g_core.info;
+    if (info->vt->GetModuleMetaData(info, mod, 0, &IID_IMetaDataImport, &unk) != S_OK)
+        unk = NULL;
+    return unk;
+}
+
 /* The module's slot in g_mods (-1 when the table is full); its metadata is opened on first use. */
 static int module_slot(ModuleID mod)
 {
@@ -102,25 +111,15 @@ static int module_slot(ModuleID mod)
             return i;
     if (g_nmods >= MAX_MODULES)
         return -1;
-    void *unk = NULL;
-    ICorProfilerInfo15 *info = g_core.info;
-    if (info->vt->GetModuleMetaData(info, mod, 0, &IID_IMetaDataImport, &unk) != S_OK)
-        unk = NULL;
     g_mods[g_nmods].id = mod;
-    g_mods[g_nmods].md = unk;
+    g_mods[g_nmods].md = open_metadata(mod);
     return g_nmods++;
 }
 
 static IMetaDataImport *metadata_for(ModuleID mod)
 {
     int i = module_slot(mod);
-    if (i >= 0)
-        return g_mods[i].md;
-    void *unk = NULL; /* table full: answer without remembering */
-    ICorProfilerInfo15 *info = g_core.info;
-    if (info->vt->GetModuleMetaData(info, mod, 0, &IID_IMetaDataImport, &unk) != S_OK)
-        unk = NULL;
-    return unk;
+    return i >= 0 ? g_mods[i].md : open_metadata(mod); /* table full: answer, don't remember */
 }
 
 /* The module's file path (UTF-8), or NULL: dynamic modules have none, a full table remembers none. */
