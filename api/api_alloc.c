@@ -87,7 +87,7 @@ static void add_exact(cJSON *o, cJSON *tot, double t_from, double t_to)
     prof_counters_get_stats(&cs);
     struct prof_view w;
     if (prof_counters_allocated(&a, &b, &exact) == 0 &&
-        prof_store_view_range(PK_ALLOC, a, b, NULL, &w) == 0) {
+        prof_store_view_range(PK_ALLOC_TYPE, a, b, NULL, &w) == 0) {
         int64_t est = 0;
         for (size_t i = 0; i < w.nrows; i++)
             est += w.rows[i].v[1];
@@ -136,7 +136,7 @@ int api_allocations(const struct web_req *r)
     struct prof_alloc_stats st;
     prof_alloc_get_stats(&st);
     struct prof_view v;
-    if (prof_store_view(PK_ALLOC, seconds, NULL, &v))
+    if (prof_store_view(PK_ALLOC_TYPE, seconds, NULL, &v))
         return web_reply_error(r->conn, 503, "profile data unavailable (out of memory)");
     struct type_sum *sums = NULL;
     long ntypes = group_by_type(&v, &sums);

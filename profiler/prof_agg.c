@@ -49,6 +49,11 @@ static int drain(void)
         struct prof_rec *r = prof_ring_peek(g_ring);
         if (!r)
             break;
+        if (r->kind == REC_ALLOC_TYPE) { /* no stack */
+            prof_alloc_consume_type(r);
+            prof_ring_release(g_ring);
+            continue;
+        }
         prof_walk_resolve(r);
         int n = prof_walk_names(r->frames, (int)(r->nframes > REC_MAX_FRAMES ? REC_MAX_FRAMES
                                                                                : r->nframes),

@@ -15,12 +15,15 @@
  *             counter of bytes handed to allocation contexts.
  *   CLRSCOPE_ALLOC_METHOD=tick forces GCAllocationTick on .NET 10 too (for comparisons).
  *
- * Stack-walk budget: walking the allocating thread's stack is the dear part of a sample, so at
+ * Stack-walk budget: walking the allocating thread's stack is the dear part of a sample (with
+ * the live-object tracking and the naming of its frames on clrscope-agg that follow), so at
  * most about CLRSCOPE_ALLOC_STACKS_PER_S samples a second are walked. Sample i of a second is
- * kept with probability p_i = min(1, budget / max(samples last second, samples so far this
- * second)), fixed before its coin is flipped, and a kept sample stands for 1/p_i samples
- * (Horvitz-Thompson): every per-type and per-stack figure stays unbiased, only noisier. A surge
- * walks at most budget * (1 + ln(surge / budget)) stacks in its first second.
+ * walked with probability p_i = min(1, budget / max(samples last second, samples so far this
+ * second)), fixed before its coin is flipped, and a walked sample stands for 1/p_i samples in
+ * the stacks (Horvitz-Thompson): every per-stack figure stays unbiased, only noisier. A surge
+ * walks at most budget * (1 + ln(surge / budget)) stacks in its first second. The table by type
+ * (PK_ALLOC_TYPE) counts every sample at its own weight, walked or not: the event names the type
+ * anyway, and a left-out sample costs only its ring record.
  *
  * The exact total the estimate is checked against is not ours: it is the runtime's
  * GC.GetTotalAllocatedBytes, delivered once a second by the System.Runtime alloc-rate counter
@@ -249,33 +252,43 @@ static void take_sample(uint64_t type_id, const BYTE *d, ULONG len, size_t name_
         return;
     __atomic_fetch_add(&A.samples, 1, __ATOMIC_RELAXED);
     double p = walk_probability(t_unix);
+    int walk = 1;
     if (p < 1) {
         uint64_t z = esamp_mix(__atomic_fetch_add(&W.coin, 1, __ATOMIC_RELAXED) +
                                0x9E3779B97F4A7C15ull);
-        if ((double)(z >> 11) * 0x1.0p-53 >= p) {
-            __atomic_fetch_add(&W.thinned, 1, __ATOMIC_RELAXED);
-            return;
-        }
-        count_w /= p;
-        bytes_w /= p;
+        walk = (double)(z >> 11) * 0x1.0p-53 < p;
     }
-    __atomic_fetch_add(&W.walked, 1, __ATOMIC_RELAXED);
+    if (!walk && !(g_core.profiles & PROFILE_ALLOC)) { /* live objects alone: nothing to add */
+        __atomic_fetch_add(&W.thinned, 1, __ATOMIC_RELAXED);
+        return;
+    }
     struct prof_rec *r = prof_ring_reserve(g_ring);
     if (!r) {
         __atomic_fetch_add(&A.dropped, 1, __ATOMIC_RELAXED);
         return;
     }
-    r->kind = REC_ALLOC;
+    __atomic_fetch_add(walk ? &W.walked : &W.thinned, 1, __ATOMIC_RELAXED);
+    r->kind = walk ? REC_ALLOC : REC_ALLOC_TYPE;
     r->a = type_id;
     r->b = size;
-    r->c = (uint64_t)llround(bytes_w);
+    r->c = (uint64_t)llround(bytes_w / p);
     r->d = 0;
-    r->x = count_w;
+    r->x = count_w / p;
+    r->wcount = count_w;
+    r->wbytes = bytes_w;
     r->t_unix = t_unix;
     r->os_tid = prof_self_tid();
     if (!rd_utf16z(d, len, name_off, r->text, sizeof r->text))
         r->text[0] = 0;
+    if (!walk) { /* the type table's row only: no stack, no live tracking */
+        r->nframes = 0;
+        r->truncated = 0;
+        prof_ring_commit(g_ring, r);
+        return;
+    }
     prof_walk_fast(r);
+    count_w /= p;
+    bytes_w /= p;
     if (address && (g_core.profiles & PROFILE_LIVE)) {
         uint32_t seq = 0;
         int slot = prof_live_track(address, size, kind, count_w, bytes_w, t_unix, &seq);
@@ -396,6 +409,16 @@ void prof_alloc_consume(const struct prof_rec *rec, const char **names, int n)
     const char *label = prof_alloc_type_label(rec->a, rec->text);
     int64_t v[PROF_NVALUES] = {(int64_t)llround(rec->x), (int64_t)rec->c, 1};
     prof_store_add(PK_ALLOC, rec->t_unix, names, n, rec->os_tid, label, v);
+    prof_alloc_consume_type(rec);
+}
+
+void prof_alloc_consume_type(const struct prof_rec *rec)
+{
+    if (!(g_core.profiles & PROFILE_ALLOC))
+        return;
+    const char *label = prof_alloc_type_label(rec->a, rec->text);
+    int64_t v[PROF_NVALUES] = {(int64_t)llround(rec->wcount), (int64_t)llround(rec->wbytes), 1};
+    prof_store_add(PK_ALLOC_TYPE, rec->t_unix, NULL, 0, 0, label, v);
 }
 
 void prof_alloc_get_stats(struct prof_alloc_stats *out)

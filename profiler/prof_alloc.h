@@ -27,9 +27,14 @@ void prof_alloc_session_needs(UINT64 *keywords, UINT32 *level);
 /* On the allocating thread, inside EventPipeEventDelivered (ids 10 and 303). */
 void prof_alloc_on_event(DWORD id, DWORD version, const BYTE *data, ULONG len);
 /* On clrscope-agg: a REC_ALLOC (or REC_LIVE) record with its frames named (root first).
- * Record layout: a = TypeID, b = object size, c = estimated bytes, x = estimated count,
- * d = live slot + 1 | sequence << 32 (REC_LIVE only), text = the runtime's type name (UTF-8). */
+ * Record layout: a = TypeID, b = object size, c = estimated bytes, x = estimated count (both
+ * upscaled by the stack budget), wcount/wbytes = the same before that upscaling,
+ * d = live slot + 1 | sequence << 32 (REC_LIVE only), text = the runtime's type name (UTF-8).
+ * Adds the stack (PK_ALLOC) and the type table's row (PK_ALLOC_TYPE). */
 void prof_alloc_consume(const struct prof_rec *rec, const char **names, int n);
+/* On clrscope-agg: a REC_ALLOC_TYPE record (a sample the stack budget left out): the type table's
+ * row only. */
+void prof_alloc_consume_type(const struct prof_rec *rec);
 /* clrscope-agg only: the contract-form name of a type (cached per TypeID; stable pointer). */
 const char *prof_alloc_type_label(uint64_t type_id, const char *raw_name);
 
@@ -39,8 +44,9 @@ struct prof_alloc_stats {
     uint64_t dropped;       /* samples lost because the event ring was full */
     uint64_t tick_events;   /* GCAllocationTick events seen */
     uint64_t walked;        /* samples whose stack was walked */
-    uint64_t thinned;       /* samples left out by the stack-walk budget (the walked ones
-                             * stand for them: see prof_alloc.c) */
+    uint64_t thinned;       /* samples whose stack the budget left out (the walked ones
+                             * stand for them in the stacks, see prof_alloc.c; all of them
+                             * count in the table by type) */
 };
 void prof_alloc_get_stats(struct prof_alloc_stats *out);
 /* AllocationSampled only: a 95% interval for the bytes allocated over from_s..to_s, from the

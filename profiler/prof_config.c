@@ -182,5 +182,5 @@ void prof_config_load(void)
     c->dump_max_heap = prof_env_long("CLRSCOPE_DUMP_MAX_HEAP_MB", 4096, 1, 1L << 30) * 1048576L;
     c->exception_rate = (int)prof_env_long("CLRSCOPE_EXCEPTION_SAMPLES_PER_S", 100, 1, 100000);
     c->lock_rate = (int)prof_env_long("CLRSCOPE_LOCK_SAMPLES_PER_S", 100, 1, 100000);
-    c->alloc_stack_rate = (int)prof_env_long("CLRSCOPE_ALLOC_STACKS_PER_S", 2000, 1, 1000000);
+    c->alloc_stack_rate = (int)prof_env_long("CLRSCOPE_ALLOC_STACKS_PER_S", 200, 1, 1000000);
 }

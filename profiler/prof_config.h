@@ -40,7 +40,7 @@ struct prof_config {
     int64_t dump_max_heap;/* CLRSCOPE_DUMP_MAX_HEAP_MB (4096) in bytes */
     int exception_rate;   /* CLRSCOPE_EXCEPTION_SAMPLES_PER_S (100) */
     int lock_rate;        /* CLRSCOPE_LOCK_SAMPLES_PER_S (100) */
-    int alloc_stack_rate; /* CLRSCOPE_ALLOC_STACKS_PER_S (2000) allocation stack walks */
+    int alloc_stack_rate; /* CLRSCOPE_ALLOC_STACKS_PER_S (200) allocation stack walks */
 };
 
 extern struct prof_config g_cfg;

@@ -25,6 +25,8 @@ enum prof_rec_kind {
     REC_LOCK = 3,      /* a: wait ns, b: lock id, c: owner thread id */
     REC_LIVE = 4,      /* a: handle, b: object size, c: ClassID, text: type */
     REC_USER = 5,      /* free for modules: a..d, text */
+    REC_ALLOC_TYPE = 6, /* an allocation sample whose stack was not walked (no frames): a: TypeID,
+                         * b: object size, wcount/wbytes, text: type */
 };
 
 struct prof_rec {
@@ -50,6 +52,8 @@ struct prof_rec {
     double t_unix;
     uint64_t a, b, c, d;
     double x;           /* kind-specific weight */
+    double wcount, wbytes; /* REC_ALLOC, REC_LIVE, REC_ALLOC_TYPE: the sample's own weights,
+                            * before the stack budget's upscaling (x and c) */
     char text[REC_TEXT];
     uintptr_t frames[REC_FRAMES_CAP]; /* [0..REC_MAX_FRAMES): FunctionIDs (0 = a run of native
                                        * frames), or return addresses when `ips` */

@@ -14,14 +14,17 @@
 #include <stddef.h>
 #include <stdint.h>
 
-enum prof_kind { PK_CPU, PK_WALL, PK_ALLOC, PK_EXC, PK_LOCK, PK_COUNT };
+enum prof_kind { PK_CPU, PK_WALL, PK_ALLOC, PK_EXC, PK_LOCK, PK_ALLOC_TYPE, PK_COUNT };
 
 /* Value slots per kind:
  *   PK_CPU   v0 samples, v1 cpu ns
  *   PK_WALL  v0 samples, v1 wall ns
  *   PK_ALLOC v0 estimated count, v1 estimated bytes, v2 samples  (label = type name)
  *   PK_EXC   v0 estimated count, v1 samples                      (label = exception type)
- *   PK_LOCK  v0 estimated count, v1 estimated wait ns, v2 samples */
+ *   PK_LOCK  v0 estimated count, v1 estimated wait ns, v2 samples
+ *   PK_ALLOC_TYPE  as PK_ALLOC, but every allocation sample, walked or not, at its own weight
+ *            and without a stack (node 0, no thread): the table by type. PK_ALLOC holds only the
+ *            samples whose stack was walked, upscaled by the stack budget (prof_alloc.c) */
 #define PROF_NVALUES 3
 /* Each value added is clamped to 0..PROF_VALUE_MAX (2^44: 4.9 hours in ns, 17.6 TB in bytes, far
  * above any one sample), and a row's sums saturate at INT64_MAX: garbage in an event payload can

@@ -201,13 +201,16 @@ class StackWalkCheck(unittest.TestCase):
     """CLRSCOPE_ALLOC_WALK=check walks every sampled allocation both ways, by frame pointers and
     with the runtime's DoStackSnapshot, and counts how often the two stacks are the same frame
     for frame. The frame-pointer walk must agree on nearly all of them (what differs is the
-    first samples of a stub whose hidden frame record is not yet learned, and OSR transitions)."""
+    first samples of a stub whose hidden frame record is not yet learned, and OSR transitions).
+    Every sample is walked (no stack budget), as the bar counts those first samples against
+    all the others."""
     SECONDS = 12
 
     @classmethod
     def setUpClass(cls):
         app = ProfiledApp("alloc-mix", ["--seconds", str(cls.SECONDS + 6)],
-                          env={"CLRSCOPE_ALLOC_WALK": "check"})
+                          env={"CLRSCOPE_ALLOC_WALK": "check",
+                               "CLRSCOPE_ALLOC_STACKS_PER_S": "1000000"})
         app.start()
         try:
             app.wait_ready()
@@ -228,8 +231,9 @@ class StackWalkCheck(unittest.TestCase):
 
 class StackBudget(unittest.TestCase):
     """The allocation stack-walk budget: with CLRSCOPE_ALLOC_STACKS_PER_S far below the sample
-    rate, most samples are left out, and the walked ones, upscaled by 1/p, still give the true
-    byte shares and the runtime's exact total (the same 10 % bars, fewer samples behind them)."""
+    rate, most samples are not walked, and the walked ones, upscaled by 1/p, still give the true
+    byte shares and total in the stacks (flame graph per type; the same 10 % bars, fewer samples
+    behind them), while the table by type counts every sample."""
     BUDGET = 400  # ~6,000 walked samples in the window: the smallest type (17 %) has ~1,000
     SECONDS = 15
 
@@ -243,6 +247,13 @@ class StackBudget(unittest.TestCase):
             app.wait_ready()
             time.sleep(cls.SECONDS + 2)
             cls.table = app.json(f"/api/v1/allocations?seconds={cls.SECONDS}")
+            # the stacks' view of each type: the flame graph filtered on it (walked samples only)
+            cls.flames = {}
+            for row in cls.table["types"]:
+                q = urllib.parse.quote(row["type"])
+                cls.flames[row["type"]] = app.json(
+                    f"/api/v1/flamegraph?type=alloc-bytes&seconds={cls.SECONDS}&filter={q}")
+            cls.flame = app.json(f"/api/v1/flamegraph?type=alloc-bytes&seconds={cls.SECONDS}")
             status = app.json("/api/v1/status")
             cls.uptime = status["uptime_s"]
             cls.self_status = status["self"]
@@ -259,7 +270,20 @@ class StackBudget(unittest.TestCase):
         self.assertLess(b["walked"], self.BUDGET * (self.uptime + 8), b)
         self.assertEqual(b["walked"] + b["thinned"], self.table["samples_since_start"])
 
-    def test_shares_and_total_stay_unbiased(self):
+    def test_stacks_stay_unbiased(self):
+        truth = self.truth["types"]
+        tb = sum(t["bytes"] for t in truth.values())
+        walked = {name: f["total"] for name, f in self.flames.items()}
+        eb = sum(walked[t] for t in truth)
+        for name, t in truth.items():
+            want, got = t["bytes"] / tb, walked[name] / eb
+            self.assertLess(abs(got / want - 1), 0.10, f"{name}: {got:.4f} vs {want:.4f}")
+        # the upscaled stacks add up to the table's total, which counts every sample
+        total = self.table["total"]["bytes"]
+        self.assertLess(abs(self.flame["total"] / total - 1), 0.10,
+                        f"stacks {self.flame['total']}, table {total}")
+
+    def test_table_counts_every_sample(self):
         truth = self.truth["types"]
         tb = sum(t["bytes"] for t in truth.values())
         est = {r["type"]: r for r in self.table["types"]}
@@ -270,6 +294,9 @@ class StackBudget(unittest.TestCase):
         sc = self.table.get("self_check")
         self.assertIsNotNone(sc, self.table.get("exact_note"))
         self.assertLess(abs(sc["ratio"] - 1), 0.10, sc)
+        # every sample of the window is in the table, walked or not: far more than the budget
+        samples = self.table["total"]["samples"]
+        self.assertGreater(samples, 2 * self.BUDGET * self.SECONDS, self.table["total"])
 
     def test_frame_pointer_walk_without_cpu_profile(self):
         """The cpu profile is off here, so no signal sampler keeps the memory-map snapshot the
