@@ -916,8 +916,8 @@
         var sb = d.stack_budget;
         bias.textContent = (d.bias_note || '') + (sb && sb.thinned > 0 ? ' Stack walks are capped at ' +
           F.int(sb.per_s) + '/s (CLRSCOPE_ALLOC_STACKS_PER_S): ' + F.int(sb.thinned) + ' of ' +
-          F.int(sb.thinned + sb.walked) + ' samples since start were left out and the walked ones ' +
-          'upscaled to stand for them (unbiased, noisier).' : '');
+          F.int(sb.thinned + sb.walked) + ' samples since start had no stack walked: this table counts ' +
+          'every sample, the flame graphs upscale the walked ones to stand for the rest (unbiased, noisier).' : '');
         table.setRows(types);
       });
     }
