@@ -23,7 +23,7 @@ enum prof_rec_kind {
     REC_ALLOC = 1,     /* a: ClassID/TypeID, b: object size, c: weight-bytes (upscaled), text: type */
     REC_EXCEPTION = 2, /* text: "type\0message" */
     REC_LOCK = 3,      /* a: wait ns, b: lock id, c: owner thread id */
-    REC_LIVE = 4,      /* a: handle, b: object size, c: ClassID, text: type */
+    REC_LIVE = 4,      /* a REC_ALLOC whose object the live table tracks: d = slot + 1 | seq << 32 */
     REC_USER = 5,      /* free for modules: a..d, text */
     REC_ALLOC_TYPE = 6, /* an allocation sample whose stack was not walked (no frames): a: TypeID,
                          * b: object size, wcount/wbytes, text: type */
