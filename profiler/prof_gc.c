@@ -50,11 +50,22 @@ struct gc_slot {
 };
 
 /* One thread's suspension of the runtime, from GCSuspendEEBegin to GCRestartEEEnd. A slot stays
- * its thread's after the end (PS_ENDED: free for any thread to claim), so that an end delivered
- * twice (a second in-process session) is told from an end without a beginning. */
-enum { PS_GC = 1, PS_ENDED = 2, PS_APP = 4 /* a GC run by an app thread */ };
+ * its thread's after the end (ended: free for any thread to claim), so that an end delivered
+ * twice (a second in-process session) is told from an end without a beginning.
+ *
+ * Who owns a slot, whether its pause is open, and since when (monotonic seconds) are one word,
+ * changed only by CAS: two threads suspending at once (an app thread's GC and clrscope's own
+ * sampler) once raced here, the second taking the slot the first had just claimed but not yet
+ * marked open, and the first thread's GC lost its pause (unpaired end, pause_ms 0). */
+enum { PS_GC = 1, PS_APP = 4 /* a GC run by an app thread */ };
+enum { PO_UNUSED = 0, PO_OPEN = 1, PO_ENDED = 2 };
+#define PO_MAKE(tid, st, sec) \
+    ((uint64_t)(tid) << 32 | (uint64_t)(st) << 28 | ((uint64_t)(sec) & 0x0fffffffu))
+#define PO_TID(o) ((uint32_t)((o) >> 32))
+#define PO_ST(o) ((uint32_t)((o) >> 28) & 3u)
+#define PO_SEC(o) ((int64_t)((o) & 0x0fffffffu))
 struct pause_slot {
-    uint32_t tid; /* 0 = never used; claimed with a CAS */
+    uint64_t owner; /* PO_MAKE(tid, state, second claimed) */
     uint32_t flags;
     int64_t t_begin;
     int64_t cpu_begin; /* the suspending app thread's CPU clock, -1 = not measured */
@@ -163,27 +174,42 @@ static uint64_t u64_at(const BYTE *d, ULONG len, ULONG off)
 }
 
 /* Claims the slot of `tid` in a small table: its own, then one never used, ended or stale. */
+static int pause_take(struct pause_slot *p, uint64_t cur, uint32_t tid, int64_t sec)
+{
+    return __atomic_compare_exchange_n(&p->owner, &cur, PO_MAKE(tid, PO_OPEN, sec), 0,
+                                       __ATOMIC_ACQ_REL, __ATOMIC_RELAXED);
+}
+
+/* The calling thread's slot, marked open (its own slot again if nobody took it since). */
 static struct pause_slot *pause_claim(uint32_t tid, int64_t now)
 {
-    for (unsigned i = 0; i < PAUSE_SLOTS; i++)
-        if (LD(E.pause[i].tid) == tid)
-            return &E.pause[i];
+    int64_t sec = now / 1000000000LL;
     for (unsigned i = 0; i < PAUSE_SLOTS; i++) {
-        uint32_t cur = LD(E.pause[i].tid);
-        if (cur && !(LD(E.pause[i].flags) & PS_ENDED) && now - LD(E.pause[i].t_begin) < STALE_NS)
+        uint64_t cur = LD(E.pause[i].owner);
+        if (PO_TID(cur) == tid && pause_take(&E.pause[i], cur, tid, sec))
+            return &E.pause[i];
+    }
+    for (unsigned i = 0; i < PAUSE_SLOTS; i++) {
+        uint64_t cur = LD(E.pause[i].owner);
+        if (PO_ST(cur) == PO_OPEN &&
+            ((sec - PO_SEC(cur)) & 0x0fffffff) < STALE_NS / 1000000000LL)
             continue;
-        if (__atomic_compare_exchange_n(&E.pause[i].tid, &cur, tid, 0, __ATOMIC_ACQ_REL,
-                                        __ATOMIC_RELAXED))
+        if (pause_take(&E.pause[i], cur, tid, sec))
             return &E.pause[i];
     }
     return NULL;
 }
 
-static struct pause_slot *pause_find(uint32_t tid)
+/* The calling thread's slot (open or ended), or NULL. */
+static struct pause_slot *pause_find(uint32_t tid, uint64_t *owner)
 {
-    for (unsigned i = 0; i < PAUSE_SLOTS; i++)
-        if (LD(E.pause[i].tid) == tid)
+    for (unsigned i = 0; i < PAUSE_SLOTS; i++) {
+        uint64_t cur = LD(E.pause[i].owner);
+        if (PO_ST(cur) != PO_UNUSED && PO_TID(cur) == tid) {
+            *owner = cur;
             return &E.pause[i];
+        }
+    }
     return NULL;
 }
 
@@ -354,18 +380,22 @@ static void on_suspend_begin(const BYTE *d, ULONG len, int64_t now)
 
 static void on_restart_end(int64_t now)
 {
-    struct pause_slot *p = pause_find(prof_self_tid());
+    uint64_t owner = 0;
+    struct pause_slot *p = pause_find(prof_self_tid(), &owner);
     if (!p) {
         ADD(E.unpaired, 1);
         return;
     }
-    uint32_t flags = __atomic_load_n(&p->flags, __ATOMIC_ACQUIRE);
-    if (flags & PS_ENDED)
+    if (PO_ST(owner) != PO_OPEN)
         return; /* delivered twice (second session) */
+    uint32_t flags = __atomic_load_n(&p->flags, __ATOMIC_ACQUIRE);
     int64_t ns = now - LD(p->t_begin);
     uint64_t started_before = LD(p->starts_at_begin), fg_before = LD(p->fg_starts_at_begin);
     int64_t cpu_begin = LD(p->cpu_begin);
-    __atomic_store_n(&p->flags, flags | PS_ENDED, __ATOMIC_RELEASE);
+    uint64_t ended = PO_MAKE(PO_TID(owner), PO_ENDED, PO_SEC(owner));
+    if (!__atomic_compare_exchange_n(&p->owner, &owner, ended, 0, __ATOMIC_ACQ_REL,
+                                     __ATOMIC_RELAXED))
+        return; /* taken over as stale meanwhile: not this pause's figures */
     if (!(flags & PS_GC) || ns < 0)
         return;
     if (flags & PS_APP) {

@@ -185,6 +185,20 @@ static void *one_pause_thread(void *arg)
     return NULL;
 }
 
+/* Threads that start together and suspend the runtime over and over, as clrscope's sampler and
+ * app threads' GCs do: each begin must find the slot it claimed at its end. */
+static pthread_barrier_t churn_start;
+static void *churn_thread(void *arg)
+{
+    (void)arg;
+    pthread_barrier_wait(&churn_start);
+    for (int i = 0; i < 200; i++) {
+        suspend_begin(8);
+        restart_end();
+    }
+    return NULL;
+}
+
 static const struct prof_gc_collection *find(const struct prof_gc_view *v, uint64_t n)
 {
     for (size_t i = 0; i < v->ncollections; i++)
@@ -349,6 +363,25 @@ int main(void)
           (unsigned long long)t.lost_pauses);
     CHECK(t.unpaired_callbacks == 1, "unpaired after 40 threads %llu",
           (unsigned long long)t.unpaired_callbacks);
+
+    /* Suspensions on several threads at once, new threads each round (so every round claims
+     * slots afresh while others end theirs): a begin and its end always meet. A slot claimed
+     * but not yet marked open was once taken by a second thread in between, and the first
+     * thread's end was unpaired (a GC with pause_ms 0 in a CI run). */
+    uint64_t unpaired_before = t.unpaired_callbacks;
+    for (int round = 0; round < 60; round++) {
+        enum { CHURN = 10 }; /* fewer than the slots: every begin finds one */
+        pthread_t ths[CHURN];
+        pthread_barrier_init(&churn_start, NULL, CHURN);
+        for (int i = 0; i < CHURN; i++)
+            pthread_create(&ths[i], NULL, churn_thread, NULL);
+        for (int i = 0; i < CHURN; i++)
+            pthread_join(ths[i], NULL);
+        pthread_barrier_destroy(&churn_start);
+    }
+    prof_gc_get_totals(&t);
+    CHECK(t.unpaired_callbacks == unpaired_before, "concurrent suspensions: %llu ends unpaired",
+          (unsigned long long)(t.unpaired_callbacks - unpaired_before));
 
     /* 4. The other order, seen once in a CI run on .NET 10: an ephemeral gen1 GC #5 first, then
      * background GC #6, in one pause. The ephemeral GC owns the pause (as when the background GC
