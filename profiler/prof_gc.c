@@ -173,14 +173,14 @@ static uint64_t u64_at(const BYTE *d, ULONG len, ULONG off)
     return v;
 }
 
-/* Claims the slot of `tid` in a small table: its own, then one never used, ended or stale. */
 static int pause_take(struct pause_slot *p, uint64_t cur, uint32_t tid, int64_t sec)
 {
     return __atomic_compare_exchange_n(&p->owner, &cur, PO_MAKE(tid, PO_OPEN, sec), 0,
                                        __ATOMIC_ACQ_REL, __ATOMIC_RELAXED);
 }
 
-/* The calling thread's slot, marked open (its own slot again if nobody took it since). */
+/* Claims a slot for `tid` in a small table, marked open: its own (if nobody took it since), then
+ * one never used, ended or stale. */
 static struct pause_slot *pause_claim(uint32_t tid, int64_t now)
 {
     int64_t sec = now / 1000000000LL;
