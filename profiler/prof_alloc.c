@@ -271,9 +271,9 @@ static void take_sample(uint64_t type_id, const BYTE *d, ULONG len, size_t name_
     r->kind = walk ? REC_ALLOC : REC_ALLOC_TYPE;
     r->a = type_id;
     r->b = size;
-    r->c = (uint64_t)llround(bytes_w / p);
+    r->c = (uint64_t)llround(walk ? bytes_w / p : bytes_w); /* a walk means p > 0 */
     r->d = 0;
-    r->x = count_w / p;
+    r->x = walk ? count_w / p : count_w;
     r->wcount = count_w;
     r->wbytes = bytes_w;
     r->t_unix = t_unix;
