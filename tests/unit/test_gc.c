@@ -186,7 +186,7 @@ static void *one_pause_thread(void *arg)
 }
 
 /* Threads that start together and suspend the runtime over and over, as clrscope's sampler and
- * app threads' GCs do: each begin must find the slot it claimed at its end. */
+ * app threads' GCs do: each end must find the slot its begin claimed. */
 static pthread_barrier_t churn_start;
 static void *churn_thread(void *arg)
 {
