@@ -402,6 +402,13 @@ const char *prof_alloc_type_label(uint64_t type_id, const char *raw_name)
     return "[other types]";
 }
 
+/* The table by type's row of a sample, walked or not, at its own weight (no stack, no thread). */
+static void add_type_row(const struct prof_rec *rec, const char *label)
+{
+    int64_t v[PROF_NVALUES] = {(int64_t)llround(rec->wcount), (int64_t)llround(rec->wbytes), 1};
+    prof_store_add(PK_ALLOC_TYPE, rec->t_unix, NULL, 0, 0, label, v);
+}
+
 void prof_alloc_consume(const struct prof_rec *rec, const char **names, int n)
 {
     if (!(g_core.profiles & PROFILE_ALLOC))
@@ -409,16 +416,13 @@ void prof_alloc_consume(const struct prof_rec *rec, const char **names, int n)
     const char *label = prof_alloc_type_label(rec->a, rec->text);
     int64_t v[PROF_NVALUES] = {(int64_t)llround(rec->x), (int64_t)rec->c, 1};
     prof_store_add(PK_ALLOC, rec->t_unix, names, n, rec->os_tid, label, v);
-    prof_alloc_consume_type(rec);
+    add_type_row(rec, label);
 }
 
 void prof_alloc_consume_type(const struct prof_rec *rec)
 {
-    if (!(g_core.profiles & PROFILE_ALLOC))
-        return;
-    const char *label = prof_alloc_type_label(rec->a, rec->text);
-    int64_t v[PROF_NVALUES] = {(int64_t)llround(rec->wcount), (int64_t)llround(rec->wbytes), 1};
-    prof_store_add(PK_ALLOC_TYPE, rec->t_unix, NULL, 0, 0, label, v);
+    if (g_core.profiles & PROFILE_ALLOC)
+        add_type_row(rec, prof_alloc_type_label(rec->a, rec->text));
 }
 
 void prof_alloc_get_stats(struct prof_alloc_stats *out)

@@ -47,14 +47,13 @@ static void drain(void)
     struct prof_rec *r;
     while ((r = prof_ring_peek(g_ring))) {
         FUZZ_CHECK(r->nframes <= REC_MAX_FRAMES, "nframes %u", r->nframes);
+        FUZZ_CHECK(memchr(r->text, 0, sizeof r->text) != NULL, "record text not terminated");
         if (r->kind == REC_ALLOC_TYPE) { /* a sample the stack budget left out: no frames */
             FUZZ_CHECK(r->nframes == 0, "stackless record with %u frames", r->nframes);
-            FUZZ_CHECK(memchr(r->text, 0, sizeof r->text) != NULL, "record text not terminated");
             prof_alloc_consume_type(r);
             prof_ring_release(g_ring);
             continue;
         }
-        FUZZ_CHECK(memchr(r->text, 0, sizeof r->text) != NULL, "record text not terminated");
         int n = prof_walk_names(r->frames, (int)r->nframes, (int)r->truncated, names,
                                 REC_MAX_FRAMES + 2);
         switch (r->kind) {
