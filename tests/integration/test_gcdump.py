@@ -5,14 +5,17 @@ TestApp.Heap.Leaf each with its own byte[100], half of the leaves dropped with -
 
 Checks: exact counts and bytes against the app's truth, the tree root's retained size (= the whole
 tree, from the dominator tree), the shortest root path, the .gcdump file read back by an
-independent reader (and by `dotnet-gcdump report` when installed: $CLRSCOPE_GCDUMP_TOOL or on
-PATH), the diff of a snapshot before and after the free, 409 while one runs, 404 for bad ids,
-the heap-size guard and ?force=1, retention, and an unwritable dump directory failing cleanly.
+independent reader and by `dotnet-gcdump report` (tools/test.sh installs it from NuGet into
+BUILD/tools and sets $CLRSCOPE_GCDUMP_TOOL; else PATH; skipped, with a line, when neither has
+it), the diff of a snapshot before and after the free, 409 while one runs, 404 for bad ids, the
+heap-size guard and ?force=1, retention, and an unwritable dump directory failing cleanly.
 """
 import json
 import os
+import re
 import shutil
 import subprocess
+import sys
 import tempfile
 import time
 import unittest
@@ -171,14 +174,26 @@ class GcdumpTest(unittest.TestCase):
             with open(path, "wb") as f:
                 f.write(data)
             tool = gcdump_tool()
-            if tool:
+            if not tool:
+                print("dotnet-gcdump not installed ($CLRSCOPE_GCDUMP_TOOL, PATH): its report "
+                      "check skipped", file=sys.stderr)
+            else:
+                # Microsoft's reader of the same file: its totals (every node, the zero-size
+                # root nodes included) and the app's types by count and module
                 out = subprocess.run([tool, "report", path], capture_output=True, text=True,
                                      timeout=120)
                 self.assertEqual(out.returncode, 0, out.stderr)
-                row = [l for l in out.stdout.splitlines()
-                       if l.rstrip().endswith(" " + TREE + "  [TestApp.dll]")]
-                self.assertTrue(row, out.stdout[:2000])
-                self.assertEqual(row[0].split()[1].replace(",", ""), "100000")
+                head = {m.group(2): int(m.group(1).replace(",", ""))
+                        for m in re.finditer(r"^\s*([\d,]+)\s+GC Heap (bytes|objects)\s*$",
+                                             out.stdout, re.M)}
+                self.assertEqual(head.get("bytes"), a["bytes"], out.stdout[:500])
+                self.assertEqual(head.get("objects"), len(dump["nodes"]), out.stdout[:500])
+                for name, count in ((TREE, 100000), (LEAF, 12345),
+                                    ("TestApp.Heap.Box<System.Int32>.Slot", 321)):
+                    row = [l for l in out.stdout.splitlines()
+                           if l.rstrip().endswith(" " + name + "  [TestApp.dll]")]
+                    self.assertEqual(len(row), 1, (name, out.stdout[:2000]))
+                    self.assertEqual(int(row[0].split()[1].replace(",", "")), count, row[0])
 
             # after the free: a second snapshot and the diff
             st, _, body = app.request("/api/v1/gcdump", method="POST", data=b"")
