@@ -16,6 +16,10 @@ throughput). Each figure is divided by the paired server's; the table gives the 
 the interquartile range of those ratios over the rounds, plus the CPU share of clrscope's own
 threads (/api/v1/status; the signal handler's time is spent on the app's threads and shows in the
 CPU-per-request ratio) and the extra resident memory against the paired server.
+
+The configuration "unprofiled" is a second server without any profiler, paired like the others:
+its row is the noise floor of the pairing itself (an A/A comparison), the size of difference this
+machine cannot tell from nothing.
 """
 import json
 import os
@@ -41,7 +45,7 @@ CONNS = int(os.environ.get("CONNS", "16"))
 PIN = os.environ.get("PIN", "1" if (os.cpu_count() or 1) >= 2 else "0") == "1"
 SERVER_CPU = ["taskset", "-c", "1"] if PIN else []
 WRK_CPU = ["taskset", "-c", "0"] if PIN else []
-# a configuration: none, all, dotnet-trace, or a CLRSCOPE_PROFILES value, optionally followed by
+# a configuration: none, unprofiled (A/A), all, dotnet-trace, or a CLRSCOPE_PROFILES value, optionally followed by
 # ";VAR=value" settings for that configuration ("cpu;CLRSCOPE_CPU_HZ=50"); separated by commas
 # (so a profile list inside one configuration is written with "+": "cpu+wall")
 CONFIGS = [c.replace("+", ",") for c in os.environ.get(
@@ -97,7 +101,7 @@ class Server:
         self.base = f"http://127.0.0.1:{port}"
         env = dict(os.environ, DOTNET_CLI_TELEMETRY_OPTOUT="1", DOTNET_NOLOGO="1")
         cmd = ["dotnet", WEBAPP, "--urls", self.base]
-        if cfg not in ("none", "dotnet-trace"):
+        if cfg not in ("none", "unprofiled", "dotnet-trace"):
             # "cpu;CLRSCOPE_CPU_HZ=50": a profile list, then variables for that configuration
             profiles, *extra = cfg.split(";")
             env.update(CLRSCOPE_PORT="0", CLRSCOPE_LOG_LEVEL="warn")
@@ -121,7 +125,7 @@ class Server:
                                    f"{self.err.read().decode()[-2000:]}")
             time.sleep(0.1)
         self.dash = None
-        if cfg not in ("none", "dotnet-trace"):
+        if cfg not in ("none", "unprofiled", "dotnet-trace"):
             self.err.seek(0)
             m = re.search(rb"dashboard (http://[\d.:]+/)", self.err.read())
             self.dash = m.group(1).decode() if m else None
@@ -260,6 +264,7 @@ def main():
         cells.append(f"{statistics.median(share) * 100:.2f} %" if share else "–")
         cells.append(f"{statistics.median(drss) / 2**20:+.1f} MiB")
         name = {"all": "all (default)",
+                "unprofiled": "unprofiled (A/A: a second server without profiler)",
                 "dotnet-trace": "dotnet-trace (sampled-thread-time + common)"}.get(cfg, cfg)
         print(f"| {name} | " + " | ".join(cells) + " |")
     errs = sum(x["errors"] for rs in runs.values() for x in rs)

@@ -5,7 +5,7 @@
 # findings of bench/findings.md. SMOKE=1 runs each once with tiny
 # sizes (what CI could afford; no figure from a smoke run means anything).
 # Benchmarks: aspnet_overhead.sh (a Kestrel server under wrk, each profile alone and all
-# together, dotnet-trace beside them), api_latency.py (dashboard endpoints under that load),
+# together, dotnet-trace beside them; then all profiles in steady state beside an A/A pair), api_latency.py (dashboard endpoints under that load),
 # threads_bench.py (10/100/500 threads), startup.py, first_paint.sh (dashboard in Chromium),
 # rss_growth.py (RSS over RSS_SECONDS, default 600), cpu_overhead.sh (CPU/wall samplers), gc_overhead.sh (GC monitoring),
 # live_overhead.sh (live objects), exceptions_overhead.sh (exception storm),
@@ -51,6 +51,23 @@ want() { [ -z "${ONLY:-}" ] || [[ " $ONLY " == *" $1 "* ]]; }
     echo "## aspnet_overhead"
     echo
     bash bench/aspnet_overhead.sh "$build" 2>/dev/null || echo "(aspnet_overhead failed: exit $?)"
+    echo
+  fi
+  # The same server in steady state: every configuration above starts its pair of servers fresh
+  # and measures after a few seconds, inside the runtime's start-up phase (tiered compilation of
+  # the app and of the runtime counters' managed code, ~50 s). Here each pair warms up
+  # STEADY_WARMUP s (default 90) first, and a second server without profiler paired the same way
+  # ("unprofiled", an A/A comparison) shows the noise floor of the pairing itself.
+  if want aspnet_steady; then
+    echo "## aspnet_steady"
+    echo
+    if [ "${SMOKE:-0}" = 1 ]; then
+      CONFIGS=unprofiled,all bash bench/aspnet_overhead.sh "$build" 2>/dev/null ||
+        echo "(aspnet_steady failed: exit $?)"
+    else
+      CONFIGS=unprofiled,all WARMUP=${STEADY_WARMUP:-90} DURATION=20 ROUNDS=${STEADY_ROUNDS:-4} \
+        bash bench/aspnet_overhead.sh "$build" 2>/dev/null || echo "(aspnet_steady failed: exit $?)"
+    fi
     echo
   fi
   if want api_latency; then
