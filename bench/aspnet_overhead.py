@@ -46,8 +46,8 @@ PIN = os.environ.get("PIN", "1" if (os.cpu_count() or 1) >= 2 else "0") == "1"
 SERVER_CPU = ["taskset", "-c", "1"] if PIN else []
 WRK_CPU = ["taskset", "-c", "0"] if PIN else []
 # a configuration: none, unprofiled (A/A), all, dotnet-trace, or a CLRSCOPE_PROFILES value,
-# optionally followed by ";VAR=value" settings for that configuration ("cpu;CLRSCOPE_CPU_HZ=50"); separated by commas
-# (so a profile list inside one configuration is written with "+": "cpu+wall")
+# optionally followed by ";VAR=value" settings for that configuration ("cpu;CLRSCOPE_CPU_HZ=50");
+# separated by commas (so a profile list inside one configuration is written with "+": "cpu+wall")
 CONFIGS = [c.replace("+", ",") for c in os.environ.get(
     "CONFIGS", "none,cpu,wall,alloc,live,gc,exceptions,lock,all,dotnet-trace").split(",")]
 LAUNCHER = os.path.join(BUILD, "clrscope")

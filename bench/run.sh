@@ -4,13 +4,14 @@
 # in one run by alternation, medians and spread over rounds), after the hand-kept targets and
 # findings of bench/findings.md. SMOKE=1 runs each once with tiny
 # sizes (what CI could afford; no figure from a smoke run means anything).
-# Benchmarks: aspnet_overhead.sh (a Kestrel server under wrk, each profile alone and all
-# together, dotnet-trace beside them; then all profiles in steady state beside an A/A pair),
-# api_latency.py (dashboard endpoints under that load), threads_bench.py (10/100/500 threads), startup.py, first_paint.sh (dashboard in Chromium),
-# rss_growth.py (RSS over RSS_SECONDS, default 600), cpu_overhead.sh (CPU/wall samplers), gc_overhead.sh (GC monitoring),
-# live_overhead.sh (live objects), exceptions_overhead.sh (exception storm),
-# alloc_walk_check.sh (frame-pointer vs runtime allocation stacks on the server), gcdump_bench.sh
-# (heap snapshot time and memory for 100k/1M/5M objects).
+# Benchmarks: aspnet_overhead.sh (a Kestrel server under wrk, each profile alone and all together,
+# dotnet-trace beside them; then all profiles in steady state beside an A/A pair), api_latency.py
+# (dashboard endpoints under that load), threads_bench.py (10/100/500 threads), startup.py,
+# first_paint.sh (dashboard in Chromium), rss_growth.py (RSS over RSS_SECONDS, default 600),
+# cpu_overhead.sh (CPU/wall samplers), gc_overhead.sh (GC monitoring), live_overhead.sh (live
+# objects), exceptions_overhead.sh (exception storm), alloc_walk_check.sh (frame-pointer vs runtime
+# allocation stacks on the server), gcdump_bench.sh (heap snapshot time and memory for 100k/1M/5M
+# objects).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 build=${1:-build}
