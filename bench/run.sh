@@ -57,9 +57,10 @@ want() { [ -z "${ONLY:-}" ] || [[ " $ONLY " == *" $1 "* ]]; }
   # The same server in steady state: every configuration above starts its pair of servers fresh
   # and measures after a few seconds, inside the runtime's start-up phase (tiered compilation of
   # the app and of the runtime counters' managed code, ~50 s). Here each pair warms up
-  # STEADY_WARMUP s (default 90) first, STEADY_ROUNDS rounds (default 8: one round of an A/A pair
-  # moves by ±5 %), and a second server without profiler paired the same way
-  # ("unprofiled", an A/A comparison) shows the noise floor of the pairing itself.
+  # STEADY_WARMUP s (default 60) first and is measured for STEADY_DURATION s (60), STEADY_ROUNDS
+  # rounds (6: a single round of an A/A pair can be off by 4-7 %, see bench/findings.md), and a
+  # second server without profiler paired the same way ("unprofiled", an A/A comparison) shows
+  # the noise floor of the pairing itself.
   if want aspnet_steady; then
     echo "## aspnet_steady"
     echo
@@ -67,7 +68,8 @@ want() { [ -z "${ONLY:-}" ] || [[ " $ONLY " == *" $1 "* ]]; }
       CONFIGS=unprofiled,all bash bench/aspnet_overhead.sh "$build" 2>/dev/null ||
         echo "(aspnet_steady failed: exit $?)"
     else
-      CONFIGS=unprofiled,all WARMUP=${STEADY_WARMUP:-90} DURATION=20 ROUNDS=${STEADY_ROUNDS:-8} \
+      CONFIGS=unprofiled,all WARMUP=${STEADY_WARMUP:-60} DURATION=${STEADY_DURATION:-60} \
+        ROUNDS=${STEADY_ROUNDS:-6} \
         bash bench/aspnet_overhead.sh "$build" 2>/dev/null || echo "(aspnet_steady failed: exit $?)"
     fi
     echo
