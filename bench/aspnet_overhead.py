@@ -51,6 +51,8 @@ WRK_CPU = ["taskset", "-c", "0"] if PIN else []
 CONFIGS = [c.replace("+", ",") for c in os.environ.get(
     "CONFIGS", "none,cpu,wall,alloc,live,gc,exceptions,lock,all,dotnet-trace").split(",")]
 LAUNCHER = os.path.join(BUILD, "clrscope")
+# configurations whose server runs without clrscope (no launcher, no dashboard to ask)
+WITHOUT_CLRSCOPE = ("none", "unprofiled", "dotnet-trace")
 # dotnet-trace (installed by aspnet_overhead.sh when NuGet has it): the same server traced with its
 # default-equivalent profiles (EventPipe SampleProfiler thread-time sampling + common runtime events)
 DOTNET_TRACE = os.environ.get("DOTNET_TRACE", "")
@@ -101,7 +103,7 @@ class Server:
         self.base = f"http://127.0.0.1:{port}"
         env = dict(os.environ, DOTNET_CLI_TELEMETRY_OPTOUT="1", DOTNET_NOLOGO="1")
         cmd = ["dotnet", WEBAPP, "--urls", self.base]
-        if cfg not in ("none", "unprofiled", "dotnet-trace"):
+        if cfg not in WITHOUT_CLRSCOPE:
             # "cpu;CLRSCOPE_CPU_HZ=50": a profile list, then variables for that configuration
             profiles, *extra = cfg.split(";")
             env.update(CLRSCOPE_PORT="0", CLRSCOPE_LOG_LEVEL="warn")
@@ -125,7 +127,7 @@ class Server:
                                    f"{self.err.read().decode()[-2000:]}")
             time.sleep(0.1)
         self.dash = None
-        if cfg not in ("none", "unprofiled", "dotnet-trace"):
+        if cfg not in WITHOUT_CLRSCOPE:
             self.err.seek(0)
             m = re.search(rb"dashboard (http://[\d.:]+/)", self.err.read())
             self.dash = m.group(1).decode() if m else None
