@@ -81,6 +81,7 @@ int api_status(const struct web_req *r)
         cJSON_AddNumberToObject(sg, "leaf_only", (double)(ss.sig.no_stack + ss.sig.altstack));
         cJSON_AddNumberToObject(sg, "truncated", (double)ss.sig.truncated);
         cJSON_AddNumberToObject(sg, "maps_refreshes", (double)ss.sig.maps_refreshes);
+        cJSON_AddNumberToObject(sg, "new_code", (double)ss.sig.new_code);
     }
 
     struct prof_store_stats st;

@@ -116,6 +116,22 @@ static const struct prof_sig_hidden *find_hidden(const struct prof_sig_hiddens *
     return NULL;
 }
 
+/* Whether w could be the return address of a frame record: code the snapshot knows, or an
+ * address no writable mapping holds (code mapped since the snapshot) at or above the lowest code
+ * the snapshot knows and below the main thread's stack. A saved copy of rbp followed by a
+ * register holding a stack or heap pointer or a number is no record: the runtime's allocation
+ * helper on .NET 8 and 9 keeps such copies in its own frame (with byte counts such as 0x82ed6c
+ * after them), and every walk through it doubted its leaf. New code cannot lie below all the code already mapped: the kernel places new
+ * mappings next to the shared libraries' (top-down below them, toward the program's image and
+ * heap far below, or bottom-up above them in the legacy layout), and both layouts stay below the
+ * main thread's stack (which rules out hashes and other large numbers). */
+static int could_return(const struct prof_sig_maps *m, uintptr_t w)
+{
+    if (find_range(m->exec, m->nexec, w))
+        return 1;
+    return m->nexec && w >= m->exec[0].lo && w < m->new_code_hi && !find_range(m->rw, m->nrw, w);
+}
+
 /* Appends the return address ra, read at stack address slot, then, while it returns into a
  * frameless method, that method's own return address `frame` bytes above (below `limit`).
  * `found` (NULL for the chain's own addresses) gets the bit of a hidden record's address, `hops`
@@ -127,8 +143,13 @@ static int push(uintptr_t *ips, uint32_t *n, uint32_t max, uintptr_t slot, uintp
 {
     for (int hop = 0;; hop++) {
         if (!find_range(m->exec, m->nexec, ra)) {
-            if (ra) /* 0 ends a chain on purpose (thread start) */
+            if (ra) { /* 0 ends a chain on purpose (thread start) */
                 *flags |= PROF_SIG_F_NOTCODE;
+                if (could_return(m, ra)) {
+                    *flags |= PROF_SIG_F_NEWCODE;
+                    __atomic_store_n(&g_sig.miss_ra, ra, __ATOMIC_RELAXED);
+                }
+            }
             return -1;
         }
         if (*n >= max) {
@@ -157,21 +178,6 @@ struct self_walk {
     struct prof_sig_self *out;
     int calibrate;
 };
-
-/* Whether w could be the return address of a frame record: code the snapshot knows, or an
- * address no writable mapping holds (code mapped since the snapshot) at or above the lowest code
- * the snapshot knows. A saved copy of rbp followed by a register holding a stack or heap pointer
- * or a number is no record: the runtime's allocation helper on .NET 8 and 9 keeps such copies in
- * its own frame (with byte counts such as 0x82ed6c after them), and every walk through it doubted
- * its leaf. New code cannot lie below all the code already mapped: the kernel places new
- * mappings next to the shared libraries' (top-down below them, toward the program's image and
- * heap far below, or bottom-up above them in the legacy layout). */
-static int could_return(const struct prof_sig_maps *m, uintptr_t w)
-{
-    if (find_range(m->exec, m->nexec, w))
-        return 1;
-    return m->nexec && w >= m->exec[0].lo && !find_range(m->rw, m->nrw, w);
-}
 
 /* The frame at bp returns to x and its caller's frame is at next (> bp): appends the record the
  * chain passes over there if the table places one, or, where the table is silent and the walk
@@ -316,7 +322,9 @@ static uint32_t walk(struct prof_sig_entry *e, const ucontext_t *uc)
         e->window[w++] = load_word(a);
     e->nwindow = w;
     n = chain(e->ips, n, max, sp, bp, top, m, NULL, &flags);
-    e->flags |= flags & PROF_SIG_F_TRUNCATED;
+    e->flags |= flags & (PROF_SIG_F_TRUNCATED | PROF_SIG_F_NOTCODE | PROF_SIG_F_NEWCODE);
+    if (flags & PROF_SIG_F_NEWCODE) /* the JIT may have mapped code since the snapshot */
+        __atomic_add_fetch(&g_sig.code_miss, 1, __ATOMIC_RELAXED);
     return n;
 }
 

@@ -45,6 +45,9 @@ enum prof_sig_flag {
                                        * runtime stub where the app's frames begin (or is unsure
                                        * of it, or a word there doubts "nothing hidden"): the
                                        * leaf may be missing */
+    PROF_SIG_F_NEWCODE = 1 << 6, /* with NOTCODE: that address could be code mapped since the
+                                  * snapshot (no writable mapping holds it, and it lies at or
+                                  * above the lowest code the snapshot knows) */
 };
 
 struct prof_sig_entry {
@@ -92,6 +95,7 @@ struct prof_sig_maps {
     const struct prof_sig_range *rw;   /* readable and writable mappings (thread stacks) */
     const struct prof_sig_range *exec; /* executable mappings (return address check) */
     uint32_t nrw, nexec;
+    uintptr_t new_code_hi; /* code mapped later lies below this: the main thread's stack */
 };
 
 /* Return addresses a self-walk leaves out while they lead the stack: [lo, hi) ranges (unused
@@ -159,6 +163,8 @@ struct prof_sig_shared {
     int inflight;                                       /* atomic: handlers running now */
     /* atomic counters (handler side) */
     uint64_t handled, stale, ring_full, no_stack, altstack, maps_miss;
+    uint64_t code_miss; /* atomic: signal walks cut at an address that could be new code */
+    uintptr_t miss_ra;  /* atomic: the last such address (NEWCODE) */
 };
 
 extern struct prof_sig_shared g_sig;

@@ -21,6 +21,7 @@
 #define MAPS_PERIOD_NS 10000000000LL /* refresh /proc/self/maps at least this often */
 #define MAPS_MIN_GAP_NS 100000000LL /* at most this often when a refresh is sure to help */
 #define MAPS_HINT_GAP_NS 1000000000LL /* and this often on a mere hint */
+#define PHANTOMS 8 /* pages remembered as holding no code after a refresh */
 
 struct sthread {
     uint32_t tid;
@@ -48,8 +49,13 @@ static struct {
     int maps_kept;   /* snapshots are taken and reclaimed (signal sampler or maps keeper) */
     int64_t maps_at;
     uint64_t maps_miss_seen;
+    /* how soon a walk's miss gets a refresh (see prof_sigsample_maintain) */
+    int64_t miss_gap_ns, code_gap_ns;
+    uint64_t code_miss_seen;
+    uintptr_t phantom[PHANTOMS]; /* pages of return addresses no refresh explained */
+    int next_phantom;
     int maps_dirty;
-    uint64_t timer_failures, samples, truncated, maps_refreshes;
+    uint64_t timer_failures, samples, truncated, maps_refreshes, new_code;
 } S;
 
 static int timer_failure_logged, maps_failure_logged;
@@ -175,6 +181,10 @@ static struct prof_sig_maps *build_maps(void)
     m->exec = ex;
     m->nrw = nrw;
     m->nexec = nex;
+    m->new_code_hi = (uintptr_t)1 << 47; /* x86-64's user space without a hint for more */
+    for (uint32_t i = 0; i < nrw; i++)
+        if (rw[i].flags & PROF_SIG_R_MAIN_STACK)
+            m->new_code_hi = rw[i].lo;
     return m;
 }
 
@@ -213,7 +223,20 @@ static void reclaim(void)
     S.nret = 0;
 }
 
-static void refresh_maps(int64_t now)
+static int same_ranges(const struct prof_sig_range *a, uint32_t na,
+                       const struct prof_sig_range *b, uint32_t nb)
+{
+    if (na != nb)
+        return 0;
+    for (uint32_t i = 0; i < na; i++)
+        if (a[i].lo != b[i].lo || a[i].hi != b[i].hi)
+            return 0;
+    return 1;
+}
+
+/* Takes a new snapshot; returns 1 if the mappings changed since the last one (or there was none),
+ * 0 if not, -1 if /proc/self/maps could not be read. */
+static int refresh_maps(int64_t now)
 {
     S.maps_at = now;
     S.maps_dirty = 0;
@@ -221,12 +244,15 @@ static void refresh_maps(int64_t now)
     if (!m) {
         prof_log_once(maps_failure_logged, LOG_WARN, "cpu sampler: cannot read /proc/self/maps; "
                       "stacks keep the last known layout");
-        return;
+        return -1;
     }
     struct prof_sig_maps *old = __atomic_exchange_n(&g_sig.maps, m, __ATOMIC_SEQ_CST);
+    int changed = !old || !same_ranges(old->exec, old->nexec, m->exec, m->nexec) ||
+                  !same_ranges(old->rw, old->nrw, m->rw, m->nrw);
     if (old)
         retire(old, -1);
     S.maps_refreshes++;
+    return changed;
 }
 
 static const struct prof_sig_range *exec_range(uintptr_t ip)
@@ -305,15 +331,59 @@ void prof_sigsample_set_hidden(const struct prof_sig_hidden *h, size_t n)
         retire(old, -1);
 }
 
+static int64_t doubled(int64_t gap)
+{
+    return gap * 2 < MAPS_PERIOD_NS ? gap * 2 : MAPS_PERIOD_NS;
+}
+
+static int is_phantom(uintptr_t page)
+{
+    for (int i = 0; i < PHANTOMS; i++)
+        if (S.phantom[i] == page)
+            return 1;
+    return 0;
+}
+
+/* A signal walk cut at an address that could be code mapped since the snapshot asks for a
+ * refresh (g_sig.code_miss, the address in g_sig.miss_ra): the JIT maps new code at startup and
+ * on tier-up, and until a refresh every sample through that code loses its callers (at startup
+ * that was most of a second's samples). But such an address can also be a stale word in a frame
+ * chain that no refresh explains (a phantom), which would ask again at every tick. So the
+ * refresh comes after code_gap_ns (MAPS_MIN_GAP_NS); if it explains the address, fine; if not,
+ * the address's page joins the phantoms (never asking again) and code_gap_ns doubles, up to
+ * MAPS_PERIOD_NS, until a refresh explains one.
+ * Other misses (a stack missing from the snapshot, a self-walk cut at unknown code) ask after
+ * miss_gap_ns, which doubles the same way while their refreshes change nothing. */
 void prof_sigsample_maintain(int64_t now)
 {
     uint64_t miss = __atomic_load_n(&g_sig.maps_miss, __ATOMIC_RELAXED);
+    uint64_t code_miss = __atomic_load_n(&g_sig.code_miss, __ATOMIC_RELAXED);
+    uintptr_t ra = __atomic_load_n(&g_sig.miss_ra, __ATOMIC_RELAXED);
     int64_t since = now - S.maps_at;
-    int sure = miss != S.maps_miss_seen || (S.maps_dirty & 2);
-    if (since >= MAPS_PERIOD_NS || (sure && since >= MAPS_MIN_GAP_NS) ||
+    int missed = miss != S.maps_miss_seen;
+    int code = code_miss != S.code_miss_seen && ra && !is_phantom(ra >> 12);
+    if (!S.miss_gap_ns)
+        S.miss_gap_ns = S.code_gap_ns = MAPS_MIN_GAP_NS;
+    if (since >= MAPS_PERIOD_NS || (code && since >= S.code_gap_ns) ||
+        (missed && since >= S.miss_gap_ns) || ((S.maps_dirty & 2) && since >= MAPS_MIN_GAP_NS) ||
         (S.maps_dirty && since >= MAPS_HINT_GAP_NS)) {
+        int only_missed = missed && !code && !S.maps_dirty && since < MAPS_PERIOD_NS;
         S.maps_miss_seen = miss;
-        refresh_maps(now);
+        S.code_miss_seen = code_miss;
+        int changed = refresh_maps(now);
+        if (changed > 0)
+            S.miss_gap_ns = MAPS_MIN_GAP_NS;
+        else if (changed == 0 && only_missed)
+            S.miss_gap_ns = doubled(S.miss_gap_ns);
+        if (code && changed >= 0) {
+            if (prof_sigsample_is_code(ra)) {
+                S.code_gap_ns = MAPS_MIN_GAP_NS;
+            } else {
+                S.phantom[S.next_phantom] = ra >> 12;
+                S.next_phantom = (S.next_phantom + 1) % PHANTOMS;
+                S.code_gap_ns = doubled(S.code_gap_ns);
+            }
+        }
     }
     reclaim();
 }
@@ -461,6 +531,8 @@ static int drain_ring(const struct sthread *t, prof_sigsample_fn fn, void *arg)
         uint32_t nw = e->nwindow <= PROF_SIG_WINDOW ? e->nwindow : PROF_SIG_WINDOW;
         if (e->flags & PROF_SIG_F_TRUNCATED)
             S.truncated++;
+        if (e->flags & PROF_SIG_F_NEWCODE)
+            S.new_code++;
         struct prof_sigsample smp = {.tid = t->tid, .flags = (int)e->flags, .n = (int)n,
                                      .nwindow = (int)nw, .ips = e->ips, .window = e->window,
                                      .cpu_ns = cpu};
@@ -579,4 +651,5 @@ void prof_sigsample_get_stats(struct prof_sigsample_stats *out)
     out->altstack = __atomic_load_n(&g_sig.altstack, __ATOMIC_RELAXED);
     out->truncated = S.truncated;
     out->maps_refreshes = S.maps_refreshes;
+    out->new_code = S.new_code;
 }

@@ -34,6 +34,7 @@ struct prof_sigsample_stats {
     uint64_t altstack;         /* walks limited to the leaf: thread on its signal stack */
     uint64_t truncated;        /* walks stopped at CLRSCOPE_MAX_FRAMES */
     uint64_t maps_refreshes;   /* /proc/self/maps snapshots taken */
+    uint64_t new_code;         /* walks cut at code mapped since the snapshot (refresh asked) */
 };
 
 /* One captured sample, valid during the callback only. */

@@ -2,13 +2,16 @@
  * test_sigsample.c - the signal sampler without a runtime: prologue decoding, call-site checks,
  * and the handler itself on real threads (frame-pointer walks, a frameless middle frame, threads
  * that load garbage into rbp, threads that come and go), all in this process. The handler must
- * never fault: a fault here kills the test.
+ * never fault: a fault here kills the test. Also: code mapped after the maps snapshot is walked
+ * through within a fraction of a second, and a walk that ends at an address no refresh explains
+ * does not make the sampler re-read /proc/self/maps at every tick.
  */
 #include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
@@ -391,6 +394,126 @@ static void test_hidden_stub(void)
     prof_sigsample_set_hidden(&h, 0);
 }
 
+/* ---- code mapped after the snapshot ---- */
+
+/* A trampoline written into a fresh executable page: tramp(stop, fn) makes a frame and calls
+ * fn(stop), as JIT'd code mapped after the snapshot calls back into known code. */
+static const uint8_t tramp_code[] = {
+    0x55,             /* push %rbp */
+    0x48, 0x89, 0xe5, /* mov %rsp, %rbp */
+    0xff, 0xd6,       /* call *%rsi */
+    0x5d,             /* pop %rbp */
+    0xc3,             /* ret */
+};
+typedef void (*tramp_fn)(volatile int *stop, void (*fn)(volatile int *));
+
+struct late_arg {
+    volatile uint32_t tid;
+    volatile int go, stop;
+    volatile tramp_fn tramp;
+};
+
+__attribute__((noinline)) static void late_caller(struct late_arg *a)
+{
+    a->tramp(&a->stop, inner_spin);
+    sink++;
+}
+
+static void *late_thread(void *arg)
+{
+    struct late_arg *a = arg;
+    a->tid = (uint32_t)syscall(SYS_gettid);
+    while (!a->go)
+        sleep_ms(1);
+    late_caller(a);
+    return NULL;
+}
+
+/* A frame record whose return address lies in a PROT_NONE reservation: it looks like code mapped
+ * since the snapshot, and no refresh will ever show it. */
+static void *phantom_thread(void *arg)
+{
+    struct late_arg *a = arg;
+    a->tid = (uint32_t)syscall(SYS_gettid);
+    uintptr_t rec[4] = {0, (uintptr_t)a->tramp, 0, 0};
+    rec[0] = (uintptr_t)&rec[2];
+    while (!a->stop) {
+        uintptr_t v = (uintptr_t)&rec[0];
+        __asm__ volatile("sub $128, %%rsp\n\t"
+                         "push %%rbp\n\t"
+                         "mov %0, %%rbp\n\t"
+                         "mov $300000, %%ecx\n\t"
+                         "1: dec %%ecx\n\t"
+                         "jnz 1b\n\t"
+                         "pop %%rbp\n\t"
+                         "add $128, %%rsp"
+                         :
+                         : "r"(v)
+                         : "rcx", "memory", "cc");
+    }
+    return NULL;
+}
+
+/* Needs the sampler started, and no other sampled thread. */
+static void test_late_code(void)
+{
+    struct prof_sigsample_stats st0, st1, st2;
+    /* a thread whose walks end at a phantom: one refresh finds no code there, and the page is
+     * not asked about again (at 100 ms, 17 refreshes in 1.7 s) */
+    void *none = mmap(NULL, 4096, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    CHECK(none != MAP_FAILED, "reserve a page");
+    struct late_arg ph = {.tramp = (tramp_fn)none};
+    prof_sigsample_get_stats(&st0);
+    pthread_t pt;
+    pthread_create(&pt, NULL, phantom_thread, &ph);
+    while (!ph.tid)
+        sleep_ms(1);
+    struct got g = {.lock = PTHREAD_MUTEX_INITIALIZER};
+    uint32_t one[1] = {ph.tid};
+    pump(one, 1, &g, 1700);
+    prof_sigsample_get_stats(&st1);
+    ph.stop = 1;
+    pthread_join(pt, NULL);
+    uint64_t asked = st1.new_code - st0.new_code;
+    uint64_t refreshes = st1.maps_refreshes - st0.maps_refreshes;
+    CHECK(asked >= 20, "walks ended at the phantom: %llu", (unsigned long long)asked);
+    CHECK(refreshes >= 1 && refreshes <= 3, "refreshes while the phantom asks for them: %llu "
+          "(its thread's stack, then one for the phantom)", (unsigned long long)refreshes);
+
+    /* code mapped after the snapshot: walked through once a refresh (asked by the walk) shows it */
+    struct late_arg a = {0};
+    pthread_t lt;
+    pthread_create(&lt, NULL, late_thread, &a);
+    while (!a.tid)
+        sleep_ms(1);
+    uint32_t tid[1] = {a.tid};
+    pump(tid, 1, &g, 300); /* armed, and its stack in a snapshot; the page is not */
+    uint8_t *page = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    CHECK(page != MAP_FAILED, "map a page");
+    memcpy(page, tramp_code, sizeof tramp_code);
+    CHECK(mprotect(page, 4096, PROT_READ | PROT_EXEC) == 0, "make it executable");
+    a.tramp = (tramp_fn)page;
+    prof_sigsample_get_stats(&st1);
+    a.go = 1;
+    struct got warm = {.lock = PTHREAD_MUTEX_INITIALIZER, .tid = a.tid};
+    pump(tid, 1, &warm, 400); /* the walks ask; a refresh follows within ~0.1 s */
+    struct got late = {.lock = PTHREAD_MUTEX_INITIALIZER, .tid = a.tid};
+    late.lo[0] = (uintptr_t)inner_spin, late.hi[0] = (uintptr_t)inner_spin + 256;
+    late.lo[1] = (uintptr_t)page, late.hi[1] = (uintptr_t)page + sizeof tramp_code;
+    late.lo[2] = (uintptr_t)late_caller, late.hi[2] = (uintptr_t)late_caller + 64;
+    pump(tid, 1, &late, 800);
+    prof_sigsample_get_stats(&st2);
+    a.stop = 1;
+    pthread_join(lt, NULL);
+    pump(NULL, 0, &g, 20);
+    CHECK(st2.new_code > st1.new_code, "walks into the new page asked for a refresh: %llu",
+          (unsigned long long)(st2.new_code - st1.new_code));
+    CHECK(late.mine >= 20 && late.complete * 10 >= late.mine * 8, "inner <- new page <- caller in "
+          "%d of %d samples from 0.4 s after the page was mapped", late.complete, late.mine);
+    munmap(page, 4096);
+    munmap(none, 4096);
+}
+
 static void test_walks(void)
 {
     CHECK(prof_sigsample_start(1000, 64, 64, 2) == 0, "start");
@@ -457,6 +580,7 @@ static void test_walks(void)
     pump(NULL, 0, &g, 20);
     prof_sigsample_get_stats(&st);
     CHECK(st.threads == 0, "all disarmed: %llu", (unsigned long long)st.threads);
+    test_late_code();
     prof_sigsample_stop();
     CHECK(prof_sigsample_intact(), "the handler stays installed after stop");
 }

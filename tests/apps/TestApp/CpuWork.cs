@@ -73,21 +73,29 @@ public sealed class CpuSplitMode : Mode
 
     /// <summary>
     /// Calls whichever caller is behind the 3:1 target, so the measured split stays within one call
-    /// (~2 ms) of exactly 3:1. The iteration count adapts so each call lasts about TargetCallMs.
+    /// (1 to 3 ms) of exactly 3:1. The iteration count adapts so each call lasts about TargetCallMs on
+    /// average, and each call's length is drawn at random (0.5x to 1.5x): with equal calls the
+    /// pattern (heavy, heavy, heavy, light) repeats every 8 ms, a multiple of the kernel tick
+    /// (4 ms at CONFIG_HZ=250) at which per-thread CPU timers fire, so the samples could land on
+    /// the same places of the pattern for seconds at a time, and the measured split would then
+    /// depend on the phase, not only on the time each caller took.
     /// </summary>
     void Work(CancellationToken stop)
     {
         int iterations = 100_000;
+        var rng = new Random(12345);
         double cpuStart = ThreadCpu.NowMs();
         while (!stop.IsCancellationRequested)
         {
             bool heavy = heavyMs < Ratio * lightMs;
+            double factor = 0.5 + rng.NextDouble();
+            int n = Math.Max(1_000, (int)(iterations * factor));
             double cpu0 = ThreadCpu.NowMs();
             long t0 = Stopwatch.GetTimestamp();
             if (heavy)
-                CpuWork.HeavyCaller(iterations);
+                CpuWork.HeavyCaller(n);
             else
-                CpuWork.LightCaller(iterations);
+                CpuWork.LightCaller(n);
             double ms = Stopwatch.GetElapsedTime(t0).TotalMilliseconds;
             double cpu = ThreadCpu.NowMs() - cpu0;
             lock (this)
@@ -106,7 +114,7 @@ public sealed class CpuSplitMode : Mode
                 }
                 workerCpuMs = ThreadCpu.NowMs() - cpuStart;
             }
-            double scale = Math.Clamp(TargetCallMs / Math.Max(ms, 0.01), 0.5, 2.0);
+            double scale = Math.Clamp(TargetCallMs * factor / Math.Max(ms, 0.01), 0.5, 2.0);
             iterations = (int)Math.Clamp(iterations * scale, 1_000, 100_000_000);
         }
     }
