@@ -322,7 +322,7 @@ static uint32_t walk(struct prof_sig_entry *e, const ucontext_t *uc)
         e->window[w++] = load_word(a);
     e->nwindow = w;
     n = chain(e->ips, n, max, sp, bp, top, m, NULL, &flags);
-    e->flags |= flags & (PROF_SIG_F_TRUNCATED | PROF_SIG_F_NOTCODE | PROF_SIG_F_NEWCODE);
+    e->flags |= flags & (PROF_SIG_F_TRUNCATED | PROF_SIG_F_NEWCODE);
     if (flags & PROF_SIG_F_NEWCODE) /* the JIT may have mapped code since the snapshot */
         __atomic_add_fetch(&g_sig.code_miss, 1, __ATOMIC_RELAXED);
     return n;

@@ -197,6 +197,22 @@ static void *spin_thread(void *arg)
     return NULL;
 }
 
+/* Spins ~300,000 iterations with rbp = v: every sample taken meanwhile walks from v. */
+__attribute__((always_inline)) static inline void spin_with_rbp(uintptr_t v)
+{
+    __asm__ volatile("sub $128, %%rsp\n\t" /* keep out of the red zone */
+                     "push %%rbp\n\t"
+                     "mov %0, %%rbp\n\t"
+                     "mov $300000, %%ecx\n\t"
+                     "1: dec %%ecx\n\t"
+                     "jnz 1b\n\t"
+                     "pop %%rbp\n\t"
+                     "add $128, %%rsp"
+                     :
+                     : "r"(v)
+                     : "rcx", "memory", "cc");
+}
+
 /* rbp set to hostile values while spinning: the walk must stop, never fault */
 static void *garbage_thread(void *arg)
 {
@@ -210,18 +226,7 @@ static void *garbage_thread(void *arg)
                         (uintptr_t)end_marker, (uintptr_t)&vals, 0xdeadbeefcafebabeULL};
     while (!stop_threads)
         for (size_t i = 0; i < sizeof vals / sizeof *vals && !stop_threads; i++) {
-            uintptr_t v = vals[i];
-            __asm__ volatile("sub $128, %%rsp\n\t" /* keep out of the red zone */
-                             "push %%rbp\n\t"
-                             "mov %0, %%rbp\n\t"
-                             "mov $300000, %%ecx\n\t"
-                             "1: dec %%ecx\n\t"
-                             "jnz 1b\n\t"
-                             "pop %%rbp\n\t"
-                             "add $128, %%rsp"
-                             :
-                             : "r"(v)
-                             : "rcx", "memory", "cc");
+            spin_with_rbp(vals[i]);
         }
     return NULL;
 }
@@ -438,18 +443,7 @@ static void *phantom_thread(void *arg)
     uintptr_t rec[4] = {0, (uintptr_t)a->tramp, 0, 0};
     rec[0] = (uintptr_t)&rec[2];
     while (!a->stop) {
-        uintptr_t v = (uintptr_t)&rec[0];
-        __asm__ volatile("sub $128, %%rsp\n\t"
-                         "push %%rbp\n\t"
-                         "mov %0, %%rbp\n\t"
-                         "mov $300000, %%ecx\n\t"
-                         "1: dec %%ecx\n\t"
-                         "jnz 1b\n\t"
-                         "pop %%rbp\n\t"
-                         "add $128, %%rsp"
-                         :
-                         : "r"(v)
-                         : "rcx", "memory", "cc");
+        spin_with_rbp((uintptr_t)&rec[0]);
     }
     return NULL;
 }
