@@ -18,7 +18,8 @@
 #define KW_CONTENTION 0x4000ull
 #define KW_EXCEPTION 0x8000ull
 
-static EVENTPIPE_SESSION g_session;
+static EVENTPIPE_SESSION g_session;     /* GC, allocations, contention */
+static EVENTPIPE_SESSION g_exc_session; /* exceptions (start_exceptions_session) */
 static EVENTPIPE_SESSION g_counters_session; /* atomic: 0 once stopped */
 
 /* Providers seen so far: handle -> kind (PK_RUNTIME, PK_COUNTERS or PK_OTHER). Lock-free: each
@@ -77,8 +78,12 @@ static int provider_kind(EVENTPIPE_PROVIDER p)
     return kind;
 }
 static int g_state;
-static UINT64 g_keywords;
-static UINT32 g_level;
+/* What each running session of the runtime provider asked for (prof_heapsnap re-applies them):
+ * [0] the main session, [1] the exceptions' own. keywords 0 = that session is not running. */
+static struct {
+    UINT64 keywords;
+    UINT32 level;
+} g_cfg_of[2];
 
 DWORD prof_events_extra_event_mask(void)
 {
@@ -90,11 +95,50 @@ int prof_events_state(void)
     return __atomic_load_n(&g_state, __ATOMIC_RELAXED);
 }
 
-void prof_events_session_config(UINT64 *keywords, UINT32 *level)
+int prof_events_session_config(int i, UINT64 *keywords, UINT32 *level)
 {
     int on = __atomic_load_n(&g_state, __ATOMIC_ACQUIRE) == 1;
-    *keywords = on ? g_keywords : 0;
-    *level = on ? g_level : 0;
+    if (i < 0 || i >= 2 || !on || !g_cfg_of[i].keywords)
+        return 0;
+    *keywords = g_cfg_of[i].keywords;
+    *level = g_cfg_of[i].level;
+    return 1;
+}
+
+static const char16_t g_runtime_provider[] = u"Microsoft-Windows-DotNETRuntime";
+
+static HRESULT start_runtime_session(UINT64 kw, UINT32 level, EVENTPIPE_SESSION *out)
+{
+    COR_PRF_EVENTPIPE_PROVIDER_CONFIG cfg = {.providerName = (const WCHAR *)g_runtime_provider,
+                                             .keywords = kw,
+                                             .loggingLevel = level,
+                                             .filterData = NULL};
+    ICorProfilerInfo15 *info = g_core.info;
+    return info->vt->EventPipeStartSession(info, 1, &cfg, 0, out);
+}
+
+/* Exceptions get a session of their own at level Error. ExceptionThrown, the one event the
+ * profile reads, is an Error-level event; the same keyword at Informational also makes the
+ * runtime build ExceptionCatch/Finally/FilterStart (each with its method's name formatted) and
+ * their Stop events for every handler an exception passes, which clrscope would only discard:
+ * 2.2x the cost of a throw against 1.3x (bench/results.md, exceptions_overhead). A session has
+ * one level for all its keywords, hence two sessions. The runtime checks those handler events
+ * against the provider's level and keywords summed over all sessions, so the saving holds only
+ * while no other session asks for Informational: here, when exceptions run with cpu and wall
+ * alone. With the GC, allocation or lock profiles on, the handler events are built again. */
+static void start_exceptions_session(void)
+{
+    HRESULT hr = start_runtime_session(KW_EXCEPTION, EP_LEVEL_ERROR, &g_exc_session);
+    if (hr < 0) {
+        g_exc_session = 0;
+        prof_log(LOG_WARN, "the runtime refused the exceptions' EventPipe session (0x%08x): the "
+                 "exceptions profile is off; the rest goes on", (unsigned)hr);
+        prof_core_disable(PROFILE_EXCEPTIONS);
+        return;
+    }
+    g_cfg_of[1].keywords = KW_EXCEPTION;
+    g_cfg_of[1].level = EP_LEVEL_ERROR;
+    __atomic_store_n(&g_state, 1, __ATOMIC_RELEASE);
 }
 
 void prof_events_start(void)
@@ -106,8 +150,6 @@ void prof_events_start(void)
         kw |= KW_GC;
     if (p & PROFILE_LOCK)
         kw |= KW_CONTENTION;
-    if (p & PROFILE_EXCEPTIONS)
-        kw |= KW_EXCEPTION;
     if (p & (PROFILE_ALLOC | PROFILE_LIVE)) {
         UINT64 akw = 0;
         UINT32 alevel = EP_LEVEL_INFORMATIONAL;
@@ -117,14 +159,9 @@ void prof_events_start(void)
             level = alevel;
     }
     prof_heapsnap_init();
-    static const char16_t provider[] = u"Microsoft-Windows-DotNETRuntime";
     ICorProfilerInfo15 *info = g_core.info;
     if (kw) {
-        COR_PRF_EVENTPIPE_PROVIDER_CONFIG cfg = {.providerName = (const WCHAR *)provider,
-                                                 .keywords = kw,
-                                                 .loggingLevel = level,
-                                                 .filterData = NULL};
-        HRESULT hr = info->vt->EventPipeStartSession(info, 1, &cfg, 0, &g_session);
+        HRESULT hr = start_runtime_session(kw, level, &g_session);
         if (hr < 0) {
             prof_log(LOG_WARN, "the runtime refused an EventPipe session (0x%08x): GC details, "
                      "allocations, live objects, exceptions and locks are off; cpu and wall go "
@@ -132,13 +169,15 @@ void prof_events_start(void)
             prof_core_disable(PROFILE_ALLOC | PROFILE_LIVE | PROFILE_EXCEPTIONS | PROFILE_LOCK);
             __atomic_store_n(&g_state, -1, __ATOMIC_RELAXED);
         } else {
-            g_keywords = kw;
-            g_level = level;
+            g_cfg_of[0].keywords = kw;
+            g_cfg_of[0].level = level;
             __atomic_store_n(&g_state, 1, __ATOMIC_RELEASE);
             prof_log(LOG_DEBUG, "EventPipe session on keywords 0x%llx level %u",
                      (unsigned long long)kw, level);
         }
     }
+    if ((g_core.profiles & PROFILE_EXCEPTIONS) && prof_events_state() >= 0)
+        start_exceptions_session();
     /* The System.Runtime counters in a session of their own, which prof_counters may stop
      * (they cost the app a finalizer wake-up per GC) without touching the runtime's events */
     COR_PRF_EVENTPIPE_PROVIDER_CONFIG ccfg;
@@ -149,7 +188,7 @@ void prof_events_start(void)
             prof_counters_off();
             prof_log(LOG_WARN, "the runtime refused the System.Runtime counters (0x%08x): no exact "
                      "allocated total, no /api/v1/counters; the rest goes on", (unsigned)hr);
-        } else if (!kw) {
+        } else if (prof_events_state() == 0) {
             __atomic_store_n(&g_state, 1, __ATOMIC_RELEASE);
         }
     }

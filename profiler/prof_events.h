@@ -1,6 +1,8 @@
 /*
- * prof_events - clrscope's in-process EventPipe session on Microsoft-Windows-DotNETRuntime and
- * the routing of its events (delivered synchronously on the thread that fired them) to modules.
+ * prof_events - clrscope's in-process EventPipe sessions on Microsoft-Windows-DotNETRuntime (one
+ * for GC, allocation and contention events, one for exceptions at level Error) and on the
+ * System.Runtime counters, and the routing of their events (delivered synchronously on the
+ * thread that fired them) to modules.
  */
 #ifndef PROF_EVENTS_H
 #define PROF_EVENTS_H
@@ -20,8 +22,9 @@ void prof_events_delivered(EVENTPIPE_PROVIDER provider, DWORD id, DWORD version,
 int prof_events_stop_counters(void);
 /* Session state for status: 1 running, 0 off, -1 refused by the runtime. */
 int prof_events_state(void);
-/* The running session's keywords and level (0, 0 when none): prof_heapsnap re-applies them after
- * its own session (runtime issue dotnet/runtime#121462). */
-void prof_events_session_config(UINT64 *keywords, UINT32 *level);
+/* The keywords and level of running session i of the runtime provider (0 the main one, 1 the
+ * exceptions' own): 1 and the figures while it runs, 0 otherwise. prof_heapsnap re-applies them
+ * after its own session (runtime issue dotnet/runtime#121462). */
+int prof_events_session_config(int i, UINT64 *keywords, UINT32 *level);
 
 #endif

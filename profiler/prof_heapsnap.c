@@ -321,15 +321,16 @@ static void reset_provider_keywords(ICorProfilerInfo15 *info)
 {
     UINT64 kw = 0;
     UINT32 level = 0;
-    prof_events_session_config(&kw, &level);
-    if (!kw)
-        return;
-    COR_PRF_EVENTPIPE_PROVIDER_CONFIG cfg = {
-        .providerName = (const WCHAR *)g_provider, .keywords = kw, .loggingLevel = level,
-        .filterData = NULL};
-    EVENTPIPE_SESSION tmp = 0;
-    if (info->vt->EventPipeStartSession(info, 1, &cfg, 0, &tmp) >= 0 && tmp)
-        info->vt->EventPipeStopSession(info, tmp);
+    for (int i = 0; i < 2; i++) {
+        if (!prof_events_session_config(i, &kw, &level))
+            continue;
+        COR_PRF_EVENTPIPE_PROVIDER_CONFIG cfg = {
+            .providerName = (const WCHAR *)g_provider, .keywords = kw, .loggingLevel = level,
+            .filterData = NULL};
+        EVENTPIPE_SESSION tmp = 0;
+        if (info->vt->EventPipeStartSession(info, 1, &cfg, 0, &tmp) >= 0 && tmp)
+            info->vt->EventPipeStopSession(info, tmp);
+    }
 }
 
 static void *gc_thread(void *arg)

@@ -5,6 +5,7 @@ to 20 samples a second, the upscaled counts must still match the app's own count
 the rare type must be there with its message, and the flame graph, per-type drill-down and the
 pprof download must show the throwing methods.
 """
+import json
 import os
 import time
 import unittest
@@ -18,14 +19,17 @@ STORM = "System.InvalidOperationException"
 RATE = 20  # CLRSCOPE_EXCEPTION_SAMPLES_PER_S for these runs: forces heavy upscaling
 
 
-def run_exceptions(runtime=None, storm=20000, arguments=2000, rare=3, seconds=16):
-    """Runs the app until every exception is thrown; returns (app, dict of replies, truth)."""
+def run_exceptions(runtime=None, storm=20000, arguments=2000, rare=3, seconds=16, during=None):
+    """Runs the app until every exception is thrown; returns (app, dict of replies, truth).
+    during(app), if given, runs right after the app is ready, while it throws."""
     app = ProfiledApp("exceptions", ["--seconds", str(seconds), "--storm", str(storm),
                                      "--arguments", str(arguments), "--rare", str(rare)],
                       env={"CLRSCOPE_EXCEPTION_SAMPLES_PER_S": str(RATE)}, runtime=runtime)
     app.start()
     try:
         app.wait_ready()
+        if during:
+            during(app)
         deadline = time.time() + seconds + 30
         while not any(l.startswith("thrown ") for l in app.stdout_lines):
             if time.time() > deadline or app.proc.poll() is not None:
@@ -140,6 +144,37 @@ class ExceptionStorm(unittest.TestCase):
         for status, body in self.got["bad"]:
             self.assertEqual(status, 400, body)
             self.assertIn(b'"error"', body)
+
+
+class AfterHeapSnapshot(unittest.TestCase):
+    """A heap snapshot starts and stops a session of its own, then re-applies the keywords of
+    each of clrscope's sessions (dotnet/runtime#121462): exceptions, which have a session of
+    their own, must still be counted in full after it. The snapshot is taken ~1 s into throws
+    spread over 5.6 s, so a profile that stopped there would see about a fifth of them."""
+
+    def test_counts_after_a_snapshot(self):
+        snap = {}
+
+        def take_snapshot(app):
+            time.sleep(1)
+            status, body = app.request("/api/v1/gcdump", method="POST")[::2]
+            self.assertEqual(status, 202, body)
+            sid = json.loads(body)["id"]
+            deadline = time.time() + 60
+            while time.time() < deadline:
+                d = app.json(f"/api/v1/gcdump/{sid}")
+                if d["status"] != "running":
+                    break
+                time.sleep(0.1)
+            snap.update(d)
+
+        _, got, truth = run_exceptions(storm=8000, arguments=800, seconds=8, during=take_snapshot)
+        self.assertEqual(snap.get("status"), "done", snap)
+        seen = by_type(got["table"])
+        for name, t in truth["exceptions"].items():
+            self.assertIn(name, seen)
+            self.assertAlmostEqual(seen[name]["count"], t["count"], delta=0.10 * t["count"],
+                                   msg=f"{name} after a snapshot")
 
 
 class OtherRuntimes(unittest.TestCase):
