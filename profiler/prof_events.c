@@ -78,7 +78,7 @@ static int provider_kind(EVENTPIPE_PROVIDER p)
     return kind;
 }
 static int g_state;
-/* What each running session of the runtime provider asked for (prof_heapsnap re-applies them):
+/* What each running session of the runtime provider asked for (prof_events_reapply_sessions):
  * [0] the main session, [1] the exceptions' own. keywords 0 = that session is not running. */
 static struct {
     UINT64 keywords;
@@ -93,16 +93,6 @@ DWORD prof_events_extra_event_mask(void)
 int prof_events_state(void)
 {
     return __atomic_load_n(&g_state, __ATOMIC_RELAXED);
-}
-
-int prof_events_session_config(int i, UINT64 *keywords, UINT32 *level)
-{
-    int on = __atomic_load_n(&g_state, __ATOMIC_ACQUIRE) == 1;
-    if (i < 0 || i >= 2 || !on || !g_cfg_of[i].keywords)
-        return 0;
-    *keywords = g_cfg_of[i].keywords;
-    *level = g_cfg_of[i].level;
-    return 1;
 }
 
 static const char16_t g_runtime_provider[] = u"Microsoft-Windows-DotNETRuntime";
@@ -191,6 +181,20 @@ void prof_events_start(void)
         } else if (prof_events_state() == 0) {
             __atomic_store_n(&g_state, 1, __ATOMIC_RELEASE);
         }
+    }
+}
+
+void prof_events_reapply_sessions(void)
+{
+    if (__atomic_load_n(&g_state, __ATOMIC_ACQUIRE) != 1)
+        return;
+    ICorProfilerInfo15 *info = g_core.info;
+    for (int i = 0; i < 2; i++) {
+        if (!g_cfg_of[i].keywords)
+            continue;
+        EVENTPIPE_SESSION tmp = 0;
+        if (start_runtime_session(g_cfg_of[i].keywords, g_cfg_of[i].level, &tmp) >= 0 && tmp)
+            info->vt->EventPipeStopSession(info, tmp);
     }
 }
 

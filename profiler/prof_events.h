@@ -22,9 +22,10 @@ void prof_events_delivered(EVENTPIPE_PROVIDER provider, DWORD id, DWORD version,
 int prof_events_stop_counters(void);
 /* Session state for status: 1 running, 0 off, -1 refused by the runtime. */
 int prof_events_state(void);
-/* The keywords and level of running session i of the runtime provider (0 the main one, 1 the
- * exceptions' own): 1 and the figures while it runs, 0 otherwise. prof_heapsnap re-applies them
- * after its own session (runtime issue dotnet/runtime#121462). */
-int prof_events_session_config(int i, UINT64 *keywords, UINT32 *level);
+/* Starts and stops a throw-away session with the keywords and level of each running session on
+ * the runtime provider, which resets the provider after another session of that provider ended
+ * (prof_heapsnap's, after a heap snapshot: runtime issue dotnet/runtime#121462). Call it from a
+ * thread of clrscope's own, never from a callback. */
+void prof_events_reapply_sessions(void);
 
 #endif

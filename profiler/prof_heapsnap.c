@@ -8,10 +8,11 @@
  *      GCHeapCollect keywords. The runtime runs a blocking gen2 GC inside that call and fires the
  *      bulk events synchronously on its GC thread(s); prof_heapsnap_on_event recognises the dump
  *      GC by its GCStart (Induced, depth 2, not background) and GCEnd (same count). The session is
- *      stopped from clrscope-heapgc after the GC, never from a callback; a throw-away session with
- *      the main session's keywords then resets the provider (dotnet/runtime#121462). The session
- *      call runs on its own thread because the runtime may attach a runtime Thread object to the
- *      caller, after which SYNC profiler calls (type names) would be refused on that thread.
+ *      stopped from clrscope-heapgc after the GC, never from a callback; prof_events then resets
+ *      the provider with a throw-away copy of each of its sessions (dotnet/runtime#121462). The
+ *      session call runs on its own thread because the runtime may attach a runtime Thread object
+ *      to the caller, after which SYNC profiler calls (type names) would be refused on that
+ *      thread.
  *   3. clrscope-heap: graph, dominators, paths (heap_graph), type names (prof_symbols), the
  *      .gcdump file (gcdump_write, to a temporary name, then renamed), the per-type summary.
  */
@@ -317,22 +318,6 @@ struct gcjob {
     int forced_gc;
 };
 
-static void reset_provider_keywords(ICorProfilerInfo15 *info)
-{
-    UINT64 kw = 0;
-    UINT32 level = 0;
-    for (int i = 0; i < 2; i++) {
-        if (!prof_events_session_config(i, &kw, &level))
-            continue;
-        COR_PRF_EVENTPIPE_PROVIDER_CONFIG cfg = {
-            .providerName = (const WCHAR *)g_provider, .keywords = kw, .loggingLevel = level,
-            .filterData = NULL};
-        EVENTPIPE_SESSION tmp = 0;
-        if (info->vt->EventPipeStartSession(info, 1, &cfg, 0, &tmp) >= 0 && tmp)
-            info->vt->EventPipeStopSession(info, tmp);
-    }
-}
-
 static void *gc_thread(void *arg)
 {
     struct gcjob *j = arg;
@@ -356,7 +341,7 @@ static void *gc_thread(void *arg)
     for (int i = 0; i < 200 && __atomic_load_n(&g_state, __ATOMIC_ACQUIRE) == ST_CAPTURING; i++)
         sleep_ms(10);
     j->hr_stop = info->vt->EventPipeStopSession(info, session);
-    reset_provider_keywords(info);
+    prof_events_reapply_sessions();
     return NULL;
 }
 
