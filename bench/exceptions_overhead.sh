@@ -10,9 +10,12 @@
 #   STORM=200000 RUNS=5 RUNTIME=net10 bench/exceptions_overhead.sh
 #
 # Configurations: no profiler; the profiler with every profile but exceptions; exceptions only
-# at 1 sample/s (the cost of the runtime event alone); exceptions at the default 100 samples/s;
-# exceptions with cpu and wall (no other session on the runtime's provider asks for level
-# Informational, so the runtime's exception-handler events stay off); everything on (the default).
+# at 1 sample/s (the cost of counting alone); exceptions at the default 100 samples/s;
+# exceptions with cpu and wall; everything on (the default). Exceptions come from the profiling
+# API's ExceptionThrown callback unless CLRSCOPE_EXCEPTION_SOURCE=events, which has two rows of
+# its own: exceptions alone (a session at level Error: the runtime builds its ExceptionThrown
+# events) and everything (another session at Informational: the runtime then also builds its
+# exception-handler events, catch/finally/filter with method names, for every handler passed).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 build=${1:-build}
@@ -50,11 +53,15 @@ declare -A label=(
   ["CLRSCOPE_PROFILES=exceptions"]="exceptions only, 100 samples/s"
   ["CLRSCOPE_PROFILES=cpu,wall,exceptions"]="cpu, wall and exceptions"
   ["CLRSCOPE_PROFILES=all"]="everything (default)"
+  ["CLRSCOPE_PROFILES=exceptions CLRSCOPE_EXCEPTION_SOURCE=events"]="events: exceptions only"
+  ["CLRSCOPE_PROFILES=all CLRSCOPE_EXCEPTION_SOURCE=events"]="events: everything"
 )
 order=(none "CLRSCOPE_PROFILES=cpu,wall,alloc,live,gc,lock"
        "CLRSCOPE_PROFILES=exceptions CLRSCOPE_EXCEPTION_SAMPLES_PER_S=1"
        "CLRSCOPE_PROFILES=exceptions" "CLRSCOPE_PROFILES=cpu,wall,exceptions"
-       "CLRSCOPE_PROFILES=all")
+       "CLRSCOPE_PROFILES=all"
+       "CLRSCOPE_PROFILES=exceptions CLRSCOPE_EXCEPTION_SOURCE=events"
+       "CLRSCOPE_PROFILES=all CLRSCOPE_EXCEPTION_SOURCE=events")
 
 echo "exception storm: $storm throws on $runtime, median of $runs runs ($(nproc) cpus)"
 printf '%-34s %10s %10s %10s %10s %12s\n' configuration cpu_s ratio wall_s ratio us/throw

@@ -100,6 +100,13 @@ typedef struct COR_PRF_GC_GENERATION_RANGE {
     UINT_PTR rangeLengthReserved;
 } COR_PRF_GC_GENERATION_RANGE;
 
+/* GetClassLayout: one instance field (its FieldDef token) and its offset from the object's start,
+ * the MethodTable pointer included (corprof.idl). */
+typedef struct COR_FIELD_OFFSET {
+    mdToken ridOfField;
+    ULONG ulOffset;
+} COR_FIELD_OFFSET;
+
 /* GetCodeInfo4: one contiguous range of a method's native code. */
 typedef struct COR_PRF_CODE_INFO {
     UINT_PTR startAddress;
@@ -125,6 +132,20 @@ typedef struct ICorProfilerThreadEnumVtbl {
 } ICorProfilerThreadEnumVtbl;
 struct ICorProfilerThreadEnum {
     const ICorProfilerThreadEnumVtbl *vt;
+};
+typedef struct ICorProfilerModuleEnum ICorProfilerModuleEnum;
+typedef struct ICorProfilerModuleEnumVtbl {
+    HRESULT (*QueryInterface)(ICorProfilerModuleEnum *self, REFIID riid, void **ppv);
+    ULONG (*AddRef)(ICorProfilerModuleEnum *self);
+    ULONG (*Release)(ICorProfilerModuleEnum *self);
+    HRESULT (*Skip)(ICorProfilerModuleEnum *self, ULONG n);
+    HRESULT (*Reset)(ICorProfilerModuleEnum *self);
+    HRESULT (*Clone)(ICorProfilerModuleEnum *self, ICorProfilerModuleEnum **out);
+    HRESULT (*GetCount)(ICorProfilerModuleEnum *self, ULONG *n);
+    HRESULT (*Next)(ICorProfilerModuleEnum *self, ULONG n, ModuleID *ids, ULONG *fetched);
+} ICorProfilerModuleEnumVtbl;
+struct ICorProfilerModuleEnum {
+    const ICorProfilerModuleEnumVtbl *vt;
 };
 
 typedef struct ICorProfilerInfo15Vtbl {
@@ -168,10 +189,10 @@ typedef struct ICorProfilerInfo15Vtbl {
     /*  37 */ void *SetEnterLeaveFunctionHooks2;
     /*  38 */ HRESULT (*GetFunctionInfo2)(void *self, FunctionID fn, UINT_PTR frame, ClassID *cls, ModuleID *mod, mdToken *tok, ULONG32 cargs, ULONG32 *pcargs, ClassID *args);
     /*  39 */ void *GetStringLayout;
-    /*  40 */ void *GetClassLayout;
+    /*  40 */ HRESULT (*GetClassLayout)(void *self, ClassID cls, COR_FIELD_OFFSET *offsets, ULONG cap, ULONG *count, ULONG *size);
     /*  41 */ HRESULT (*GetClassIDInfo2)(void *self, ClassID cls, ModuleID *mod, mdTypeDef *td, ClassID *parent, ULONG32 cargs, ULONG32 *pcargs, ClassID *args);
     /*  42 */ void *GetCodeInfo2;
-    /*  43 */ void *GetClassFromTokenAndTypeArgs;
+    /*  43 */ HRESULT (*GetClassFromTokenAndTypeArgs)(void *self, ModuleID mod, mdTypeDef td, ULONG32 cargs, ClassID *args, ClassID *cls);
     /*  44 */ void *GetFunctionFromTokenAndTypeArgs;
     /*  45 */ void *EnumModuleFrozenObjects;
     /*  46 */ HRESULT (*GetArrayObjectInfo)(void *self, ObjectID obj, ULONG32 cdims, ULONG32 *dim_sizes, int *dim_lower, BYTE **data);
@@ -194,7 +215,7 @@ typedef struct ICorProfilerInfo15Vtbl {
     /*  63 */ void *GetFunctionEnter3Info;
     /*  64 */ void *GetFunctionLeave3Info;
     /*  65 */ void *GetFunctionTailcall3Info;
-    /*  66 */ void *EnumModules;
+    /*  66 */ HRESULT (*EnumModules)(void *self, ICorProfilerModuleEnum **out);
     /*  67 */ HRESULT (*GetRuntimeInformation)(void *self, USHORT *clr_id, DWORD *rt_type, USHORT *major, USHORT *minor, USHORT *build, USHORT *qfe, ULONG cch, ULONG *pcch, WCHAR *ver);
     /*  68 */ void *GetThreadStaticAddress2;
     /*  69 */ void *GetAppDomainsContainingModule;
@@ -255,7 +276,7 @@ typedef struct IMetaDataImportVtbl {
     /*   6 */ void *EnumTypeDefs;
     /*   7 */ void *EnumInterfaceImpls;
     /*   8 */ void *EnumTypeRefs;
-    /*   9 */ void *FindTypeDefByName;
+    /*   9 */ HRESULT (*FindTypeDefByName)(void *self, const WCHAR *name, mdToken enclosing, mdTypeDef *td);
     /*  10 */ void *GetScopeProps;
     /*  11 */ void *GetModuleFromScope;
     /*  12 */ HRESULT (*GetTypeDefProps)(void *self, mdTypeDef td, WCHAR *name, ULONG cch, ULONG *pcch, DWORD *flags, mdToken *extends);
@@ -303,7 +324,7 @@ typedef struct IMetaDataImportVtbl {
     /*  54 */ void *GetCustomAttributeProps;
     /*  55 */ void *FindTypeRef;
     /*  56 */ void *GetMemberProps;
-    /*  57 */ void *GetFieldProps;
+    /*  57 */ HRESULT (*GetFieldProps)(void *self, mdToken fd, mdTypeDef *cls, WCHAR *name, ULONG cch, ULONG *pcch, DWORD *attr, const BYTE **sig, ULONG *cbsig, DWORD *cplus_type, const void **value, ULONG *cch_value);
     /*  58 */ void *GetPropertyProps;
     /*  59 */ void *GetParamProps;
     /*  60 */ void *GetCustomAttributeByName;

@@ -208,6 +208,7 @@ static void *agg_main(void *arg)
         /* wake often enough that the ring fills to a quarter at the rate just seen, and no
          * more than 20 times a second when nothing comes (each wake-up takes a core from the
          * app for a context switch) */
+        prof_exc_poll();
         int got = drain();
         if (got > 0) {
             int64_t quarter = (int64_t)RING_SLOTS / 4;

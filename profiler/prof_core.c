@@ -12,6 +12,7 @@
 #include "prof_agg.h"
 #include "prof_config.h"
 #include "prof_events.h"
+#include "prof_exc.h"
 #include "prof_exporter.h"
 #include "prof_gc.h"
 #include "prof_live.h"
@@ -244,7 +245,7 @@ HRESULT prof_core_initialize(void *info_unknown)
     g_core.profiles = g_cfg.profiles;
     DWORD lo = COR_PRF_MONITOR_THREADS | COR_PRF_ENABLE_STACK_SNAPSHOT;
     DWORD hi = COR_PRF_HIGH_BASIC_GC | COR_PRF_HIGH_MONITOR_EVENT_PIPE;
-    lo |= prof_events_extra_event_mask();
+    lo |= prof_events_extra_event_mask() | prof_exc_event_mask();
     HRESULT hr = g_core.info->vt->SetEventMask2(g_core.info, lo, hi);
     if (hr < 0) {
         prof_log(LOG_ERROR, "SetEventMask2 failed (0x%08x); clrscope stays passive", (unsigned)hr);

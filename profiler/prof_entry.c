@@ -12,6 +12,7 @@
 #include "prof_core.h"
 #include "prof_counters.h"
 #include "prof_events.h"
+#include "prof_exc.h"
 #include "prof_gc.h"
 #include "prof_live.h"
 #include "prof_threads.h"
@@ -124,6 +125,13 @@ static HRESULT cb_event_delivered(void *self, EVENTPIPE_PROVIDER provider, DWORD
     return S_OK;
 }
 
+static HRESULT cb_exception_thrown(void *self, ObjectID obj)
+{
+    (void)self;
+    prof_exc_on_throw(obj);
+    return S_OK;
+}
+
 static HRESULT cb_cached_function_search(void *self, FunctionID fn, BOOL *use_cached)
 {
     (void)self;
@@ -172,6 +180,7 @@ static void callback_vtbl_init(void)
     vt[CB_GarbageCollectionStarted] = (const void *)cb_gc_started;
     vt[CB_GarbageCollectionFinished] = (const void *)cb_gc_finished;
     vt[CB_EventPipeEventDelivered] = (const void *)cb_event_delivered;
+    vt[CB_ExceptionThrown] = (const void *)cb_exception_thrown;
     vt[CB_JITCachedFunctionSearchStarted] = (const void *)cb_cached_function_search;
     vt[CB_JITInlining] = (const void *)cb_jit_inlining;
     vt[CB_LoadAsNotificationOnly] = (const void *)cb_load_as_notification_only;

@@ -154,9 +154,10 @@ void prof_events_start(void)
         HRESULT hr = start_runtime_session(kw, level, &g_session);
         if (hr < 0) {
             prof_log(LOG_WARN, "the runtime refused an EventPipe session (0x%08x): GC details, "
-                     "allocations, live objects, exceptions and locks are off; cpu and wall go "
-                     "on", (unsigned)hr);
-            prof_core_disable(PROFILE_ALLOC | PROFILE_LIVE | PROFILE_EXCEPTIONS | PROFILE_LOCK);
+                     "allocations, live objects%s and locks are off; cpu and wall go on",
+                     (unsigned)hr, prof_exc_uses_events() ? ", exceptions" : "");
+            prof_core_disable(PROFILE_ALLOC | PROFILE_LIVE | PROFILE_LOCK |
+                              (prof_exc_uses_events() ? PROFILE_EXCEPTIONS : 0));
             __atomic_store_n(&g_state, -1, __ATOMIC_RELAXED);
         } else {
             g_cfg_of[0].keywords = kw;
@@ -166,7 +167,8 @@ void prof_events_start(void)
                      (unsigned long long)kw, level);
         }
     }
-    if ((g_core.profiles & PROFILE_EXCEPTIONS) && prof_events_state() >= 0)
+    if ((g_core.profiles & PROFILE_EXCEPTIONS) && prof_exc_uses_events() &&
+        prof_events_state() >= 0)
         start_exceptions_session();
     /* The System.Runtime counters in a session of their own, which prof_counters may stop
      * (they cost the app a finalizer wake-up per GC) without touching the runtime's events */

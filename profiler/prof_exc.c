@@ -1,14 +1,21 @@
 /*
  * prof_exc.c - see prof_exc.h.
  *
- * Two halves. The event half runs in the runtime's ExceptionThrown callback on the throwing
- * thread: it reads the type and message out of the payload, counts the event in the type's
- * slot (prof_esamp: exact, lock-free), and when the sampler says so walks the thread's stack and
- * hands "type\0message" plus the frames to clrscope-agg through g_ring. The aggregator half
- * turns each sample into store rows (PK_EXC, label = type) and (type, message) table rows, each
- * weighted by the events its type counted since that type's previous sample, so the estimated
- * counts add up to the exact totals; once a second it attributes the events counted after a
- * type's last sample to that sample's stack.
+ * Two halves. The event half runs on the throwing thread, in the profiling API's ExceptionThrown
+ * callback (the default) or, with CLRSCOPE_EXCEPTION_SOURCE=events, in the runtime's
+ * ExceptionThrown_V1 event. It counts the exception in its type's slot (prof_esamp: exact,
+ * lock-free), and when the sampler says so reads the message, walks the thread's stack and hands
+ * them to clrscope-agg through g_ring: from the callback the ClassID (rec->c) and "\0message",
+ * read from the object's System.Exception._message; from the event "type\0message" out of the
+ * payload. The callback costs the app less: the event needs the runtime's exception keyword,
+ * and with another session at Informational (every profile but cpu and wall) the runtime then
+ * also builds its catch/finally/filter events for every handler an exception passes.
+ *
+ * The aggregator half turns each sample into store rows (PK_EXC, label = type) and (type,
+ * message) table rows, each weighted by the events its type counted since that type's previous
+ * sample, so the estimated counts add up to the exact totals; once a second it attributes the
+ * events counted after a type's last sample to that sample's stack. It also finds where
+ * exceptions keep their message (prof_exc_poll), for the callback.
  */
 #include "prof_exc.h"
 
@@ -117,6 +124,153 @@ static uint64_t u16_hash(const BYTE *p, size_t units)
     return h | 1; /* never 0: 0 marks a free slot */
 }
 
+/* ---- the callback source ---- */
+
+static struct {
+    int callback;         /* CLRSCOPE_EXCEPTION_SOURCE: 1 = callback (default), 0 = events */
+    ULONG str_len_off, str_buf_off; /* the runtime's string layout */
+    ULONG msg_off;        /* System.Exception._message in an exception object, once known */
+    int msg_state;        /* 0 not yet known, 1 known, -1 unknowable (samples carry no message) */
+    ClassID ask;          /* an exception's class, for clrscope-agg to find msg_off from */
+    uint64_t no_message;  /* samples taken before msg_off was known */
+} C;
+
+DWORD prof_exc_event_mask(void)
+{
+    const char *m = getenv("CLRSCOPE_EXCEPTION_SOURCE");
+    C.callback = 1;
+    if (m && !strcmp(m, "events"))
+        C.callback = 0;
+    else if (m && *m && strcmp(m, "callback"))
+        prof_log(LOG_WARN, "CLRSCOPE_EXCEPTION_SOURCE=\"%.40s\" is neither callback nor events; "
+                 "using callback", m);
+    if (!C.callback || !(g_core.profiles & PROFILE_EXCEPTIONS))
+        return 0;
+    ICorProfilerInfo15 *info = g_core.info;
+    if (info->vt->GetStringLayout2(info, &C.str_len_off, &C.str_buf_off) < 0 ||
+        C.str_buf_off < sizeof(void *) || C.str_len_off < sizeof(void *)) {
+        C.msg_state = -1;
+        prof_log(LOG_WARN, "the runtime does not give its string layout: exceptions are counted "
+                 "and sampled without their messages");
+    }
+    return COR_PRF_MONITOR_EXCEPTIONS;
+}
+
+int prof_exc_uses_events(void)
+{
+    return !C.callback;
+}
+
+/* The exception's message (System.Exception._message, UTF-8) into out, "" when it has none or
+ * the field is not known yet. The object stays put: the callback runs in cooperative mode, where
+ * no GC can move it. */
+static void read_message(ObjectID obj, ClassID cls, char *out, size_t cap)
+{
+    out[0] = 0;
+    int st = __atomic_load_n(&C.msg_state, __ATOMIC_ACQUIRE);
+    if (st != 1) {
+        if (!st) {
+            ClassID none = 0;
+            __atomic_compare_exchange_n(&C.ask, &none, cls, 0, __ATOMIC_RELEASE,
+                                        __ATOMIC_RELAXED);
+            __atomic_add_fetch(&C.no_message, 1, __ATOMIC_RELAXED);
+        }
+        return;
+    }
+    uintptr_t str;
+    memcpy(&str, (const char *)obj + C.msg_off, sizeof str);
+    if (!str)
+        return;
+    int32_t len;
+    memcpy(&len, (const char *)str + C.str_len_off, sizeof len);
+    if (len <= 0)
+        return;
+    size_t units = (size_t)len < cap ? (size_t)len : cap; /* >= 1 byte each in UTF-8 */
+    u16_to_utf8((const BYTE *)str + C.str_buf_off, units, out, cap);
+}
+
+#define CORELIB_TRIES 400 /* clrscope-agg's wake-ups (<= 50 ms apart) spent looking for
+                          * System.Exception before the first exception asks */
+
+/* clrscope-agg: finds System.Exception._message, from the moment CoreLib has loaded the class
+ * (so that even the first exceptions carry their messages), or else from the first exception's
+ * class. */
+void prof_exc_poll(void)
+{
+    static int tries;
+    if (!C.callback || __atomic_load_n(&C.msg_state, __ATOMIC_ACQUIRE) ||
+        !(__atomic_load_n(&g_core.profiles, __ATOMIC_RELAXED) & PROFILE_EXCEPTIONS))
+        return;
+    ClassID cls = __atomic_load_n(&C.ask, __ATOMIC_ACQUIRE);
+    int asked = cls != 0;
+    if (!asked) {
+        if (tries >= CORELIB_TRIES)
+            return;
+        tries++;
+        cls = prof_symbols_corelib_class("System.Exception");
+        if (!cls)
+            return;
+    }
+    ULONG off = prof_symbols_field_offset(cls, "System.Exception", "_message");
+    if (!off && !asked) {
+        tries = CORELIB_TRIES; /* the first exception's class will tell */
+        return;
+    }
+    if (!off) {
+        __atomic_store_n(&C.msg_state, -1, __ATOMIC_RELEASE);
+        prof_log(LOG_WARN, "System.Exception has no _message field this runtime tells of: "
+                 "exceptions are counted and sampled without their messages");
+        return;
+    }
+    C.msg_off = off;
+    __atomic_store_n(&C.msg_state, 1, __ATOMIC_RELEASE);
+}
+
+void prof_exc_on_throw(ObjectID obj)
+{
+    if (!obj || !(__atomic_load_n(&g_core.profiles, __ATOMIC_RELAXED) & PROFILE_EXCEPTIONS))
+        return;
+    ICorProfilerInfo15 *info = g_core.info;
+    ClassID cls = 0;
+    if (info->vt->GetClassFromObject(info, obj, &cls) < 0 || !cls)
+        return;
+    int overflow = 0;
+    /* an odd multiplier maps distinct classes to distinct keys, none of them 0 */
+    uint64_t key = (uint64_t)cls * 0x9E3779B97F4A7C15ull;
+    struct esamp_slot *s = esamp_slot_for(E.slots, EXC_SLOTS, key, &overflow);
+    __atomic_add_fetch(&E.events, 1, __ATOMIC_RELAXED);
+    if (overflow)
+        __atomic_add_fetch(&E.overflow, 1, __ATOMIC_RELAXED);
+    uint64_t count, wsum;
+    int64_t now_s = prof_now_ns() / 1000000000LL + 1;
+    int d = esamp_decide(&E.g, s, 1, (uint32_t)g_cfg.exception_rate, now_s, &count, &wsum);
+    if (d == ESAMP_NO)
+        return;
+    struct prof_rec *r = prof_ring_reserve(g_ring);
+    if (!r) {
+        __atomic_add_fetch(&E.dropped, 1, __ATOMIC_RELAXED);
+        if (d == ESAMP_FIRST)
+            esamp_retry(s);
+        return;
+    }
+    r->kind = REC_EXCEPTION;
+    r->a = (uint64_t)(s - E.slots);
+    r->b = count;
+    r->c = (uint64_t)cls;
+    r->d = 0;
+    r->x = 0;
+    r->t_unix = prof_unix_now();
+    r->os_tid = prof_self_tid();
+    r->text[0] = 0;
+    read_message(obj, cls, r->text + 1, REC_TEXT - 1);
+    int max = g_cfg.max_frames < REC_MAX_FRAMES ? g_cfg.max_frames : REC_MAX_FRAMES;
+    r->nframes = (uint32_t)prof_walk_current(r->frames, max, &r->truncated);
+    prof_ring_commit(g_ring, r);
+    __atomic_add_fetch(&E.sampled, 1, __ATOMIC_RELAXED);
+}
+
+/* ---- the event source ---- */
+
 void prof_exc_on_event(DWORD id, DWORD version, const BYTE *data, ULONG len)
 {
     if (id != 80 || version < 1 || !data)
@@ -214,6 +368,7 @@ static const char *throw_site(const char **names, int n)
 void prof_exc_consume(const struct prof_rec *rec, const char **names, int n)
 {
     struct prof_wtab *tab = prof_exc_table();
+    prof_exc_poll();
     uint32_t slot = rec->a <= EXC_SLOTS ? (uint32_t)rec->a : EXC_SLOTS;
     pthread_mutex_lock(&A.lock);
     uint64_t w = rec->b > A.attributed[slot] ? rec->b - A.attributed[slot] : 0;
@@ -223,7 +378,10 @@ void prof_exc_consume(const struct prof_rec *rec, const char **names, int n)
     size_t tl = strnlen(rec->text, REC_TEXT - 1);
     const char *msg = tl + 1 < REC_TEXT ? rec->text + tl + 1 : "";
     char type[TYPE_TEXT];
-    prof_symbols_clean_type(rec->text, type, sizeof type);
+    if (rec->c) /* from the callback: the class, named here */
+        snprintf(type, sizeof type, "%s", prof_symbols_class((ClassID)rec->c));
+    else
+        prof_symbols_clean_type(rec->text, type, sizeof type);
     const char *site = throw_site(names, n);
 
     int64_t v[PROF_NVALUES] = {(int64_t)w, 1, 0};
@@ -273,6 +431,7 @@ void prof_exc_get_stats(struct prof_exc_stats *out)
     out->sampled = __atomic_load_n(&E.sampled, __ATOMIC_RELAXED);
     out->dropped = __atomic_load_n(&E.dropped, __ATOMIC_RELAXED);
     out->overflow_events = __atomic_load_n(&E.overflow, __ATOMIC_RELAXED);
+    out->no_message = __atomic_load_n(&C.no_message, __ATOMIC_RELAXED);
     for (uint32_t i = 0; i < EXC_SLOTS; i++)
         if (__atomic_load_n(&E.slots[i].key, __ATOMIC_RELAXED))
             out->types++;

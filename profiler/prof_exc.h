@@ -15,10 +15,20 @@ struct prof_exc_stats {
     uint64_t overflow_events; /* events of types past the type table (counted together) */
     uint64_t types;           /* distinct exception types in the table */
     uint64_t table_dropped;   /* type/message table entries folded into "[other]" */
+    uint64_t no_message;      /* samples taken before the message field was known (callback) */
 };
 
+/* Initialize: reads CLRSCOPE_EXCEPTION_SOURCE; the event mask bits the callback source needs
+ * (COR_PRF_MONITOR_EXCEPTIONS) when exceptions are profiled that way, else 0. */
+DWORD prof_exc_event_mask(void);
+/* 1 when exceptions come from the runtime's events (CLRSCOPE_EXCEPTION_SOURCE=events). */
+int prof_exc_uses_events(void);
+/* ICorProfilerCallback::ExceptionThrown (the throwing thread, cooperative mode). */
+void prof_exc_on_throw(ObjectID obj);
 /* EventPipe callback (app thread): ExceptionThrown_V1. */
 void prof_exc_on_event(DWORD id, DWORD version, const BYTE *data, ULONG len);
+/* clrscope-agg, at each wake-up: finds the exception message field until it is known. */
+void prof_exc_poll(void);
 /* clrscope-agg: one sample (rec->a = type slot, rec->b = the slot's count at the event). */
 void prof_exc_consume(const struct prof_rec *rec, const char **names, int n);
 /* Attributes the events counted since each type's last sample to that sample's stack: 1 Hz on

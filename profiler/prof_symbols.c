@@ -319,6 +319,107 @@ const char *prof_symbols_class(ClassID cls)
     return hit;
 }
 
+/* The field's offset in cls's own layout, or 0. */
+static ULONG field_offset_locked(ClassID cls, IMetaDataImport *md, const char *field)
+{
+    ICorProfilerInfo15 *info = g_core.info;
+    COR_FIELD_OFFSET offs[64];
+    ULONG n = 0, size = 0;
+    if (info->vt->GetClassLayout(info, cls, offs, 64, &n, &size) < 0)
+        return 0;
+    for (ULONG i = 0; i < n && i < 64; i++) {
+        WCHAR w[64];
+        char name[192];
+        ULONG got = 0;
+        mdTypeDef owner = 0;
+        if (md->vt->GetFieldProps(md, offs[i].ridOfField, &owner, w, 64, &got, NULL, NULL, NULL,
+                                  NULL, NULL, NULL) < 0)
+            continue;
+        prof_utf16_to_utf8(w, got, name, sizeof name);
+        /* a reference field, inside the object, past its MethodTable pointer */
+        if (!strcmp(name, field) && offs[i].ulOffset >= sizeof(void *) &&
+            offs[i].ulOffset <= size + sizeof(void *) && offs[i].ulOffset % sizeof(void *) == 0)
+            return offs[i].ulOffset;
+    }
+    return 0;
+}
+
+ULONG prof_symbols_field_offset(ClassID cls, const char *declaring, const char *field)
+{
+    ICorProfilerInfo15 *info = g_core.info;
+    ULONG off = 0;
+    pthread_mutex_lock(&g_lock);
+    /* the base class nearest System.Object of that name: a type of the app that borrowed the
+     * name cannot stand in for the runtime's */
+    ClassID found = 0;
+    IMetaDataImport *found_md = NULL;
+    for (int depth = 0; cls && depth < 64; depth++) {
+        ModuleID mod = 0;
+        mdTypeDef td = 0;
+        ClassID parent = 0;
+        ClassID args[8];
+        ULONG32 nargs = 0;
+        if (info->vt->GetClassIDInfo2(info, cls, &mod, &td, &parent, 8, &nargs, args) < 0)
+            break;
+        IMetaDataImport *md = metadata_for(mod);
+        char raw[NAME_MAX_LEN] = "";
+        if (md)
+            typedef_name(md, td, raw, sizeof raw);
+        if (md && !strcmp(raw, declaring)) {
+            found = cls;
+            found_md = md;
+        }
+        cls = parent;
+    }
+    if (found)
+        off = field_offset_locked(found, found_md, field);
+    pthread_mutex_unlock(&g_lock);
+    return off;
+}
+
+static int is_corelib(const char *path)
+{
+    static const char tail[] = "System.Private.CoreLib.dll";
+    size_t n = path ? strlen(path) : 0;
+    return n >= sizeof tail - 1 && !strcmp(path + n - (sizeof tail - 1), tail) &&
+           (n == sizeof tail - 1 || path[n - sizeof tail] == '/');
+}
+
+ClassID prof_symbols_corelib_class(const char *name)
+{
+    ICorProfilerInfo15 *info = g_core.info;
+    ICorProfilerModuleEnum *e = NULL;
+    if (info->vt->EnumModules(info, &e) < 0 || !e)
+        return 0;
+    WCHAR w[128];
+    size_t n = strlen(name);
+    if (n >= 128) {
+        e->vt->Release(e);
+        return 0;
+    }
+    for (size_t i = 0; i <= n; i++)
+        w[i] = (unsigned char)name[i];
+    ClassID cls = 0;
+    ModuleID ids[32];
+    ULONG got = 0;
+    pthread_mutex_lock(&g_lock);
+    while (!cls && e->vt->Next(e, 32, ids, &got) >= 0 && got > 0 && got <= 32) {
+        for (ULONG i = 0; i < got && !cls; i++) {
+            if (!is_corelib(module_path(ids[i])))
+                continue;
+            IMetaDataImport *md = metadata_for(ids[i]);
+            mdTypeDef td = 0;
+            ClassID c = 0;
+            if (md && md->vt->FindTypeDefByName(md, w, 0, &td) == S_OK &&
+                info->vt->GetClassFromTokenAndTypeArgs(info, ids[i], td, 0, NULL, &c) == S_OK)
+                cls = c;
+        }
+    }
+    pthread_mutex_unlock(&g_lock);
+    e->vt->Release(e);
+    return cls;
+}
+
 /* Arrays belong to their element type's module (System.Byte[] to System.Private.CoreLib), as in
  * the runtime's own type events; a generic instance to its definition's module. */
 const char *prof_symbols_class_module(ClassID cls)

@@ -19,12 +19,14 @@ STORM = "System.InvalidOperationException"
 RATE = 20  # CLRSCOPE_EXCEPTION_SAMPLES_PER_S for these runs: forces heavy upscaling
 
 
-def run_exceptions(runtime=None, storm=20000, arguments=2000, rare=3, seconds=16, during=None):
+def run_exceptions(runtime=None, storm=20000, arguments=2000, rare=3, seconds=16, during=None,
+                   env=None):
     """Runs the app until every exception is thrown; returns (app, dict of replies, truth).
     during(app), if given, runs right after the app is ready, while it throws."""
     app = ProfiledApp("exceptions", ["--seconds", str(seconds), "--storm", str(storm),
                                      "--arguments", str(arguments), "--rare", str(rare)],
-                      env={"CLRSCOPE_EXCEPTION_SAMPLES_PER_S": str(RATE)}, runtime=runtime)
+                      env={"CLRSCOPE_EXCEPTION_SAMPLES_PER_S": str(RATE), **(env or {})},
+                      runtime=runtime)
     app.start()
     try:
         app.wait_ready()
@@ -82,6 +84,20 @@ class ExceptionStorm(unittest.TestCase):
                                    msg=f"{name}: estimated {est}, thrown {t['count']}")
             self.assertIn(t["message"], seen[name]["messages"])
             self.assertGreaterEqual(seen[name]["samples"], 1)
+
+    def test_messages_read_from_the_first_exception(self):
+        # each type is thrown with one message; the callback source reads it from the object
+        # once it knows where System.Exception keeps it, which it looks up as soon as the
+        # runtime has loaded that class: before the app's first throw, short of a starved
+        # clrscope-agg (then at most a part of the first second's samples go without)
+        prof = self.table["profiler"]
+        self.assertEqual(prof["source"], "callback")
+        self.assertLessEqual(prof["samples_without_message"], RATE // 2)
+        for row in self.table["types"]:
+            if row["type"] in self.kinds:
+                self.assertIn(row["message"], (self.kinds[row["type"]]["message"], ""), row)
+        blank = sum(r["samples"] for r in self.table["types"] if r["message"] == "")
+        self.assertEqual(blank, prof["samples_without_message"])
 
     def test_rare_type_kept_with_message(self):
         rows = [r for r in self.table["types"] if r["type"] == RARE]
@@ -147,10 +163,12 @@ class ExceptionStorm(unittest.TestCase):
 
 
 class AfterHeapSnapshot(unittest.TestCase):
-    """A heap snapshot starts and stops a session of its own, then re-applies the keywords of
-    each of clrscope's sessions (dotnet/runtime#121462): exceptions, which have a session of
-    their own, must still be counted in full after it. The snapshot is taken ~1 s into throws
-    spread over 5.6 s, so a profile that stopped there would see about a fifth of them."""
+    """With CLRSCOPE_EXCEPTION_SOURCE=events (the runtime's ExceptionThrown events in an
+    EventPipe session of their own, instead of the profiling API's callback): a heap snapshot
+    starts and stops a session of its own, then re-applies the keywords of each of clrscope's
+    sessions (dotnet/runtime#121462); exceptions must still be counted in full, with their
+    messages, after it. The snapshot is taken ~1 s into throws spread over 5.6 s, so a profile
+    that stopped there would see about a fifth of them."""
 
     def test_counts_after_a_snapshot(self):
         snap = {}
@@ -168,13 +186,16 @@ class AfterHeapSnapshot(unittest.TestCase):
                 time.sleep(0.1)
             snap.update(d)
 
-        _, got, truth = run_exceptions(storm=8000, arguments=800, seconds=8, during=take_snapshot)
+        _, got, truth = run_exceptions(storm=8000, arguments=800, seconds=8, during=take_snapshot,
+                                       env={"CLRSCOPE_EXCEPTION_SOURCE": "events"})
         self.assertEqual(snap.get("status"), "done", snap)
+        self.assertEqual(got["table"]["profiler"]["source"], "events")
         seen = by_type(got["table"])
         for name, t in truth["exceptions"].items():
             self.assertIn(name, seen)
             self.assertAlmostEqual(seen[name]["count"], t["count"], delta=0.10 * t["count"],
                                    msg=f"{name} after a snapshot")
+            self.assertEqual(seen[name]["messages"], {t["message"]})
 
 
 class OtherRuntimes(unittest.TestCase):
@@ -194,6 +215,8 @@ class OtherRuntimes(unittest.TestCase):
                     self.assertAlmostEqual(seen[name]["count"], t["count"],
                                            delta=0.10 * t["count"])
                     self.assertIn(t["message"], seen[name]["messages"])
+                self.assertLessEqual(got["table"]["profiler"]["samples_without_message"],
+                                     RATE // 2)
                 totals = tree_totals_by_name(got["flame"]["root"])
                 self.assertIn(truth["exceptions"][RARE]["method"], totals)
 

@@ -337,6 +337,12 @@ int main(void)
           sizeof(ICorProfilerInfo15Vtbl) / 8);
     CHECK(sizeof(IMetaDataImportVtbl) == 65 * 8, "IMetaDataImport vtable size");
     CHECK(CB_SLOT_COUNT == 98, "Callback11 has 98 slots");
+    CHECK(CB_ExceptionThrown == 54, "ExceptionThrown is callback slot 54");
+    CHECK(sizeof(COR_FIELD_OFFSET) == 8 && offsetof(COR_FIELD_OFFSET, ulOffset) == 4,
+          "COR_FIELD_OFFSET {mdFieldDef, ULONG}");
+    CHECK(offsetof(ICorProfilerModuleEnumVtbl, Next) == 7 * 8 &&
+              sizeof(ICorProfilerModuleEnumVtbl) == 8 * 8,
+          "enumerators: IUnknown, Skip, Reset, Clone, GetCount, Next");
     for (size_t i = 0; i < sizeof info_slots / sizeof info_slots[0]; i++)
         CHECK(info_slots[i].offset == (size_t)info_slots[i].slot * 8, "Info %s at %zu, want slot %d",
               info_slots[i].name, info_slots[i].offset, info_slots[i].slot);
