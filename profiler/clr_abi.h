@@ -153,7 +153,7 @@ typedef struct ICorProfilerInfo15Vtbl {
     /*   1 */ ULONG (*AddRef)(void *self);
     /*   2 */ ULONG (*Release)(void *self);
     /*   3 */ HRESULT (*GetClassFromObject)(void *self, ObjectID obj, ClassID *cls);
-    /*   4 */ void *GetClassFromToken;
+    /*   4 */ HRESULT (*GetClassFromToken)(void *self, ModuleID mod, mdTypeDef td, ClassID *cls);
     /*   5 */ void *GetCodeInfo;
     /*   6 */ void *GetEventMask;
     /*   7 */ HRESULT (*GetFunctionFromIP)(void *self, const BYTE *ip, FunctionID *fn);
@@ -192,7 +192,7 @@ typedef struct ICorProfilerInfo15Vtbl {
     /*  40 */ HRESULT (*GetClassLayout)(void *self, ClassID cls, COR_FIELD_OFFSET *offsets, ULONG cap, ULONG *count, ULONG *size);
     /*  41 */ HRESULT (*GetClassIDInfo2)(void *self, ClassID cls, ModuleID *mod, mdTypeDef *td, ClassID *parent, ULONG32 cargs, ULONG32 *pcargs, ClassID *args);
     /*  42 */ void *GetCodeInfo2;
-    /*  43 */ HRESULT (*GetClassFromTokenAndTypeArgs)(void *self, ModuleID mod, mdTypeDef td, ULONG32 cargs, ClassID *args, ClassID *cls);
+    /*  43 */ void *GetClassFromTokenAndTypeArgs;
     /*  44 */ void *GetFunctionFromTokenAndTypeArgs;
     /*  45 */ void *EnumModuleFrozenObjects;
     /*  46 */ HRESULT (*GetArrayObjectInfo)(void *self, ObjectID obj, ULONG32 cdims, ULONG32 *dim_sizes, int *dim_lower, BYTE **data);

@@ -161,10 +161,10 @@ int prof_exc_uses_events(void)
     return !C.callback;
 }
 
-/* The exception's message (System.Exception._message, UTF-8) into out, "" when it has none or
- * the field is not known yet. The object stays put: the callback runs in cooperative mode, where
- * no GC can move it. */
-static void read_message(ObjectID obj, ClassID cls, char *out, size_t cap)
+/* The exception's message (System.Exception._message, UTF-8) into out, "" when the field is not
+ * known yet; returns 1 when the exception has no message (the field is null). The object stays
+ * put: the callback runs in cooperative mode, where no GC can move it. */
+static int read_message(ObjectID obj, ClassID cls, char *out, size_t cap)
 {
     out[0] = 0;
     int st = __atomic_load_n(&C.msg_state, __ATOMIC_ACQUIRE);
@@ -175,18 +175,19 @@ static void read_message(ObjectID obj, ClassID cls, char *out, size_t cap)
                                         __ATOMIC_RELAXED);
             __atomic_add_fetch(&C.no_message, 1, __ATOMIC_RELAXED);
         }
-        return;
+        return 0;
     }
     uintptr_t str;
     memcpy(&str, (const char *)obj + C.msg_off, sizeof str);
     if (!str)
-        return;
+        return 1;
     int32_t len;
     memcpy(&len, (const char *)str + C.str_len_off, sizeof len);
     if (len <= 0)
-        return;
+        return 0;
     size_t units = (size_t)len < cap ? (size_t)len : cap; /* >= 1 byte each in UTF-8 */
     u16_to_utf8((const BYTE *)str + C.str_buf_off, units, out, cap);
+    return 0;
 }
 
 #define CORELIB_TRIES 400 /* clrscope-agg's wake-ups (<= 50 ms apart) spent looking for
@@ -223,6 +224,8 @@ void prof_exc_poll(void)
         return;
     }
     C.msg_off = off;
+    prof_log(LOG_DEBUG, "exceptions: System.Exception._message at offset %u (found %s)",
+             (unsigned)off, asked ? "from the first exception's class" : "in CoreLib");
     __atomic_store_n(&C.msg_state, 1, __ATOMIC_RELEASE);
 }
 
@@ -257,12 +260,11 @@ void prof_exc_on_throw(ObjectID obj)
     r->a = (uint64_t)(s - E.slots);
     r->b = count;
     r->c = (uint64_t)cls;
-    r->d = 0;
     r->x = 0;
     r->t_unix = prof_unix_now();
     r->os_tid = prof_self_tid();
     r->text[0] = 0;
-    read_message(obj, cls, r->text + 1, REC_TEXT - 1);
+    r->d = (uint64_t)read_message(obj, cls, r->text + 1, REC_TEXT - 1);
     int max = g_cfg.max_frames < REC_MAX_FRAMES ? g_cfg.max_frames : REC_MAX_FRAMES;
     r->nframes = (uint32_t)prof_walk_current(r->frames, max, &r->truncated);
     prof_ring_commit(g_ring, r);
@@ -378,10 +380,16 @@ void prof_exc_consume(const struct prof_rec *rec, const char **names, int n)
     size_t tl = strnlen(rec->text, REC_TEXT - 1);
     const char *msg = tl + 1 < REC_TEXT ? rec->text + tl + 1 : "";
     char type[TYPE_TEXT];
-    if (rec->c) /* from the callback: the class, named here */
+    char unnamed[REC_TEXT];
+    if (rec->c) { /* from the callback: the class, named here */
         snprintf(type, sizeof type, "%s", prof_symbols_class((ClassID)rec->c));
-    else
+        if (rec->d) { /* made without a message: what its Message property says then */
+            snprintf(unnamed, sizeof unnamed, "Exception of type '%s' was thrown.", type);
+            msg = unnamed;
+        }
+    } else {
         prof_symbols_clean_type(rec->text, type, sizeof type);
+    }
     const char *site = throw_site(names, n);
 
     int64_t v[PROF_NVALUES] = {(int64_t)w, 1, 0};

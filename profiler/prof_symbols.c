@@ -29,6 +29,7 @@ static struct cache g_fn, g_cls, g_native;
 static struct {
     ModuleID id;
     IMetaDataImport *md;
+    int md_tries;     /* opening the metadata is tried again (up to 3 times) while it fails */
     const char *path; /* the module's file as the runtime names it; NULL until asked */
     int path_tried;
 } g_mods[MAX_MODULES];
@@ -112,14 +113,21 @@ static int module_slot(ModuleID mod)
     if (g_nmods >= MAX_MODULES)
         return -1;
     g_mods[g_nmods].id = mod;
-    g_mods[g_nmods].md = open_metadata(mod);
+    g_mods[g_nmods].md = NULL;
+    g_mods[g_nmods].md_tries = 0;
     return g_nmods++;
 }
 
 static IMetaDataImport *metadata_for(ModuleID mod)
 {
     int i = module_slot(mod);
-    return i >= 0 ? g_mods[i].md : open_metadata(mod); /* table full: answer, don't remember */
+    if (i < 0)
+        return open_metadata(mod); /* table full: answer, don't remember */
+    if (!g_mods[i].md && g_mods[i].md_tries < 3) {
+        g_mods[i].md_tries++;
+        g_mods[i].md = open_metadata(mod);
+    }
+    return g_mods[i].md;
 }
 
 /* The module's file path (UTF-8), or NULL: dynamic modules have none, a full table remembers none. */
@@ -330,16 +338,23 @@ static ULONG field_offset_locked(ClassID cls, IMetaDataImport *md, const char *f
     for (ULONG i = 0; i < n && i < 64; i++) {
         WCHAR w[64];
         char name[192];
-        ULONG got = 0;
+        ULONG got = 0, cbsig = 0;
         mdTypeDef owner = 0;
-        if (md->vt->GetFieldProps(md, offs[i].ridOfField, &owner, w, 64, &got, NULL, NULL, NULL,
+        const BYTE *sig = NULL;
+        if (md->vt->GetFieldProps(md, offs[i].ridOfField, &owner, w, 64, &got, NULL, &sig, &cbsig,
                                   NULL, NULL, NULL) < 0)
             continue;
         prof_utf16_to_utf8(w, got, name, sizeof name);
-        /* a reference field, inside the object, past its MethodTable pointer */
-        if (!strcmp(name, field) && offs[i].ulOffset >= sizeof(void *) &&
-            offs[i].ulOffset <= size + sizeof(void *) && offs[i].ulOffset % sizeof(void *) == 0)
-            return offs[i].ulOffset;
+        if (strcmp(name, field))
+            continue;
+        /* a string field (signature FIELD, ELEMENT_TYPE_STRING), aligned, past the MethodTable
+         * pointer and a word short of the size the runtime gives (whether that counts the
+         * object's header word or not, the field then lies inside the object) */
+        ULONG off = offs[i].ulOffset;
+        if (sig && cbsig >= 2 && sig[0] == 0x06 && sig[1] == 0x0e && off >= sizeof(void *) &&
+            off % sizeof(void *) == 0 && off + 2 * sizeof(void *) <= size)
+            return off;
+        return 0;
     }
     return 0;
 }
@@ -410,8 +425,10 @@ ClassID prof_symbols_corelib_class(const char *name)
             IMetaDataImport *md = metadata_for(ids[i]);
             mdTypeDef td = 0;
             ClassID c = 0;
+            /* before the runtime's own classes are loaded this answers
+             * CORPROF_E_RUNTIME_UNINITIALIZED; after, it finds them in the module's map */
             if (md && md->vt->FindTypeDefByName(md, w, 0, &td) == S_OK &&
-                info->vt->GetClassFromTokenAndTypeArgs(info, ids[i], td, 0, NULL, &c) == S_OK)
+                info->vt->GetClassFromToken(info, ids[i], td, &c) == S_OK)
                 cls = c;
         }
     }

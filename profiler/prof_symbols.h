@@ -29,12 +29,14 @@ const char *prof_symbols_class_module(ClassID cls);
 void prof_symbols_clean_type(const char *in, char *out, size_t cap);
 /* Joins a metadata type name and method name, folding compiler-generated names. */
 void prof_symbols_clean_method(const char *type, const char *method, char *out, size_t cap);
-/* Offset from an object's start (its ObjectID) of the instance field `field` that the class
- * named `declaring` (metadata name, "System.Exception") declares, on cls or one of its base
- * classes; 0 when there is no such class or field or the runtime does not say. */
+/* Offset from an object's start (its ObjectID) of the instance string field `field` that the
+ * class named `declaring` (metadata name, "System.Exception") declares, on cls or one of its base
+ * classes; 0 when there is no such class or string field or the runtime does not say. */
 ULONG prof_symbols_field_offset(ClassID cls, const char *declaring, const char *field);
-/* The ClassID of a type System.Private.CoreLib defines ("System.Exception"), or 0 while CoreLib
- * or the type is not loaded yet. */
+/* The ClassID of one of the classes the runtime loads from System.Private.CoreLib while it
+ * starts ("System.Exception"), or 0 until it has. Only for those: asked for a class not loaded
+ * yet, the runtime would load it on the calling thread, which it does not support on clrscope's
+ * threads. */
 ClassID prof_symbols_corelib_class(const char *name);
 size_t prof_symbols_count(void);
 

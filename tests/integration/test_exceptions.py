@@ -1,8 +1,9 @@
 """
-Exceptions (issue 9): the `exceptions` app throws known numbers of three types from three methods
-(a storm of one, a steady stream of another, and exactly 3 of a rare one). With the sampler held
-to 20 samples a second, the upscaled counts must still match the app's own counts within 10 %,
-the rare type must be there with its message, and the flame graph, per-type drill-down and the
+Exceptions (issue 9): the `exceptions` app throws known numbers of four types from four methods
+(a storm of one, a steady stream of another, exactly 3 of a rare one, and 40 of one made without
+a message). With the sampler held to 20 samples a second, the upscaled counts must still match
+the app's own counts within 10 %, every type must be there with its message (the one it was
+thrown with, or the runtime's text for none), and the flame graph, per-type drill-down and the
 pprof download must show the throwing methods.
 """
 import json
@@ -15,6 +16,7 @@ from harness import ProfiledApp, available_runtimes, tree_totals_by_name
 from pprofdec import read_pprof
 
 RARE = "TestApp.Errors.RareException"
+UNNAMED = "TestApp.Errors.UnnamedException"  # made without a message
 STORM = "System.InvalidOperationException"
 RATE = 20  # CLRSCOPE_EXCEPTION_SAMPLES_PER_S for these runs: forces heavy upscaling
 
@@ -98,6 +100,11 @@ class ExceptionStorm(unittest.TestCase):
                 self.assertIn(row["message"], (self.kinds[row["type"]]["message"], ""), row)
         blank = sum(r["samples"] for r in self.table["types"] if r["message"] == "")
         self.assertEqual(blank, prof["samples_without_message"])
+        # made without a message, it shows what its Message property says
+        self.assertEqual(self.kinds[UNNAMED]["message"],
+                         f"Exception of type '{UNNAMED}' was thrown.")
+        self.assertIn(self.kinds[UNNAMED]["message"],
+                      by_type(self.table)[UNNAMED]["messages"])
 
     def test_rare_type_kept_with_message(self):
         rows = [r for r in self.table["types"] if r["type"] == RARE]
@@ -195,7 +202,9 @@ class AfterHeapSnapshot(unittest.TestCase):
             self.assertIn(name, seen)
             self.assertAlmostEqual(seen[name]["count"], t["count"], delta=0.10 * t["count"],
                                    msg=f"{name} after a snapshot")
-            self.assertEqual(seen[name]["messages"], {t["message"]})
+            # the runtime's event carries "NULL" for an exception made without a message
+            want = "NULL" if name == UNNAMED else t["message"]
+            self.assertEqual(seen[name]["messages"], {want})
 
 
 class OtherRuntimes(unittest.TestCase):

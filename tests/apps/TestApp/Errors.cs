@@ -10,6 +10,9 @@ namespace TestApp.Errors;
 
 public sealed class RareException(string message) : Exception(message);
 
+// Made without a message: its Message is the runtime's "Exception of type '…' was thrown."
+public sealed class UnnamedException : Exception;
+
 public static class Thrower
 {
     public const string StormMessage = "clrscope test: storm";
@@ -24,6 +27,9 @@ public static class Thrower
 
     [MethodImpl(MethodImplOptions.NoInlining)]
     public static void ThrowRare() => throw new RareException(RareMessage);
+
+    [MethodImpl(MethodImplOptions.NoInlining)]
+    public static void ThrowUnnamed() => throw new UnnamedException();
 }
 
 public sealed class ExceptionsMode : Mode
@@ -57,6 +63,7 @@ public sealed class ExceptionsMode : Mode
             new("System.InvalidOperationException", "TestApp.Errors.Thrower.ThrowStorm", Thrower.StormMessage, o.Storm, Thrower.ThrowStorm),
             new("System.ArgumentException", "TestApp.Errors.Thrower.ThrowArgument", Thrower.ArgumentMessage, o.Arguments, Thrower.ThrowArgument),
             new("TestApp.Errors.RareException", "TestApp.Errors.Thrower.ThrowRare", Thrower.RareMessage, o.Rare, Thrower.ThrowRare),
+            new("TestApp.Errors.UnnamedException", "TestApp.Errors.Thrower.ThrowUnnamed", new UnnamedException().Message, o.Unnamed, Thrower.ThrowUnnamed),
         ];
     }
 
@@ -109,6 +116,10 @@ public sealed class ExceptionsMode : Mode
             Interlocked.Increment(ref k.Caught);
         }
         catch (RareException e) when (e.Message == k.Message)
+        {
+            Interlocked.Increment(ref k.Caught);
+        }
+        catch (UnnamedException e) when (e.Message == k.Message)
         {
             Interlocked.Increment(ref k.Caught);
         }

@@ -226,6 +226,7 @@ public sealed class Options
     public int Storm = 20000;
     public int Arguments = 2000;
     public int Rare = 3;
+    public int Unnamed = 40;
     public double MbPerSecond = 100;
 
     public static Options Parse(string[] args)
@@ -268,6 +269,7 @@ public sealed class Options
                 case "storm": o.Storm = ParseInt(name, value); break;
                 case "arguments": o.Arguments = ParseInt(name, value); break;
                 case "rare": o.Rare = ParseInt(name, value); break;
+                case "unnamed": o.Unnamed = ParseInt(name, value); break;
                 case "mb-per-s": o.MbPerSecond = ParseDouble(name, value); break;
                 default: throw new ArgumentException($"unknown option --{name}");
             }
