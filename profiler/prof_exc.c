@@ -124,6 +124,47 @@ static uint64_t u16_hash(const BYTE *p, size_t units)
     return h | 1; /* never 0: 0 marks a free slot */
 }
 
+/* Counts one exception of the type keyed `key` (never 0) in its slot; when the sampler takes it,
+ * returns a ring record with the common fields set, for the caller to add type and message and
+ * pass to send_sample(); else NULL. */
+static struct prof_rec *count_exception(uint64_t key)
+{
+    int overflow = 0;
+    struct esamp_slot *s = esamp_slot_for(E.slots, EXC_SLOTS, key, &overflow);
+    __atomic_add_fetch(&E.events, 1, __ATOMIC_RELAXED);
+    if (overflow)
+        __atomic_add_fetch(&E.overflow, 1, __ATOMIC_RELAXED);
+    uint64_t count, wsum;
+    int64_t now_s = prof_now_ns() / 1000000000LL + 1;
+    int d = esamp_decide(&E.g, s, 1, (uint32_t)g_cfg.exception_rate, now_s, &count, &wsum);
+    if (d == ESAMP_NO)
+        return NULL;
+    struct prof_rec *r = prof_ring_reserve(g_ring);
+    if (!r) {
+        __atomic_add_fetch(&E.dropped, 1, __ATOMIC_RELAXED);
+        if (d == ESAMP_FIRST)
+            esamp_retry(s);
+        return NULL;
+    }
+    r->kind = REC_EXCEPTION;
+    r->a = (uint64_t)(s - E.slots);
+    r->b = count;
+    r->c = r->d = 0;
+    r->x = 0;
+    r->t_unix = prof_unix_now();
+    r->os_tid = prof_self_tid();
+    return r;
+}
+
+/* Walks the throwing thread's stack into r and hands it to clrscope-agg. */
+static void send_sample(struct prof_rec *r)
+{
+    int max = g_cfg.max_frames < REC_MAX_FRAMES ? g_cfg.max_frames : REC_MAX_FRAMES;
+    r->nframes = (uint32_t)prof_walk_current(r->frames, max, &r->truncated);
+    prof_ring_commit(g_ring, r);
+    __atomic_add_fetch(&E.sampled, 1, __ATOMIC_RELAXED);
+}
+
 /* ---- the callback source ---- */
 
 static struct {
@@ -237,38 +278,14 @@ void prof_exc_on_throw(ObjectID obj)
     ClassID cls = 0;
     if (info->vt->GetClassFromObject(info, obj, &cls) < 0 || !cls)
         return;
-    int overflow = 0;
     /* an odd multiplier maps distinct classes to distinct keys, none of them 0 */
-    uint64_t key = (uint64_t)cls * 0x9E3779B97F4A7C15ull;
-    struct esamp_slot *s = esamp_slot_for(E.slots, EXC_SLOTS, key, &overflow);
-    __atomic_add_fetch(&E.events, 1, __ATOMIC_RELAXED);
-    if (overflow)
-        __atomic_add_fetch(&E.overflow, 1, __ATOMIC_RELAXED);
-    uint64_t count, wsum;
-    int64_t now_s = prof_now_ns() / 1000000000LL + 1;
-    int d = esamp_decide(&E.g, s, 1, (uint32_t)g_cfg.exception_rate, now_s, &count, &wsum);
-    if (d == ESAMP_NO)
+    struct prof_rec *r = count_exception((uint64_t)cls * 0x9E3779B97F4A7C15ull);
+    if (!r)
         return;
-    struct prof_rec *r = prof_ring_reserve(g_ring);
-    if (!r) {
-        __atomic_add_fetch(&E.dropped, 1, __ATOMIC_RELAXED);
-        if (d == ESAMP_FIRST)
-            esamp_retry(s);
-        return;
-    }
-    r->kind = REC_EXCEPTION;
-    r->a = (uint64_t)(s - E.slots);
-    r->b = count;
     r->c = (uint64_t)cls;
-    r->x = 0;
-    r->t_unix = prof_unix_now();
-    r->os_tid = prof_self_tid();
     r->text[0] = 0;
     r->d = (uint64_t)read_message(obj, cls, r->text + 1, REC_TEXT - 1);
-    int max = g_cfg.max_frames < REC_MAX_FRAMES ? g_cfg.max_frames : REC_MAX_FRAMES;
-    r->nframes = (uint32_t)prof_walk_current(r->frames, max, &r->truncated);
-    prof_ring_commit(g_ring, r);
-    __atomic_add_fetch(&E.sampled, 1, __ATOMIC_RELAXED);
+    send_sample(r);
 }
 
 /* ---- the event source ---- */
@@ -285,38 +302,14 @@ void prof_exc_on_event(DWORD id, DWORD version, const BYTE *data, ULONG len)
     const BYTE *msg = data + tbytes;
     u16z_span(msg, len - tbytes, &munits);
 
-    int overflow = 0;
-    struct esamp_slot *s = esamp_slot_for(E.slots, EXC_SLOTS, u16_hash(data, tunits), &overflow);
-    __atomic_add_fetch(&E.events, 1, __ATOMIC_RELAXED);
-    if (overflow)
-        __atomic_add_fetch(&E.overflow, 1, __ATOMIC_RELAXED);
-    uint64_t count, wsum;
-    int64_t now_s = prof_now_ns() / 1000000000LL + 1;
-    int d = esamp_decide(&E.g, s, 1, (uint32_t)g_cfg.exception_rate, now_s, &count, &wsum);
-    if (d == ESAMP_NO)
+    struct prof_rec *r = count_exception(u16_hash(data, tunits));
+    if (!r)
         return;
-    struct prof_rec *r = prof_ring_reserve(g_ring);
-    if (!r) {
-        __atomic_add_fetch(&E.dropped, 1, __ATOMIC_RELAXED);
-        if (d == ESAMP_FIRST)
-            esamp_retry(s);
-        return;
-    }
-    r->kind = REC_EXCEPTION;
-    r->a = (uint64_t)(s - E.slots);
-    r->b = count;
-    r->c = r->d = 0;
-    r->x = 0;
-    r->t_unix = prof_unix_now();
-    r->os_tid = prof_self_tid();
     size_t tl = tunits ? u16_to_utf8(data, tunits, r->text, TYPE_TEXT) : 0;
     if (!tl)
         tl = (size_t)(stpcpy(r->text, "[unknown]") - r->text);
     u16_to_utf8(msg, munits, r->text + tl + 1, REC_TEXT - tl - 1);
-    int max = g_cfg.max_frames < REC_MAX_FRAMES ? g_cfg.max_frames : REC_MAX_FRAMES;
-    r->nframes = (uint32_t)prof_walk_current(r->frames, max, &r->truncated);
-    prof_ring_commit(g_ring, r);
-    __atomic_add_fetch(&E.sampled, 1, __ATOMIC_RELAXED);
+    send_sample(r);
 }
 
 /* ---- aggregator half (clrscope-agg) ---- */
