@@ -7,7 +7,7 @@
 #
 #   bench/exceptions_overhead.sh [BUILD_DIR]      (default: build; needs BUILD_DIR/apps, see
 #                                                  tests/apps/build.sh)
-#   STORM=200000 RUNS=5 RUNTIME=net10 bench/exceptions_overhead.sh
+#   STORM=200000 RUNS=5 RUNTIME=net10 DEEP=40 bench/exceptions_overhead.sh
 #
 # Configurations: no profiler; the profiler with every profile but exceptions; exceptions only
 # at 1 sample/s (the cost of counting alone); exceptions at the default 100 samples/s;
@@ -16,12 +16,16 @@
 # its own: exceptions alone (a session at level Error: the runtime builds its ExceptionThrown
 # events) and everything (another session at Informational: the runtime then also builds its
 # exception-handler events, catch/finally/filter with method names, for every handler passed).
+# A second table throws STORM/5 exceptions through DEEP frames (default 40; 0 = no such table),
+# each with a finally block, with no profiler, everything on, and everything from events: the
+# callback's per-frame notifications against the events' per-handler ones.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 build=${1:-build}
 storm=${STORM:-200000}
 runs=${RUNS:-5}
 runtime=${RUNTIME:-net10}
+deep=${DEEP:-40}
 
 if [ "$runtime" = net10 ]; then
   app=(dotnet "$build/apps/net10/TestApp.dll")
@@ -31,14 +35,14 @@ fi
 [ -x "$build/clrscope" ] || { echo "no $build/clrscope: build clrscope first" >&2; exit 1; }
 [ -e "${app[-1]}" ] || { echo "no test app: tests/apps/build.sh $build/apps" >&2; exit 1; }
 
-# one run: prints "cpu_s wall_s thrown"
+# one run: prints "cpu_s wall_s thrown"; $2 = throws, $3 = depth
 one() {
   local out
   if [ "$1" = none ]; then
-    out=$("${app[@]}" exception-storm --storm "$storm" --seconds 600 | grep '^truth: ' | tail -1)
+    out=$("${app[@]}" exception-storm --storm "$2" --depth "$3" --seconds 600 | grep '^truth: ' | tail -1)
   else
     out=$(env CLRSCOPE_PORT=0 $1 "$build/clrscope" run -- "${app[@]}" exception-storm \
-          --storm "$storm" --seconds 600 2>/dev/null | grep '^truth: ' | tail -1)
+          --storm "$2" --depth "$3" --seconds 600 2>/dev/null | grep '^truth: ' | tail -1)
   fi
   python3 -c 'import json,sys; t=json.loads(sys.argv[1][7:]);
 print(t["storm_cpu_s"], t["storm_seconds"], t["storm_thrown"])' "$out"
@@ -63,22 +67,33 @@ order=(none "CLRSCOPE_PROFILES=cpu,wall,alloc,live,gc,lock"
        "CLRSCOPE_PROFILES=exceptions CLRSCOPE_EXCEPTION_SOURCE=events"
        "CLRSCOPE_PROFILES=all CLRSCOPE_EXCEPTION_SOURCE=events")
 
-echo "exception storm: $storm throws on $runtime, median of $runs runs ($(nproc) cpus)"
-printf '%-34s %10s %10s %10s %10s %12s\n' configuration cpu_s ratio wall_s ratio us/throw
-base_cpu=
-base_wall=
-for cfg in "${order[@]}"; do
-  cpus=() walls=()
-  for _ in $(seq "$runs"); do
-    read -r c w n < <(one "$cfg")
-    if [ "$n" != "$storm" ]; then echo "run threw $n of $storm" >&2; exit 1; fi
-    cpus+=("$c") walls+=("$w")
+# table ORDER... : one row per configuration, "$n" throws through "$depth" frames
+table() {
+  local n=$1 depth=$2 base_cpu= base_wall=
+  shift 2
+  printf '%-34s %10s %10s %10s %10s %12s\n' configuration cpu_s ratio wall_s ratio us/throw
+  for cfg in "$@"; do
+    cpus=() walls=()
+    for _ in $(seq "$runs"); do
+      read -r c w got < <(one "$cfg" "$n" "$depth")
+      if [ "$got" != "$n" ]; then echo "run threw $got of $n" >&2; exit 1; fi
+      cpus+=("$c") walls+=("$w")
+    done
+    cpu=$(printf '%s\n' "${cpus[@]}" | median)
+    wall=$(printf '%s\n' "${walls[@]}" | median)
+    base_cpu=${base_cpu:-$cpu}
+    base_wall=${base_wall:-$wall}
+    awk -v l="${label[$cfg]}" -v c="$cpu" -v w="$wall" -v bc="$base_cpu" -v bw="$base_wall" \
+        -v n="$n" 'BEGIN { printf "%-34s %10.3f %10.2f %10.3f %10.2f %12.2f\n",
+                               l, c, c / bc, w, w / bw, c * 1e6 / n }'
   done
-  cpu=$(printf '%s\n' "${cpus[@]}" | median)
-  wall=$(printf '%s\n' "${walls[@]}" | median)
-  base_cpu=${base_cpu:-$cpu}
-  base_wall=${base_wall:-$wall}
-  awk -v l="${label[$cfg]}" -v c="$cpu" -v w="$wall" -v bc="$base_cpu" -v bw="$base_wall" \
-      -v n="$storm" 'BEGIN { printf "%-34s %10.3f %10.2f %10.3f %10.2f %12.2f\n",
-                             l, c, c / bc, w, w / bw, c * 1e6 / n }'
-done
+}
+
+echo "exception storm: $storm throws on $runtime, median of $runs runs ($(nproc) cpus)"
+table "$storm" 0 "${order[@]}"
+if [ "$deep" -gt 0 ]; then
+  echo
+  echo "the same through $deep frames with a finally block each: $((storm / 5)) throws"
+  table "$((storm / 5))" "$deep" none "CLRSCOPE_PROFILES=all" \
+        "CLRSCOPE_PROFILES=all CLRSCOPE_EXCEPTION_SOURCE=events"
+fi

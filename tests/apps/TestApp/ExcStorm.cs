@@ -1,6 +1,7 @@
 // exception-storm: throws and catches --storm exceptions (default 20000) as fast as it can on
 // --threads threads (default 1, "storm-N"), one ArgumentException per 1000 and the rest
 // InvalidOperationException, then ends without waiting for --seconds (which still cuts it short).
+// --depth N (default 0) puts N frames, each with a finally block, between the catch and the throw.
 // For bench/exceptions_overhead.sh: the truth reports how long the storm took, in wall time and
 // in CPU time of the storm threads (the steadier figure on a busy machine).
 using System.Diagnostics;
@@ -15,6 +16,8 @@ public sealed class ExceptionStormMode : Mode
     double seconds;
     double cpuMs;
     int threads;
+    int depth;
+    static int finallies;
 
     [MethodImpl(MethodImplOptions.NoInlining)]
     static void Throw(long i)
@@ -24,9 +27,29 @@ public sealed class ExceptionStormMode : Mode
         throw new InvalidOperationException("clrscope storm");
     }
 
+    // d frames, each with a finally block, above Throw
+    [MethodImpl(MethodImplOptions.NoInlining)]
+    static void Deep(long i, int d)
+    {
+        if (d == 0)
+        {
+            Throw(i);
+            return;
+        }
+        try
+        {
+            Deep(i, d - 1);
+        }
+        finally
+        {
+            finallies++;
+        }
+    }
+
     public override void Run(Options o, CancellationToken stop)
     {
         threads = o.Threads > 0 ? o.Threads : 1;
+        depth = o.Depth;
         long perThread = Math.Max(1, o.Storm / threads);
         var clock = Stopwatch.StartNew();
         var workers = new Thread[threads];
@@ -40,7 +63,7 @@ public sealed class ExceptionStormMode : Mode
                 {
                     try
                     {
-                        Throw(i);
+                        Deep(i, depth);
                     }
                     catch (Exception)
                     {
@@ -66,5 +89,6 @@ public sealed class ExceptionStormMode : Mode
         t["storm_cpu_s"] = cpuMs / 1000;
         t["throws_per_s"] = seconds > 0 ? n / seconds : 0;
         t["threads"] = threads;
+        t["depth"] = depth;
     }
 }

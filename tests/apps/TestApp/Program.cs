@@ -227,6 +227,7 @@ public sealed class Options
     public int Arguments = 2000;
     public int Rare = 3;
     public int Unnamed = 40;
+    public int Depth;
     public double MbPerSecond = 100;
 
     public static Options Parse(string[] args)
@@ -270,6 +271,7 @@ public sealed class Options
                 case "arguments": o.Arguments = ParseInt(name, value); break;
                 case "rare": o.Rare = ParseInt(name, value); break;
                 case "unnamed": o.Unnamed = ParseInt(name, value); break;
+                case "depth": o.Depth = Math.Max(0, ParseInt(name, value)); break;
                 case "mb-per-s": o.MbPerSecond = ParseDouble(name, value); break;
                 default: throw new ArgumentException($"unknown option --{name}");
             }
