@@ -392,10 +392,22 @@ ULONG prof_symbols_field_offset(ClassID cls, const char *declaring, const char *
     return off;
 }
 
-static int is_corelib(const char *path)
+/* Whether the module is System.Private.CoreLib. Asks the runtime each time instead of going
+ * through module_path: a module enumerated while it loads may not say its name yet, and
+ * module_path would remember that silence for good. */
+static int is_corelib(ModuleID mod)
 {
     static const char tail[] = "System.Private.CoreLib.dll";
-    size_t n = path ? strlen(path) : 0;
+    ICorProfilerInfo15 *info = g_core.info;
+    WCHAR w[512];
+    char path[1024];
+    ULONG len = 0;
+    const BYTE *base = NULL;
+    AssemblyID asm_id = 0;
+    if (info->vt->GetModuleInfo(info, mod, &base, 512, &len, w, &asm_id) != S_OK || len < 2 ||
+        len > 512)
+        return 0;
+    size_t n = prof_utf16_to_utf8(w, len - 1, path, sizeof path);
     return n >= sizeof tail - 1 && !strcmp(path + n - (sizeof tail - 1), tail) &&
            (n == sizeof tail - 1 || path[n - sizeof tail] == '/');
 }
@@ -420,7 +432,7 @@ ClassID prof_symbols_corelib_class(const char *name)
     pthread_mutex_lock(&g_lock);
     while (!cls && e->vt->Next(e, 32, ids, &got) >= 0 && got > 0 && got <= 32) {
         for (ULONG i = 0; i < got && !cls; i++) {
-            if (!is_corelib(module_path(ids[i])))
+            if (!is_corelib(ids[i]))
                 continue;
             IMetaDataImport *md = metadata_for(ids[i]);
             mdTypeDef td = 0;
