@@ -146,6 +146,7 @@ int api_flamegraph(const struct web_req *r)
     }
     struct prof_tree tree;
     int rc = prof_tree_build(&v, t->slot, (size_t)max_nodes, &tree);
+    double t_from = v.t_from, t_to = v.t_to;
     prof_view_free(&v);
     if (rc) {
         free(filter);
@@ -161,6 +162,10 @@ int api_flamegraph(const struct web_req *r)
     jb_int(&b, tree.total);
     jb_lit(&b, ",\"seconds\":");
     jb_num(&b, seconds);
+    jb_lit(&b, ",\"t_from\":");
+    jb_num(&b, t_from);
+    jb_lit(&b, ",\"t_to\":");
+    jb_num(&b, t_to);
     jb_lit(&b, ",\"nodes\":");
     jb_int(&b, (int64_t)tree.n);
     jb_lit(&b, ",\"trimmed\":");

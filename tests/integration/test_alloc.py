@@ -8,6 +8,7 @@ the allocation flame graph filtered on System.Byte[] must go through AllocMix.Al
 On .NET 10 the method is AllocationSampled (~1 sample per 100 KiB: ~15,000 samples in the 20 s
 window); on .NET 8/9 it is GCAllocationTick. Pick the runtime with CLRSCOPE_TEST_RUNTIME.
 """
+import math
 import os
 import shutil
 import time
@@ -36,8 +37,15 @@ class AllocMix(unittest.TestCase):
             cls.table = app.json(f"/api/v1/allocations?seconds={WINDOW}")
             cls.counters = app.json("/api/v1/counters")
             q = urllib.parse.quote("System.Byte[]")
-            cls.bytes_flame = app.json(
-                f"/api/v1/flamegraph?type=alloc-bytes&seconds={WINDOW}&filter={q}")
+            # the filtered graph and the whole graph over the same seconds (asked again when a
+            # second boundary fell between the two requests)
+            for _ in range(5):
+                cls.bytes_flame = app.json(
+                    f"/api/v1/flamegraph?type=alloc-bytes&seconds={WINDOW}&filter={q}")
+                cls.all_bytes_flame = app.json(
+                    f"/api/v1/flamegraph?type=alloc-bytes&seconds={WINDOW}")
+                if int(cls.bytes_flame["t_from"]) == int(cls.all_bytes_flame["t_from"]):
+                    break
             cls.count_flame = app.json(f"/api/v1/flamegraph?type=alloc-count&seconds={WINDOW}")
             cls.pprof = app.pprof(f"/debug/pprof/allocs?seconds={WINDOW}",
                                   os.path.join(app.tmp, "allocs.pb.gz"))
@@ -157,12 +165,28 @@ class AllocMix(unittest.TestCase):
         fg = self.bytes_flame
         self.assertEqual(fg["filter"], "System.Byte[]")
         self.assertGreater(fg["total"], 0)
+        self.assertGreater(fg["t_to"] - fg["t_from"], WINDOW - 1.5)
         under = sum(v for p, v in find_paths(fg["root"], BYTES_FRAME))
         self.assertGreater(under / fg["total"], 0.95,
                            f"{under} of {fg['total']} Byte[] bytes under {BYTES_FRAME}")
-        # and only Byte[] is in it: the filtered total is that type's row
+        # The filter keeps every Byte[] stack and nothing else: AllocBytes allocates only
+        # Byte[], so its subtree in the unfiltered graph over the same seconds is the same sum
+        # (up to the samples added to the current second between the two requests).
+        whole = self.all_bytes_flame
+        self.assertEqual(int(fg["t_from"]), int(whole["t_from"]), "no two requests in one second")
+        whole_under = sum(v for p, v in find_paths(whole["root"], BYTES_FRAME))
+        self.assertLess(abs(under / whole_under - 1), 0.02,
+                        f"filtered {under}, unfiltered {whole_under} under {BYTES_FRAME}")
+        # The stacks hold the walked samples upscaled by the stack budget (Horvitz-Thompson),
+        # the table every sample: the filtered total estimates the type's row. With a fraction
+        # p of the samples walked, its relative standard error is about sqrt((1-p)/(p*n)) for
+        # the row's n samples; allow five of them (plus 2 % for the windows' edges).
         row = next(r for r in self.table["types"] if r["type"] == "System.Byte[]")
-        self.assertLess(abs(fg["total"] / row["bytes"] - 1), 0.05)
+        sb = self.table["stack_budget"]
+        p = sb["walked"] / max(1, sb["walked"] + sb["thinned"])
+        tol = 0.02 + 5 * math.sqrt((1 - p) / (p * row["samples"]))
+        self.assertLess(abs(fg["total"] / row["bytes"] - 1), tol,
+                        f"filtered total {fg['total']}, row {row['bytes']}, walked share {p:.3f}")
 
     def test_count_flame_graph_has_every_method(self):
         names = set()
