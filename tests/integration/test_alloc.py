@@ -258,12 +258,14 @@ class StackBudget(unittest.TestCase):
     rate, most samples are not walked, and the walked ones, upscaled by 1/p, still give the true
     byte shares and total in the stacks (flame graph per type; the same 10 % bars, fewer samples
     behind them), while the table by type counts every sample."""
-    BUDGET = 400  # ~6,000 walked samples in the window: the smallest type (17 %) has ~1,000
+    # ~12,000 walked samples in the window, a fifth of the ~4,000 samples a second at 400 MB/s:
+    # the smallest type (17 %) has ~2,000, so its share's standard error is ~2 % (10 % = 5 of them)
+    BUDGET = 800
     SECONDS = 15
 
     @classmethod
     def setUpClass(cls):
-        app = ProfiledApp("alloc-mix", ["--seconds", str(cls.SECONDS + 6), "--mb-per-s", "200"],
+        app = ProfiledApp("alloc-mix", ["--seconds", str(cls.SECONDS + 6), "--mb-per-s", "400"],
                           env={"CLRSCOPE_ALLOC_STACKS_PER_S": str(cls.BUDGET),
                                "CLRSCOPE_PROFILES": "alloc,gc"})
         app.start()
