@@ -90,7 +90,7 @@ want() { [ -z "${ONLY:-}" ] || [[ " $ONLY " == *" $1 "* ]]; }
   if want startup; then
     echo "## startup"
     echo
-    python3 bench/startup.py "$build" 2>&1 || echo "(startup failed: exit $?)"
+    BREAKDOWN=1 python3 bench/startup.py "$build" 2>&1 || echo "(startup failed: exit $?)"
     echo
   fi
   if want first_paint; then
