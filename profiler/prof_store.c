@@ -5,6 +5,7 @@
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "prof_intern.h"
 #include "prof_log.h"
@@ -38,6 +39,7 @@ static struct {
     uint32_t nslots;
     struct bucket *buckets;
     int nbuckets;
+    double t_init; /* unix time the store started: no window covers anything before it */
     struct prof_store_stats st;
 } S = {.lock = PTHREAD_MUTEX_INITIALIZER};
 
@@ -67,6 +69,11 @@ int prof_store_init(int history_s, int max_nodes)
     S.nslots = 8192;
     S.node_slots = calloc(S.nslots, sizeof *S.node_slots);
     S.nbuckets = history_s;
+    {
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        S.t_init = (double)ts.tv_sec + ts.tv_nsec / 1e9;
+    }
     S.buckets = calloc((size_t)history_s, sizeof *S.buckets);
     if (!S.nodes || !S.node_slots || !S.buckets)
         goto out;
@@ -283,6 +290,9 @@ static int view_window(int kind, double seconds, int range, int64_t from_s, int6
         out->t_from = (double)from;
         out->t_to = (double)(to + 1);
     }
+    /* a window that reaches back before the store started covers only the time since */
+    if (out->t_from < S.t_init && S.t_init < out->t_to)
+        out->t_from = S.t_init;
     uint32_t want_label = UINT32_MAX;
     if (filter) {
         want_label = prof_intern_find(&S.names, filter);

@@ -568,9 +568,12 @@
       var d = r.data;
       self.fg.setData(d);
       var sub = F.unit(d.total, d.unit) + ' total';
-      if (self.windowed) sub += ' in the last ' + windowText();
-      if (self.windowed && d.unit === 'nanoseconds' && state.seconds > 0 && (type === 'cpu' || type === 'wall')) {
-        sub += ' · ≈ ' + F.sig(d.total / (state.seconds * 1e9)) + (type === 'cpu' ? ' cores busy' : ' threads');
+      var span = self.windowed ? spanSeconds(d) : 0;
+      if (self.windowed) sub += ' in the last ' + windowText() + spanNote(span);
+      if (self.windowed && d.unit === 'nanoseconds' && span > 0 && (type === 'cpu' || type === 'wall')) {
+        var per = d.total / (span * 1e9);
+        hook.perSecond = {type: type, value: per, span: span};
+        sub += ' · ≈ ' + F.sig(per) + (type === 'cpu' ? ' cores busy' : ' threads');
       }
       self.p.sub(sub);
     });
@@ -584,6 +587,21 @@
   function windowText() {
     var s = state.seconds;
     return s < 60 ? s + ' s' : s % 60 === 0 ? s / 60 + ' min' : s + ' s';
+  }
+
+  /* Seconds of data behind a windowed answer, for rates: the span it reports covering (t_from ..
+   * t_to, which starts no earlier than the profiler), else the window, but never longer than the
+   * process has run. A process up for 10 s must not have its CPU spread over a 60-s window. */
+  function spanSeconds(d) {
+    if (d && typeof d.t_from === 'number' && typeof d.t_to === 'number' && d.t_to > d.t_from)
+      return d.t_to - d.t_from;
+    var up = hook.status && hook.status.uptime_s;
+    return state.seconds > 0 && up > 0 ? Math.min(state.seconds, up) : state.seconds;
+  }
+
+  /* " (12 s of data)" when the answer covers clearly less than the window asked for */
+  function spanNote(span) {
+    return state.seconds > 0 && span > 0 && span < state.seconds - 1 ? ' (' + F.duration(span) + ' of data)' : '';
   }
 
   /* ================================================================ views */
@@ -683,7 +701,8 @@
         }
         var d = r.data;
         var tot = d.total && d.total.bytes || (d.types || []).reduce(function (s, t) { return s + (t.bytes || 0); }, 0);
-        alloc.sub(F.bytes(tot) + ' in ' + windowText() + (state.seconds ? ' · ' + F.bytes(tot / state.seconds) + '/s' : ''));
+        var aspan = spanSeconds(d);
+        alloc.sub(F.bytes(tot) + ' in ' + windowText() + spanNote(aspan) + (aspan > 0 ? ' · ' + F.bytes(tot / aspan) + '/s' : ''));
         var t = h('table', {'class': 'data'});
         t.appendChild(h('thead', null, h('tr', null, [h('th', {text: 'Type'}), h('th', {'class': 'num', text: 'Bytes'}),
           h('th', {'class': 'num', text: 'Share'})])));
@@ -891,8 +910,9 @@
         var types = d.types || [];
         var tot = d.total || {};
         totalBytes = tot.bytes || types.reduce(function (s, t) { return s + (t.bytes || 0); }, 0);
+        var tspan = spanSeconds(d);
         p.sub((d.method ? d.method + ' · ' : '') + F.bytes(totalBytes) + ' in the last ' + windowText() +
-          (state.seconds ? ' (' + F.bytes(totalBytes / state.seconds) + '/s)' : '') +
+          spanNote(tspan) + (tspan > 0 ? ' (' + F.bytes(totalBytes / tspan) + '/s)' : '') +
           (tot.samples != null ? ' · ' + F.int(tot.samples) + ' samples' : ''));
         clear(check);
         var ci = tot.ci95;
@@ -1266,7 +1286,7 @@
         [stat('total wait', F.ns(d.total_wait_ns)),
           stat('contentions', F.int(d.count)),
           stat('mean wait', d.count ? F.ns(d.total_wait_ns / d.count) : '–'),
-          stat('threads blocked (avg)', state.seconds ? F.sig(d.total_wait_ns / (state.seconds * 1e9)) : '–')
+          stat('threads blocked (avg)', spanSeconds(d) > 0 ? F.sig(d.total_wait_ns / (spanSeconds(d) * 1e9)) : '–')
         ].forEach(function (e) { stats.appendChild(e); });
         var hist = d.histogram || [];
         var prev = 0;

@@ -156,6 +156,24 @@ test('CPU flame graph draws, shows a tooltip and searches', async (t) => {
   assert.equal(info.flame.icicle, false);
   await shot('02-cpu');
 
+  // "≈ N cores busy" against the process's own CPU clock: a real app younger than the 60-s
+  // window must have its CPU divided by the seconds it has run, not by the window
+  const procStat = baseUrl && process.env.BASE_URL ? `/proc/${expectPid}/stat` : '';
+  if (procStat && fs.existsSync(procStat)) {
+    const per = await page.evaluate(() => window.__clrscope.perSecond);
+    const f = fs.readFileSync(procStat, 'utf8').split(') ')[1].split(' ');
+    const ticks = 100; // USER_HZ on Linux
+    const cpu = (Number(f[11]) + Number(f[12])) / ticks;
+    const age = Number(fs.readFileSync('/proc/uptime', 'utf8').split(' ')[0]) - Number(f[19]) / ticks;
+    const cores = cpu / age;
+    t.diagnostic(`cores busy: dashboard ${per.value.toFixed(2)} over ${per.span.toFixed(1)} s, ` +
+      `process ${cores.toFixed(2)} over its ${age.toFixed(1)} s`);
+    assert.equal(per.type, 'cpu');
+    assert.ok(per.span <= age + 1, `the span (${per.span} s) is no longer than the process has run (${age} s)`);
+    assert.ok(per.value > 0.5 * cores && per.value < 1.5 * cores,
+      `dashboard ${per.value} cores busy, the process's own clock ${cores}`);
+  }
+
   // hover a frame one row above the root (flame orientation: the root row is at the bottom)
   const box = await canvas.boundingBox();
   const rowH = info.flame.rowHeight;

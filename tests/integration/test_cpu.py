@@ -88,6 +88,20 @@ class CpuSplit(unittest.TestCase):
             self.assertLessEqual(total_ms, proc_cpu_ms * 1.05 + 50)
         self.assertEqual(self.cpu["unit"], "nanoseconds")
 
+    def test_window_reports_the_time_profiled(self):
+        # the 60-s window of an app up for ~13 s covers the time since the profiler started:
+        # its span is the uptime, and one thread that slept through it has about that much wall
+        # time (what the dashboard divides by to show "threads" and "cores busy")
+        up = self.status["uptime_s"]
+        for g in (self.cpu, self.wall):
+            span = g["t_to"] - g["t_from"]
+            self.assertLessEqual(span, up + 1, g["type"])
+            self.assertGreater(span, up - 3, g["type"])
+        span = self.wall["t_to"] - self.wall["t_from"]
+        slept = tree_totals_by_name(self.wall["root"])[SLEEPER] / 1e9
+        self.assertGreater(slept / span, 0.8, f"{slept:.1f} s asleep in a {span:.1f}-s span")
+        self.assertLess(slept / span, 1.05, f"{slept:.1f} s asleep in a {span:.1f}-s span")
+
     def test_sleeper_in_wall_not_in_cpu(self):
         wall_totals = tree_totals_by_name(self.wall["root"])
         cpu_totals = tree_totals_by_name(self.cpu["root"])
