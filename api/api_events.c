@@ -15,6 +15,7 @@
 #include "prof_exc.h"
 #include "prof_lock.h"
 #include "prof_store.h"
+#include "prof_wtab.h"
 
 #define MAX_STACKS 10
 #define MAX_FRAMES 256
@@ -44,6 +45,15 @@ static int cmp_stack1(const void *a, const void *b)
 
 /* Adds "stacks": the `max` heaviest leaf stacks by v[slot], each with the values named in keys
  * (NULL = skip that slot). Frames root first. */
+/* t_from, t_to: the span the window covers (from the profiler's start when it reaches further) */
+static void add_span(cJSON *o, struct prof_wtab *t, double seconds)
+{
+    double from, to;
+    prof_wtab_span(t, seconds, &from, &to);
+    cJSON_AddNumberToObject(o, "t_from", from);
+    cJSON_AddNumberToObject(o, "t_to", to);
+}
+
 static void add_stacks(cJSON *o, int kind, double seconds, const char *filter, int slot,
                        const char *const keys[PROF_NVALUES], int max)
 {
@@ -176,6 +186,7 @@ int api_exceptions(const struct web_req *r)
 
     cJSON *o = cJSON_CreateObject();
     cJSON_AddNumberToObject(o, "seconds", seconds);
+    add_span(o, prof_exc_table(), seconds);
     cJSON_AddBoolToObject(o, "enabled", (g_core.profiles & PROFILE_EXCEPTIONS) != 0);
     int64_t total = 0, sampled = 0;
     for (size_t i = 0; i < n; i++) {
@@ -335,6 +346,7 @@ int api_locks(const struct web_req *r)
 
     cJSON *o = cJSON_CreateObject();
     cJSON_AddNumberToObject(o, "seconds", seconds);
+    add_span(o, prof_lock_table(), seconds);
     cJSON_AddBoolToObject(o, "enabled", (g_core.profiles & PROFILE_LOCK) != 0);
     cJSON_AddNumberToObject(o, "total_wait_ns", (double)w.wait_ns);
     cJSON_AddNumberToObject(o, "count", (double)w.count);

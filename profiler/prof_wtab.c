@@ -37,6 +37,7 @@ struct prof_wtab {
     uint32_t max_per_s;
     uint64_t dropped;
     int64_t last_compact; /* unix second of the last compaction attempt */
+    double t_init;        /* unix time the table was made: no window covers anything before */
 };
 
 static uint64_t hash_key(const char *a, const char *b, uint64_t n)
@@ -177,6 +178,7 @@ struct prof_wtab *prof_wtab_new(int history_s, uint32_t max_keys, uint32_t max_p
     t->index_mask = isz - 1;
     t->nbuckets = history_s;
     t->max_per_s = max_per_s;
+    t->t_init = prof_unix_now();
     for (int i = 0; i < history_s; i++)
         t->buckets[i].sec = INT64_MIN;
     if (key_id(t, "[other]", "", 0, NULL) != 0 || t->nkeys != 1) {
@@ -260,6 +262,29 @@ unlock:
     pthread_mutex_unlock(&t->lock);
 }
 
+/* The whole unix seconds from..to that the last `seconds` (default 60, at most the history) span. */
+static void window(const struct prof_wtab *t, double seconds, double now, int64_t *from,
+                   int64_t *to)
+{
+    if (!(seconds > 0))
+        seconds = 60;
+    if (seconds > t->nbuckets)
+        seconds = t->nbuckets;
+    *to = (int64_t)floor(now);
+    *from = *to - (int64_t)ceil(seconds) + 1;
+}
+
+void prof_wtab_span(struct prof_wtab *t, double seconds, double *t_from, double *t_to)
+{
+    double now = prof_unix_now();
+    *t_from = *t_to = now;
+    if (!t)
+        return;
+    int64_t from, to;
+    window(t, seconds, now, &from, &to);
+    *t_from = (double)from > t->t_init ? (double)from : t->t_init;
+}
+
 int prof_wtab_sum(struct prof_wtab *t, double seconds, const char *filter_a,
                   struct prof_wtab_row **rows, size_t *nrows)
 {
@@ -267,13 +292,9 @@ int prof_wtab_sum(struct prof_wtab *t, double seconds, const char *filter_a,
     *nrows = 0;
     if (!t)
         return 0;
-    if (!(seconds > 0))
-        seconds = 60;
     pthread_mutex_lock(&t->lock);
-    if (seconds > t->nbuckets)
-        seconds = t->nbuckets;
-    int64_t to = (int64_t)floor(prof_unix_now());
-    int64_t from = to - (int64_t)ceil(seconds) + 1;
+    int64_t from, to;
+    window(t, seconds, prof_unix_now(), &from, &to);
     /* slot[key] = row index + 1 */
     uint32_t *slot = calloc(t->nkeys, sizeof *slot);
     struct prof_wtab_row *out = calloc(t->nkeys, sizeof *out);

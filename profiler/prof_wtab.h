@@ -35,6 +35,9 @@ void prof_wtab_add(struct prof_wtab *t, double t_unix, const char *a, const char
  * of memory. */
 int prof_wtab_sum(struct prof_wtab *t, double seconds, const char *filter_a,
                   struct prof_wtab_row **rows, size_t *nrows);
+/* The span (unix seconds) that prof_wtab_sum's last `seconds` cover now: the window, starting no
+ * earlier than the table was made, up to now. */
+void prof_wtab_span(struct prof_wtab *t, double seconds, double *t_from, double *t_to);
 /* Keys in use, entries refused (folded into the overflow key). */
 void prof_wtab_stats(struct prof_wtab *t, uint64_t *keys, uint64_t *dropped);
 /* Bytes the table holds (keys and their text, index, per-second buckets); 0 for NULL. */

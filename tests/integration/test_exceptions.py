@@ -77,6 +77,14 @@ class ExceptionStorm(unittest.TestCase):
         cls.table = cls.got["table"]
         cls.kinds = cls.truth["exceptions"]
 
+    def test_window_covers_the_time_profiled(self):
+        # a 300-s window over an app that ran a few seconds covers the time since the profiler
+        # started, no more (it starts a little before the app's `ready`)
+        for g in (self.table, self.got["flame"]):
+            span = g["t_to"] - g["t_from"]
+            self.assertGreater(span, 0)
+            self.assertLessEqual(span, self.truth["elapsed_s"] + 5)
+
     def test_counts_per_type_within_10_percent(self):
         seen = by_type(self.table)
         for name, t in self.kinds.items():

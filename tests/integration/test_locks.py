@@ -82,6 +82,14 @@ class Contention(unittest.TestCase):
         self.assertAlmostEqual(ms, self.expect, delta=0.15 * self.expect,
                                msg=f"{what}: {ms:.0f} ms vs truth ~{self.expect:.0f} ms")
 
+    def test_window_covers_the_time_profiled(self):
+        # a 900-s window over an app up a few seconds covers only the time since the profiler
+        # started (a little before the app's `ready`): what "threads blocked" divides by
+        for g in (self.locks, self.got["flame"]):
+            span = g["t_to"] - g["t_from"]
+            self.assertGreaterEqual(span, self.got["before"]["elapsed_s"], g.get("type", "locks"))
+            self.assertLessEqual(span, self.got["after"]["elapsed_s"] + 5, g.get("type", "locks"))
+
     def test_total_wait_within_15_percent(self):
         self.assertGreater(self.expect, 1000, "the app must have waited for seconds")
         self.assert_wait_matches(self.locks["total_wait_ns"] / 1e6, "total_wait_ns")

@@ -153,6 +153,13 @@ static void test_wtab(void)
     free(rows);
     CHECK(prof_wtab_sum(t, 60, "B", &rows, &n) == 0 && n == 0, "filter");
     free(rows);
+    /* a table made just now covers just now, whatever the window; the span ends now */
+    double from, to;
+    prof_wtab_span(t, 60, &from, &to);
+    CHECK(from >= now - 0.001 && to >= from && to - from < 5, "span of a new table: %.3f..%.3f",
+          from, to);
+    prof_wtab_span(NULL, 60, &from, &to);
+    CHECK(from == to, "no table: an empty span");
     /* 4 keys max ("[other]" + 3): the 4th and later fold into [other] */
     prof_wtab_add(t, now, "B", "", 0, NULL, v);
     prof_wtab_add(t, now, "C", "", 0, NULL, v);
