@@ -43,8 +43,6 @@ static int cmp_stack1(const void *a, const void *b)
     return cmp_stack(a, b, 1);
 }
 
-/* Adds "stacks": the `max` heaviest leaf stacks by v[slot], each with the values named in keys
- * (NULL = skip that slot). Frames root first. */
 /* t_from, t_to: the span the window covers (from the profiler's start when it reaches further) */
 static void add_span(cJSON *o, struct prof_wtab *t, double seconds)
 {
@@ -54,6 +52,8 @@ static void add_span(cJSON *o, struct prof_wtab *t, double seconds)
     cJSON_AddNumberToObject(o, "t_to", to);
 }
 
+/* Adds "stacks": the `max` heaviest leaf stacks by v[slot], each with the values named in keys
+ * (NULL = skip that slot). Frames root first. */
 static void add_stacks(cJSON *o, int kind, double seconds, const char *filter, int slot,
                        const char *const keys[PROF_NVALUES], int max)
 {
