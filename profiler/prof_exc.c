@@ -363,7 +363,6 @@ static const char *throw_site(const char **names, int n)
 void prof_exc_consume(const struct prof_rec *rec, const char **names, int n)
 {
     struct prof_wtab *tab = prof_exc_table();
-    prof_exc_poll();
     uint32_t slot = rec->a <= EXC_SLOTS ? (uint32_t)rec->a : EXC_SLOTS;
     pthread_mutex_lock(&A.lock);
     uint64_t w = rec->b > A.attributed[slot] ? rec->b - A.attributed[slot] : 0;

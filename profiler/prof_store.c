@@ -53,6 +53,13 @@ static uint32_t mix(uint64_t x)
     return (uint32_t)x;
 }
 
+static double unix_now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (double)ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
 int prof_store_init(int history_s, int max_nodes)
 {
     pthread_mutex_lock(&S.lock);
@@ -69,11 +76,7 @@ int prof_store_init(int history_s, int max_nodes)
     S.nslots = 8192;
     S.node_slots = calloc(S.nslots, sizeof *S.node_slots);
     S.nbuckets = history_s;
-    {
-        struct timespec ts;
-        clock_gettime(CLOCK_REALTIME, &ts);
-        S.t_init = (double)ts.tv_sec + ts.tv_nsec / 1e9;
-    }
+    S.t_init = unix_now();
     S.buckets = calloc((size_t)history_s, sizeof *S.buckets);
     if (!S.nodes || !S.node_slots || !S.buckets)
         goto out;
@@ -271,9 +274,7 @@ static int view_window(int kind, double seconds, int range, int64_t from_s, int6
 {
     memset(out, 0, sizeof *out);
     out->kind = kind;
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    double now = (double)ts.tv_sec + ts.tv_nsec / 1e9;
+    double now = unix_now();
     pthread_mutex_lock(&S.lock);
     int rc = -1;
     uint32_t *remap = NULL;
@@ -421,12 +422,11 @@ void prof_store_get_stats(struct prof_store_stats *s)
 void prof_store_totals(int kind, double seconds, int64_t out[PROF_NVALUES])
 {
     memset(out, 0, PROF_NVALUES * sizeof *out);
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
+    double now = unix_now();
     pthread_mutex_lock(&S.lock);
     if (S.ready) {
         int64_t from, to;
-        window(seconds, &from, &to, (double)ts.tv_sec);
+        window(seconds, &from, &to, now);
         for (int64_t s = from; s <= to; s++) {
             struct bucket *b = &S.buckets[(uint64_t)s % (uint64_t)S.nbuckets];
             if (b->second != s)
