@@ -409,8 +409,14 @@ class RuntimeCountersGuard(unittest.TestCase):
 
     def test_counters_stop_above_the_gc_rate(self):
         args = ["--mb-per-s", "0", "--seconds", "20"]
-        guarded = ProfiledApp("alloc-mix", args, env={"CLRSCOPE_RUNTIME_COUNTERS_MAX_GC_RATE": "100"})
-        kept = ProfiledApp("alloc-mix", args, env={"CLRSCOPE_RUNTIME_COUNTERS_MAX_GC_RATE": "0"})
+        # a 4 MiB gen0 budget: ~4x the GCs of the default (~2,400/s against ~560/s alone here), so
+        # the rate stays far above the guard's even under ASan with both apps on 2 cores (the
+        # default budget once gave 197/s there)
+        small_gen0 = {"DOTNET_GCgen0size": "0x400000"}
+        guarded = ProfiledApp("alloc-mix", args,
+                              env={"CLRSCOPE_RUNTIME_COUNTERS_MAX_GC_RATE": "100", **small_gen0})
+        kept = ProfiledApp("alloc-mix", args,
+                           env={"CLRSCOPE_RUNTIME_COUNTERS_MAX_GC_RATE": "0", **small_gen0})
         with guarded, kept:
             guarded.wait_ready()
             kept.wait_ready()
