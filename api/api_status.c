@@ -11,6 +11,7 @@
 #include "prof_sampler.h"
 #include "prof_store.h"
 #include "prof_threads.h"
+#include "prof_unload.h"
 
 #define CLRSCOPE_VERSION "0.1.0"
 
@@ -98,6 +99,17 @@ int api_status(const struct web_req *r)
     cJSON_AddNumberToObject(sto, "stack_node_cap", (double)st.node_cap);
     cJSON_AddNumberToObject(sto, "entries", (double)st.entries);
     cJSON_AddNumberToObject(sto, "names", (double)st.strings);
+
+    struct prof_unload_stats us;
+    prof_unload_get_stats(&us);
+    cJSON *un = cJSON_AddObjectToObject(o, "module_unloads");
+    cJSON_AddNumberToObject(un, "started", (double)us.unloads);
+    cJSON_AddNumberToObject(un, "drain_wait_ms", (double)us.drain_waits_ms);
+    cJSON_AddNumberToObject(un, "drain_timeouts", (double)us.drain_timeouts);
+    cJSON_AddNumberToObject(un, "waits", (double)us.waits);
+    cJSON_AddNumberToObject(un, "wait_ms_max", (double)us.wait_ns_max / 1e6);
+    cJSON_AddNumberToObject(un, "timeouts", (double)us.timeouts);
+    cJSON_AddNumberToObject(un, "unnamed_records", (double)us.refused);
 
     cJSON *ex = cJSON_AddObjectToObject(o, "export");
     prof_exporter_status_json(ex);

@@ -66,6 +66,7 @@ typedef const GUID *REFIID;
 #define CORPROF_E_STACKSNAPSHOT_ABORTED    ((HRESULT)0x80131361u)
 
 /* COR_PRF_MONITOR (low word of the event mask). */
+#define COR_PRF_MONITOR_MODULE_LOADS       0x4u
 #define COR_PRF_MONITOR_EXCEPTIONS         0x40u
 #define COR_PRF_MONITOR_GC                 0x80u
 #define COR_PRF_MONITOR_OBJECT_ALLOCATED   0x100u
@@ -73,6 +74,8 @@ typedef const GUID *REFIID;
 #define COR_PRF_MONITOR_SUSPENDS           0x10000u
 #define COR_PRF_ENABLE_OBJECT_ALLOCATED    0x800000u
 #define COR_PRF_ENABLE_STACK_SNAPSHOT      0x10000000u
+/* COR_PRF_MODULE_FLAGS (GetModuleInfo2). */
+#define COR_PRF_MODULE_COLLECTIBLE         0x8u
 /* COR_PRF_HIGH_MONITOR (second word). */
 #define COR_PRF_HIGH_BASIC_GC              0x10u
 #define COR_PRF_HIGH_MONITOR_EVENT_PIPE    0x80u
@@ -219,7 +222,7 @@ typedef struct ICorProfilerInfo15Vtbl {
     /*  67 */ HRESULT (*GetRuntimeInformation)(void *self, USHORT *clr_id, DWORD *rt_type, USHORT *major, USHORT *minor, USHORT *build, USHORT *qfe, ULONG cch, ULONG *pcch, WCHAR *ver);
     /*  68 */ void *GetThreadStaticAddress2;
     /*  69 */ void *GetAppDomainsContainingModule;
-    /*  70 */ void *GetModuleInfo2;
+    /*  70 */ HRESULT (*GetModuleInfo2)(void *self, ModuleID mod, const BYTE **base, ULONG cch, ULONG *pcch, WCHAR *name, AssemblyID *asm_id, DWORD *flags);
     /*  71 */ HRESULT (*EnumThreads)(void *self, ICorProfilerThreadEnum **out);
     /*  72 */ HRESULT (*InitializeCurrentThread)(void *self);
     /*  73 */ void *RequestReJIT;

@@ -22,6 +22,7 @@
 #include "prof_log.h"
 #include "prof_ring.h"
 #include "prof_store.h"
+#include "prof_unload.h"
 #include "prof_walk.h"
 #include "prof_wtab.h"
 
@@ -40,17 +41,23 @@ static struct {
 } A = {.lock = PTHREAD_MUTEX_INITIALIZER};
 
 /* Consumes what the ring holds; returns how many records. */
+#define DRAIN_BUDGET 100000
+
 static int drain(void)
 {
     const char *names[REC_MAX_FRAMES + 2];
     int done = 0;
     prof_walk_begin();
-    for (int budget = 100000; budget > 0; budget--, done++) {
+    for (int budget = DRAIN_BUDGET; budget > 0; budget--, done++) {
         struct prof_rec *r = prof_ring_peek(g_ring);
         if (!r)
             break;
+        /* its IDs are asked about only while no module unload has started since it was taken */
+        int asking = prof_unload_enter(r->epoch);
         if (r->kind == REC_ALLOC_TYPE) { /* no stack */
             prof_alloc_consume_type(r);
+            if (asking)
+                prof_unload_leave();
             prof_ring_release(g_ring);
             continue;
         }
@@ -74,6 +81,8 @@ static int drain(void)
         default:
             break;
         }
+        if (asking)
+            prof_unload_leave();
         prof_ring_release(g_ring);
     }
     prof_walk_end();
@@ -204,12 +213,17 @@ static void *agg_main(void *arg)
     prof_name_thread("agg");
     g_core.info->vt->InitializeCurrentThread(g_core.info);
     int64_t next_tick = prof_now_ns(), sleep_ns = DRAIN_MAX_NS;
+    prof_unload_consumer(PROF_UNLOAD_AGG, 1);
     while (!__atomic_load_n(&A.stop, __ATOMIC_ACQUIRE) && !prof_core_stopping()) {
         /* wake often enough that the ring fills to a quarter at the rate just seen, and no
          * more than 20 times a second when nothing comes (each wake-up takes a core from the
-         * app for a context switch) */
+         * app for a context switch); a module unload wakes it at once (prof_unload.h) */
+        uint32_t nudges = prof_core_nudges();
+        uint64_t unload_wanted = prof_unload_drain_wanted();
         prof_exc_poll();
         int got = drain();
+        if (got < DRAIN_BUDGET)
+            prof_unload_drained(PROF_UNLOAD_AGG, unload_wanted);
         if (got > 0) {
             int64_t quarter = (int64_t)RING_SLOTS / 4;
             sleep_ns = got >= quarter ? DRAIN_MIN_NS : sleep_ns * quarter / got;
@@ -236,8 +250,9 @@ static void *agg_main(void *arg)
             nap = next_tick - prof_now_ns();
         if (nap < 1000000)
             nap = 1000000;
-        prof_core_nap_until(prof_now_ns() + nap);
+        prof_core_nap_nudged(prof_now_ns() + nap, nudges);
     }
+    prof_unload_consumer(PROF_UNLOAD_AGG, 0);
     drain();
     return NULL;
 }

@@ -42,10 +42,12 @@
 #include "prof_config.h"
 #include "prof_core.h"
 #include "prof_esamp.h"
+#include "prof_intern.h"
 #include "prof_live.h"
 #include "prof_log.h"
 #include "prof_store.h"
 #include "prof_symbols.h"
+#include "prof_unload.h"
 #include "prof_walk.h"
 
 #define KW_GC 0x1ull
@@ -76,13 +78,27 @@ static struct {
     uint64_t walked, thinned;    /* samples walked, samples left out, since start */
 } W;
 
-/* TypeID -> contract-form name; clrscope-agg only. */
+/* TypeID -> contract-form name; clrscope-agg only. Emptied when a module unload starts (a
+ * TypeID may then come back as another type); the names themselves stay, once each, in `names`
+ * (prof_live keeps pointers to them). */
 static struct {
     uint64_t id[TYPE_CACHE];
     const char *name[TYPE_CACHE];
     uint32_t n;
+    uint32_t epoch;
     int full_logged;
+    int names_ready;
+    struct prof_intern names;
 } T;
+
+#define TYPE_NAMES_MAX_BYTES (4u << 20)
+
+static const char *type_name_copy(const char *s)
+{
+    if (!T.names_ready && prof_intern_init(&T.names, TYPE_NAMES_MAX_BYTES) == 0)
+        T.names_ready = 1;
+    return T.names_ready ? prof_intern_str(&T.names, prof_intern(&T.names, s)) : NULL;
+}
 
 void prof_alloc_session_needs(UINT64 *keywords, UINT32 *level)
 {
@@ -368,6 +384,13 @@ void prof_alloc_on_event(DWORD id, DWORD version, const BYTE *data, ULONG len)
 
 const char *prof_alloc_type_label(uint64_t type_id, const char *raw_name)
 {
+    uint32_t epoch = prof_unload_epoch();
+    if (epoch != T.epoch) {
+        T.epoch = epoch;
+        memset(T.id, 0, sizeof T.id);
+        memset(T.name, 0, sizeof T.name);
+        T.n = 0;
+    }
     uint32_t h = (uint32_t)((type_id * 0x9E3779B97F4A7C15ull) >> 40) & (TYPE_CACHE - 1);
     for (uint32_t i = 0; i < TYPE_CACHE; i++) {
         uint32_t k = (h + i) & (TYPE_CACHE - 1);
@@ -381,16 +404,23 @@ const char *prof_alloc_type_label(uint64_t type_id, const char *raw_name)
             prof_symbols_clean_type(raw, clean, sizeof clean);
             /* The event names a nested type by its own name only ("Entry[System.Int32,...][]"
              * for Dictionary`2+Entry[]): without a namespace, ask the metadata. TypeID is the
-             * ClassID; objects of the type exist right now, so it is not being unloaded. */
+             * ClassID, alive when the sample was taken; prof_symbols asks about it only while
+             * no module unload has started since (clrscope-agg entered with its epoch). */
             size_t base = strcspn(raw, "[<");
+            int keep = 1;
             if (!memchr(raw, '.', base)) {
                 const char *full = prof_symbols_class((ClassID)type_id);
                 if (full && full[0] && full[0] != '[')
                     snprintf(clean, sizeof clean, "%s", full);
+                /* a sample taken before a module unload started: the event's own name for now,
+                 * the full one from the next sample */
+                keep = prof_unload_may_query();
             }
-            char *copy = strdup(clean[0] ? clean : "[unknown type]");
+            const char *copy = type_name_copy(clean[0] ? clean : "[unknown type]");
             if (!copy)
                 return "[unknown type]";
+            if (!keep)
+                return copy;
             T.id[k] = type_id;
             T.name[k] = copy;
             T.n++;

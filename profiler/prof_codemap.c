@@ -13,6 +13,7 @@
 #include "prof_log.h"
 #include "prof_sighandler.h"
 #include "prof_symbols.h"
+#include "prof_unload.h"
 
 #define CODEMAP_MAX_CODES 32768
 #define CODEMAP_FLUSH_NS (600LL * 1000000000LL)
@@ -51,6 +52,7 @@ static struct {
     int max_frames;
     int frameless_dirty;
     int64_t flushed_at;
+    uint32_t epoch; /* prof_unload's epoch the tables were learned in */
     int no_code_reads;
     struct callsite callsites[CALLSITE_CACHE];
     struct prof_codemap_stats st;
@@ -311,6 +313,12 @@ static int learn(FunctionID fn, UINT_PTR rejit, uintptr_t key)
 /* The method of an address (fn 0: not managed code); *code = its range entry or -1. */
 static FunctionID lookup(uintptr_t key, int *code)
 {
+    uint32_t epoch = prof_unload_epoch();
+    if (epoch != C.epoch) { /* a module unload started: its code may be gone, its range reused */
+        C.epoch = epoch;
+        flush(C.flushed_at);
+        C.st.unload_flushes++;
+    }
     struct ipc *e = &C.cache[(key ^ (key >> 13)) & (IPCACHE_SIZE - 1)];
     if (e->key == key) {
         *code = e->code;
@@ -321,6 +329,9 @@ static FunctionID lookup(uintptr_t key, int *code)
     const char *module = prof_sigsample_native_name(key);
     if (idx >= 0) {
         fn = C.pool[idx].fn;
+    } else if (!strstr(module, ".so") && !prof_unload_may_query()) {
+        *code = -1; /* taken before an unload started: not asked, not remembered */
+        return 0;
     } else if (!strstr(module, ".so")) { /* shared libraries hold no managed code */
         ICorProfilerInfo15 *info = g_core.info;
         UINT_PTR rejit = 0;

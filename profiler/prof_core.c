@@ -90,20 +90,47 @@ static void nap_init(void)
     pthread_condattr_destroy(&a);
 }
 
-int prof_core_nap_until(int64_t deadline_ns)
+static uint32_t g_nudges; /* atomic; changed under nap_lock */
+
+static int nap(int64_t deadline_ns, int nudgeable, uint32_t seen)
 {
     pthread_once(&nap_once, nap_init);
     if (deadline_ns < 0)
         deadline_ns = 0;
     struct timespec ts = {(time_t)(deadline_ns / 1000000000LL), (long)(deadline_ns % 1000000000LL)};
     pthread_mutex_lock(&nap_lock);
-    /* a wake-up without the flag is spurious: nap on until the deadline */
+    /* a wake-up without the flag (or a nudge) is spurious: nap on until the deadline */
     while (!prof_core_stopping() &&
+           !(nudgeable && __atomic_load_n(&g_nudges, __ATOMIC_ACQUIRE) != seen) &&
            pthread_cond_timedwait(&nap_cond, &nap_lock, &ts) != ETIMEDOUT)
         ;
     int stop = prof_core_stopping();
     pthread_mutex_unlock(&nap_lock);
     return stop;
+}
+
+int prof_core_nap_until(int64_t deadline_ns)
+{
+    return nap(deadline_ns, 0, 0);
+}
+
+int prof_core_nap_nudged(int64_t deadline_ns, uint32_t seen)
+{
+    return nap(deadline_ns, 1, seen);
+}
+
+uint32_t prof_core_nudges(void)
+{
+    return __atomic_load_n(&g_nudges, __ATOMIC_ACQUIRE);
+}
+
+void prof_core_nudge(void)
+{
+    pthread_once(&nap_once, nap_init);
+    pthread_mutex_lock(&nap_lock);
+    __atomic_add_fetch(&g_nudges, 1, __ATOMIC_SEQ_CST);
+    pthread_cond_broadcast(&nap_cond);
+    pthread_mutex_unlock(&nap_lock);
 }
 
 static void begin_stopping(void)
@@ -243,7 +270,8 @@ HRESULT prof_core_initialize(void *info_unknown)
         prof_log(LOG_WARN, "runtime %s is older than .NET 8; clrscope is tested on 8, 9 and 10",
                  g_core.runtime_version);
     g_core.profiles = g_cfg.profiles;
-    DWORD lo = COR_PRF_MONITOR_THREADS | COR_PRF_ENABLE_STACK_SNAPSHOT;
+    /* module loads: for ModuleUnloadStarted (prof_unload.h) */
+    DWORD lo = COR_PRF_MONITOR_THREADS | COR_PRF_ENABLE_STACK_SNAPSHOT | COR_PRF_MONITOR_MODULE_LOADS;
     DWORD hi = COR_PRF_HIGH_BASIC_GC | COR_PRF_HIGH_MONITOR_EVENT_PIPE;
     lo |= prof_events_extra_event_mask() | prof_exc_event_mask();
     HRESULT hr = g_core.info->vt->SetEventMask2(g_core.info, lo, hi);

@@ -44,6 +44,13 @@ int prof_core_stopping(void);
  * Returns 1 when the profiler is stopping. For clrscope's own threads: Shutdown joins them, and
  * the app's exit must not wait for their naps. */
 int prof_core_nap_until(int64_t deadline_ns);
+/* The same, also cut short by a prof_core_nudge after the caller read prof_core_nudges() == seen
+ * (read it before looking for work, so that a nudge in between is not slept through). */
+int prof_core_nap_nudged(int64_t deadline_ns, uint32_t seen);
+uint32_t prof_core_nudges(void);
+/* Wakes every clrscope thread napping in prof_core_nap_nudged (any thread; takes the nap lock,
+ * which nappers hold only to enter and leave their wait). */
+void prof_core_nudge(void);
 /* Names the calling thread "clrscope-<what>" (max 15 chars in total). */
 void prof_name_thread(const char *what);
 

@@ -16,6 +16,7 @@
 #include "prof_gc.h"
 #include "prof_live.h"
 #include "prof_threads.h"
+#include "prof_unload.h"
 
 typedef void *(*slot_fn)(void);
 
@@ -112,6 +113,16 @@ static HRESULT cb_gc_finished(void *self)
     return S_OK;
 }
 
+/* A module's IDs stop being valid when this returns: prof_unload makes clrscope's naming threads
+ * stop asking about what was taken before (it may wait, briefly, for a question in flight). */
+static HRESULT cb_module_unload_started(void *self, ModuleID mod)
+{
+    (void)self;
+    (void)mod;
+    prof_unload_started();
+    return S_OK;
+}
+
 static HRESULT cb_event_delivered(void *self, EVENTPIPE_PROVIDER provider, DWORD id, DWORD version,
                                   ULONG cb_meta, const BYTE *meta, ULONG cb_data, const BYTE *data,
                                   const GUID *activity, const GUID *related, ThreadID thread,
@@ -180,6 +191,7 @@ static void callback_vtbl_init(void)
     vt[CB_GarbageCollectionStarted] = (const void *)cb_gc_started;
     vt[CB_GarbageCollectionFinished] = (const void *)cb_gc_finished;
     vt[CB_EventPipeEventDelivered] = (const void *)cb_event_delivered;
+    vt[CB_ModuleUnloadStarted] = (const void *)cb_module_unload_started;
     vt[CB_ExceptionThrown] = (const void *)cb_exception_thrown;
     vt[CB_JITCachedFunctionSearchStarted] = (const void *)cb_cached_function_search;
     vt[CB_JITInlining] = (const void *)cb_jit_inlining;

@@ -31,6 +31,7 @@
 #include "prof_log.h"
 #include "prof_store.h"
 #include "prof_symbols.h"
+#include "prof_unload.h"
 #include "prof_walk.h"
 
 #define EXC_SLOTS 512    /* distinct exception types counted on their own (power of two) */
@@ -173,6 +174,7 @@ static struct {
     ULONG msg_off;        /* System.Exception._message in an exception object, once known */
     int msg_state;        /* 0 not yet known, 1 known, -1 unknowable (samples carry no message) */
     ClassID ask;          /* an exception's class, for clrscope-agg to find msg_off from */
+    uint32_t ask_epoch;   /* 1 + the unload epoch ask was taken in (0: not written yet) */
     uint64_t no_message;  /* samples taken before msg_off was known */
 } C;
 
@@ -212,8 +214,10 @@ static int read_message(ObjectID obj, ClassID cls, char *out, size_t cap)
     if (st != 1) {
         if (!st) {
             ClassID none = 0;
-            __atomic_compare_exchange_n(&C.ask, &none, cls, 0, __ATOMIC_RELEASE,
-                                        __ATOMIC_RELAXED);
+            uint32_t epoch = prof_unload_epoch();
+            if (__atomic_compare_exchange_n(&C.ask, &none, cls, 0, __ATOMIC_ACQ_REL,
+                                            __ATOMIC_RELAXED))
+                __atomic_store_n(&C.ask_epoch, epoch + 1, __ATOMIC_RELEASE);
             __atomic_add_fetch(&C.no_message, 1, __ATOMIC_RELAXED);
         }
         return 0;
@@ -245,15 +249,29 @@ void prof_exc_poll(void)
         return;
     ClassID cls = __atomic_load_n(&C.ask, __ATOMIC_ACQUIRE);
     int asked = cls != 0;
+    uint32_t epoch = prof_unload_epoch();
+    if (asked) {
+        uint32_t e = __atomic_load_n(&C.ask_epoch, __ATOMIC_ACQUIRE);
+        if (!e)
+            return; /* the callback is writing it */
+        epoch = e - 1;
+    } else if (tries >= CORELIB_TRIES) {
+        return;
+    }
+    /* the class's module may have been unloaded since: then a later exception asks again */
+    if (!prof_unload_enter(epoch)) {
+        __atomic_store_n(&C.ask_epoch, 0, __ATOMIC_RELAXED);
+        __atomic_store_n(&C.ask, 0, __ATOMIC_RELEASE);
+        return;
+    }
     if (!asked) {
-        if (tries >= CORELIB_TRIES)
-            return;
         tries++;
         cls = prof_symbols_corelib_class("System.Exception");
-        if (!cls)
-            return;
     }
-    ULONG off = prof_symbols_field_offset(cls, "System.Exception", "_message");
+    ULONG off = cls ? prof_symbols_field_offset(cls, "System.Exception", "_message") : 0;
+    prof_unload_leave();
+    if (!cls)
+        return;
     if (!off && !asked) {
         tries = CORELIB_TRIES; /* the first exception's class will tell */
         return;

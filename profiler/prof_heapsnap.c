@@ -37,6 +37,7 @@
 #include "prof_events.h"
 #include "prof_log.h"
 #include "prof_symbols.h"
+#include "prof_unload.h"
 
 #define KW_GC 0x1ull
 #define KW_GCHEAPDUMP 0x100000ull
@@ -744,6 +745,8 @@ static int collect(struct hs_snapshot *s, struct heap_capture *cap)
 {
     char err[256];
     set_phase(s, "collecting", 20);
+    prof_unload_consumer(PROF_UNLOAD_HEAP, 1); /* until the types are named (analyse) */
+    s->unload_epoch = prof_unload_epoch();
     __atomic_store_n(&g_cap, cap, __ATOMIC_RELEASE);
     __atomic_store_n(&g_state, ST_ARMED, __ATOMIC_RELEASE);
     struct gcjob job = {0};
@@ -827,11 +830,17 @@ static void analyse(struct hs_snapshot *s, struct heap_capture *cap)
     }
     __atomic_store_n(&s->progress, 800u, __ATOMIC_RELAXED);
     const char **tmods = malloc(((size_t)g->ntypes + 1) * sizeof *tmods); /* NULL: no modules */
+    /* a type whose module started unloading since the GC is named from the caches only; the
+     * check is per type so that an unload does not hold up behind a long naming run */
     for (uint32_t t = 0; t < g->ntypes; t++) {
+        int asking = prof_unload_enter(s->unload_epoch);
         tnames[t] = prof_symbols_class((ClassID)g->types[t].id);
         if (tmods)
             tmods[t] = prof_symbols_class_module((ClassID)g->types[t].id);
+        if (asking)
+            prof_unload_leave();
     }
+    prof_unload_consumer(PROF_UNLOAD_HEAP, 0);
     s->ms_names = (double)(prof_now_ns() - t3) / 1e6;
     s->objects = g->n;
     s->bytes = g->bytes;
@@ -892,6 +901,7 @@ static void run_snapshot(struct hs_snapshot *s)
         return;
     }
     if (collect(s, cap)) {
+        prof_unload_consumer(PROF_UNLOAD_HEAP, 0);
         if (!__atomic_load_n(&g_cap, __ATOMIC_ACQUIRE)) {
             hc_release(cap);
             free(cap);
@@ -899,6 +909,7 @@ static void run_snapshot(struct hs_snapshot *s)
         return;
     }
     analyse(s, cap); /* hg_index takes the capture's pages over and zeroes *cap */
+    prof_unload_consumer(PROF_UNLOAD_HEAP, 0); /* (analyse may have failed before naming) */
     free(cap);
 }
 

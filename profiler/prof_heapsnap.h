@@ -50,6 +50,7 @@ struct hs_snapshot {
     double t;              /* unix time of the request */
     double duration_s;     /* request to done */
     double gc_pause_ms;    /* the dump GC, GCStart to GCEnd */
+    uint32_t unload_epoch; /* prof_unload's epoch before the dump GC: its types are named under it */
     double ms_index, ms_dominators, ms_paths, ms_names, ms_write, ms_summary; /* analysis steps */
     int forced;            /* ?force=1 overrode a guard */
     uint64_t heap_estimate;

@@ -4,6 +4,8 @@
 #include <stddef.h>
 #include <stdlib.h>
 
+#include "prof_unload.h"
+
 struct slot {
     uint64_t seq; /* atomic */
     struct prof_rec rec;
@@ -65,6 +67,7 @@ struct prof_rec *prof_ring_reserve(struct prof_ring *r)
                  * frames start clear, whoever the producer is */
                 s->rec.ips = 0;
                 s->rec.check = 0;
+                s->rec.epoch = prof_unload_epoch();
                 return &s->rec;
             }
         } else if (diff < 0) {

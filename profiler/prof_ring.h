@@ -43,7 +43,7 @@ struct prof_rec {
     int32_t stub_off;
     uint32_t nprobes;
     uint32_t calibrating; /* the walk probed everywhere the table is silent (not only the leaf) */
-    uint32_t pad;
+    uint32_t epoch;       /* the unload epoch at prof_ring_reserve (prof_unload.h) */
     struct {
         uint32_t step;
         int32_t off;

@@ -15,6 +15,7 @@
 #include "prof_store.h"
 #include "prof_symbols.h"
 #include "prof_threads.h"
+#include "prof_unload.h"
 #include "prof_walk.h"
 
 enum cpu_mode { CPU_SUSPEND, CPU_SIGNAL };
@@ -234,7 +235,10 @@ static void record(int n, double now_unix, int64_t wall_ns, uint32_t gen, int do
 static void on_sig_sample(void *arg, const struct prof_sigsample *smp)
 {
     struct sig_names *sn = arg;
+    int asking = prof_unload_enter(smp->epoch); /* (prof_unload.h) */
     int k = prof_codemap_name_stack(smp, sn->leaf, sn->managed, g_cfg.max_frames);
+    if (asking)
+        prof_unload_leave();
     int m = 0;
     if (smp->flags & PROF_SIG_F_TRUNCATED)
         sn->root[m++] = "[truncated]";
@@ -313,20 +317,38 @@ static void *sampler_main(void *arg)
     int64_t last_maps = last;
     uint32_t gen = 0;
     static int warned_suspend;
+    uint32_t nudges = prof_core_nudges();
+    int advance = 1;
+    prof_unload_consumer(PROF_UNLOAD_SAMPLER, 1);
     while (!__atomic_load_n(&g_stop, __ATOMIC_ACQUIRE) && !prof_core_stopping()) {
         /* the stop-the-world CPU sampler (chosen, or fallen back to) ticks at the sampling rate */
         int64_t tick = __atomic_load_n(&S.cpu_mode, __ATOMIC_RELAXED) == CPU_SUSPEND &&
                                (g_core.profiles & PROFILE_CPU)
                            ? period
                            : S.tick_ns;
-        next.tv_nsec += tick;
-        while (next.tv_nsec >= 1000000000L) {
-            next.tv_nsec -= 1000000000L;
-            next.tv_sec++;
+        if (advance) {
+            next.tv_nsec += tick;
+            while (next.tv_nsec >= 1000000000L) {
+                next.tv_nsec -= 1000000000L;
+                next.tv_sec++;
+            }
         }
-        if (prof_core_nap_until((int64_t)next.tv_sec * 1000000000LL + next.tv_nsec))
+        int64_t deadline = (int64_t)next.tv_sec * 1000000000LL + next.tv_nsec;
+        /* a module unload cuts the nap short: the signal samples are named before it goes on */
+        if (prof_core_nap_nudged(deadline, nudges))
             break;
+        nudges = prof_core_nudges();
+        uint64_t unload_wanted = prof_unload_drain_wanted();
         int64_t now = prof_now_ns();
+        advance = now >= deadline;
+        if (!advance) {
+            /* woken by the unload, not by the clock: drain only. Sampling now would time the
+             * wall samples by the app's unloads (a thread waiting for them in every sample). */
+            if (S.cpu_mode == CPU_SIGNAL && (g_core.profiles & PROFILE_CPU))
+                signal_tick(now, &last_sync);
+            prof_unload_drained(PROF_UNLOAD_SAMPLER, unload_wanted);
+            continue;
+        }
         if (now - prev_tick > 10 * tick) /* we fell behind (suspended VM, debugger): resync */
             clock_gettime(CLOCK_MONOTONIC, &next);
         if (now - last > 10 * wall_period) /* and a stall is not wall time of the threads */
@@ -341,15 +363,19 @@ static void *sampler_main(void *arg)
         /* `last` is the previous wall sample: wall weights are the time since, at any rate */
         int cpu_suspend = S.cpu_mode == CPU_SUSPEND && (g_core.profiles & PROFILE_CPU);
         int wall_due = (g_core.profiles & PROFILE_WALL) && now - last >= wall_period - tick / 2;
-        if (!cpu_suspend && !wall_due)
+        if (!cpu_suspend && !wall_due) {
+            prof_unload_drained(PROF_UNLOAD_SAMPLER, unload_wanted);
             continue;
+        }
         int64_t t0 = prof_now_ns();
+        uint32_t epoch = prof_unload_epoch(); /* the frames are alive from here to the walk */
         HRESULT hr = info->vt->SuspendRuntime(info);
         if (hr != S_OK) {
             S.st.skipped_ticks++;
             if (hr != CORPROF_E_SUSPENSION_IN_PROGRESS && hr != CORPROF_E_RUNTIME_UNINITIALIZED)
                 prof_log_once(warned_suspend, LOG_WARN, "SuspendRuntime failed (0x%08x); "
                               "skipping samples while it does", (unsigned)hr);
+            prof_unload_drained(PROF_UNLOAD_SAMPLER, unload_wanted);
             continue;
         }
         int overflow = 0;
@@ -364,12 +390,19 @@ static void *sampler_main(void *arg)
         pthread_mutex_unlock(&S.st_lock);
         if (overflow)
             ensure_capacity(S.cap_threads + overflow);
+        /* an unload that asked for a drain after this tick began waits for its end (below), so
+         * the frames are named under the epoch they were walked in */
+        int asking = prof_unload_enter(epoch);
         record(n, prof_unix_now(), t0 - last, gen, cpu_suspend, wall_due);
+        if (asking)
+            prof_unload_leave();
+        prof_unload_drained(PROF_UNLOAD_SAMPLER, unload_wanted);
         if (wall_due)
             last = t0;
         if ((gen & 1023) == 0)
             seen_sweep(gen);
     }
+    prof_unload_consumer(PROF_UNLOAD_SAMPLER, 0);
     return NULL;
 }
 

@@ -399,6 +399,7 @@ void prof_sig_handler(int sig, siginfo_t *si, void *ucv)
     }
     e->flags = 0;
     e->nwindow = 0;
+    e->epoch = __atomic_load_n(&g_sig.unload_epoch, __ATOMIC_ACQUIRE);
     e->overrun = expirations - 1;
     e->n = walk(e, ucv);
     __atomic_store_n(&e->state, PROF_SIG_FULL, __ATOMIC_RELEASE);

@@ -56,7 +56,7 @@ struct prof_sig_entry {
     uint32_t flags;   /* enum prof_sig_flag */
     uint32_t overrun; /* timer expirations folded into this one by the kernel */
     uint32_t nwindow; /* window[0..nwindow) = the words at sp, sp + 8, ... */
-    uint32_t pad;
+    uint32_t epoch;   /* g_sig.unload_epoch when the sample was taken (prof_unload.h) */
     uintptr_t window[PROF_SIG_WINDOW];
     uintptr_t ips[];  /* g_sig.max_frames entries */
 };
@@ -165,6 +165,7 @@ struct prof_sig_shared {
     uint64_t handled, stale, ring_full, no_stack, altstack, maps_miss;
     uint64_t code_miss; /* atomic: signal walks cut at an address that could be new code */
     uintptr_t miss_ra;  /* atomic: the last such address (NEWCODE) */
+    uint32_t unload_epoch; /* atomic: prof_unload's epoch, copied there by prof_unload_started */
 };
 
 extern struct prof_sig_shared g_sig;

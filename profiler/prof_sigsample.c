@@ -535,7 +535,7 @@ static int drain_ring(const struct sthread *t, prof_sigsample_fn fn, void *arg)
             S.new_code++;
         struct prof_sigsample smp = {.tid = t->tid, .flags = (int)e->flags, .n = (int)n,
                                      .nwindow = (int)nw, .ips = e->ips, .window = e->window,
-                                     .cpu_ns = cpu};
+                                     .cpu_ns = cpu, .epoch = e->epoch};
         fn(arg, &smp);
         __atomic_store_n(&e->state, PROF_SIG_EMPTY, __ATOMIC_RELEASE);
         got++;

@@ -46,6 +46,7 @@ struct prof_sigsample {
     const uintptr_t *ips;
     const uintptr_t *window;
     int64_t cpu_ns;         /* the CPU time this sample stands for */
+    uint32_t epoch;         /* the unload epoch it was taken in (prof_unload.h) */
 };
 
 typedef void (*prof_sigsample_fn)(void *arg, const struct prof_sigsample *s);

@@ -8,11 +8,17 @@
 #include <string.h>
 
 #include "prof_core.h"
+#include "prof_intern.h"
 #include "prof_threads.h"
+#include "prof_unload.h"
 
 #define NAME_MAX_LEN 512
 #define MAX_CACHE 200000u
 #define MAX_MODULES 4096
+#define MAX_SCRATCH 16
+/* What a record taken before a module unload started gets for a name the caches lack. */
+#define UNNAMED_TYPE "[type not named: a module was unloaded]"
+#define UNNAMED_FUNCTION "[frame not named: a module was unloaded]"
 
 struct kv {
     uintptr_t key; /* 0 = empty */
@@ -24,8 +30,19 @@ struct cache {
     uint32_t n, cap;
 };
 
+#define NAMES_MAX_BYTES (16u << 20)
+
 static pthread_mutex_t g_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct cache g_fn, g_cls, g_native;
+/* The same for IDs that belong to collectible code (a collectible module, or a generic instance
+ * or array over one of its types): emptied when a module unload starts, since such an ID may then
+ * come back as another class or method. The others' IDs are never freed and stay cached. */
+static struct cache g_fn_coll, g_cls_coll, g_clsmod_coll;
+static int g_coll; /* under g_lock: the name being built met collectible code */
+/* Every name handed out, once each (names asked again after an unload come from here). */
+static struct prof_intern g_names;
+static int g_names_ready;
+static uint32_t g_epoch; /* prof_unload's epoch the ID caches hold answers for */
 static struct {
     ModuleID id;
     IMetaDataImport *md;
@@ -35,6 +52,10 @@ static struct {
 } g_mods[MAX_MODULES];
 static int g_nmods;
 static struct cache g_clsmod; /* ClassID -> module path ("" when the runtime gives none) */
+/* Metadata of collectible modules, opened for one question and released before g_lock is: their
+ * ModuleIDs are freed with them and may come back as another module's, so they get no slot. */
+static IMetaDataImport *g_scratch[MAX_SCRATCH];
+static int g_nscratch;
 
 static uint32_t hash_ptr(uintptr_t p)
 {
@@ -118,11 +139,48 @@ static int module_slot(ModuleID mod)
     return g_nmods++;
 }
 
+/* Whether the module can be unloaded (or the runtime does not say): it then gets no slot. */
+static int module_collectible(ModuleID mod)
+{
+    for (int i = 0; i < g_nmods; i++)
+        if (g_mods[i].id == mod)
+            return 0;
+    ICorProfilerInfo15 *info = g_core.info;
+    const BYTE *base = NULL;
+    ULONG len = 0;
+    AssemblyID asm_id = 0;
+    DWORD flags = 0;
+    if (!info->vt->GetModuleInfo2 ||
+        info->vt->GetModuleInfo2(info, mod, &base, 0, &len, NULL, &asm_id, &flags) < 0)
+        return 1;
+    return (flags & COR_PRF_MODULE_COLLECTIBLE) != 0;
+}
+
+/* Releases the collectible modules' metadata opened since g_lock was taken. */
+static void release_scratch(void)
+{
+    for (int i = 0; i < g_nscratch; i++)
+        g_scratch[i]->vt->Release(g_scratch[i]);
+    g_nscratch = 0;
+}
+
 static IMetaDataImport *metadata_for(ModuleID mod)
 {
+    if (module_collectible(mod)) {
+        if (g_nscratch >= MAX_SCRATCH)
+            return NULL;
+        IMetaDataImport *md = open_metadata(mod);
+        if (md)
+            g_scratch[g_nscratch++] = md;
+        return md;
+    }
     int i = module_slot(mod);
-    if (i < 0)
-        return open_metadata(mod); /* table full: answer, don't remember */
+    if (i < 0) { /* table full: answer, don't remember */
+        IMetaDataImport *md = g_nscratch < MAX_SCRATCH ? open_metadata(mod) : NULL;
+        if (md)
+            g_scratch[g_nscratch++] = md;
+        return md;
+    }
     if (!g_mods[i].md && g_mods[i].md_tries < 3) {
         g_mods[i].md_tries++;
         g_mods[i].md = open_metadata(mod);
@@ -133,6 +191,8 @@ static IMetaDataImport *metadata_for(ModuleID mod)
 /* The module's file path (UTF-8), or NULL: dynamic modules have none, a full table remembers none. */
 static const char *module_path(ModuleID mod)
 {
+    if (module_collectible(mod))
+        return NULL; /* (its ID may name another module later) */
     int i = module_slot(mod);
     if (i < 0 || g_mods[i].path_tried)
         return i < 0 ? NULL : g_mods[i].path;
@@ -201,8 +261,39 @@ static const char *elem_type_name(CorElementType t)
 
 static const char *intern_copy(const char *s)
 {
-    char *c = strdup(s);
-    return c ? c : "[out of memory]";
+    if (!g_names_ready && prof_intern_init(&g_names, NAMES_MAX_BYTES) == 0)
+        g_names_ready = 1;
+    if (!g_names_ready)
+        return "[out of memory]";
+    return prof_intern_str(&g_names, prof_intern(&g_names, s));
+}
+
+static void cache_clear(struct cache *c)
+{
+    if (c->e)
+        memset(c->e, 0, (size_t)c->cap * sizeof *c->e);
+    c->n = 0;
+}
+
+/* Under g_lock, before any ID cache is read: forgets what IDs meant before a module unload. */
+static void sync_epoch(void)
+{
+    uint32_t e = prof_unload_epoch();
+    if (e == g_epoch)
+        return;
+    g_epoch = e;
+    cache_clear(&g_fn_coll);
+    cache_clear(&g_cls_coll);
+    cache_clear(&g_clsmod_coll);
+}
+
+/* A cached answer for key, from either tier; a collectible one sets g_coll. */
+static const char *cache_get2(struct cache *kept, struct cache *coll, uintptr_t key)
+{
+    const char *hit = cache_get(kept, key);
+    if (!hit && (hit = cache_get(coll, key)))
+        g_coll = 1;
+    return hit;
 }
 
 static void class_name_locked(ClassID cls, char *out, size_t cap, int depth);
@@ -261,9 +352,13 @@ static void class_name_locked(ClassID cls, char *out, size_t cap, int depth)
         snprintf(out, cap, "[unknown type]");
         return;
     }
-    const char *hit = cache_get(&g_cls, cls);
+    const char *hit = cache_get2(&g_cls, &g_cls_coll, cls);
     if (hit) {
         snprintf(out, cap, "%s", hit);
+        return;
+    }
+    if (!prof_unload_may_query()) {
+        snprintf(out, cap, "%s", UNNAMED_TYPE);
         return;
     }
     CorElementType et = 0;
@@ -292,6 +387,8 @@ static void class_name_locked(ClassID cls, char *out, size_t cap, int depth)
         snprintf(out, cap, "[unknown type]");
         return;
     }
+    if (module_collectible(mod))
+        g_coll = 1;
     IMetaDataImport *md = metadata_for(mod);
     char raw[NAME_MAX_LEN] = "";
     if (md)
@@ -304,8 +401,25 @@ static void class_name_locked(ClassID cls, char *out, size_t cap, int depth)
     else
         prof_symbols_clean_type(raw, clean, sizeof clean);
     snprintf(out, cap, "%s", clean);
-    if (depth == 0)
-        cache_put(&g_cls, cls, intern_copy(out));
+}
+
+/* Under g_lock: the name of cls, cached in the tier it belongs to; *coll: collectible code. */
+static const char *class_locked(ClassID cls, int *coll)
+{
+    int saved = g_coll;
+    g_coll = 0;
+    const char *hit = cache_get2(&g_cls, &g_cls_coll, cls);
+    if (!hit && !prof_unload_may_query()) {
+        hit = UNNAMED_TYPE; /* not remembered: asked again from a newer record */
+    } else if (!hit) {
+        char buf[NAME_MAX_LEN];
+        class_name_locked(cls, buf, sizeof buf, 0);
+        hit = intern_copy(buf);
+        cache_put(g_coll ? &g_cls_coll : &g_cls, cls, hit);
+    }
+    *coll = g_coll;
+    g_coll |= saved;
+    return hit;
 }
 
 const char *prof_symbols_class(ClassID cls)
@@ -313,16 +427,10 @@ const char *prof_symbols_class(ClassID cls)
     if (!cls) /* 0 marks an empty cache slot: it can be neither cached nor looked up */
         return "[unknown type]";
     pthread_mutex_lock(&g_lock);
-    const char *hit = cache_get(&g_cls, cls);
-    if (!hit) {
-        char buf[NAME_MAX_LEN];
-        class_name_locked(cls, buf, sizeof buf, 0);
-        hit = cache_get(&g_cls, cls);
-        if (!hit) {
-            hit = intern_copy(buf);
-            cache_put(&g_cls, cls, hit);
-        }
-    }
+    sync_epoch();
+    int coll;
+    const char *hit = class_locked(cls, &coll);
+    release_scratch();
     pthread_mutex_unlock(&g_lock);
     return hit;
 }
@@ -363,6 +471,8 @@ ULONG prof_symbols_field_offset(ClassID cls, const char *declaring, const char *
 {
     ICorProfilerInfo15 *info = g_core.info;
     ULONG off = 0;
+    if (!prof_unload_may_query())
+        return 0;
     pthread_mutex_lock(&g_lock);
     /* the base class nearest System.Object of that name: a type of the app that borrowed the
      * name cannot stand in for the runtime's */
@@ -388,6 +498,7 @@ ULONG prof_symbols_field_offset(ClassID cls, const char *declaring, const char *
     }
     if (found)
         off = field_offset_locked(found, found_md, field);
+    release_scratch();
     pthread_mutex_unlock(&g_lock);
     return off;
 }
@@ -416,7 +527,7 @@ ClassID prof_symbols_corelib_class(const char *name)
 {
     ICorProfilerInfo15 *info = g_core.info;
     ICorProfilerModuleEnum *e = NULL;
-    if (info->vt->EnumModules(info, &e) < 0 || !e)
+    if (!prof_unload_may_query() || info->vt->EnumModules(info, &e) < 0 || !e)
         return 0;
     WCHAR w[128];
     size_t n = strlen(name);
@@ -444,6 +555,7 @@ ClassID prof_symbols_corelib_class(const char *name)
                 cls = c;
         }
     }
+    release_scratch();
     pthread_mutex_unlock(&g_lock);
     e->vt->Release(e);
     return cls;
@@ -457,8 +569,13 @@ const char *prof_symbols_class_module(ClassID cls)
         return NULL;
     ICorProfilerInfo15 *info = g_core.info;
     pthread_mutex_lock(&g_lock);
-    const char *hit = cache_get(&g_clsmod, cls);
-    if (!hit) {
+    sync_epoch();
+    const char *hit = cache_get2(&g_clsmod, &g_clsmod_coll, cls);
+    if (!hit && !prof_unload_may_query()) {
+        hit = "";
+    } else if (!hit) {
+        int coll;
+        class_locked(cls, &coll);
         ClassID c = cls;
         CorElementType et = 0;
         ClassID elem = 0;
@@ -473,7 +590,8 @@ const char *prof_symbols_class_module(ClassID cls)
         if (c && info->vt->GetClassIDInfo(info, c, &mod, &td) >= 0 && mod)
             path = module_path(mod);
         hit = path ? path : "";
-        cache_put(&g_clsmod, cls, hit);
+        cache_put(coll ? &g_clsmod_coll : &g_clsmod, cls, hit);
+        release_scratch();
     }
     pthread_mutex_unlock(&g_lock);
     return hit[0] ? hit : NULL;
@@ -487,6 +605,7 @@ static const char *function_name_locked(FunctionID fn)
     mdToken tok = 0;
     char out[NAME_MAX_LEN];
     if (info->vt->GetFunctionInfo(info, fn, &cls, &mod, &tok) < 0) {
+        g_coll = 1; /* dynamic methods are collected one by one */
         BOOL dyn = 0;
         WCHAR w[200];
         ULONG got = 0;
@@ -500,6 +619,12 @@ static const char *function_name_locked(FunctionID fn)
             return intern_copy(out);
         }
         return "[unknown managed]";
+    }
+    if (module_collectible(mod)) {
+        g_coll = 1;
+    } else if (cls) { /* a generic instance over collectible types lives and dies with them */
+        int coll;
+        class_locked(cls, &coll);
     }
     IMetaDataImport *md = metadata_for(mod);
     if (!md)
@@ -525,10 +650,15 @@ const char *prof_symbols_function(FunctionID fn)
     if (!fn)
         return "[unknown managed]";
     pthread_mutex_lock(&g_lock);
-    const char *hit = cache_get(&g_fn, fn);
-    if (!hit) {
+    sync_epoch();
+    g_coll = 0;
+    const char *hit = cache_get2(&g_fn, &g_fn_coll, fn);
+    if (!hit && !prof_unload_may_query()) {
+        hit = UNNAMED_FUNCTION; /* not remembered: asked again from a newer record */
+    } else if (!hit) {
         hit = function_name_locked(fn);
-        cache_put(&g_fn, fn, hit);
+        cache_put(g_coll ? &g_fn_coll : &g_fn, fn, hit);
+        release_scratch();
     }
     pthread_mutex_unlock(&g_lock);
     return hit;

@@ -8,6 +8,11 @@
  *
  * Calls ICorProfilerInfo SYNC methods, so only clrscope's own threads (which never run managed
  * code) may call in; a mutex serialises callers. Returned strings stay valid until exit.
+ *
+ * Code can be unloaded (prof_unload.h): the runtime is asked only while the caller is inside a
+ * successful prof_unload_enter, else a name the caches lack comes back as "[… not named: a
+ * module was unloaded]". Names of collectible code are cached apart and forgotten at each unload
+ * (their IDs may come back as other types'); collectible modules' metadata is never kept.
  */
 #ifndef PROF_SYMBOLS_H
 #define PROF_SYMBOLS_H
