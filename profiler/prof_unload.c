@@ -23,7 +23,7 @@ static struct {
 } U;
 
 static __thread int t_depth;         /* successful enters not yet left */
-static __thread uint32_t t_parity[8]; /* their parities, innermost last (deeper nesting: 0) */
+static __thread uint32_t t_parity[8]; /* their parities, innermost last */
 
 uint32_t prof_unload_epoch(void)
 {
@@ -32,6 +32,8 @@ uint32_t prof_unload_epoch(void)
 
 int prof_unload_enter(uint32_t epoch)
 {
+    if (t_depth >= 8)
+        return 0; /* deeper than any caller nests: refused rather than miscounted */
     uint32_t p = epoch & 1;
     __atomic_add_fetch(&U.inside[p], 1, __ATOMIC_SEQ_CST);
     if (__atomic_load_n(&U.epoch, __ATOMIC_SEQ_CST) != epoch) {
@@ -39,9 +41,7 @@ int prof_unload_enter(uint32_t epoch)
         __atomic_add_fetch(&U.st.refused, 1, __ATOMIC_RELAXED);
         return 0;
     }
-    if (t_depth < 8)
-        t_parity[t_depth] = p;
-    t_depth++;
+    t_parity[t_depth++] = p;
     return 1;
 }
 
@@ -49,8 +49,7 @@ void prof_unload_leave(void)
 {
     if (t_depth <= 0)
         return;
-    t_depth--;
-    uint32_t p = t_depth < 8 ? t_parity[t_depth] : 0;
+    uint32_t p = t_parity[--t_depth];
     __atomic_sub_fetch(&U.inside[p], 1, __ATOMIC_RELEASE);
 }
 

