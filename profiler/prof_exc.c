@@ -43,6 +43,10 @@
 
 static struct {
     struct esamp_slot slots[EXC_SLOTS + 1]; /* [EXC_SLOTS] = types past the table */
+    /* 1 + the unload epoch of each slot's last event (0: none yet). A slot is keyed by ClassID,
+     * and after a module unload that ClassID may be another exception type's: the slot's first
+     * event after one is always sampled, so that clrscope-agg can tell the two apart. */
+    uint32_t slot_epoch[EXC_SLOTS + 1]; /* atomic */
     struct esamp_global g;
     uint64_t events, sampled, dropped, overflow;
 } E;
@@ -135,9 +139,14 @@ static struct prof_rec *count_exception(uint64_t key)
     __atomic_add_fetch(&E.events, 1, __ATOMIC_RELAXED);
     if (overflow)
         __atomic_add_fetch(&E.overflow, 1, __ATOMIC_RELAXED);
+    uint32_t *se = &E.slot_epoch[s - E.slots];
+    uint32_t epoch = prof_unload_epoch() + 1;
+    uint32_t was = __atomic_exchange_n(se, epoch, __ATOMIC_RELAXED);
     uint64_t count, wsum;
     int64_t now_s = prof_now_ns() / 1000000000LL + 1;
     int d = esamp_decide(&E.g, s, 1, (uint32_t)g_cfg.exception_rate, now_s, &count, &wsum);
+    if (d == ESAMP_NO && was && was != epoch)
+        d = ESAMP_YES; /* the slot's first event since a module unload (see slot_epoch) */
     if (d == ESAMP_NO)
         return NULL;
     struct prof_rec *r = prof_ring_reserve(g_ring);
@@ -145,6 +154,8 @@ static struct prof_rec *count_exception(uint64_t key)
         __atomic_add_fetch(&E.dropped, 1, __ATOMIC_RELAXED);
         if (d == ESAMP_FIRST)
             esamp_retry(s);
+        if (was && was != epoch) /* the next event takes its place */
+            __atomic_compare_exchange_n(se, &epoch, was, 0, __ATOMIC_RELAXED, __ATOMIC_RELAXED);
         return NULL;
     }
     r->kind = REC_EXCEPTION;
@@ -348,6 +359,7 @@ static struct {
     pthread_mutex_t lock; /* guards attributed and last: the agg thread and API flushes */
     uint64_t attributed[EXC_SLOTS + 1];
     struct last_sample *last[EXC_SLOTS + 1];
+    uint32_t epoch[EXC_SLOTS + 1]; /* the unload epoch of each slot's last sample */
 } A = {.once = PTHREAD_ONCE_INIT, .lock = PTHREAD_MUTEX_INITIALIZER};
 
 static void init_tables(void)
@@ -402,12 +414,22 @@ void prof_exc_consume(const struct prof_rec *rec, const char **names, int n)
     }
     const char *site = throw_site(names, n);
 
+    struct last_sample *l = A.last[slot];
+    if (l && rec->epoch != A.epoch[slot] && w > 1) {
+        /* the slot's first sample since a module unload, whose ClassID may have been another
+         * exception type's before: what it counted since its last sample was that type's */
+        int64_t ov[PROF_NVALUES] = {(int64_t)w - 1, 0, 0};
+        prof_store_add(PK_EXC, rec->t_unix, l->names, l->n, l->tid, l->type, ov);
+        int64_t otv[WTAB_NV] = {(int64_t)w - 1, 0, 0};
+        prof_wtab_add(tab, rec->t_unix, l->type, l->msg, 0, l->site, otv);
+        w = 1;
+    }
+    A.epoch[slot] = rec->epoch;
     int64_t v[PROF_NVALUES] = {(int64_t)w, 1, 0};
     prof_store_add(PK_EXC, rec->t_unix, names, n, rec->os_tid, type, v);
     int64_t tv[WTAB_NV] = {(int64_t)w, 1, 0};
     prof_wtab_add(tab, rec->t_unix, type, msg, 0, site, tv);
 
-    struct last_sample *l = A.last[slot];
     if (!l)
         l = A.last[slot] = malloc(sizeof *l);
     if (l) {
