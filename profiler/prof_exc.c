@@ -141,7 +141,9 @@ static struct prof_rec *count_exception(uint64_t key)
         __atomic_add_fetch(&E.overflow, 1, __ATOMIC_RELAXED);
     uint32_t *se = &E.slot_epoch[s - E.slots];
     uint32_t epoch = prof_unload_epoch() + 1;
-    uint32_t was = __atomic_exchange_n(se, epoch, __ATOMIC_RELAXED);
+    uint32_t was = __atomic_load_n(se, __ATOMIC_RELAXED); /* written only when it changes: */
+    if (was != epoch)                                       /* no shared-line writes per event */
+        was = __atomic_exchange_n(se, epoch, __ATOMIC_RELAXED);
     uint64_t count, wsum;
     int64_t now_s = prof_now_ns() / 1000000000LL + 1;
     int d = esamp_decide(&E.g, s, 1, (uint32_t)g_cfg.exception_rate, now_s, &count, &wsum);
