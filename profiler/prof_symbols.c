@@ -164,9 +164,12 @@ static void release_scratch(void)
     g_nscratch = 0;
 }
 
+/* The module's metadata; a collectible module sets g_coll (the name being built belongs to
+ * collectible code). */
 static IMetaDataImport *metadata_for(ModuleID mod)
 {
     if (module_collectible(mod)) {
+        g_coll = 1;
         if (g_nscratch >= MAX_SCRATCH)
             return NULL;
         IMetaDataImport *md = open_metadata(mod);
@@ -387,8 +390,6 @@ static void class_name_locked(ClassID cls, char *out, size_t cap, int depth)
         snprintf(out, cap, "[unknown type]");
         return;
     }
-    if (module_collectible(mod))
-        g_coll = 1;
     IMetaDataImport *md = metadata_for(mod);
     char raw[NAME_MAX_LEN] = "";
     if (md)
@@ -620,13 +621,11 @@ static const char *function_name_locked(FunctionID fn)
         }
         return "[unknown managed]";
     }
-    if (module_collectible(mod)) {
-        g_coll = 1;
-    } else if (cls) { /* a generic instance over collectible types lives and dies with them */
+    IMetaDataImport *md = metadata_for(mod);
+    if (!g_coll && cls) { /* a generic instance over collectible types lives and dies with them */
         int coll;
         class_locked(cls, &coll);
     }
-    IMetaDataImport *md = metadata_for(mod);
     if (!md)
         return "[unknown managed]";
     mdTypeDef td = 0;
