@@ -15,6 +15,7 @@
 #include "prof_exc.h"
 #include "prof_gc.h"
 #include "prof_live.h"
+#include "prof_sampler.h"
 #include "prof_threads.h"
 #include "prof_unload.h"
 
@@ -87,6 +88,7 @@ static HRESULT cb_thread_assigned(void *self, ThreadID t, DWORD os_tid)
 {
     (void)self;
     prof_threads_assigned(t, os_tid);
+    prof_sampler_thread_started();
     return S_OK;
 }
 

@@ -37,6 +37,12 @@ struct prof_sampler_stats {
 
 int prof_sampler_start(void);
 void prof_sampler_stop(void);
+/* A managed thread was just given its OS thread (the runtime's ThreadAssignedToOSThread, called on
+ * that thread). The signal sampler arms the new thread's CPU timer within SIGNAL_SYNC_MIN_NS
+ * instead of at its next 100 ms sync, so a thread that lives a few milliseconds is CPU-sampled
+ * too. Any thread, any time; no lock, no allocation: sets a flag and, when it was clear, wakes
+ * the sampler thread (prof_core_nudge). */
+void prof_sampler_thread_started(void);
 void prof_sampler_get_stats(struct prof_sampler_stats *out);
 
 #endif

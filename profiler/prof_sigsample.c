@@ -55,6 +55,7 @@ static struct {
     uintptr_t phantom[PHANTOMS]; /* pages of return addresses no refresh explained */
     int next_phantom;
     int maps_dirty;
+    uint64_t phase_rng; /* xorshift64 state for the timers' first expiries (never 0) */
     uint64_t timer_failures, samples, truncated, maps_refreshes, new_code;
 } S;
 
@@ -505,7 +506,21 @@ static int arm(struct sthread *t)
         .it_interval = {.tv_sec = S.interval_ns / 1000000000LL,
                         .tv_nsec = S.interval_ns % 1000000000LL},
     };
+    /* The first expiry falls anywhere in the first interval of the thread's CPU, not at its end:
+     * then a thread that burns c ns of CPU gets c / interval samples on average, whatever c. With
+     * a whole interval first, a thread that lives less than one (4 ms of work on a thread of its
+     * own) was never sampled at all, and every thread's last part interval was lost. */
     its.it_value = its.it_interval;
+    if (S.interval_ns > 1) {
+        uint64_t x = S.phase_rng ? S.phase_rng : (uint64_t)mono_ns() | 1u;
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        S.phase_rng = x;
+        int64_t first = 1 + (int64_t)(x % (uint64_t)S.interval_ns);
+        its.it_value.tv_sec = first / 1000000000LL;
+        its.it_value.tv_nsec = first % 1000000000LL;
+    }
     if (syscall(SYS_timer_settime, kid, 0, &its, NULL)) {
         int e = errno;
         syscall(SYS_timer_delete, kid);

@@ -8,7 +8,9 @@
  * per-thread ring of preallocated entries; the sampler thread drains the rings once a tick and
  * names the frames outside signal context. Each sample weighs the CPU time its timer measured
  * (interval x (1 + overruns), plus expirations dropped while the ring was full), so the CPU total
- * stays exact up to one interval per thread.
+ * stays exact up to one interval per thread. A timer's first expiry is drawn at random within
+ * its first interval, so that error is zero on average: a thread that burns less than an
+ * interval in all is sampled with the probability of its share of one.
  *
  * Signal: the first of SIGPROF, SIGUSR2, SIGUSR1 that has no handler and is not ignored (never
  * SIGRTMIN, which CoreCLR uses to interrupt threads); installed SA_SIGINFO | SA_RESTART, never

@@ -4,7 +4,8 @@
  * that load garbage into rbp, threads that come and go), all in this process. The handler must
  * never fault: a fault here kills the test. Also: code mapped after the maps snapshot is walked
  * through within a fraction of a second, and a walk that ends at an address no refresh explains
- * does not make the sampler re-read /proc/self/maps at every tick.
+ * does not make the sampler re-read /proc/self/maps at every tick. Threads that each burn less
+ * CPU than one sampling interval are still sampled (the timers' first expiry is random).
  */
 #include <pthread.h>
 #include <stdint.h>
@@ -508,6 +509,73 @@ static void test_late_code(void)
     munmap(none, 4096);
 }
 
+/* ---- threads shorter than an interval ---- */
+
+struct brief_arg {
+    volatile uint32_t tid;
+    volatile int go;
+    int64_t burn_ns;
+};
+
+static int64_t thread_cpu_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+    return (int64_t)ts.tv_sec * 1000000000LL + ts.tv_nsec;
+}
+
+static void *brief_thread(void *arg)
+{
+    struct brief_arg *a = arg;
+    a->tid = (uint32_t)syscall(SYS_gettid);
+    while (!a->go)
+        sleep_ms(1);
+    int64_t end = thread_cpu_ns() + a->burn_ns;
+    uint64_t x = 88172645463325252ULL;
+    while (thread_cpu_ns() < end) {
+        for (int i = 0; i < 1000; i++) {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+        }
+        publish(x);
+    }
+    return NULL;
+}
+
+/* 200 threads, each armed before it starts to burn 0.9 ms of CPU (the interval is 1 ms) and
+ * disarmed after it ends: with the first expiry one whole interval away no such thread was ever
+ * sampled; drawn within the first interval, some are. The kernel checks CPU timers at its tick
+ * (every 1-10 ms), so far fewer than 90 % of them are: a thread must still run at a tick after
+ * its expiry. */
+static void test_brief_threads(void)
+{
+    struct got g = {.lock = PTHREAD_MUTEX_INITIALIZER};
+    int sampled = 0;
+    for (int i = 0; i < 200; i++) {
+        struct brief_arg a = {.burn_ns = 900000};
+        pthread_t t;
+        pthread_create(&t, NULL, brief_thread, &a);
+        while (!a.tid)
+            sleep_ms(1);
+        uint32_t one[1] = {a.tid};
+        prof_sigsample_sync(one, 1, on_sample, &g);
+        int before = g.samples;
+        a.go = 1;
+        pthread_join(t, NULL);
+        prof_sigsample_sync(NULL, 0, on_sample, &g); /* disarms and drains */
+        struct timespec ts;
+        clock_gettime(CLOCK_MONOTONIC, &ts);
+        prof_sigsample_maintain((int64_t)ts.tv_sec * 1000000000LL + ts.tv_nsec); /* frees rings */
+        sampled += g.samples > before;
+    }
+    struct prof_sigsample_stats st;
+    prof_sigsample_get_stats(&st);
+    CHECK(st.timer_failures == 0, "every brief thread armed: %llu failures",
+          (unsigned long long)st.timer_failures);
+    CHECK(sampled >= 3, "threads burning 0.9 ms at a 1 ms interval: %d of 200 sampled", sampled);
+}
+
 static void test_walks(void)
 {
     CHECK(prof_sigsample_start(1000, 64, 64, 2) == 0, "start");
@@ -575,6 +643,7 @@ static void test_walks(void)
     prof_sigsample_get_stats(&st);
     CHECK(st.threads == 0, "all disarmed: %llu", (unsigned long long)st.threads);
     test_late_code();
+    test_brief_threads();
     prof_sigsample_stop();
     CHECK(prof_sigsample_intact(), "the handler stays installed after stop");
 }
