@@ -151,6 +151,7 @@ void prof_config_load(void)
     }
     prof_log_set_level(c->log_level);
     c->dashboard = prof_env_bool("CLRSCOPE_DASHBOARD", 1);
+    c->profile_sdk = prof_env_bool("CLRSCOPE_PROFILE_SDK", 0);
     c->port = (int)prof_env_long("CLRSCOPE_PORT", 6060, 0, 65535);
     copy_env("CLRSCOPE_BIND", c->bind, sizeof c->bind, "127.0.0.1");
     copy_env("CLRSCOPE_TOKEN", c->token, sizeof c->token, "");

@@ -22,6 +22,7 @@ enum prof_profile_bit {
 
 struct prof_config {
     int dashboard;        /* CLRSCOPE_DASHBOARD (1) */
+    int profile_sdk;      /* CLRSCOPE_PROFILE_SDK (0): the .NET SDK's own processes too */
     int port;             /* CLRSCOPE_PORT (6060; 0 = any) */
     char bind[64];        /* CLRSCOPE_BIND (127.0.0.1) */
     char token[80];       /* CLRSCOPE_TOKEN ("" = none; "auto" replaced by a random one) */

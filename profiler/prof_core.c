@@ -17,6 +17,7 @@
 #include "prof_gc.h"
 #include "prof_live.h"
 #include "prof_log.h"
+#include "prof_process.h"
 #include "prof_sampler.h"
 #include "prof_store.h"
 #include "prof_symbols.h"
@@ -259,6 +260,20 @@ HRESULT prof_core_initialize(void *info_unknown)
     g_core.start_mono_ns = prof_now_ns();
     prof_config_load();
     read_process_facts();
+    if (!g_cfg.profile_sdk) {
+        /* `clrscope run -- dotnet run`: the SDK's host and build processes take no port and
+         * print no URL, so the one printed is the app's (prof_process.h) */
+        char args[4096], what[96];
+        size_t n = prof_process_read_cmdline(args, sizeof args);
+        int sdk = prof_process_is_sdk(args, n, what, sizeof what);
+        if (sdk) {
+            /* said to the user where they typed `dotnet run`; never on a compiler's stderr */
+            prof_log(sdk == PROF_PROCESS_SDK_COMMAND ? LOG_INFO : LOG_DEBUG,
+                     "not profiling pid %d, %s; the apps it starts are profiled "
+                     "(CLRSCOPE_PROFILE_SDK=1 profiles it too)", (int)g_core.pid, what);
+            return S_OK;
+        }
+    }
     int v = query_info(info_unknown);
     if (v < 12) {
         prof_log(LOG_WARN, "this runtime offers ICorProfilerInfo%d; clrscope needs 12 or newer "

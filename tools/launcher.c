@@ -165,8 +165,10 @@ static int list_dir(const char *dir, int *shown)
         json_field(buf, "cmdline", cmd, sizeof cmd);
         json_field(buf, "token", token, sizeof token);
         long p = strtol(pid, NULL, 10);
-        if (p <= 0 || (kill((pid_t)p, 0) && errno == ESRCH))
-            continue; /* gone without cleaning up (killed): not listed */
+        if (p <= 0 || (kill((pid_t)p, 0) && errno == ESRCH)) {
+            unlink(path); /* gone without cleaning up (killed): not listed, and tidied away */
+            continue;
+        }
         if (!*shown)
             printf("%-8s %-34s %s\n", "PID", "URL", "COMMAND");
         if (token[0] && strcmp(token, "null"))

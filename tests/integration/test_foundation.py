@@ -4,12 +4,16 @@ serves the dashboard and /api/v1/status as CONTRACT.md says.
 """
 import json
 import os
+import shutil
 import socket
 import subprocess
+import tempfile
+import threading
 import time
 import unittest
+import urllib.request
 
-from harness import BUILD, CLSID, LAUNCHER, LIB, ProfiledApp, app_command, app_env
+from harness import BUILD, CLSID, LAUNCHER, LIB, URL_RE, ProfiledApp, app_command, app_env
 
 
 def run_plain(args, env=None, profile=False, launcher=True, timeout=120):
@@ -129,6 +133,20 @@ class Dashboard(unittest.TestCase):
             self.assertEqual(app.stop(), 0)
         self.assertFalse(os.path.exists(path), "discovery file must be removed at exit")
 
+    def test_ls_tidies_away_files_of_killed_processes(self):
+        gone = subprocess.Popen(["true"])
+        gone.wait()  # its pid is free now
+        rt = os.environ.get("XDG_RUNTIME_DIR")
+        d = os.path.join(rt if rt else "/tmp", "clrscope")
+        os.makedirs(d, exist_ok=True)
+        path = os.path.join(d, f"{gone.pid}.json")
+        with open(path, "w") as f:
+            json.dump({"pid": gone.pid, "port": 1, "url": "http://127.0.0.1:1/"}, f)
+        r = subprocess.run([LAUNCHER, "ls"], capture_output=True, text=True)
+        self.assertEqual(r.returncode, 0)
+        self.assertNotIn(f"{gone.pid} ", r.stdout)
+        self.assertFalse(os.path.exists(path), "a killed process's discovery file is removed")
+
     def test_port_taken_falls_back_to_next(self):
         s = socket.socket()
         s.bind(("127.0.0.1", 0))
@@ -162,6 +180,86 @@ class Dashboard(unittest.TestCase):
                                        headers={"Authorization": "Bearer wrong",
                                                 "Cookie": "clrscope_token=" + app.token})
             self.assertEqual(status, 200)
+
+
+PROJECT = """<Project Sdk="Microsoft.NET.Sdk">
+  <PropertyGroup>
+    <OutputType>Exe</OutputType>
+    <TargetFramework>net10.0</TargetFramework>
+    <ImplicitUsings>enable</ImplicitUsings>
+  </PropertyGroup>
+</Project>
+"""
+PROGRAM = """Console.WriteLine($"ready pid={Environment.ProcessId}");
+Console.In.ReadToEnd();
+"""
+
+
+class DotnetRun(unittest.TestCase):
+    """`clrscope run -- dotnet run`: every .NET process of the tree loads the profiler (the SDK's
+    command-line host, its build processes, the app). The SDK's own stay passive, so the one
+    dashboard printed is the app's, on the port asked for."""
+
+    def run_sdk(self, args, env=None, cwd=None, until_ready=False):
+        e = app_env({"CLRSCOPE_PORT": "0", "DOTNET_CLI_TELEMETRY_OPTOUT": "1", "DOTNET_NOLOGO": "1",
+                     "MSBUILDDISABLENODEREUSE": "1", "UseSharedCompilation": "false"})
+        e.update(env or {})
+        p = subprocess.Popen([LAUNCHER, "run", "--", "dotnet"] + args, env=e, cwd=cwd,
+                             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                             text=True)
+        err = []
+        threading.Thread(target=lambda: err.extend(p.stderr), daemon=True).start()
+        out = []
+        if until_ready:
+            deadline = time.time() + 300
+            for line in p.stdout:
+                out.append(line)
+                if line.startswith("ready") or time.time() > deadline:
+                    break
+        return p, out, err
+
+    def test_dashboard_is_the_apps(self):
+        tmp = tempfile.mkdtemp(prefix="clrscope-dotnet-run-")
+        try:
+            with open(os.path.join(tmp, "app.csproj"), "w") as f:
+                f.write(PROJECT)
+            with open(os.path.join(tmp, "Program.cs"), "w") as f:
+                f.write(PROGRAM)
+            p, out, err = self.run_sdk(["run", "-c", "Release"], cwd=tmp, until_ready=True)
+            try:
+                self.assertTrue(out and out[-1].startswith("ready"), (out, err))
+                app_pid = int(out[-1].split("pid=")[1])
+                deadline = time.time() + 30
+                while not any(URL_RE.search(l) for l in err) and time.time() < deadline:
+                    time.sleep(0.05)
+                with urllib.request.urlopen(
+                        [URL_RE.search(l) for l in err if URL_RE.search(l)][0].group(1)
+                        + "api/v1/status", timeout=10) as r:
+                    st = json.load(r)
+                self.assertEqual(st["pid"], app_pid)
+            finally:
+                p.stdin.close()
+                p.wait(timeout=60)
+            time.sleep(0.2)
+            urls = [URL_RE.search(l) for l in err if URL_RE.search(l)]
+            self.assertEqual([int(m.group(3)) for m in urls], [app_pid], "".join(err))
+            self.assertTrue(any("not profiling" in l and "`dotnet run`" in l for l in err),
+                            "".join(err))
+            self.assertEqual(p.returncode, 0, "".join(err))
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
+
+    def test_sdk_profiled_when_asked(self):
+        for env, dashboards in (({}, 0), ({"CLRSCOPE_PROFILE_SDK": "1"}, 1)):
+            with self.subTest(env=env):
+                p, _, err = self.run_sdk(["--info"], env=env)
+                p.stdin.close()
+                p.stdout.read()
+                p.wait(timeout=120)
+                time.sleep(0.2)
+                self.assertEqual(p.returncode, 0, "".join(err))
+                self.assertEqual(len([l for l in err if URL_RE.search(l)]), dashboards,
+                                 "".join(err))
 
 
 if __name__ == "__main__":

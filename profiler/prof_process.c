@@ -1,0 +1,115 @@
+/* prof_process.c - see prof_process.h. */
+#include "prof_process.h"
+
+#include <stdio.h>
+#include <string.h>
+#include <strings.h>
+
+#define MAX_ARGS 64
+
+/* the SDK's own programs, run as `dotnet [exec …] PATH/NAME` */
+static const char *const SDK_PROGRAMS[] = {
+    "MSBuild.dll",     "VBCSCompiler.dll",   "csc.dll",          "vbc.dll",
+    "dotnet.dll",      "dotnet-watch.dll",   "vstest.console.dll", "datacollector.dll",
+    "NuGet.Build.Tasks.Console.dll",
+};
+
+/* the `dotnet` host's options that take a value, before the application path */
+static const char *const HOST_VALUE_OPTIONS[] = {
+    "--additionalprobingpath", "--additional-deps", "--depsfile", "--fx-version",
+    "--roll-forward",          "--runtimeconfig",
+};
+
+static const char *base_name(const char *p)
+{
+    const char *s = strrchr(p, '/');
+    return s ? s + 1 : p;
+}
+
+static int ends_with(const char *s, const char *tail)
+{
+    size_t n = strlen(s), m = strlen(tail);
+    return n >= m && !strcasecmp(s + n - m, tail);
+}
+
+static int takes_value(const char *opt)
+{
+    for (size_t i = 0; i < sizeof HOST_VALUE_OPTIONS / sizeof *HOST_VALUE_OPTIONS; i++)
+        if (!strcmp(opt, HOST_VALUE_OPTIONS[i]))
+            return 1;
+    return 0;
+}
+
+int prof_process_is_sdk(const char *args, size_t len, char *what, size_t cap)
+{
+    const char *argv[MAX_ARGS];
+    int argc = 0;
+    if (cap)
+        what[0] = 0;
+    /* split; a last argument without its NUL (a read cut off) is left out */
+    for (size_t i = 0; i < len && argc < MAX_ARGS;) {
+        const char *a = args + i;
+        size_t n = strnlen(a, len - i);
+        if (i + n >= len)
+            break; /* not NUL-terminated within len: cut off, ignore it */
+        argv[argc++] = a;
+        i += n + 1;
+    }
+    if (argc == 0)
+        return PROF_PROCESS_APP;
+    if (strcmp(base_name(argv[0]), "dotnet")) {
+        /* an app's own launcher (apphost), or one of the SDK's programs started by its own
+         * launcher from inside the SDK (the compiler server: sdk/<version>/Roslyn/bincore/) */
+        const char *prog = base_name(argv[0]);
+        size_t n = strlen(prog);
+        if (!strstr(argv[0], "/sdk/"))
+            return PROF_PROCESS_APP;
+        for (size_t k = 0; k < sizeof SDK_PROGRAMS / sizeof *SDK_PROGRAMS; k++)
+            if (!strncasecmp(prog, SDK_PROGRAMS[k], n) && !strcasecmp(SDK_PROGRAMS[k] + n, ".dll")) {
+                if (cap)
+                    snprintf(what, cap, "the .NET SDK's %.*s", (int)n, SDK_PROGRAMS[k]);
+                return PROF_PROCESS_SDK_PROGRAM;
+            }
+        return PROF_PROCESS_APP;
+    }
+    int i = 1;
+    int exec = i < argc && !strcmp(argv[i], "exec");
+    if (exec)
+        i++;
+    while (i < argc && takes_value(argv[i]))
+        i += 2;
+    const char *app = i < argc ? argv[i] : NULL;
+    int app_path = app && (exec || app[0] == '/' || ends_with(app, ".dll") || ends_with(app, ".exe"));
+    if (!app_path) {
+        /* an option the list above does not know, followed by an app: unsure, so an app */
+        for (int k = i + 1; app && app[0] == '-' && k < argc && k <= i + 2; k++)
+            if (ends_with(argv[k], ".dll"))
+                return PROF_PROCESS_APP;
+        /* a command for the SDK (run, build, test, watch, --info) or no argument at all */
+        if (cap)
+            snprintf(what, cap, "the .NET SDK's `dotnet%s%.40s`", app ? " " : "", app ? app : "");
+        return PROF_PROCESS_SDK_COMMAND;
+    }
+    const char *prog = base_name(app);
+    for (size_t k = 0; k < sizeof SDK_PROGRAMS / sizeof *SDK_PROGRAMS; k++)
+        if (!strcasecmp(prog, SDK_PROGRAMS[k])) {
+            if (cap)
+                snprintf(what, cap, "the .NET SDK's %s", SDK_PROGRAMS[k]);
+            return PROF_PROCESS_SDK_PROGRAM;
+        }
+    return PROF_PROCESS_APP;
+}
+
+size_t prof_process_read_cmdline(char *buf, size_t cap)
+{
+    if (!cap)
+        return 0;
+    buf[0] = 0;
+    FILE *f = fopen("/proc/self/cmdline", "re");
+    if (!f)
+        return 0;
+    size_t n = fread(buf, 1, cap - 1, f);
+    fclose(f);
+    buf[n] = 0;
+    return n;
+}

@@ -1,0 +1,90 @@
+/*
+ * test_process.c - which command lines are the .NET SDK's own processes (left alone) and which
+ * are applications (profiled), as /proc/self/cmdline spells them.
+ */
+#include <stdio.h>
+#include <string.h>
+
+#include "prof_process.h"
+
+#include "unit_check.h"
+
+/* argv joined with NULs, as the kernel writes cmdline; returns the byte count */
+static size_t cmdline(char *buf, size_t cap, const char *const *argv)
+{
+    size_t n = 0;
+    for (int i = 0; argv[i]; i++) {
+        size_t l = strlen(argv[i]) + 1;
+        if (n + l > cap)
+            break;
+        memcpy(buf + n, argv[i], l);
+        n += l;
+    }
+    return n;
+}
+
+/* sdk: 0 an app, 1 the SDK's command-line host, 2 a program the SDK starts */
+static void expect(int sdk, const char *what_has, const char *const *argv)
+{
+    char buf[1024], what[96];
+    size_t n = cmdline(buf, sizeof buf, argv);
+    int got = prof_process_is_sdk(buf, n, what, sizeof what);
+    char line[512] = "";
+    for (int i = 0; argv[i]; i++)
+        snprintf(line + strlen(line), sizeof line - strlen(line), "%s%s", i ? " " : "", argv[i]);
+    static const char *const kind[] = {"app", "SDK command", "SDK program"};
+    CHECK(got == sdk, "%s: %s, expected %s", line, kind[got & 3], kind[sdk]);
+    if (sdk && what_has)
+        CHECK(strstr(what, what_has) != NULL, "%s: described as \"%s\"", line, what);
+}
+
+#define ARGS(...) ((const char *const[]){__VA_ARGS__, NULL})
+
+int main(void)
+{
+    /* the SDK's command-line host */
+    expect(1, "`dotnet run`", ARGS("dotnet", "run", "-c", "Release"));
+    expect(1, "`dotnet run`", ARGS("/usr/share/dotnet/dotnet", "run", "--project", "x/app.csproj"));
+    expect(1, "`dotnet watch`", ARGS("dotnet", "watch"));
+    expect(1, "`dotnet test`", ARGS("dotnet", "test", "tests/x.dll"));
+    expect(1, "`dotnet --info`", ARGS("dotnet", "--info"));
+    expect(1, "`dotnet`", ARGS("dotnet"));
+    /* the SDK's programs */
+    expect(2, "MSBuild.dll", ARGS("/usr/share/dotnet/dotnet", "exec", "/usr/share/dotnet/sdk/10.0.100/MSBuild.dll",
+                                  "/nologo", "/nodemode:1", "/nodeReuse:true"));
+    expect(2, "MSBuild.dll", ARGS("dotnet", "/usr/share/dotnet/sdk/10.0.100/msbuild.dll", "-version"));
+    expect(2, "VBCSCompiler.dll", ARGS("dotnet", "exec", "--runtimeconfig", "/s/bincore/VBCSCompiler.runtimeconfig.json",
+                                       "/s/bincore/VBCSCompiler.dll", "-pipename:x"));
+    expect(2, "dotnet-watch.dll", ARGS("dotnet", "exec", "--roll-forward", "Major",
+                                       "/sdk/10.0.100/DotnetTools/dotnet-watch/10.0.100/tools/net10.0/any/dotnet-watch.dll"));
+    expect(2, "vstest.console.dll", ARGS("dotnet", "exec", "/sdk/10.0.100/vstest.console.dll", "--port:1"));
+    expect(2, "VBCSCompiler", ARGS("/usr/share/dotnet/sdk/10.0.401/Roslyn/bincore/VBCSCompiler",
+                                   "-pipename:Dv7Ncqi9"));
+    expect(2, "csc", ARGS("/usr/share/dotnet/sdk/10.0.401/Roslyn/bincore/csc", "/noconfig", "@x.rsp"));
+    /* applications */
+    expect(0, NULL, ARGS("/srv/VBCSCompiler", "-pipename:x")); /* not in an SDK directory */
+    expect(0, NULL, ARGS("/usr/share/dotnet/sdk/10.0.401/Roslyn/bincore/VBCS"));
+    expect(0, NULL, ARGS("dotnet", "app.dll"));
+    expect(0, NULL, ARGS("dotnet", "bin/Release/net10.0/app.dll", "run", "build"));
+    expect(0, NULL, ARGS("/usr/bin/dotnet", "/srv/app/App.dll", "--urls", "http://*:80"));
+    expect(0, NULL, ARGS("dotnet", "exec", "--runtimeconfig", "t.runtimeconfig.json", "--depsfile",
+                         "t.deps.json", "/src/bin/testhost.dll", "--port", "1"));
+    expect(0, NULL, ARGS("dotnet", "exec", "app.dll"));
+    expect(0, NULL, ARGS("dotnet", "--roll-forward", "LatestMajor", "app.dll"));
+    expect(0, NULL, ARGS("dotnet", "--some-new-host-option", "x", "app.dll"));
+    expect(0, NULL, ARGS("./MyApp", "run"));
+    expect(0, NULL, ARGS("/opt/app/MyApp"));
+    expect(0, NULL, ARGS("dotnet-counters", "monitor")); /* a tool's apphost, not the SDK */
+    /* nothing to read */
+    char what[8];
+    CHECK(prof_process_is_sdk("", 0, what, sizeof what) == 0, "empty command line: an app");
+    CHECK(prof_process_is_sdk("dotnet", 6, what, sizeof what) == 0,
+          "an argument cut off without its NUL is left out (then nothing is left)");
+    char small[4];
+    expect(1, NULL, ARGS("dotnet", "run"));
+    CHECK(prof_process_is_sdk("dotnet\0run\0", 11, small, sizeof small) == PROF_PROCESS_SDK_COMMAND &&
+              strlen(small) == 3,
+          "the description fits its buffer");
+    printf("%d passed, %d failed\n", passed, failed);
+    return failed ? 1 : 0;
+}
