@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -258,22 +259,26 @@ HRESULT prof_core_initialize(void *info_unknown)
 {
     g_core.start_unix = prof_unix_now();
     g_core.start_mono_ns = prof_now_ns();
+    /* `clrscope run -- dotnet run`: the SDK's host and build processes take no port and print
+     * no URL, so the one printed is the app's (prof_process.h). Decided before the
+     * configuration is read: a program the SDK starts must not get even a warning about a bad
+     * variable on its stderr, where MSBuild takes any line for a compiler error. */
+    char args[4096], what[96];
+    size_t n = prof_process_read_cmdline(args, sizeof args);
+    int sdk = prof_process_is_sdk(args, n, what, sizeof what);
+    const char *w = getenv("CLRSCOPE_PROFILE_SDK"); /* prof_env_bool's truths, without its log */
+    int want_sdk = w && (!strcmp(w, "1") || !strcasecmp(w, "true") || !strcasecmp(w, "yes") ||
+                         !strcasecmp(w, "on"));
+    if (sdk && !want_sdk) {
+        if (sdk == PROF_PROCESS_SDK_COMMAND) { /* the command the user typed: tell them */
+            prof_config_load();
+            prof_log(LOG_INFO, "not profiling pid %d, %s; the apps it starts are profiled "
+                     "(CLRSCOPE_PROFILE_SDK=1 profiles it too)", (int)getpid(), what);
+        }
+        return S_OK;
+    }
     prof_config_load();
     read_process_facts();
-    if (!g_cfg.profile_sdk) {
-        /* `clrscope run -- dotnet run`: the SDK's host and build processes take no port and
-         * print no URL, so the one printed is the app's (prof_process.h) */
-        char args[4096], what[96];
-        size_t n = prof_process_read_cmdline(args, sizeof args);
-        int sdk = prof_process_is_sdk(args, n, what, sizeof what);
-        if (sdk) {
-            /* said to the user where they typed `dotnet run`; never on a compiler's stderr */
-            prof_log(sdk == PROF_PROCESS_SDK_COMMAND ? LOG_INFO : LOG_DEBUG,
-                     "not profiling pid %d, %s; the apps it starts are profiled "
-                     "(CLRSCOPE_PROFILE_SDK=1 profiles it too)", (int)g_core.pid, what);
-            return S_OK;
-        }
-    }
     int v = query_info(info_unknown);
     if (v < 12) {
         prof_log(LOG_WARN, "this runtime offers ICorProfilerInfo%d; clrscope needs 12 or newer "

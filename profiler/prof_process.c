@@ -9,15 +9,19 @@
 
 /* the SDK's own programs, run as `dotnet [exec …] PATH/NAME` */
 static const char *const SDK_PROGRAMS[] = {
-    "MSBuild.dll",     "VBCSCompiler.dll",   "csc.dll",          "vbc.dll",
-    "dotnet.dll",      "dotnet-watch.dll",   "vstest.console.dll", "datacollector.dll",
-    "NuGet.Build.Tasks.Console.dll",
+    "MSBuild.dll",        "VBCSCompiler.dll",      "csc.dll",
+    "vbc.dll",            "dotnet.dll",            "dotnet-watch.dll",
+    "vstest.console.dll", "datacollector.dll",     "NuGet.Build.Tasks.Console.dll",
+    "illink.dll",         "crossgen2.dll",         "NuGet.CommandLine.XPlat.dll",
+    "rzc.dll",
 };
 
-/* the `dotnet` host's options that take a value, before the application path */
+/* the `dotnet` host's options that take a value, before the application path (the host
+ * compares them without case) */
 static const char *const HOST_VALUE_OPTIONS[] = {
-    "--additionalprobingpath", "--additional-deps", "--depsfile", "--fx-version",
-    "--roll-forward",          "--runtimeconfig",
+    "--additionalprobingpath", "--additional-deps", "--depsfile",
+    "--fx-version",            "--roll-forward",    "--roll-forward-on-no-candidate-fx",
+    "--runtimeconfig",
 };
 
 static const char *base_name(const char *p)
@@ -35,7 +39,7 @@ static int ends_with(const char *s, const char *tail)
 static int takes_value(const char *opt)
 {
     for (size_t i = 0; i < sizeof HOST_VALUE_OPTIONS / sizeof *HOST_VALUE_OPTIONS; i++)
-        if (!strcmp(opt, HOST_VALUE_OPTIONS[i]))
+        if (!strcasecmp(opt, HOST_VALUE_OPTIONS[i]))
             return 1;
     return 0;
 }
@@ -43,15 +47,17 @@ static int takes_value(const char *opt)
 int prof_process_is_sdk(const char *args, size_t len, char *what, size_t cap)
 {
     const char *argv[MAX_ARGS];
-    int argc = 0;
+    int argc = 0, cut = 0;
     if (cap)
         what[0] = 0;
     /* split; a last argument without its NUL (a read cut off) is left out */
-    for (size_t i = 0; i < len && argc < MAX_ARGS;) {
+    for (size_t i = 0; i < len;) {
         const char *a = args + i;
         size_t n = strnlen(a, len - i);
-        if (i + n >= len)
-            break; /* not NUL-terminated within len: cut off, ignore it */
+        if (i + n >= len || argc == MAX_ARGS) {
+            cut = 1; /* not NUL-terminated within len, or too many: the rest is unknown */
+            break;
+        }
         argv[argc++] = a;
         i += n + 1;
     }
@@ -73,18 +79,24 @@ int prof_process_is_sdk(const char *args, size_t len, char *what, size_t cap)
         return PROF_PROCESS_APP;
     }
     int i = 1;
-    int exec = i < argc && !strcmp(argv[i], "exec");
+    int exec = i < argc && !strcasecmp(argv[i], "exec");
     if (exec)
         i++;
-    while (i < argc && takes_value(argv[i]))
-        i += 2;
+    int opts = 0;
+    for (; i < argc && takes_value(argv[i]); i += 2)
+        opts++;
     const char *app = i < argc ? argv[i] : NULL;
+    /* Doubt makes it an app: left unprofiled by mistake, an app would just be missing. */
+    if (!app && (exec || opts || cut))
+        return PROF_PROCESS_APP; /* its path was cut off, or the host will refuse it anyway */
     int app_path = app && (exec || app[0] == '/' || ends_with(app, ".dll") || ends_with(app, ".exe"));
     if (!app_path) {
-        /* an option the list above does not know, followed by an app: unsure, so an app */
-        for (int k = i + 1; app && app[0] == '-' && k < argc && k <= i + 2; k++)
-            if (ends_with(argv[k], ".dll"))
+        /* an option this list does not know, then (after its value) an app */
+        for (int k = i + 1; app && app[0] == '-' && k < argc && k <= i + 8; k++)
+            if (ends_with(argv[k], ".dll") || ends_with(argv[k], ".exe"))
                 return PROF_PROCESS_APP;
+        if (app && app[0] == '-' && cut)
+            return PROF_PROCESS_APP;
         /* a command for the SDK (run, build, test, watch, --info) or no argument at all */
         if (cap)
             snprintf(what, cap, "the .NET SDK's `dotnet%s%.40s`", app ? " " : "", app ? app : "");

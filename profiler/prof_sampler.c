@@ -314,6 +314,15 @@ static void signal_tick(int64_t now, int64_t *last_sync)
     prof_codemap_unlock();
 }
 
+/* What the sampler last told prof_unload it had drained (sampler thread only). */
+static uint64_t g_unload_acked;
+
+static void sampler_drained(uint64_t wanted)
+{
+    prof_unload_drained(PROF_UNLOAD_SAMPLER, wanted);
+    g_unload_acked = wanted;
+}
+
 static void *sampler_main(void *arg)
 {
     (void)arg;
@@ -362,10 +371,15 @@ static void *sampler_main(void *arg)
         if (!advance) {
             /* woken by an unload or a new thread, not by the clock: drain (and sync) only.
              * Sampling now would time the wall samples by the app's unloads (a thread waiting
-             * for them in every sample). */
-            if (S.cpu_mode == CPU_SIGNAL && (g_core.profiles & PROFILE_CPU))
+             * for them in every sample). A thread that started less than SIGNAL_SYNC_MIN_NS
+             * after the last sync waits for the next wake-up, which the nap above times. */
+            int sync_due = __atomic_load_n(&S.threads_started, __ATOMIC_SEQ_CST) &&
+                           now - last_sync >= SIGNAL_SYNC_MIN_NS;
+            if (S.cpu_mode == CPU_SIGNAL && (__atomic_load_n(&g_core.profiles, __ATOMIC_RELAXED) &
+                                             PROFILE_CPU) &&
+                (sync_due || unload_wanted != g_unload_acked))
                 signal_tick(now, &last_sync);
-            prof_unload_drained(PROF_UNLOAD_SAMPLER, unload_wanted);
+            sampler_drained(unload_wanted);
             continue;
         }
         if (now - prev_tick > 10 * tick) /* we fell behind (suspended VM, debugger): resync */
@@ -383,7 +397,7 @@ static void *sampler_main(void *arg)
         int cpu_suspend = S.cpu_mode == CPU_SUSPEND && (g_core.profiles & PROFILE_CPU);
         int wall_due = (g_core.profiles & PROFILE_WALL) && now - last >= wall_period - tick / 2;
         if (!cpu_suspend && !wall_due) {
-            prof_unload_drained(PROF_UNLOAD_SAMPLER, unload_wanted);
+            sampler_drained(unload_wanted);
             continue;
         }
         int64_t t0 = prof_now_ns();
@@ -394,7 +408,7 @@ static void *sampler_main(void *arg)
             if (hr != CORPROF_E_SUSPENSION_IN_PROGRESS && hr != CORPROF_E_RUNTIME_UNINITIALIZED)
                 prof_log_once(warned_suspend, LOG_WARN, "SuspendRuntime failed (0x%08x); "
                               "skipping samples while it does", (unsigned)hr);
-            prof_unload_drained(PROF_UNLOAD_SAMPLER, unload_wanted);
+            sampler_drained(unload_wanted);
             continue;
         }
         int overflow = 0;
@@ -415,7 +429,7 @@ static void *sampler_main(void *arg)
         record(n, prof_unix_now(), t0 - last, gen, cpu_suspend, wall_due);
         if (asking)
             prof_unload_leave();
-        prof_unload_drained(PROF_UNLOAD_SAMPLER, unload_wanted);
+        sampler_drained(unload_wanted);
         if (wall_due)
             last = t0;
         if ((gen & 1023) == 0)
@@ -495,7 +509,7 @@ void prof_sampler_thread_started(void)
 {
     if (!__atomic_load_n(&S.running, __ATOMIC_ACQUIRE) ||
         __atomic_load_n(&S.cpu_mode, __ATOMIC_RELAXED) != CPU_SIGNAL ||
-        !(g_core.profiles & PROFILE_CPU))
+        !(__atomic_load_n(&g_core.profiles, __ATOMIC_RELAXED) & PROFILE_CPU))
         return;
     if (!__atomic_exchange_n(&S.threads_started, 1, __ATOMIC_SEQ_CST))
         prof_core_nudge();

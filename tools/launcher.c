@@ -8,6 +8,7 @@
  */
 #include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <signal.h>
 #include <stdio.h>
@@ -130,6 +131,7 @@ static void json_field(const char *json, const char *key, char *out, size_t cap)
     if (!p)
         return;
     p += strlen(pat);
+    p += strspn(p, " \t\r\n");
     if (*p == '"') {
         p++;
         size_t n = strcspn(p, "\"");
@@ -138,6 +140,36 @@ static void json_field(const char *json, const char *key, char *out, size_t cap)
         size_t n = strcspn(p, ",}");
         snprintf(out, cap, "%.*s", (int)(n < cap ? n : cap - 1), p);
     }
+}
+
+/* "<digits>.json": the pid it names, else 0 */
+static long pid_of_name(const char *name)
+{
+    size_t digits = strspn(name, "0123456789");
+    if (!digits || digits > 9 || strcmp(name + digits, ".json"))
+        return 0;
+    return strtol(name, NULL, 10);
+}
+
+/* A discovery file whose process is gone (killed before it could remove it) is removed, but only
+ * when nothing else can be meant: its name and content name the same pid, it was written in this
+ * pid namespace (a container sharing the directory sees other pids), it is a regular file of
+ * ours, and it is still the file just read (not rewritten meanwhile by a new process that was
+ * given the same pid). */
+static void remove_stale(DIR *d, const char *name, long pid, const char *pid_ns,
+                         const struct stat *read_st)
+{
+    char own_ns[64];
+    ssize_t n = readlink("/proc/self/ns/pid", own_ns, sizeof own_ns - 1);
+    if (n <= 0 || pid_of_name(name) != pid)
+        return;
+    own_ns[n] = 0;
+    struct stat st;
+    if (strcmp(pid_ns, own_ns) || fstatat(dirfd(d), name, &st, AT_SYMLINK_NOFOLLOW) ||
+        !S_ISREG(st.st_mode) || st.st_uid != geteuid() || st.st_ino != read_st->st_ino ||
+        st.st_dev != read_st->st_dev)
+        return;
+    unlinkat(dirfd(d), name, 0);
 }
 
 static int list_dir(const char *dir, int *shown)
@@ -155,18 +187,24 @@ static int list_dir(const char *dir, int *shown)
         FILE *f = fopen(path, "re");
         if (!f)
             continue;
+        struct stat read_st;
+        int have_st = !fstat(fileno(f), &read_st);
         char buf[4096];
         size_t n = fread(buf, 1, sizeof buf - 1, f);
         fclose(f);
         buf[n] = 0;
-        char pid[16], url[256], cmd[600], token[96];
+        char pid[16], url[256], cmd[600], token[96], pid_ns[64];
         json_field(buf, "pid", pid, sizeof pid);
         json_field(buf, "url", url, sizeof url);
         json_field(buf, "cmdline", cmd, sizeof cmd);
         json_field(buf, "token", token, sizeof token);
+        json_field(buf, "pid_ns", pid_ns, sizeof pid_ns);
         long p = strtol(pid, NULL, 10);
-        if (p <= 0 || (kill((pid_t)p, 0) && errno == ESRCH)) {
-            unlink(path); /* gone without cleaning up (killed): not listed, and tidied away */
+        if (p <= 0)
+            continue; /* not a discovery file */
+        if (kill((pid_t)p, 0) && errno == ESRCH) {
+            if (have_st && pid_ns[0])
+                remove_stale(d, e->d_name, p, pid_ns, &read_st); /* gone without cleaning up */
             continue;
         }
         if (!*shown)

@@ -260,13 +260,21 @@ static void write_discovery(void)
         cmd[j++] = (ch < 32 || ch == '"' || ch == '\\' || ch > 126) ? '?' : ch;
     }
     cmd[j] = 0;
-    char body[1400];
+    /* the pid namespace the pid belongs to: `clrscope ls` run in another one (a container that
+     * shares the directory) must not take this process for gone */
+    char ns[64] = "";
+    ssize_t nl = readlink("/proc/self/ns/pid", ns, sizeof ns - 1);
+    ns[nl > 0 ? nl : 0] = 0;
+    for (char *q = ns; *q; q++)
+        if (*q < 32 || *q == '"' || *q == '\\' || *q > 126)
+            *q = '?';
+    char body[1500];
     int n = snprintf(body, sizeof body,
                      "{\"pid\":%d,\"port\":%d,\"url\":\"%s\",\"bind\":\"%s\",\"token\":%s%s%s,"
-                     "\"cmdline\":\"%s\",\"runtime\":\"%s\",\"started\":%.3f}\n",
+                     "\"cmdline\":\"%s\",\"runtime\":\"%s\",\"started\":%.3f,\"pid_ns\":\"%s\"}\n",
                      (int)g_core.pid, g_port, url, g_cfg.bind, g_cfg.token[0] ? "\"" : "",
                      g_cfg.token[0] ? g_cfg.token : "null", g_cfg.token[0] ? "\"" : "", cmd,
-                     g_core.runtime_version, g_core.start_unix);
+                     g_core.runtime_version, g_core.start_unix, ns);
     ssize_t w = write(fd, body, (size_t)n);
     close(fd);
     if (w != n || rename(tmp, g_discovery)) {

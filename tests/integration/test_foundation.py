@@ -98,6 +98,7 @@ class Dashboard(unittest.TestCase):
             with open(path) as f:
                 disc = json.load(f)
             self.assertEqual(disc["pid"], app_pid)
+            self.assertEqual(disc["pid_ns"], os.readlink("/proc/self/ns/pid"))
             self.assertEqual(disc["url"].rstrip("/"), app.url)
             self.assertEqual(os.stat(path).st_mode & 0o777, 0o600)
             # ls
@@ -134,18 +135,34 @@ class Dashboard(unittest.TestCase):
         self.assertFalse(os.path.exists(path), "discovery file must be removed at exit")
 
     def test_ls_tidies_away_files_of_killed_processes(self):
-        gone = subprocess.Popen(["true"])
-        gone.wait()  # its pid is free now
         rt = os.environ.get("XDG_RUNTIME_DIR")
         d = os.path.join(rt if rt else "/tmp", "clrscope")
         os.makedirs(d, exist_ok=True)
-        path = os.path.join(d, f"{gone.pid}.json")
-        with open(path, "w") as f:
-            json.dump({"pid": gone.pid, "port": 1, "url": "http://127.0.0.1:1/"}, f)
-        r = subprocess.run([LAUNCHER, "ls"], capture_output=True, text=True)
-        self.assertEqual(r.returncode, 0)
-        self.assertNotIn(f"{gone.pid} ", r.stdout)
-        self.assertFalse(os.path.exists(path), "a killed process's discovery file is removed")
+        ns = os.readlink("/proc/self/ns/pid")
+        files = {}
+        for what, file_ns in (("ours", ns), ("another namespace's", "pid:[1]"), ("old", None)):
+            gone = subprocess.Popen(["true"])
+            gone.wait()  # its pid is free now
+            path = os.path.join(d, f"{gone.pid}.json")
+            body = {"pid": gone.pid, "port": 1, "url": "http://127.0.0.1:1/"}
+            if file_ns:
+                body["pid_ns"] = file_ns
+            with open(path, "w") as f:
+                json.dump(body, f)
+            files[what] = (gone.pid, path)
+        try:
+            r = subprocess.run([LAUNCHER, "ls"], capture_output=True, text=True)
+            self.assertEqual(r.returncode, 0)
+            for pid, _ in files.values():
+                self.assertNotIn(f"{pid} ", r.stdout)
+            self.assertFalse(os.path.exists(files["ours"][1]), "a killed process's file is removed")
+            # the pid may be alive in the namespace that wrote it; an old file says nothing of it
+            self.assertTrue(os.path.exists(files["another namespace's"][1]))
+            self.assertTrue(os.path.exists(files["old"][1]))
+        finally:
+            for _, path in files.values():
+                if os.path.exists(path):
+                    os.unlink(path)
 
     def test_port_taken_falls_back_to_next(self):
         s = socket.socket()

@@ -61,7 +61,14 @@ int main(void)
     expect(2, "VBCSCompiler", ARGS("/usr/share/dotnet/sdk/10.0.401/Roslyn/bincore/VBCSCompiler",
                                    "-pipename:Dv7Ncqi9"));
     expect(2, "csc", ARGS("/usr/share/dotnet/sdk/10.0.401/Roslyn/bincore/csc", "/noconfig", "@x.rsp"));
+    expect(2, "illink.dll", ARGS("dotnet", "exec", "/root/.nuget/packages/microsoft.net.illink.tasks/10.0.0/tools/net10.0/illink.dll", "@rsp"));
     /* applications */
+    expect(0, NULL, ARGS("dotnet", "Exec", "app.dll"));
+    expect(0, NULL, ARGS("dotnet", "--roll-forward-on-no-candidate-fx", "2", "--fx-version", "8.0.1", "app.dll"));
+    expect(0, NULL, ARGS("dotnet", "--ROLL-FORWARD", "Major", "app.dll"));
+    expect(0, NULL, ARGS("dotnet", "--new-option", "a", "--other", "b", "App.exe"));
+    expect(0, NULL, ARGS("dotnet", "exec", "--runtimeconfig", "x.json")); /* app cut off */
+    expect(0, NULL, ARGS("dotnet", "/srv/my app/My App.dll")); /* spaces in the path */
     expect(0, NULL, ARGS("/srv/VBCSCompiler", "-pipename:x")); /* not in an SDK directory */
     expect(0, NULL, ARGS("/usr/share/dotnet/sdk/10.0.401/Roslyn/bincore/VBCS"));
     expect(0, NULL, ARGS("dotnet", "app.dll"));
@@ -80,6 +87,24 @@ int main(void)
     CHECK(prof_process_is_sdk("", 0, what, sizeof what) == 0, "empty command line: an app");
     CHECK(prof_process_is_sdk("dotnet", 6, what, sizeof what) == 0,
           "an argument cut off without its NUL is left out (then nothing is left)");
+    /* a command line cut off after the host's options: the app may be in what was cut */
+    char cutbuf[] = "dotnet\0--depsfile\0x.deps.json\0/some/very/long/pa";
+    CHECK(prof_process_is_sdk(cutbuf, sizeof cutbuf - 1, what, sizeof what) == PROF_PROCESS_APP,
+          "cut off after host options: an app");
+    char cutbuf2[] = "dotnet\0--unknown\0/some/very/long/pa";
+    CHECK(prof_process_is_sdk(cutbuf2, sizeof cutbuf2 - 1, what, sizeof what) == PROF_PROCESS_APP,
+          "cut off after an unknown option: an app");
+    /* more arguments than are read: the first ones decide */
+    char many[64 * 3 + 16];
+    size_t mn = 0;
+    memcpy(many, "dotnet\0run\0", 11);
+    mn = 11;
+    for (int k = 0; k < 64; k++) {
+        memcpy(many + mn, "-x", 3);
+        mn += 3;
+    }
+    CHECK(prof_process_is_sdk(many, mn, what, sizeof what) == PROF_PROCESS_SDK_COMMAND,
+          "`dotnet run` with 64 more arguments: still the SDK's");
     char small[4];
     expect(1, NULL, ARGS("dotnet", "run"));
     CHECK(prof_process_is_sdk("dotnet\0run\0", 11, small, sizeof small) == PROF_PROCESS_SDK_COMMAND &&
