@@ -257,6 +257,11 @@ static void read_runtime_version(void)
 
 HRESULT prof_core_initialize(void *info_unknown)
 {
+    /* Named both as THE profiler and in the notification list, the runtime loads this library
+     * twice, with one set of globals: the first one profiles, the second cancels itself. */
+    static int initialized;
+    if (__atomic_exchange_n(&initialized, 1, __ATOMIC_SEQ_CST))
+        return CORPROF_E_PROFILER_CANCEL_ACTIVATION;
     g_core.start_unix = prof_unix_now();
     g_core.start_mono_ns = prof_now_ns();
     /* `clrscope run -- dotnet run`: the SDK's host and build processes take no port and print

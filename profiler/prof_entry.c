@@ -7,6 +7,9 @@
  * code that could wait on clrscope's own threads.
  */
 #include <stddef.h>
+#include <strings.h>
+#include <string.h>
+#include <stdlib.h>
 
 #include "clr_abi.h"
 #include "prof_core.h"
@@ -164,11 +167,20 @@ static HRESULT cb_jit_inlining(void *self, FunctionID caller, FunctionID callee,
     return S_OK;
 }
 
+/* The runtime asks every profiler it loads whether it only takes notifications. Loaded as THE
+ * profiler (CORECLR_PROFILER names clrscope), clrscope says no, as before. Loaded from the
+ * notification list (CORECLR_ENABLE_NOTIFICATION_PROFILERS=1, CORECLR_NOTIFICATION_PROFILERS=
+ * path={clsid}), beside another profiler such as an APM tracer, it must say yes or it is not
+ * loaded; everything it asks for (the event mask in prof_core.c) is allowed to such profilers. */
 static HRESULT cb_load_as_notification_only(void *self, BOOL *only)
 {
     (void)self;
-    if (only)
-        *only = 0;
+    if (only) {
+        const char *en = getenv("CORECLR_ENABLE_PROFILING");
+        const char *main = getenv("CORECLR_PROFILER");
+        *only = !(en && !strcmp(en, "1") && main &&
+                  !strcasecmp(main, "{C1A5C09E-5C0E-4C1B-9A7E-0D5E7C1A5C0E}"));
+    }
     return S_OK;
 }
 

@@ -3,7 +3,8 @@
  *   clrscope run [--port N] [--bind ADDR] [--token T] [--] COMMAND [ARGS...]
  *       runs COMMAND with the profiler attached: sets CORECLR_ENABLE_PROFILING, CORECLR_PROFILER,
  *       CORECLR_PROFILER_PATH (and CLRSCOPE_* for the options) and execs COMMAND, so its output,
- *       signals and exit status are exactly its own.
+ *       signals and exit status are exactly its own. When CORECLR_PROFILER already names another
+ *       profiler, that one stays and clrscope is added to CORECLR_NOTIFICATION_PROFILERS.
  *   clrscope ls   lists the profiled processes of this host (from the discovery files).
  */
 #include <dirent.h>
@@ -14,6 +15,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -74,6 +76,42 @@ static int valid_port(const char *s)
     return *s && !*end && v >= 0 && v <= 65535;
 }
 
+/* Sets the runtime's variables. When another profiler already holds CORECLR_PROFILER (an APM
+ * tracer set up in the environment), it is left in place and clrscope is added to the runtime's
+ * notification profilers instead (.NET 8+ loads those beside the main one), so the other tool
+ * keeps working. Returns nonzero after a message when the variables cannot be set. */
+static int beside_another_profiler(const char *lib)
+{
+    const char *en = getenv("CORECLR_ENABLE_PROFILING");
+    const char *other = getenv("CORECLR_PROFILER");
+    if (!(en && !strcmp(en, "1") && other && *other && strcasecmp(other, CLSID_STR))) {
+        setenv("CORECLR_ENABLE_PROFILING", "1", 1);
+        setenv("CORECLR_PROFILER", CLSID_STR, 1);
+        setenv("CORECLR_PROFILER_PATH", lib, 1);
+        return 0;
+    }
+    const char *list = getenv("CORECLR_NOTIFICATION_PROFILERS");
+    char buf[8192];
+    if (list && strcasestr(list, CLSID_STR)) {
+        snprintf(buf, sizeof buf, "%s", list); /* already listed (a nested `clrscope run`) */
+    } else {
+        size_t n = list ? strlen(list) : 0;
+        /* entries "path={clsid}" separated and ended by ';' (.NET 9 and 10 drop a last entry
+         * without one) */
+        int w = snprintf(buf, sizeof buf, "%s%s%s=%s;", n ? list : "",
+                         n && list[n - 1] != ';' ? ";" : "", lib, CLSID_STR);
+        if (w < 0 || (size_t)w >= sizeof buf) {
+            fprintf(stderr, "clrscope: CORECLR_NOTIFICATION_PROFILERS is too long to add to\n");
+            return 1;
+        }
+    }
+    setenv("CORECLR_NOTIFICATION_PROFILERS", buf, 1);
+    setenv("CORECLR_ENABLE_NOTIFICATION_PROFILERS", "1", 1);
+    fprintf(stderr, "clrscope: CORECLR_PROFILER is another profiler (%.60s); clrscope loads beside "
+            "it, as a notification profiler\n", other);
+    return 0;
+}
+
 static int cmd_run(int argc, char **argv)
 {
     int i = 0;
@@ -113,9 +151,8 @@ static int cmd_run(int argc, char **argv)
     char lib[PATH_MAX];
     if (find_library(lib, sizeof lib))
         return 127;
-    setenv("CORECLR_ENABLE_PROFILING", "1", 1);
-    setenv("CORECLR_PROFILER", CLSID_STR, 1);
-    setenv("CORECLR_PROFILER_PATH", lib, 1);
+    if (beside_another_profiler(lib))
+        return 2;
     execvp(argv[i], &argv[i]);
     fprintf(stderr, "clrscope: cannot run %s: %s\n", argv[i], strerror(errno));
     return errno == ENOENT ? 127 : 126;

@@ -13,7 +13,8 @@ import time
 import unittest
 import urllib.request
 
-from harness import BUILD, CLSID, LAUNCHER, LIB, URL_RE, ProfiledApp, app_command, app_env
+from harness import (BUILD, CLSID, LAUNCHER, LIB, URL_RE, ProfiledApp, app_command, app_env,
+                     available_runtimes, tree_totals_by_name)
 
 
 def run_plain(args, env=None, profile=False, launcher=True, timeout=120):
@@ -277,6 +278,57 @@ class DotnetRun(unittest.TestCase):
                 self.assertEqual(p.returncode, 0, "".join(err))
                 self.assertEqual(len([l for l in err if URL_RE.search(l)]), dashboards,
                                  "".join(err))
+
+
+STUB_CLSID = "{5B0D7A11-2E4C-4F0B-8C3D-1A2B3C4D5E6F}"
+
+
+class BesideAnotherProfiler(unittest.TestCase):
+    """Another vendor's profiler (an APM tracer) holds CORECLR_PROFILER; here a stand-in,
+    tests/apps/stubprof, that counts the methods the JIT compiles. `clrscope run` leaves it in place
+    and adds clrscope to the runtime's notification profilers: both work, on every runtime."""
+
+    def test_both_profile(self):
+        for rt in available_runtimes():
+            with self.subTest(runtime=rt):
+                tmp = tempfile.mkdtemp(prefix="clrscope-beside-")
+                out = os.path.join(tmp, "stub.out")
+                env = {"CORECLR_ENABLE_PROFILING": "1", "CORECLR_PROFILER": STUB_CLSID,
+                       "CORECLR_PROFILER_PATH": os.path.join(BUILD, "libstubprof.so"),
+                       "STUBPROF_OUT": out, "CLRSCOPE_PROFILES": "cpu"}
+                app = ProfiledApp("cpu-split", ["--seconds", "6"], env=env, runtime=rt)
+                app.start()
+                try:
+                    app.wait_ready()
+                    time.sleep(4.5)
+                    cpu = app.json("/api/v1/flamegraph?type=cpu&seconds=60")
+                    final = app.wait_truth(timeout=60)
+                finally:
+                    app.stop()
+                self.assertTrue(any("loads beside it, as a notification profiler" in l
+                                    for l in app.stderr_lines), app.stderr_lines)
+                with open(out) as f:
+                    jitted = int(f.read().split()[1])
+                self.assertGreater(jitted, 20, "the other profiler got its callbacks")
+                totals = tree_totals_by_name(cpu["root"])
+                heavy = totals.get("TestApp.CpuWork.HeavyCaller", 0)
+                light = totals.get("TestApp.CpuWork.LightCaller", 0)
+                self.assertGreater(heavy + light, 0, sorted(totals)[:20])
+                share = heavy / (heavy + light)
+                truth = final["heavy_cpu_ms"] / (final["heavy_cpu_ms"] + final["light_cpu_ms"])
+                # ~400 samples in the callers: 2 % of error (one standard deviation)
+                self.assertAlmostEqual(share, truth, delta=0.08)
+                shutil.rmtree(tmp, ignore_errors=True)
+
+    def test_named_twice_loads_once(self):
+        """Named as THE profiler and in the notification list too: one clrscope, one dashboard."""
+        code, out, err = run_plain(["hello"], env={
+            "CORECLR_ENABLE_PROFILING": "1", "CORECLR_PROFILER": CLSID, "CORECLR_PROFILER_PATH": LIB,
+            "CORECLR_ENABLE_NOTIFICATION_PROFILERS": "1",
+            "CORECLR_NOTIFICATION_PROFILERS": f"{LIB}={CLSID};", "CLRSCOPE_PORT": "0"})
+        self.assertEqual(code, 0, err)
+        self.assertEqual(out, "hello from TestApp\n")
+        self.assertEqual(len([l for l in err.splitlines() if URL_RE.search(l)]), 1, err)
 
 
 if __name__ == "__main__":
