@@ -90,7 +90,10 @@ static int beside_another_profiler(const char *lib)
         setenv("CORECLR_PROFILER_PATH", lib, 1);
         return 0;
     }
-    const char *list = getenv("CORECLR_NOTIFICATION_PROFILERS");
+    /* the runtime reads the _64 list instead of the plain one when it is set */
+    const char *var = getenv("CORECLR_NOTIFICATION_PROFILERS_64") ? "CORECLR_NOTIFICATION_PROFILERS_64"
+                                                                  : "CORECLR_NOTIFICATION_PROFILERS";
+    const char *list = getenv(var);
     char buf[8192];
     if (list && strcasestr(list, CLSID_STR)) {
         snprintf(buf, sizeof buf, "%s", list); /* already listed (a nested `clrscope run`) */
@@ -101,11 +104,11 @@ static int beside_another_profiler(const char *lib)
         int w = snprintf(buf, sizeof buf, "%s%s%s=%s;", n ? list : "",
                          n && list[n - 1] != ';' ? ";" : "", lib, CLSID_STR);
         if (w < 0 || (size_t)w >= sizeof buf) {
-            fprintf(stderr, "clrscope: CORECLR_NOTIFICATION_PROFILERS is too long to add to\n");
+            fprintf(stderr, "clrscope: %s is too long to add to\n", var);
             return 1;
         }
     }
-    setenv("CORECLR_NOTIFICATION_PROFILERS", buf, 1);
+    setenv(var, buf, 1);
     setenv("CORECLR_ENABLE_NOTIFICATION_PROFILERS", "1", 1);
     fprintf(stderr, "clrscope: CORECLR_PROFILER is another profiler (%.60s); clrscope loads beside "
             "it, as a notification profiler\n", other);

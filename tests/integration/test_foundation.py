@@ -320,6 +320,33 @@ class BesideAnotherProfiler(unittest.TestCase):
                 self.assertAlmostEqual(share, truth, delta=0.08)
                 shutil.rmtree(tmp, ignore_errors=True)
 
+    def test_launcher_adds_to_the_list(self):
+        """The variables `clrscope run` hands on, read back with env(1)."""
+        def run_env(env, nested=False):
+            e = dict(os.environ, CORECLR_ENABLE_PROFILING="1", CORECLR_PROFILER=STUB_CLSID, **env)
+            for k in ("CORECLR_NOTIFICATION_PROFILERS", "CORECLR_NOTIFICATION_PROFILERS_64"):
+                if k not in env:
+                    e.pop(k, None)
+            cmd = [LAUNCHER, "run", "--"] + ([LAUNCHER, "run", "--"] if nested else []) + ["env"]
+            r = subprocess.run(cmd, env=e, capture_output=True, text=True, timeout=30)
+            self.assertEqual(r.returncode, 0, r.stderr)
+            return dict(l.split("=", 1) for l in r.stdout.splitlines() if "=" in l)
+        mine = f"{os.path.realpath(LIB)}={CLSID};"
+        got = run_env({})
+        self.assertEqual(got["CORECLR_PROFILER"], STUB_CLSID)  # left in place
+        self.assertEqual(got["CORECLR_NOTIFICATION_PROFILERS"], mine)
+        self.assertEqual(got["CORECLR_ENABLE_NOTIFICATION_PROFILERS"], "1")
+        # an existing list without its last ';' gets one, then clrscope
+        got = run_env({"CORECLR_NOTIFICATION_PROFILERS": "/x/a.so={1-2}"})
+        self.assertEqual(got["CORECLR_NOTIFICATION_PROFILERS"], "/x/a.so={1-2};" + mine)
+        # the runtime reads the _64 list first: clrscope goes there
+        got = run_env({"CORECLR_NOTIFICATION_PROFILERS_64": "/x/b.so={3-4};"})
+        self.assertEqual(got["CORECLR_NOTIFICATION_PROFILERS_64"], "/x/b.so={3-4};" + mine)
+        self.assertNotIn("CORECLR_NOTIFICATION_PROFILERS", got)
+        # `clrscope run` inside `clrscope run`: listed once
+        got = run_env({}, nested=True)
+        self.assertEqual(got["CORECLR_NOTIFICATION_PROFILERS"], mine)
+
     def test_named_twice_loads_once(self):
         """Named as THE profiler and in the notification list too: one clrscope, one dashboard."""
         code, out, err = run_plain(["hello"], env={
