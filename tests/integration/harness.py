@@ -177,6 +177,15 @@ class ProfiledApp:
                 out.append(json.loads(line[len("truth: "):]))
         return out
 
+    def next_truth(self, timeout=5):
+        """The first truth line printed after this call (or the last one, after `timeout`):
+        with the one before a query, it brackets what the query saw."""
+        seen = len(self.truth_lines())
+        deadline = time.time() + timeout
+        while len(self.truth_lines()) <= seen and time.time() < deadline:
+            time.sleep(0.05)
+        return self.truth_lines()[-1]
+
     # ---- HTTP ----
     def request(self, path, method="GET", data=None, headers=None, timeout=60):
         req = urllib.request.Request(self.url + path, method=method, data=data,

@@ -165,11 +165,7 @@ class ShortLivedThreads(unittest.TestCase):
             cls.truth = app.truth_lines()[-1]
             time.sleep(0.3)  # let the last samples leave the rings
             cls.cpu = app.json("/api/v1/flamegraph?type=cpu&seconds=300")
-            seen = len(app.truth_lines())
-            deadline = time.time() + 5
-            while len(app.truth_lines()) <= seen and time.time() < deadline:
-                time.sleep(0.05)
-            cls.after = app.truth_lines()[-1]
+            cls.after = app.next_truth()
             cls.final = app.wait_truth(timeout=60)
         finally:
             app.stop()

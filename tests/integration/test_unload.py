@@ -50,11 +50,7 @@ class PluginChurn(unittest.TestCase):
             cls.cpu = app.json("/api/v1/flamegraph?type=cpu&seconds=300")
             cls.wall = app.json("/api/v1/flamegraph?type=wall&seconds=300")
             cls.status = app.json("/api/v1/status")
-            seen = len(app.truth_lines())
-            deadline = time.time() + 5
-            while len(app.truth_lines()) <= seen and time.time() < deadline:
-                time.sleep(0.05)
-            cls.after = app.truth_lines()[-1]
+            cls.after = app.next_truth()
             cls.final = app.wait_truth(timeout=SECONDS + 60)
             cls.rc = app.proc.returncode
         finally:
