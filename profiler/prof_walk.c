@@ -48,8 +48,11 @@ const char *prof_walk_mode_name(int mode)
     return mode == PROF_WALK_RUNTIME ? "runtime" : mode == PROF_WALK_CHECK ? "check" : "fp";
 }
 
-/* The executable mappings of clrscope itself and of libcoreclr: the leaf side of a stack taken
- * inside a runtime callback, left out by the frame-pointer walk. */
+/* The executable mappings of clrscope itself and of the runtime: the leaf side of a stack taken
+ * inside a runtime callback, left out by the frame-pointer walk. The runtime is the mapping that
+ * holds the code behind its ICorProfilerInfo (and any of libcoreclr.so): in a self-contained
+ * single-file app it is linked into the app's executable, whose other executable mappings are
+ * the bundle's ReadyToRun assemblies, managed code that must stay in the stack. */
 static void find_skip_ranges(void)
 {
     FILE *f = fopen("/proc/self/maps", "re");
@@ -58,6 +61,7 @@ static void find_skip_ranges(void)
     char line[1024];
     int n = 0;
     uintptr_t self = (uintptr_t)&find_skip_ranges;
+    uintptr_t runtime = g_core.info ? (uintptr_t)g_core.info->vt->DoStackSnapshot : 0;
     while (n < PROF_SIG_SKIP_RANGES && fgets(line, sizeof line, f)) {
         unsigned long lo, hi;
         char perms[8];
@@ -70,7 +74,7 @@ static void find_skip_ranges(void)
         static const char coreclr[] = "/libcoreclr.so";
         int is_coreclr = len >= sizeof coreclr - 1 &&
                          !memcmp(path + len - (sizeof coreclr - 1), coreclr, sizeof coreclr - 1);
-        if (is_coreclr || (self >= lo && self < hi)) {
+        if (is_coreclr || (self >= lo && self < hi) || (runtime >= lo && runtime < hi)) {
             W.skip.lo[n] = lo;
             W.skip.hi[n] = hi;
             n++;

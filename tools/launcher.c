@@ -5,6 +5,8 @@
  *       CORECLR_PROFILER_PATH (and CLRSCOPE_* for the options) and execs COMMAND, so its output,
  *       signals and exit status are exactly its own. When CORECLR_PROFILER already names another
  *       profiler, that one stays and clrscope is added to CORECLR_NOTIFICATION_PROFILERS.
+ *       DOTNET_EnableDiagnostics=0 (which turns profilers off) is narrowed to the diagnostic port
+ *       and the debugger.
  *   clrscope ls   lists the profiled processes of this host (from the discovery files).
  */
 #include <dirent.h>
@@ -115,6 +117,49 @@ static int beside_another_profiler(const char *lib)
     return 0;
 }
 
+/* How the runtime reads one of its DWORD knobs: DOTNET_<name>, else COMPlus_<name>, parsed as
+ * hex from the start (a value it cannot parse leaves the default). Returns the value, or -1 when
+ * the default applies; *var names the variable read. */
+static long runtime_knob(const char *name, char *var, size_t cap)
+{
+    static const char *const prefixes[] = {"DOTNET_", "COMPlus_"};
+    for (size_t i = 0; i < sizeof prefixes / sizeof prefixes[0]; i++) {
+        snprintf(var, cap, "%s%s", prefixes[i], name);
+        const char *v = getenv(var);
+        if (!v)
+            continue;
+        char *end;
+        unsigned long x = strtoul(v, &end, 16);
+        return end == v ? -1 : (long)(x & 0xffffffffUL);
+    }
+    return -1;
+}
+
+/* The runtime loads no profiler when DOTNET_EnableDiagnostics or DOTNET_EnableDiagnostics_Profiler
+ * is 0 (hardened container images set the first), so `clrscope run` would start the app without
+ * clrscope and without a word. The user asked for the profiler: the general switch is replaced by
+ * the two others it stands for (the diagnostic port and the debugger stay off), the profiler's
+ * own switch is turned on, each with a line saying so. */
+static void let_runtime_load_profilers(void)
+{
+    char var[64];
+    if (runtime_knob("EnableDiagnostics", var, sizeof var) == 0) {
+        unsetenv("DOTNET_EnableDiagnostics");
+        unsetenv("COMPlus_EnableDiagnostics");
+        setenv("DOTNET_EnableDiagnostics_IPC", "0", 1);
+        setenv("DOTNET_EnableDiagnostics_Debugger", "0", 1);
+        fprintf(stderr, "clrscope: %s=0 keeps the runtime from loading profilers; for this command "
+                "it is replaced by DOTNET_EnableDiagnostics_IPC=0 and "
+                "DOTNET_EnableDiagnostics_Debugger=0\n", var);
+    }
+    if (runtime_knob("EnableDiagnostics_Profiler", var, sizeof var) == 0) {
+        unsetenv("COMPlus_EnableDiagnostics_Profiler");
+        setenv("DOTNET_EnableDiagnostics_Profiler", "1", 1);
+        fprintf(stderr, "clrscope: %s=0 keeps the runtime from loading profilers; for this command "
+                "it is 1\n", var);
+    }
+}
+
 static int cmd_run(int argc, char **argv)
 {
     int i = 0;
@@ -156,6 +201,7 @@ static int cmd_run(int argc, char **argv)
         return 127;
     if (beside_another_profiler(lib))
         return 2;
+    let_runtime_load_profilers();
     execvp(argv[i], &argv[i]);
     fprintf(stderr, "clrscope: cannot run %s: %s\n", argv[i], strerror(errno));
     return errno == ENOENT ? 127 : 126;

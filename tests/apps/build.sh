@@ -4,11 +4,14 @@
 #   OUT/net10/TestApp   framework-dependent (runs on the installed .NET 10 runtime)
 #   OUT/net9/TestApp    self-contained .NET 9 (its runtime pack restored from NuGet)
 #   OUT/net8/TestApp    self-contained .NET 8
+#   OUT/net10-single/TestApp  self-contained single-file .NET 10 (the runtime linked into the
+#                       app's executable, the assemblies in a bundle), when net10 is built
 #
 # and writes OUT/versions.txt, one "netN RUNTIME_VERSION" line per version built.
 #
 # Usage: tests/apps/build.sh [OUT]        OUT defaults to build/apps under the repository root.
 # Environment: CLRSCOPE_APP_VERSIONS      versions to build, default "10 9 8".
+#              CLRSCOPE_APP_SINGLE_FILE   0 skips the single-file build (default 1).
 #
 # net10 must build (exit 1 otherwise). net9/net8 are skipped, with a message and exit status 0,
 # when their targeting or runtime packs cannot be restored. A version whose sources, SDK and
@@ -96,6 +99,28 @@ for v in $versions; do
     fi
     built+=("net$v $rt")
 done
+
+# The single-file app (not in versions.txt: the same runtime as net10). Its `unload` mode cannot
+# work (a bundled assembly has no path to load again), hence IL3000 stays a warning.
+dest="$out/net10-single"
+if [[ " $versions " == *" 10 "* ]] && [ "${CLRSCOPE_APP_SINGLE_FILE:-1}" != 0 ]; then
+    if [ -x "$dest/TestApp" ] && [ "$(cat "$dest/.stamp" 2>/dev/null)" = "$stamp" ]; then
+        echo "net10-single: up to date"
+    else
+        rm -rf "$dest"
+        echo "net10-single: publishing"
+        log="$work/net10-single.log"
+        if dotnet publish "$proj" "${quiet[@]}" -p:Configuration=Release -p:TargetFrameworks=net10.0 \
+                --artifacts-path "$work/net10-single" -f net10.0 -r linux-x64 --self-contained \
+                -p:PublishSingleFile=true -p:WarningsNotAsErrors=IL3000 -o "$dest" >"$log" 2>&1; then
+            echo "$stamp" >"$dest/.stamp"
+        else
+            rm -rf "$dest"
+            echo "net10-single: SKIPPED: the self-contained single-file publish failed; see $log"
+            skipped+=("net10-single")
+        fi
+    fi
+fi
 
 printf '%s\n' "${built[@]}" >"$out/versions.txt"
 echo "built into $out:"

@@ -2,6 +2,7 @@
 Foundation (issue 2): the profiler loads into a real .NET app, leaves its behaviour alone, and
 serves the dashboard and /api/v1/status as CONTRACT.md says.
 """
+import glob
 import json
 import os
 import shutil
@@ -356,6 +357,56 @@ class BesideAnotherProfiler(unittest.TestCase):
         self.assertEqual(code, 0, err)
         self.assertEqual(out, "hello from TestApp\n")
         self.assertEqual(len([l for l in err.splitlines() if URL_RE.search(l)]), 1, err)
+
+
+class HardenedEnvironment(unittest.TestCase):
+    """Container images often set DOTNET_EnableDiagnostics=0 (no diagnostic port, no debugger),
+    which also keeps the runtime from loading any profiler: `clrscope run` narrows it to the port
+    and the debugger, so the app is profiled and the port stays closed."""
+
+    @staticmethod
+    def diagnostic_sockets(pid):
+        tmp = os.environ.get("TMPDIR") or "/tmp"
+        return glob.glob(os.path.join(tmp, f"dotnet-diagnostic-{pid}-*"))
+
+    def test_enable_diagnostics_off(self):
+        # the runtime's rule, which the launcher works around: the variables alone load nothing
+        code, out, err = run_plain(["hello"], profile=True, launcher=False, env={
+            "DOTNET_EnableDiagnostics": "0", "CLRSCOPE_PORT": "0"})
+        self.assertEqual((code, out), (0, "hello from TestApp\n"), err)
+        self.assertNotIn("clrscope: dashboard", err)
+        for rt in available_runtimes():
+            variants = [{"DOTNET_EnableDiagnostics": "0"}]
+            if rt == "net10":
+                variants += [{"COMPlus_EnableDiagnostics": "0"},
+                             {"DOTNET_EnableDiagnostics_Profiler": "0"}, {}]
+            for off in variants:
+                with self.subTest(runtime=rt, env=off):
+                    app = ProfiledApp("cpu-split", ["--seconds", "4"], runtime=rt,
+                                      env=dict(off, CLRSCOPE_PROFILES="cpu"))
+                    app.start()
+                    try:
+                        app.wait_ready()
+                        socks = self.diagnostic_sockets(app.pid)
+                        time.sleep(3)
+                        cpu = app.json("/api/v1/flamegraph?type=cpu&seconds=60")
+                        final = app.wait_truth(timeout=60)
+                    finally:
+                        app.stop()
+                    said = [l for l in app.stderr_lines if "keeps the runtime from loading" in l]
+                    self.assertEqual(len(said), 1 if off else 0, app.stderr_lines)
+                    if off:
+                        self.assertIn(next(iter(off)) + "=0", said[0])
+                    # the diagnostic port stays as the user had it: closed under
+                    # EnableDiagnostics=0, open otherwise (which shows the check can see it)
+                    general_off = any(k.endswith("_EnableDiagnostics") for k in off)
+                    self.assertEqual(bool(socks), not general_off, socks)
+                    totals = tree_totals_by_name(cpu["root"])
+                    heavy = totals.get("TestApp.CpuWork.HeavyCaller", 0)
+                    light = totals.get("TestApp.CpuWork.LightCaller", 0)
+                    self.assertGreater(heavy + light, 0, sorted(totals)[:20])
+                    truth = final["heavy_cpu_ms"] / (final["heavy_cpu_ms"] + final["light_cpu_ms"])
+                    self.assertAlmostEqual(heavy / (heavy + light), truth, delta=0.1)
 
 
 if __name__ == "__main__":
