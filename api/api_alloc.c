@@ -112,6 +112,7 @@ static void add_exact(cJSON *o, cJSON *tot, double t_from, double t_to)
                                      "times a second (see /api/v1/counters)"
             : !cs.enabled ? "the runtime counters are off (CLRSCOPE_RUNTIME_COUNTERS=0 or refused "
                             "by the runtime)"
+            : cs.silent ? PROF_COUNTERS_SILENT_NOTE
             : !cs.events ? "the runtime has not delivered its System.Runtime counters yet (they "
                            "start once the app's managed code runs and come once a second)"
                          : "the runtime's allocated-bytes counter does not cover a whole second "

@@ -40,6 +40,8 @@ int api_counters(const struct web_req *r)
                                 "finalizer thread after every GC; the app collected more often "
                                 "than CLRSCOPE_RUNTIME_COUNTERS_MAX_GC_RATE times a second");
     }
+    if (st.silent)
+        cJSON_AddStringToObject(o, "note", PROF_COUNTERS_SILENT_NOTE);
     cJSON *arr = cJSON_AddArrayToObject(o, "counters");
     for (int i = 0; i < n; i++) {
         cJSON *e = cJSON_CreateObject();

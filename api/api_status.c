@@ -47,6 +47,8 @@ int api_status(const struct web_req *r)
     if (cs.stopped_gc_rate > 0)
         cJSON_AddNumberToObject(rc, "stopped_at_gc_rate", cs.stopped_gc_rate);
     cJSON_AddNumberToObject(rc, "events", (double)cs.events);
+    if (cs.silent)
+        cJSON_AddStringToObject(rc, "note", PROF_COUNTERS_SILENT_NOTE);
     cJSON_AddNumberToObject(rc, "malformed", (double)cs.malformed);
     cJSON_AddNumberToObject(rc, "dropped", (double)cs.dropped);
 
@@ -83,6 +85,7 @@ int api_status(const struct web_req *r)
         cJSON_AddNumberToObject(sg, "truncated", (double)ss.sig.truncated);
         cJSON_AddNumberToObject(sg, "maps_refreshes", (double)ss.sig.maps_refreshes);
         cJSON_AddNumberToObject(sg, "new_code", (double)ss.sig.new_code);
+        cJSON_AddNumberToObject(sg, "osr_returns", (double)ss.sig.osr_returns);
     }
 
     struct prof_store_stats st;

@@ -20,6 +20,7 @@
 #define IPCACHE_SIZE 8192 /* direct-mapped ip -> method cache, power of two */
 #define PROLOG_BYTES 64
 #define CALLSITE_CACHE 1024 /* return address -> "follows a call" (power of two) */
+#define OSR_RETURNS 1024    /* return addresses of OSR frames into Tier0 code, at most */
 
 struct code {
     uintptr_t lo, hi;
@@ -35,7 +36,8 @@ struct ipc {
 
 struct frame {
     uintptr_t ip;
-    int ret; /* a return address (looked up at ip - 1) */
+    int ret;   /* a return address (looked up at ip - 1) */
+    int found; /* read off the chain by the handler (an OSR method's Tier0 record) */
 };
 
 struct callsite {
@@ -51,6 +53,11 @@ static struct {
     struct frame *frames;
     int max_frames;
     int frameless_dirty;
+    /* where OSR frames return into Tier0 code (sorted; kept across the periodic flush, which
+     * forgets nothing that changed, dropped at an unload, which may free that code) */
+    uintptr_t osr_ra[OSR_RETURNS];
+    uint32_t nosr;
+    int osr_dirty;
     int64_t flushed_at;
     uint32_t epoch; /* prof_unload's epoch the tables were learned in */
     int no_code_reads;
@@ -318,6 +325,9 @@ static FunctionID lookup(uintptr_t key, int *code)
         C.epoch = epoch;
         flush(C.flushed_at);
         C.st.unload_flushes++;
+        C.nosr = 0;
+        C.st.osr_returns = 0;
+        C.osr_dirty = 1;
     }
     struct ipc *e = &C.cache[(key ^ (key >> 13)) & (IPCACHE_SIZE - 1)];
     if (e->key == key) {
@@ -497,6 +507,21 @@ static int leaf_fix(const struct prof_sigsample *s, struct frame *out, int cap)
     return n;
 }
 
+/* Remembers that an OSR frame returns to ra (in its Tier0 code), for the handler. */
+static void note_osr_return(uintptr_t ra)
+{
+    uint32_t at = 0;
+    while (at < C.nosr && C.osr_ra[at] < ra)
+        at++;
+    if ((at < C.nosr && C.osr_ra[at] == ra) || C.nosr >= OSR_RETURNS)
+        return;
+    memmove(&C.osr_ra[at + 1], &C.osr_ra[at], (C.nosr - at) * sizeof *C.osr_ra);
+    C.osr_ra[at] = ra;
+    C.nosr++;
+    C.osr_dirty = 1;
+    C.st.osr_returns = C.nosr;
+}
+
 int prof_codemap_name_stack(const struct prof_sigsample *s, const char **names,
                             unsigned char *managed, int cap)
 {
@@ -506,7 +531,8 @@ int prof_codemap_name_stack(const struct prof_sigsample *s, const char **names,
         nf += leaf_fix(s, &C.frames[nf], PROF_SIG_MAX_HOPS);
     }
     for (int i = 1; i < s->n && nf < C.max_frames + PROF_SIG_MAX_HOPS + 1; i++)
-        C.frames[nf++] = (struct frame){.ip = s->ips[i], .ret = 1};
+        C.frames[nf++] = (struct frame){.ip = s->ips[i], .ret = 1,
+                                        .found = i < 64 && (s->found >> i & 1)};
 
     int k = 0, outer = -1, prev_code = -1;
     FunctionID prev_fn = 0;
@@ -514,9 +540,20 @@ int prof_codemap_name_stack(const struct prof_sigsample *s, const char **names,
         uintptr_t key = C.frames[i].ret ? C.frames[i].ip - 1 : C.frames[i].ip;
         int code;
         FunctionID fn = lookup(key, &code);
+        /* a Tier0 record found behind an OSR frame is a frame only if it is managed code right
+         * after a call instruction */
+        if (C.frames[i].found && !(fn && after_call(C.frames[i].ip))) {
+            C.st.gap_dropped++;
+            continue;
+        }
+        C.st.gap_kept += C.frames[i].found;
         if (fn && fn == prev_fn && code >= 0 && prev_code >= 0 && code != prev_code &&
             C.pool[code].lo != C.pool[prev_code].lo) {
-            prev_code = code; /* OSR code and the Tier0 frame it runs on: one frame */
+            /* OSR code and the Tier0 frame it runs on: one frame. The handler is told where the
+             * OSR frame returns, so that it finds the Tier0 record passed over there. */
+            if (C.frames[i].ret)
+                note_osr_return(C.frames[i].ip);
+            prev_code = code;
             continue;
         }
         const char *name = fn ? prof_symbols_function(fn) : prof_sigsample_native_name(key);
@@ -541,10 +578,15 @@ int prof_codemap_name_stack(const struct prof_sigsample *s, const char **names,
     return k;
 }
 
+
 void prof_codemap_tick(int64_t now)
 {
     if (now - C.flushed_at >= CODEMAP_FLUSH_NS)
         flush(now);
+    if (C.osr_dirty) { /* the return addresses of OSR frames (prof_sig_osrs) */
+        C.osr_dirty = 0;
+        prof_sigsample_set_osr(C.osr_ra, C.nosr);
+    }
     if (!C.frameless_dirty)
         return;
     C.frameless_dirty = 0;

@@ -69,6 +69,7 @@ struct prof_codemap_stats {
     uint64_t gap_kept;     /* prof_codemap_returns: candidate frames kept (off-chain records) */
     uint64_t gap_dropped;  /* and dropped */
     uint64_t unload_flushes; /* tables dropped because a module unload started (prof_unload.h) */
+    uint64_t osr_returns;  /* return addresses of OSR frames told to the signal walk */
 };
 
 int prof_codemap_init(int max_frames);

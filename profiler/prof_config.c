@@ -9,6 +9,7 @@
 #include <strings.h>
 #include <unistd.h>
 
+#include "prof_files.h"
 #include "prof_log.h"
 
 struct prof_config g_cfg;
@@ -154,7 +155,19 @@ void prof_config_load(void)
     c->profile_sdk = prof_env_bool("CLRSCOPE_PROFILE_SDK", 0);
     c->port = (int)prof_env_long("CLRSCOPE_PORT", 6060, 0, 65535);
     copy_env("CLRSCOPE_BIND", c->bind, sizeof c->bind, "127.0.0.1");
-    copy_env("CLRSCOPE_TOKEN", c->token, sizeof c->token, "");
+    /* A token that cannot be used must not leave the dashboard open: it stays off instead. */
+    const char *tok = getenv("CLRSCOPE_TOKEN");
+    size_t tlen = tok ? strlen(tok) : 0, tok_ok = tlen < sizeof c->token;
+    for (size_t i = 0; tok_ok && i < tlen; i++)
+        tok_ok = (tok[i] >= '0' && tok[i] <= '9') || (tok[i] >= 'A' && tok[i] <= 'Z') ||
+                 (tok[i] >= 'a' && tok[i] <= 'z') || strchr("-._~/=", tok[i]);
+    if (tlen && !tok_ok) {
+        prof_log(LOG_ERROR, "CLRSCOPE_TOKEN must be 1 to %zu characters of A-Z a-z 0-9 - . _ ~ / "
+                 "=; the dashboard stays off", sizeof c->token - 1);
+        c->token_bad = 1;
+        tlen = 0;
+    }
+    snprintf(c->token, sizeof c->token, "%.*s", (int)tlen, tlen ? tok : "");
     if (!strcmp(c->token, "auto")) {
         random_token(c->token, sizeof c->token);
         c->token_auto = 1;
@@ -167,10 +180,10 @@ void prof_config_load(void)
     c->max_threads = (int)prof_env_long("CLRSCOPE_MAX_THREADS", 4096, 1, 1 << 16);
     c->gc_warn = prof_env_double("CLRSCOPE_GC_WARN", 0.30, 0.0, 1.0);
     c->profiles = parse_profiles();
-    const char *rt = getenv("XDG_RUNTIME_DIR");
+    const char *rt = prof_runtime_dir();
     char defdir[400];
-    if (rt && rt[0] == '/')
-        snprintf(defdir, sizeof defdir, "%.300s/clrscope/dumps", rt);
+    if (rt)
+        snprintf(defdir, sizeof defdir, "%s/clrscope/dumps", rt);
     else /* per user: another user's 0700 directory must not break our snapshots */
         snprintf(defdir, sizeof defdir, "/tmp/clrscope-dumps-%u", (unsigned)getuid());
     copy_env("CLRSCOPE_DUMP_DIR", c->dump_dir, sizeof c->dump_dir, defdir);
@@ -179,6 +192,7 @@ void prof_config_load(void)
                  c->dump_dir, defdir);
         snprintf(c->dump_dir, sizeof c->dump_dir, "%s", defdir);
     }
+    c->dump_dir_default = !strcmp(c->dump_dir, defdir);
     c->dump_keep = (int)prof_env_long("CLRSCOPE_DUMP_KEEP", 5, 1, 1000);
     c->dump_max_heap = prof_env_long("CLRSCOPE_DUMP_MAX_HEAP_MB", 4096, 1, 1L << 30) * 1048576L;
     c->exception_rate = (int)prof_env_long("CLRSCOPE_EXCEPTION_SAMPLES_PER_S", 100, 1, 100000);

@@ -25,8 +25,9 @@ struct prof_config {
     int profile_sdk;      /* CLRSCOPE_PROFILE_SDK (0): the .NET SDK's own processes too */
     int port;             /* CLRSCOPE_PORT (6060; 0 = any) */
     char bind[64];        /* CLRSCOPE_BIND (127.0.0.1) */
-    char token[80];       /* CLRSCOPE_TOKEN ("" = none; "auto" replaced by a random one) */
+    char token[256];      /* CLRSCOPE_TOKEN ("" = none; "auto" replaced by a random one) */
     int token_auto;       /* token was generated */
+    int token_bad;        /* CLRSCOPE_TOKEN set but unusable: the dashboard stays off */
     int log_level;        /* CLRSCOPE_LOG_LEVEL */
     int sampling_hz;      /* CLRSCOPE_SAMPLING_HZ (100, 1..1000) */
     int history_s;        /* CLRSCOPE_HISTORY_S (900) */
@@ -37,6 +38,7 @@ struct prof_config {
     double gc_warn;       /* CLRSCOPE_GC_WARN (0.30) */
     unsigned profiles;    /* CLRSCOPE_PROFILES (all) */
     char dump_dir[512];   /* CLRSCOPE_DUMP_DIR */
+    int dump_dir_default; /* dump_dir is clrscope's default: it must be private (prof_files.h) */
     int dump_keep;        /* CLRSCOPE_DUMP_KEEP (5) */
     int64_t dump_max_heap;/* CLRSCOPE_DUMP_MAX_HEAP_MB (4096) in bytes */
     int exception_rate;   /* CLRSCOPE_EXCEPTION_SAMPLES_PER_S (100) */

@@ -30,6 +30,9 @@ struct entry {
  * CLRSCOPE_RUNTIME_COUNTERS_MAX_GC_RATE GCs a second, averaged over GUARD_WINDOW_S, their
  * session is stopped. */
 #define GUARD_WINDOW_S 10.0
+/* No counter event this long after start: the runtime will send none (an app built with
+ * EventSourceSupport=false has no managed EventSources, System.Runtime's included). */
+#define SILENT_AFTER_S 15.0
 
 static struct {
     int enabled;         /* atomic: the counters' session runs */
@@ -38,6 +41,7 @@ static struct {
     double guard_t;      /* clrscope-agg: the guard's window start (unix s), 0 = not yet */
     uint64_t guard_gcs;
     int stopped;         /* atomic: the guard stopped them (the two below are set before) */
+    int silent;          /* atomic: none came in the first SILENT_AFTER_S (logged once) */
     double stopped_rate, stopped_t;
     uint64_t *alloc_sec; /* nsec slots */
     uint32_t nsec;
@@ -84,7 +88,16 @@ void prof_counters_gc_finished(void)
 
 void prof_counters_tick(double now)
 {
-    if (!__atomic_load_n(&C.enabled, __ATOMIC_RELAXED) || !C.max_gc_rate)
+    if (!__atomic_load_n(&C.enabled, __ATOMIC_RELAXED))
+        return;
+    if (!C.silent && !__atomic_load_n(&C.events, __ATOMIC_RELAXED) &&
+        now - g_core.start_unix >= SILENT_AFTER_S) {
+        __atomic_store_n(&C.silent, 1, __ATOMIC_RELAXED);
+        prof_log(LOG_INFO, "runtime counters: none in the %.0f s since start; an app built with "
+                 "EventSourceSupport=false (trimmed apps often are) has none: no exact allocated "
+                 "total, /api/v1/counters stays empty", SILENT_AFTER_S);
+    }
+    if (!C.max_gc_rate)
         return;
     uint64_t gcs = __atomic_load_n(&C.gcs, __ATOMIC_RELAXED);
     if (C.guard_t <= 0 || now < C.guard_t) {
@@ -246,6 +259,7 @@ void prof_counters_get_stats(struct prof_counters_stats *out)
     out->stopped_t = stopped ? C.stopped_t : 0;
     out->max_gc_rate = C.max_gc_rate;
     out->events = __atomic_load_n(&C.events, __ATOMIC_RELAXED);
+    out->silent = out->events == 0 && __atomic_load_n(&C.silent, __ATOMIC_RELAXED);
     out->malformed = __atomic_load_n(&C.malformed, __ATOMIC_RELAXED);
     out->dropped = __atomic_load_n(&C.dropped, __ATOMIC_RELAXED);
 }

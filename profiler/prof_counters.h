@@ -62,9 +62,13 @@ struct prof_counters_stats {
     double stopped_t;       /* ... at this unix time */
     long max_gc_rate;       /* the guard's threshold (0 = off) */
     uint64_t events;    /* counter events read */
+    int silent;         /* none yet, PROF_COUNTERS_SILENT_NOTE after start: none will come */
     uint64_t malformed; /* System.Runtime events that could not be read */
     uint64_t dropped;   /* values of counters past PROF_COUNTERS_MAX */
 };
 void prof_counters_get_stats(struct prof_counters_stats *out);
+#define PROF_COUNTERS_SILENT_NOTE                                                                \
+    "no System.Runtime counter came in the 15 s after start: the app was likely built with "  \
+    "EventSourceSupport=false (trimmed apps often are), which leaves the runtime no counters"
 
 #endif

@@ -35,6 +35,7 @@
 #include "dd_profile.h"
 #include "prof_config.h"
 #include "prof_core.h"
+#include "prof_files.h"
 #include "prof_log.h"
 
 #define ORIGIN "clrscope"
@@ -130,7 +131,10 @@ static void write_file(const unsigned char *data, size_t len, double t_to, uint6
             *p = '_';
     snprintf(tmp, sizeof tmp, "%s.tmp", path);
     int ok = mkdir_p(dir) == 0;
-    FILE *f = ok ? fopen(tmp, "wbe") : NULL;
+    int fd = ok ? prof_files_create(tmp, 0644) : -1;
+    FILE *f = fd >= 0 ? fdopen(fd, "wb") : NULL;
+    if (fd >= 0 && !f)
+        close(fd);
     ok = f && fwrite(data, 1, len, f) == len;
     if (f && fclose(f))
         ok = 0;
@@ -138,7 +142,7 @@ static void write_file(const unsigned char *data, size_t len, double t_to, uint6
         ok = 0;
     if (!ok) {
         int err = errno;
-        if (f)
+        if (fd >= 0)
             unlink(tmp);
         prof_log_once(logged, LOG_WARN, "export: cannot write %s: %s; further file errors are "
                       "counted in /api/v1/status", path, strerror(err));

@@ -35,6 +35,7 @@
 #include "prof_config.h"
 #include "prof_core.h"
 #include "prof_events.h"
+#include "prof_files.h"
 #include "prof_log.h"
 #include "prof_symbols.h"
 #include "prof_unload.h"
@@ -545,13 +546,15 @@ static int write_file(struct hs_snapshot *s, const struct heap_graph *g, const c
     char path[600], tmp[620];
     snprintf(path, sizeof path, "%.500s/clrscope-%d-%d.gcdump", dir, (int)g_core.pid, s->id);
     snprintf(tmp, sizeof tmp, "%s.tmp", path);
-    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+    int fd = prof_files_create(tmp, 0600);
     FILE *f = fd >= 0 ? fdopen(fd, "wb") : NULL;
     if (!f) {
         errtext(errno, e, sizeof e);
         snprintf(err, errcap, "cannot write %.140s: %.90s", tmp, e);
-        if (fd >= 0)
+        if (fd >= 0) {
             close(fd);
+            unlink(tmp);
+        }
         return -1;
     }
     char *iobuf = malloc(1 << 20);
@@ -884,10 +887,14 @@ static void analyse(struct hs_snapshot *s, struct heap_capture *cap)
 static void run_snapshot(struct hs_snapshot *s)
 {
     char err[256];
-    if (mkdirs(g_cfg.dump_dir) || access(g_cfg.dump_dir, W_OK)) {
-        errtext(errno, err, sizeof err);
-        char msg[320];
-        snprintf(msg, sizeof msg, "cannot write snapshots to %.180s: %.100s", g_cfg.dump_dir, err);
+    /* the default directory lies in /tmp: it must be this user's alone (prof_files.h) */
+    if ((g_cfg.dump_dir_default ? prof_files_private_dir(g_cfg.dump_dir) : mkdirs(g_cfg.dump_dir)) ||
+        access(g_cfg.dump_dir, W_OK)) {
+        int e = errno;
+        errtext(e, err, sizeof err);
+        char msg[400];
+        snprintf(msg, sizeof msg, "cannot write snapshots to %.180s: %.100s%s", g_cfg.dump_dir, err,
+                 e == EPERM ? " (it belongs to another user; set CLRSCOPE_DUMP_DIR)" : "");
         snap_fail(s, msg);
         return;
     }

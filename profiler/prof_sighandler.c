@@ -243,6 +243,47 @@ static int hidden_after(uintptr_t *ips, uint32_t *n, uint32_t max, uintptr_t bp,
     return 0;
 }
 
+/* Whether an OSR frame returns to ra (see struct prof_sig_osrs). */
+static int osr_returns(const struct prof_sig_osrs *t, uintptr_t ra)
+{
+    if (!t)
+        return 0;
+    uint32_t lo = 0, hi = t->n;
+    while (lo < hi) {
+        uint32_t mid = lo + (hi - lo) / 2;
+        if (ra < t->ra[mid])
+            hi = mid;
+        else if (ra > t->ra[mid])
+            lo = mid + 1;
+        else
+            return 1;
+    }
+    return 0;
+}
+
+/* The OSR frame at bp returned into its Tier0 code and chains to next: appends the Tier0 frame's
+ * record between the two (the first word up from bp that holds next, followed by a code
+ * address), marked in *found. Returns -1 when the walk must end. */
+static int osr_record(uintptr_t *ips, uint32_t *n, uint32_t max, uintptr_t bp, uintptr_t next,
+                      uintptr_t top, const struct prof_sig_maps *m,
+                      const struct prof_sig_codes *codes, uint64_t *found, uint32_t *flags)
+{
+    uintptr_t end = next < top ? next : top;
+    for (uint32_t i = 0; i < PROF_SIG_OSR_SCAN; i++) {
+        uintptr_t a = bp + 16 + 8 * i;
+        if (a + 16 > end)
+            break;
+        if (load_word(a) != next)
+            continue;
+        uintptr_t ra = load_word(a + 8);
+        if (find_range(m->exec, m->nexec, ra))
+            return push(ips, n, max, a + 8, ra, next, top, m, codes, found, found, flags) < 0
+                       ? -1
+                       : 0;
+    }
+    return 0;
+}
+
 /* Follows the frame-pointer chain from bp on the stack [sp, top), appending return addresses to
  * ips[n..max); returns the new count. Every load is a stack word inside [sp, top). A self-walk
  * (sw, NULL in the signal handler) leaves out the leading return addresses inside sw->skip, and
@@ -250,9 +291,10 @@ static int hidden_after(uintptr_t *ips, uint32_t *n, uint32_t max, uintptr_t bp,
  * runtime stub the app's code called) and after each kept frame (OSR). */
 static uint32_t chain(uintptr_t *ips, uint32_t n, uint32_t max, uintptr_t sp, uintptr_t bp,
                       uintptr_t top, const struct prof_sig_maps *m, struct self_walk *sw,
-                      uint32_t *flags)
+                      uint64_t *found, uint32_t *flags)
 {
     const struct prof_sig_codes *codes = __atomic_load_n(&g_sig.codes, __ATOMIC_SEQ_CST);
+    const struct prof_sig_osrs *osrs = sw ? NULL : __atomic_load_n(&g_sig.osr, __ATOMIC_SEQ_CST);
     int leading = sw != NULL;         /* still in clrscope's and the runtime's frames */
     uintptr_t last_bp = 0, last_x = 0; /* the last of those */
     while (bp >= sp && bp <= top - 16 && !(bp & 7)) {
@@ -282,6 +324,10 @@ static uint32_t chain(uintptr_t *ips, uint32_t n, uint32_t max, uintptr_t sp, ui
                 return n;
             if (sw && !hops && next > bp &&
                 hidden_after(ips, &n, max, bp, ra, next, top, m, codes, sw, 0, flags) < 0)
+                return n;
+            /* n < 64: the found frame must get its bit (the sampler checks it) */
+            if (osrs && !hops && next > bp && n < 64 && osr_returns(osrs, ra) &&
+                osr_record(ips, &n, max, bp, next, top, m, codes, found, flags) < 0)
                 return n;
         }
         if (next <= bp)
@@ -321,7 +367,7 @@ static uint32_t walk(struct prof_sig_entry *e, const ucontext_t *uc)
     for (uintptr_t a = sp; w < PROF_SIG_WINDOW && a <= top - 8; a += 8)
         e->window[w++] = load_word(a);
     e->nwindow = w;
-    n = chain(e->ips, n, max, sp, bp, top, m, NULL, &flags);
+    n = chain(e->ips, n, max, sp, bp, top, m, NULL, &e->found, &flags);
     e->flags |= flags & (PROF_SIG_F_TRUNCATED | PROF_SIG_F_NEWCODE);
     if (flags & PROF_SIG_F_NEWCODE) /* the JIT may have mapped code since the snapshot */
         __atomic_add_fetch(&g_sig.code_miss, 1, __ATOMIC_RELAXED);
@@ -355,7 +401,7 @@ __attribute__((noinline)) uint32_t prof_sig_walk_self(uintptr_t *ips, uint32_t m
         __asm__ volatile("mov %%rsp, %0" : "=r"(sp));
         uintptr_t top = stack_top(m, sp, flags);
         if (top)
-            n = chain(ips, 0, max, sp, bp, top, m, &sw, flags);
+            n = chain(ips, 0, max, sp, bp, top, m, &sw, NULL, flags);
         if (*flags & PROF_SIG_F_NOTCODE)
             __atomic_add_fetch(&g_sig.maps_miss, 1, __ATOMIC_RELAXED); /* new code? */
     }
@@ -398,6 +444,7 @@ void prof_sig_handler(int sig, siginfo_t *si, void *ucv)
         goto out;
     }
     e->flags = 0;
+    e->found = 0;
     e->nwindow = 0;
     e->epoch = __atomic_load_n(&g_sig.unload_epoch, __ATOMIC_ACQUIRE);
     e->overrun = expirations - 1;

@@ -57,6 +57,7 @@ struct prof_sig_entry {
     uint32_t overrun; /* timer expirations folded into this one by the kernel */
     uint32_t nwindow; /* window[0..nwindow) = the words at sp, sp + 8, ... */
     uint32_t epoch;   /* g_sig.unload_epoch when the sample was taken (prof_unload.h) */
+    uint64_t found;   /* bit i: ips[i] was read off the chain (an OSR method's Tier0 record) */
     uintptr_t window[PROF_SIG_WINDOW];
     uintptr_t ips[];  /* g_sig.max_frames entries */
 };
@@ -89,6 +90,19 @@ struct prof_sig_codes {
     uint32_t n;
     struct prof_sig_code c[];
 };
+
+/* Return addresses into Tier0 code that OSR frames return to. OSR code runs on its Tier0 frame,
+ * and its own frame record copies the Tier0 frame's saved rbp (so it chains to the method's
+ * caller) with the return address of the patchpoint call into the Tier0 code: the Tier0 record,
+ * which holds the return address into the method's caller, is passed over. Where the chain meets
+ * one of these addresses the signal walk looks for that record between the two frames (at most
+ * PROF_SIG_OSR_SCAN words). Learned by the sampler as it names frames (OSR code followed by
+ * Tier0 code of the same method). */
+struct prof_sig_osrs {
+    uint32_t n;
+    uintptr_t ra[]; /* sorted */
+};
+#define PROF_SIG_OSR_SCAN 256
 
 /* An immutable picture of /proc/self/maps, sorted by address. */
 struct prof_sig_maps {
@@ -160,6 +174,7 @@ struct prof_sig_shared {
     struct prof_sig_maps *maps;                         /* atomic */
     struct prof_sig_codes *codes;                       /* atomic, may be NULL */
     struct prof_sig_hiddens *hidden;                    /* atomic, may be NULL (self-walks) */
+    struct prof_sig_osrs *osr;                          /* atomic, may be NULL (signal walks) */
     int inflight;                                       /* atomic: handlers running now */
     /* atomic counters (handler side) */
     uint64_t handled, stale, ring_full, no_stack, altstack, maps_miss;

@@ -3,6 +3,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -57,6 +58,7 @@ static struct {
     int maps_dirty;
     uint64_t phase_rng; /* xorshift64 state for the timers' first expiries (never 0) */
     uint64_t timer_failures, samples, truncated, maps_refreshes, new_code;
+    size_t osr_returns; /* in the published OSR table */
 } S;
 
 static int timer_failure_logged, maps_failure_logged;
@@ -311,6 +313,28 @@ void prof_sigsample_set_frameless(const uintptr_t (*ranges)[3], size_t n)
         retire(old, -1);
 }
 
+static int cmp_uintptr(const void *a, const void *b)
+{
+    uintptr_t x = *(const uintptr_t *)a, y = *(const uintptr_t *)b;
+    return x < y ? -1 : x > y;
+}
+
+void prof_sigsample_set_osr(const uintptr_t *ra, size_t n)
+{
+    if (!S.maps_kept)
+        return;
+    struct prof_sig_osrs *t = malloc(sizeof *t + (n ? n : 1) * sizeof t->ra[0]);
+    if (!t)
+        return;
+    t->n = (uint32_t)n;
+    memcpy(t->ra, ra, n * sizeof *ra);
+    qsort(t->ra, n, sizeof t->ra[0], cmp_uintptr);
+    struct prof_sig_osrs *old = __atomic_exchange_n(&g_sig.osr, t, __ATOMIC_SEQ_CST);
+    if (old)
+        retire(old, -1);
+    S.osr_returns = n;
+}
+
 static int cmp_hidden(const void *a, const void *b)
 {
     const struct prof_sig_hidden *x = a, *y = b;
@@ -391,12 +415,35 @@ void prof_sigsample_maintain(int64_t now)
 
 /* ---- signal ---- */
 
+/* The signals the process's main thread blocks (SigBlk of /proc/self/status): a mask inherited
+ * from whoever started the process (a container's init, a supervisor) reaches every thread the
+ * runtime starts, and a timer signal blocked there would stay pending for good. 0 if unknown. */
+static uint64_t main_thread_blocked(void)
+{
+    FILE *f = fopen("/proc/self/status", "re");
+    if (!f)
+        return 0;
+    char line[256];
+    unsigned long long mask = 0;
+    while (fgets(line, sizeof line, f))
+        if (sscanf(line, "SigBlk: %llx", &mask) == 1)
+            break;
+    fclose(f);
+    return (uint64_t)mask;
+}
+
 static int pick_signal(void)
 {
     static const int candidates[] = {SIGPROF, SIGUSR2, SIGUSR1};
+    sigset_t mine; /* the thread starting the sampler may block more than the main thread */
+    uint64_t blocked = main_thread_blocked();
+    if (!pthread_sigmask(SIG_BLOCK, NULL, &mine))
+        for (int s = 1; s <= 64; s++)
+            if (sigismember(&mine, s) == 1)
+                blocked |= 1ull << (s - 1);
     for (size_t i = 0; i < sizeof candidates / sizeof *candidates; i++) {
         struct sigaction old;
-        if (sigaction(candidates[i], NULL, &old))
+        if (sigaction(candidates[i], NULL, &old) || (blocked >> (candidates[i] - 1) & 1))
             continue;
         if (!(old.sa_flags & SA_SIGINFO) && old.sa_handler == SIG_DFL)
             return candidates[i];
@@ -418,8 +465,8 @@ int prof_sigsample_start(int hz, int max_frames, int max_threads, int entries)
         return 0;
     int sig = pick_signal();
     if (!sig) {
-        prof_log(LOG_WARN, "cpu sampler: SIGPROF, SIGUSR2 and SIGUSR1 all have handlers; "
-                 "falling back to the stop-the-world sampler");
+        prof_log(LOG_WARN, "cpu sampler: SIGPROF, SIGUSR2 and SIGUSR1 all have handlers, are "
+                 "ignored or are blocked; falling back to the stop-the-world sampler");
         return -EBUSY;
     }
     S.max_rings = max_threads < PROF_SIG_CHUNK * PROF_SIG_MAX_CHUNKS
@@ -550,7 +597,7 @@ static int drain_ring(const struct sthread *t, prof_sigsample_fn fn, void *arg)
             S.new_code++;
         struct prof_sigsample smp = {.tid = t->tid, .flags = (int)e->flags, .n = (int)n,
                                      .nwindow = (int)nw, .ips = e->ips, .window = e->window,
-                                     .cpu_ns = cpu, .epoch = e->epoch};
+                                     .cpu_ns = cpu, .epoch = e->epoch, .found = e->found};
         fn(arg, &smp);
         __atomic_store_n(&e->state, PROF_SIG_EMPTY, __ATOMIC_RELEASE);
         got++;
@@ -667,4 +714,5 @@ void prof_sigsample_get_stats(struct prof_sigsample_stats *out)
     out->truncated = S.truncated;
     out->maps_refreshes = S.maps_refreshes;
     out->new_code = S.new_code;
+    out->osr_returns = S.osr_returns;
 }

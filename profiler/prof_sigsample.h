@@ -37,6 +37,7 @@ struct prof_sigsample_stats {
     uint64_t truncated;        /* walks stopped at CLRSCOPE_MAX_FRAMES */
     uint64_t maps_refreshes;   /* /proc/self/maps snapshots taken */
     uint64_t new_code;         /* walks cut at code mapped since the snapshot (refresh asked) */
+    uint64_t osr_returns;      /* return addresses of OSR frames the walk looks behind */
 };
 
 /* One captured sample, valid during the callback only. */
@@ -49,6 +50,7 @@ struct prof_sigsample {
     const uintptr_t *window;
     int64_t cpu_ns;         /* the CPU time this sample stands for */
     uint32_t epoch;         /* the unload epoch it was taken in (prof_unload.h) */
+    uint64_t found;         /* bit i: ips[i] was read off the chain (an OSR Tier0 record) */
 };
 
 typedef void (*prof_sigsample_fn)(void *arg, const struct prof_sigsample *s);
@@ -84,6 +86,9 @@ int prof_sigsample_is_code(uintptr_t ip);
 void prof_sigsample_refresh_maps(int sure);
 /* Publishes the frameless methods the handler may hop over: {lo, hi, frame} triples, copied. */
 void prof_sigsample_set_frameless(const uintptr_t (*ranges)[3], size_t n);
+/* Publishes the return addresses behind which the signal walk looks for an OSR method's Tier0
+ * record (struct prof_sig_osrs), copied. */
+void prof_sigsample_set_osr(const uintptr_t *ra, size_t n);
 /* Publishes where self-walks find the frame records the chain passes over (copied; see
  * prof_sighandler.h). From clrscope-agg too, holding prof_codemap_lock(), which the sampler
  * thread holds around all of this module's work. */

@@ -270,16 +270,28 @@ static int list_dir(const char *dir, int *shown)
             continue;
         char path[PATH_MAX];
         snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
-        FILE *f = fopen(path, "re");
-        if (!f)
-            continue;
+        /* only regular files of this user's (root: anyone's), never through a link: anyone
+         * can write into the shared /tmp/clrscope, and must not make `ls` show their URL */
+        int fd = open(path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
         struct stat read_st;
-        int have_st = !fstat(fileno(f), &read_st);
+        if (fd < 0)
+            continue;
+        if (fstat(fd, &read_st) || !S_ISREG(read_st.st_mode) ||
+            (read_st.st_uid != geteuid() && geteuid() != 0)) {
+            close(fd);
+            continue;
+        }
+        int have_st = 1;
+        FILE *f = fdopen(fd, "r");
+        if (!f) {
+            close(fd);
+            continue;
+        }
         char buf[4096];
         size_t n = fread(buf, 1, sizeof buf - 1, f);
         fclose(f);
         buf[n] = 0;
-        char pid[16], url[256], cmd[600], token[96], pid_ns[64];
+        char pid[16], url[256], cmd[600], token[256], pid_ns[64];
         json_field(buf, "pid", pid, sizeof pid);
         json_field(buf, "url", url, sizeof url);
         json_field(buf, "cmdline", cmd, sizeof cmd);
@@ -310,7 +322,7 @@ static int cmd_ls(void)
     int shown = 0;
     const char *rt = getenv("XDG_RUNTIME_DIR");
     char dir[PATH_MAX];
-    if (rt && *rt) {
+    if (rt && rt[0] == '/' && strlen(rt) <= 300) { /* where the profiler writes (prof_files.h) */
         snprintf(dir, sizeof dir, "%s/clrscope", rt);
         list_dir(dir, &shown);
     }

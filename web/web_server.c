@@ -14,6 +14,7 @@
 #include "api.h"
 #include "prof_config.h"
 #include "prof_core.h"
+#include "prof_files.h"
 #include "prof_log.h"
 #include "web_assets.h"
 #include "web_util.h"
@@ -147,7 +148,7 @@ static int serve_asset(const struct web_req *r, int set_cookie)
     if (!a)
         return web_reply_error(r->conn, 404, "no such page: %.200s", r->path);
     const char *inm = mg_get_header(r->conn, "If-None-Match");
-    char cookie[200] = "";
+    char cookie[320] = "";
     if (set_cookie)
         snprintf(cookie, sizeof cookie,
                  "clrscope_token=%s; Path=/; HttpOnly; SameSite=Strict", g_cfg.token);
@@ -228,24 +229,46 @@ static void *init_thread(const struct mg_context *ctx, int type)
     return NULL;
 }
 
-static void write_discovery(void)
+/* /tmp/clrscope, shared by every user like /tmp itself: a real directory (not a link), sticky
+ * when it is not ours, so that each user's files stay their own. 0, or -1 after a log line. */
+static int shared_dir(const char *dir)
 {
-    const char *rt = getenv("XDG_RUNTIME_DIR");
-    char dir[400];
-    snprintf(dir, sizeof dir, "%.300s/clrscope", rt && *rt ? rt : "/tmp");
-    if (mkdir(dir, rt && *rt ? 0700 : 01777) && errno != EEXIST) {
+    struct stat st;
+    if (!mkdir(dir, 01777)) {
+        chmod(dir, 01777); /* past the umask; in sticky /tmp no one else can swap it meanwhile */
+    } else if (errno != EEXIST) {
         prof_log(LOG_WARN, "cannot create %s (%s); `clrscope ls` will not list this process",
                  dir, strerror(errno));
+        return -1;
+    }
+    if (lstat(dir, &st) || !S_ISDIR(st.st_mode) ||
+        (st.st_uid != geteuid() && !(st.st_mode & S_ISVTX))) {
+        prof_log(LOG_WARN, "%s is not a directory shared the way /tmp is (a link, a file, or "
+                 "another user's without the sticky bit); `clrscope ls` will not list this "
+                 "process", dir);
+        return -1;
+    }
+    return 0;
+}
+
+static void write_discovery(void)
+{
+    const char *rt = prof_runtime_dir();
+    char dir[400];
+    snprintf(dir, sizeof dir, "%s/clrscope", rt ? rt : "/tmp");
+    if (rt ? prof_files_private_dir(dir) : shared_dir(dir)) {
+        if (rt)
+            prof_log(LOG_WARN, "cannot use %s (%s); `clrscope ls` will not list this process",
+                     dir, strerror(errno));
         return;
     }
-    if (!(rt && *rt))
-        chmod(dir, 01777); /* shared like /tmp: each user's files stay their own (0600) */
     snprintf(g_discovery, sizeof g_discovery, "%s/%d.json", dir, (int)g_core.pid);
     char tmp[620];
     snprintf(tmp, sizeof tmp, "%s.tmp", g_discovery);
-    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+    int fd = prof_files_create(tmp, 0600);
     if (fd < 0) {
-        prof_log(LOG_WARN, "cannot write %s (%s)", tmp, strerror(errno));
+        prof_log(LOG_WARN, "cannot write %s (%s); `clrscope ls` will not list this process", tmp,
+                 strerror(errno));
         g_discovery[0] = 0;
         return;
     }
@@ -275,7 +298,9 @@ static void write_discovery(void)
                      (int)g_core.pid, g_port, url, g_cfg.bind, g_cfg.token[0] ? "\"" : "",
                      g_cfg.token[0] ? g_cfg.token : "null", g_cfg.token[0] ? "\"" : "", cmd,
                      g_core.runtime_version, g_core.start_unix, ns);
-    ssize_t w = write(fd, body, (size_t)n);
+    if (n < 0 || (size_t)n >= sizeof body)
+        n = 0; /* cannot happen with the fields' sizes; an empty file then fails below */
+    ssize_t w = n ? write(fd, body, (size_t)n) : -1;
     close(fd);
     if (w != n || rename(tmp, g_discovery)) {
         unlink(tmp);
@@ -323,6 +348,8 @@ int web_server_start(void)
         prof_log(LOG_INFO, "dashboard off (CLRSCOPE_DASHBOARD=0)");
         return 0;
     }
+    if (g_cfg.token_bad)
+        return -1; /* logged where the variable was read */
     if (!is_loopback(g_cfg.bind) && !g_cfg.token[0]) {
         prof_log(LOG_ERROR, "CLRSCOPE_BIND=%s is not a loopback address and CLRSCOPE_TOKEN is "
                  "unset: the dashboard stays off (set CLRSCOPE_TOKEN=auto)", g_cfg.bind);

@@ -74,7 +74,7 @@ class ProfiledApp:
     """A TestApp process under the profiler; stdout/stderr captured line by line."""
 
     def __init__(self, mode, args=(), env=None, use_launcher=True, runtime=None, profile=True,
-                 port="0", wrap=()):
+                 port="0", wrap=(), command=None):
         self.mode = mode
         self.args = list(args)
         self.extra_env = dict(env or {})
@@ -83,6 +83,7 @@ class ProfiledApp:
         self.profile = profile
         self.port = port
         self.wrap = list(wrap)  # a command that execs the rest (e.g. to mount something first)
+        self.command = command  # instead of app_command(runtime), e.g. `dotnet exec` with options
         self.tmp = tempfile.mkdtemp(prefix="clrscope-test-")
         self.truth_path = os.path.join(self.tmp, "truth.json")
         self.stdout_lines, self.stderr_lines = [], []
@@ -101,7 +102,7 @@ class ProfiledApp:
         if self.port is not None:
             env["CLRSCOPE_PORT"] = str(self.port)
         env.update(self.extra_env)
-        cmd = app_command(self.runtime) + [self.mode] + self.args
+        cmd = (self.command or app_command(self.runtime)) + [self.mode] + self.args
         if self.profile and self.use_launcher:
             cmd = [LAUNCHER, "run", "--"] + cmd
         elif self.profile:
@@ -242,6 +243,20 @@ def tree_totals_by_name(root):
         for c in node.get("children", []):
             stack.append((c, child_seen))
     return totals
+
+
+def find_nodes(root, name):
+    """(path, value, node) for every node called `name`, path its root-to-node names."""
+    out = []
+    stack = [(root, [])]
+    while stack:
+        node, path = stack.pop()
+        p = path + [node["name"]]
+        if node["name"] == name:
+            out.append((p, node["value"], node))
+        for c in node.get("children", []):
+            stack.append((c, p))
+    return out
 
 
 def find_paths(root, name):

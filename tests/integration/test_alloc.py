@@ -8,9 +8,11 @@ the allocation flame graph filtered on System.Byte[] must go through AllocMix.Al
 On .NET 10 the method is AllocationSampled (~1 sample per 100 KiB: ~15,000 samples in the 20 s
 window); on .NET 8/9 it is GCAllocationTick. Pick the runtime with CLRSCOPE_TEST_RUNTIME.
 """
+import json
 import math
 import os
 import shutil
+import tempfile
 import time
 import unittest
 import urllib.parse
@@ -151,6 +153,7 @@ class AllocMix(unittest.TestCase):
         by = {x["name"]: x for x in c["counters"]}
         for name in ("alloc-rate", "gen-0-gc-count", "working-set", "cpu-usage"):
             self.assertIn(name, by)
+        self.assertNotIn("note", c)  # 22 s after start, counters flowing: nothing to explain
         a = by["alloc-rate"]
         self.assertEqual((a["kind"], a["units"]), ("rate", "B"))
         self.assertLess(a["age_s"], 3)
@@ -219,6 +222,53 @@ class AllocMix(unittest.TestCase):
         self.assertEqual(sw["method"], "fp")
         self.assertGreater(sw["places_learned"], 0, sw)
         self.assertGreater(sw["frame_pointer"], 5 * sw["runtime"], sw)
+
+
+class NoEventSources(unittest.TestCase):
+    """An app built with EventSourceSupport=false (trimmed apps often are) has no managed
+    EventSources, so the runtime sends no System.Runtime counters. Here the same switch is set in
+    a copy of the test app's runtimeconfig.json. Allocations (the runtime's native events) are
+    profiled as ever; the counters say why they are empty, once, instead of "not yet" forever."""
+
+    def test_counters_explain_their_silence(self):
+        base = os.path.join(BUILD, "apps", "net10")
+        with open(os.path.join(base, "TestApp.runtimeconfig.json")) as f:
+            rc = json.load(f)
+        rc["runtimeOptions"].setdefault("configProperties", {})[
+            "System.Diagnostics.Tracing.EventSource.IsSupported"] = False
+        tmp = tempfile.mkdtemp(prefix="clrscope-noes-")
+        path = os.path.join(tmp, "noes.runtimeconfig.json")
+        with open(path, "w") as f:
+            json.dump(rc, f)
+        app = ProfiledApp("alloc-mix", ["--seconds", "25"], command=[
+            "dotnet", "exec", "--runtimeconfig", path, os.path.join(base, "TestApp.dll")])
+        app.start()
+        try:
+            app.wait_ready()
+            early = app.json("/api/v1/counters")
+            time.sleep(17)
+            counters = app.json("/api/v1/counters")
+            status = app.json("/api/v1/status")
+            table = app.json("/api/v1/allocations?seconds=10")
+            truth = app.wait_truth(timeout=60)
+        finally:
+            app.stop()
+            shutil.rmtree(tmp, ignore_errors=True)
+        self.assertNotIn("note", early)  # too early to tell
+        self.assertEqual((counters["events"], counters["counters"]), (0, []))
+        self.assertIn("EventSourceSupport=false", counters["note"])
+        self.assertEqual(status["runtime_counters"]["note"], counters["note"])
+        self.assertEqual(table["exact_note"], counters["note"])
+        said = [l for l in app.stderr_lines if "runtime counters: none in the" in l]
+        self.assertEqual(len(said), 1, app.stderr_lines)
+        # the allocation profile itself does not need them: the app's own byte shares
+        rows = {r["type"]: r for r in table["types"]}
+        bytes_true = sum(t["bytes"] for t in truth["types"].values())
+        for name, t in truth["types"].items():
+            if t["bytes"] / bytes_true > 0.1:
+                self.assertIn(name, rows, sorted(rows))
+                share = rows[name]["bytes"] / sum(r["bytes"] for r in table["types"])
+                self.assertLess(abs(share / (t["bytes"] / bytes_true) - 1), 0.15, (name, share))
 
 
 class StackWalkCheck(unittest.TestCase):

@@ -6,10 +6,12 @@ that `go tool pprof` reads.
 import os
 import re
 import shutil
+import sys
 import time
 import unittest
 
-from harness import ProfiledApp, find_paths, go_pprof, tree_totals_by_name
+from harness import (ProfiledApp, available_runtimes, find_nodes, find_paths, go_pprof,
+                     tree_totals_by_name)
 
 HEAVY = "TestApp.CpuWork.HeavyCaller"
 LIGHT = "TestApp.CpuWork.LightCaller"
@@ -189,6 +191,85 @@ class ShortLivedThreads(unittest.TestCase):
         r, why = self.ratio(self.STEADY, "steady_cpu_ms")
         self.assertGreater(r, 0.85, why)
         self.assertLess(r, 1.15, why)
+
+
+class OsrFrames(unittest.TestCase):
+    """A method entered once that loops for the whole run (osr-loop) runs as OSR code on its
+    Tier0 frame. The OSR frame's record chains straight to the method's caller's caller, so the
+    signal walk passed over the caller: before 2026-11-26 every sample of the loop lost
+    TestApp.Osr.Work.Caller (and ~10 % of cpu-split's in its first seconds). Now the sampler
+    tells the handler which code is OSR, and the handler finds the Tier0 record between."""
+
+    def test_caller_kept_under_osr_code(self):
+        for rt in available_runtimes():
+            with self.subTest(runtime=rt):
+                app = ProfiledApp("osr-loop", ["--seconds", "5"], runtime=rt,
+                                  env={"CLRSCOPE_PROFILES": "cpu"})
+                app.start()
+                try:
+                    app.wait_ready()
+                    time.sleep(4.5)
+                    # the last 3 s: the samples the sampler drained before it first met the
+                    # OSR code (one tick) lack the caller still
+                    late = app.json("/api/v1/flamegraph?type=cpu&seconds=3")
+                    cpu = app.json("/api/v1/flamegraph?type=cpu&seconds=300")
+                    sig = app.json("/api/v1/status")["self"]["signal_sampler"]
+                    final = app.wait_truth(timeout=60)
+                finally:
+                    app.stop()
+                # the loop did run as OSR code (not so under DOTNET_TieredCompilation=0)
+                self.assertGreater(sig["osr_returns"], 0, sig)
+                loop, caller = final["frames"]["loop"], final["frames"]["caller"]
+                total = under = mix = mix_under = 0
+                for path, v, node in find_nodes(late["root"], loop):
+                    total += v
+                    under += v if len(path) > 1 and path[-2] == caller else 0
+                    for c in node.get("children", []):
+                        if c["name"] == final["frames"]["mix"]:
+                            mix += c["value"]
+                            mix_under += c["value"] if path[-2:-1] == [caller] else 0
+                self.assertGreater(total, 0, tree_totals_by_name(late["root"]))
+                self.assertGreater(under / total, 0.97, (under, total, rt))
+                # the samples in the frameless callee (rbp is the OSR frame's) too
+                self.assertGreater(mix, 0.1 * total, (mix, total))
+                self.assertGreater(mix_under / mix, 0.97, (mix_under, mix, rt))
+                # ~450 samples: the loop's CPU is the worker's (the tail after the query aside)
+                total = sum(v for _, v in find_paths(cpu["root"], loop))
+                ratio = total / 1e6 / final["worker_cpu_ms"]
+                self.assertGreater(ratio, 0.75, final)
+                self.assertLess(ratio, 1.1, final)
+
+
+class BlockedSignal(unittest.TestCase):
+    """A process started with SIGPROF blocked (a supervisor's or a container init's signal mask,
+    which every thread inherits): before 2026-11-26 clrscope armed its timers with SIGPROF all
+    the same, every signal stayed pending, and the CPU profile was empty without a word. Now a
+    blocked signal is passed over like one with a handler."""
+
+    BLOCK = ("import os, signal, sys; signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGPROF}); "
+             "os.execvp(sys.argv[1], sys.argv[1:])")
+
+    def test_cpu_sampled_with_another_signal(self):
+        app = ProfiledApp("cpu-split", ["--seconds", "6"], env={"CLRSCOPE_PROFILES": "cpu"},
+                          wrap=[sys.executable, "-c", self.BLOCK])
+        app.start()
+        try:
+            app.wait_ready()
+            time.sleep(5)
+            cpu = app.json("/api/v1/flamegraph?type=cpu&seconds=60")
+            status = app.json("/api/v1/status")
+            final = app.wait_truth(timeout=60)
+        finally:
+            app.stop()
+        so = status["self"]
+        self.assertEqual(so["cpu_sampler"], "signal", so)
+        self.assertNotEqual(so["signal_sampler"]["signal"], 27)  # SIGPROF
+        totals = tree_totals_by_name(cpu["root"])
+        heavy = totals.get("TestApp.CpuWork.HeavyCaller", 0)
+        light = totals.get("TestApp.CpuWork.LightCaller", 0)
+        self.assertGreater(heavy + light, 0, sorted(totals)[:20])
+        truth = final["heavy_cpu_ms"] / (final["heavy_cpu_ms"] + final["light_cpu_ms"])
+        self.assertAlmostEqual(heavy / (heavy + light), truth, delta=0.1)
 
 
 class Errors(unittest.TestCase):

@@ -71,6 +71,27 @@ class Behaviour(unittest.TestCase):
                     "CLRSCOPE_PROFILES", "CLRSCOPE_HISTORY_S"):
             self.assertIn(var, err)
 
+    def test_unusable_token_keeps_dashboard_off(self):
+        """A token that cannot be used must not leave the dashboard open: before 2026-11-26 one
+        over 79 characters was dropped with a warning and every request was let in."""
+        for bad in ("x" * 256, "two words", 'quo"te', "a+b"):
+            code, out, err = run_plain(["hello"], profile=True,
+                                       env={"CLRSCOPE_TOKEN": bad, "CLRSCOPE_PORT": "0"})
+            self.assertEqual((code, out), (0, "hello from TestApp\n"), err)
+            self.assertIn("CLRSCOPE_TOKEN must be", err)
+            self.assertNotIn("clrscope: dashboard", err)
+        token = "a" * 200  # long ones work, as the header, the query and the cookie
+        with ProfiledApp("wait", ["--seconds", "20"], env={"CLRSCOPE_TOKEN": token}) as app:
+            app.wait_ready()
+            app.token = None
+            self.assertEqual(app.request("/api/v1/status")[0], 401)
+            self.assertEqual(app.request(f"/api/v1/status?token={token}")[0], 200)
+            st, headers, _ = app.request(f"/?token={token}")
+            self.assertEqual(st, 200)
+            cookie = headers.get("Set-Cookie", "").split(";")[0]
+            self.assertEqual(cookie, "clrscope_token=" + token)
+            self.assertEqual(app.request("/api/v1/status", headers={"Cookie": cookie})[0], 200)
+
     def test_non_loopback_bind_needs_token(self):
         code, out, err = run_plain(["hello"], profile=True,
                                    env={"CLRSCOPE_BIND": "0.0.0.0", "CLRSCOPE_PORT": "0"})

@@ -305,6 +305,54 @@ class GcdumpTest(unittest.TestCase):
             self.assertEqual(app.proc.returncode, 0)
         os.unlink(blocker.name)
 
+    def test_default_dir_must_be_ours(self):
+        """The default dump directory ($XDG_RUNTIME_DIR/clrscope/dumps, else
+        /tmp/clrscope-dumps-UID) must be a real directory of this user's: before 2026-11-26 a
+        directory or link another user made at that name got the app's whole heap."""
+        rt = tempfile.mkdtemp(prefix="clrscope-xdg-")
+        self.addCleanup(shutil.rmtree, rt, True)
+        os.mkdir(os.path.join(rt, "clrscope"), 0o700)
+        dumps = os.path.join(rt, "clrscope", "dumps")
+        public = os.path.join(rt, "public")
+        os.mkdir(public)
+        os.chmod(public, 0o777)
+        cases = [("link", None)]
+        if os.geteuid() == 0:
+            cases.append(("theirs", "belongs to another user"))
+        cases.append(("ours, open to all", None))
+        for what, said in cases:
+            with self.subTest(dumps=what):
+                if os.path.islink(dumps):
+                    os.unlink(dumps)
+                elif os.path.isdir(dumps):
+                    shutil.rmtree(dumps)
+                if what == "link":
+                    os.symlink(public, dumps)
+                else:
+                    os.mkdir(dumps)
+                    os.chmod(dumps, 0o777)
+                    if what == "theirs":
+                        os.chown(dumps, 65534, 65534)
+                with ProfiledApp("heap", ["--seconds", "30"],
+                                 env={"XDG_RUNTIME_DIR": rt}) as app:
+                    app.wait_ready()
+                    st, _, body = app.request("/api/v1/gcdump", method="POST", data=b"")
+                    self.assertEqual(st, 202, body)
+                    d, _ = wait_done(app, json.loads(body)["id"])
+                if what == "ours, open to all":
+                    self.assertEqual(d["status"], "done", d.get("error"))
+                    self.assertEqual(os.stat(dumps).st_mode & 0o777, 0o700, "closed to others")
+                    f = os.path.join(dumps, os.listdir(dumps)[0])
+                    self.assertEqual(os.stat(f).st_mode & 0o777, 0o600)
+                else:
+                    self.assertEqual(d["status"], "failed")
+                    self.assertIn(dumps, d["error"])
+                    if said:
+                        self.assertIn(said, d["error"])
+                    self.assertEqual(os.listdir(public), [], "nothing written through the link")
+                    if what == "theirs":
+                        self.assertEqual(os.listdir(dumps), [])
+
 
 if __name__ == "__main__":
     unittest.main()
