@@ -32,7 +32,7 @@ struct entry {
 #define GUARD_WINDOW_S 10.0
 /* No counter event this long after start: the runtime will send none (an app built with
  * EventSourceSupport=false has no managed EventSources, System.Runtime's included). */
-#define SILENT_AFTER_S 15.0
+#define SILENT_AFTER_S 10.0
 
 static struct {
     int enabled;         /* atomic: the counters' session runs */

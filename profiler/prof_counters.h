@@ -68,7 +68,7 @@ struct prof_counters_stats {
 };
 void prof_counters_get_stats(struct prof_counters_stats *out);
 #define PROF_COUNTERS_SILENT_NOTE                                                                \
-    "no System.Runtime counter came in the 15 s after start: the app was likely built with "  \
+    "no System.Runtime counter came in the 10 s after start: the app was likely built with "  \
     "EventSourceSupport=false (trimmed apps often are), which leaves the runtime no counters"
 
 #endif

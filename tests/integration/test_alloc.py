@@ -224,6 +224,9 @@ class AllocMix(unittest.TestCase):
         self.assertGreater(sw["frame_pointer"], 5 * sw["runtime"], sw)
 
 
+@unittest.skipIf(os.environ.get("CLRSCOPE_TEST_APP_PRELOAD"),
+                 "a note and a log line: nothing for the sanitizers to find that the other "
+                 "modules' runs do not show, for 20 s of the CI's budget")
 class NoEventSources(unittest.TestCase):
     """An app built with EventSourceSupport=false (trimmed apps often are) has no managed
     EventSources, so the runtime sends no System.Runtime counters. Here the same switch is set in
@@ -240,13 +243,13 @@ class NoEventSources(unittest.TestCase):
         path = os.path.join(tmp, "noes.runtimeconfig.json")
         with open(path, "w") as f:
             json.dump(rc, f)
-        app = ProfiledApp("alloc-mix", ["--seconds", "25"], command=[
+        app = ProfiledApp("alloc-mix", ["--seconds", "19"], command=[
             "dotnet", "exec", "--runtimeconfig", path, os.path.join(base, "TestApp.dll")])
         app.start()
         try:
             app.wait_ready()
             early = app.json("/api/v1/counters")
-            time.sleep(17)
+            time.sleep(12.5)
             counters = app.json("/api/v1/counters")
             status = app.json("/api/v1/status")
             table = app.json("/api/v1/allocations?seconds=10")
