@@ -775,7 +775,8 @@
         }
         var list = r.data.counters || [];
         if (!list.length) {
-          counters.body.appendChild(unavailable('Waiting for the runtime (once a second).'));
+          counters.body.appendChild(unavailable(r.data.note ? r.data.note + '.'
+            : 'Waiting for the runtime (once a second).'));
           return;
         }
         counters.body.appendChild(h('div', {'class': 'counters'}, list.map(function (c) {
