@@ -101,20 +101,6 @@ static int stopping(void)
 /* ------------------------------------------------------------------------------------------ */
 /* Files                                                                                       */
 
-static int mkdir_p(const char *dir)
-{
-    char path[sizeof X.cfg.output_dir];
-    snprintf(path, sizeof path, "%s", dir);
-    for (char *p = path + 1; *p; p++)
-        if (*p == '/') {
-            *p = 0;
-            if (mkdir(path, 0755) && errno != EEXIST)
-                return -1;
-            *p = '/';
-        }
-    return mkdir(path, 0755) && errno != EEXIST ? -1 : 0;
-}
-
 static void write_file(const unsigned char *data, size_t len, double t_to, uint64_t seq)
 {
     static int logged;
@@ -130,7 +116,7 @@ static void write_file(const unsigned char *data, size_t len, double t_to, uint6
         if (*p == '/')
             *p = '_';
     snprintf(tmp, sizeof tmp, "%s.tmp", path);
-    int ok = mkdir_p(dir) == 0;
+    int ok = prof_files_mkdirs(dir, 0755) == 0;
     int fd = ok ? prof_files_create(tmp, 0644) : -1;
     FILE *f = fd >= 0 ? fdopen(fd, "wb") : NULL;
     if (fd >= 0 && !f)

@@ -17,7 +17,7 @@ const char *prof_runtime_dir(void)
                                                                                           : NULL;
 }
 
-int prof_files_private_dir(const char *path)
+int prof_files_mkdirs(const char *path, mode_t mode)
 {
     char buf[600];
     if ((size_t)snprintf(buf, sizeof buf, "%s", path) >= sizeof buf) {
@@ -28,13 +28,18 @@ int prof_files_private_dir(const char *path)
         if (*p != '/')
             continue;
         *p = 0;
-        if (mkdir(buf, 0700) && errno != EEXIST)
+        if (mkdir(buf, mode) && errno != EEXIST)
             return -1;
         *p = '/';
     }
-    if (mkdir(buf, 0700) && errno != EEXIST)
+    return mkdir(buf, mode) && errno != EEXIST ? -1 : 0;
+}
+
+int prof_files_private_dir(const char *path)
+{
+    if (prof_files_mkdirs(path, 0700))
         return -1;
-    int fd = open(buf, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    int fd = open(path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
     if (fd < 0)
         return -1;
     struct stat st;

@@ -21,6 +21,9 @@
  * it; clrscope does not); NULL otherwise. */
 const char *prof_runtime_dir(void);
 
+/* Creates `path` and its missing parents with `mode` (mkdir -p). 0, or -1 with errno. */
+int prof_files_mkdirs(const char *path, mode_t mode);
+
 /* Creates `path` and its missing parents (mode 0700), then checks the directory itself: a real
  * directory, not a link, owned by this user (effective uid), and made 0700 when others had any
  * access. 0, or -1 with errno (EPERM: another user's; ELOOP or ENOTDIR: a link or a file). */

@@ -249,23 +249,6 @@ static void fmt_mb(char *out, size_t cap, int64_t bytes)
     snprintf(out, cap, "%.0f MB", (double)bytes / 1048576.0);
 }
 
-static int mkdirs(const char *path)
-{
-    char buf[600];
-    snprintf(buf, sizeof buf, "%s", path);
-    for (char *p = buf + 1; *p; p++) {
-        if (*p != '/')
-            continue;
-        *p = 0;
-        if (mkdir(buf, 0700) && errno != EEXIST)
-            return -1;
-        *p = '/';
-    }
-    if (mkdir(buf, 0700) && errno != EEXIST)
-        return -1;
-    return 0;
-}
-
 static void errtext(int e, char *out, size_t cap)
 {
     char buf[128];
@@ -888,7 +871,8 @@ static void run_snapshot(struct hs_snapshot *s)
 {
     char err[256];
     /* the default directory lies in /tmp: it must be this user's alone (prof_files.h) */
-    if ((g_cfg.dump_dir_default ? prof_files_private_dir(g_cfg.dump_dir) : mkdirs(g_cfg.dump_dir)) ||
+    if ((g_cfg.dump_dir_default ? prof_files_private_dir(g_cfg.dump_dir)
+                                  : prof_files_mkdirs(g_cfg.dump_dir, 0700)) ||
         access(g_cfg.dump_dir, W_OK)) {
         int e = errno;
         errtext(e, err, sizeof err);

@@ -261,13 +261,15 @@ def find_nodes(root, name):
 
 def find_paths(root, name):
     """Every root-to-node path (list of names) that ends at a frame called `name`."""
-    out = []
-    stack = [(root, [])]
-    while stack:
-        node, path = stack.pop()
-        p = path + [node["name"]]
-        if node["name"] == name:
-            out.append((p, node["value"]))
-        for c in node.get("children", []):
-            stack.append((c, p))
-    return out
+    return [(p, v) for p, v, _ in find_nodes(root, name)]
+
+
+def cpu_split(cpu, final):
+    """cpu-split's heavy share of the two callers in a CPU flame graph, and the app's own
+    (from its threads' CPU clocks); fails the test's assertion first when neither was seen."""
+    totals = tree_totals_by_name(cpu["root"])
+    heavy = totals.get("TestApp.CpuWork.HeavyCaller", 0)
+    light = totals.get("TestApp.CpuWork.LightCaller", 0)
+    assert heavy + light > 0, sorted(totals)[:20]
+    truth = final["heavy_cpu_ms"] / (final["heavy_cpu_ms"] + final["light_cpu_ms"])
+    return heavy / (heavy + light), truth
