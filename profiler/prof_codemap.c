@@ -53,8 +53,8 @@ static struct {
     struct frame *frames;
     int max_frames;
     int frameless_dirty;
-    /* where OSR frames return into Tier0 code (sorted; kept across the periodic flush, which
-     * forgets nothing that changed, dropped at an unload, which may free that code) */
+    /* where OSR frames return into Tier0 code, sorted: kept across the periodic flush (Tier0
+     * code stays where it is), dropped at an unload (which may free it) */
     uintptr_t osr_ra[OSR_RETURNS];
     uint32_t nosr;
     int osr_dirty;
@@ -577,7 +577,6 @@ int prof_codemap_name_stack(const struct prof_sigsample *s, const char **names,
         prof_sigsample_refresh_maps(0);
     return k;
 }
-
 
 void prof_codemap_tick(int64_t now)
 {
