@@ -522,6 +522,28 @@ static void note_osr_return(uintptr_t ra)
     C.st.osr_returns = C.nosr;
 }
 
+/* For a sample taken before the handler knew where this OSR frame returns (x, into its Tier0
+ * code): the Tier0 record the chain passed over, if it lies in the stack words copied at the leaf
+ * (the OSR frame is the leaf, or under a frameless one). The OSR frame's record holds the caller's
+ * rbp and x; the Tier0 record above holds the same rbp and the return into the method's caller. */
+static int osr_in_window(const struct prof_sigsample *s, uintptr_t x, uintptr_t *ra)
+{
+    for (int j = 1; j < s->nwindow; j++) {
+        if (s->window[j] != x)
+            continue;
+        uintptr_t next = s->window[j - 1];
+        for (int k = j + 1; k + 1 < s->nwindow; k++) {
+            uintptr_t r = s->window[k + 1];
+            if (s->window[k] == next && prof_sigsample_is_code(r) && after_call(r)) {
+                *ra = r;
+                return 1;
+            }
+        }
+        return 0;
+    }
+    return 0;
+}
+
 int prof_codemap_name_stack(const struct prof_sigsample *s, const char **names,
                             unsigned char *managed, int cap)
 {
@@ -551,9 +573,25 @@ int prof_codemap_name_stack(const struct prof_sigsample *s, const char **names,
             C.pool[code].lo != C.pool[prev_code].lo) {
             /* OSR code and the Tier0 frame it runs on: one frame. The handler is told where the
              * OSR frame returns, so that it finds the Tier0 record passed over there. */
-            if (C.frames[i].ret)
-                note_osr_return(C.frames[i].ip);
             prev_code = code;
+            if (!C.frames[i].ret)
+                continue;
+            note_osr_return(C.frames[i].ip);
+            /* the handler did not know it yet: the caller from the copied words, if there */
+            uintptr_t ra;
+            int code2;
+            FunctionID fn2;
+            if (!(i + 1 < nf && C.frames[i + 1].found) && k < cap &&
+                osr_in_window(s, C.frames[i].ip, &ra) &&
+                !(i + 1 < nf && C.frames[i + 1].ip == ra) && (fn2 = lookup(ra - 1, &code2)) &&
+                fn2 != fn) {
+                names[k] = prof_symbols_function(fn2);
+                managed[k] = 1;
+                outer = k++;
+                prev_fn = fn2;
+                prev_code = code2;
+                C.st.osr_window_fixes++;
+            }
             continue;
         }
         const char *name = fn ? prof_symbols_function(fn) : prof_sigsample_native_name(key);

@@ -70,6 +70,7 @@ struct prof_codemap_stats {
     uint64_t gap_dropped;  /* and dropped */
     uint64_t unload_flushes; /* tables dropped because a module unload started (prof_unload.h) */
     uint64_t osr_returns;  /* return addresses of OSR frames told to the signal walk */
+    uint64_t osr_window_fixes; /* callers of OSR frames found in the leaf's copied words */
 };
 
 int prof_codemap_init(int max_frames);
