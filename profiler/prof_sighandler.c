@@ -179,6 +179,21 @@ struct self_walk {
     int calibrate;
 };
 
+/* The first frame record at or above `a`, word by word, at most `words` of them and below end: a
+ * word that holds next followed by a code address outside skip (NULL: none). Its address, or 0. */
+static uintptr_t record_from(uintptr_t a, uint32_t words, uintptr_t end, uintptr_t next,
+                             const struct prof_sig_maps *m, const struct prof_sig_skip *skip)
+{
+    for (uint32_t i = 0; i < words && a + 16 <= end; i++, a += 8) {
+        if (load_word(a) != next)
+            continue;
+        uintptr_t ra = load_word(a + 8);
+        if (find_range(m->exec, m->nexec, ra) && !(skip && skipped(skip, ra)))
+            return a;
+    }
+    return 0;
+}
+
 /* The frame at bp returns to x and its caller's frame is at next (> bp): appends the record the
  * chain passes over there if the table places one, or, where the table is silent and the walk
  * calibrates (or `probe` asks it to), notes the records that could be it (probes). Returns -1
@@ -229,16 +244,13 @@ static int hidden_after(uintptr_t *ips, uint32_t *n, uint32_t max, uintptr_t bp,
     /* probe where the table is silent, unsure, or just failed (or doubts "nothing hidden") */
     if (!(sw->calibrate || probe))
         return 0;
-    for (uint32_t i = 0; i < PROF_SIG_PROBE_WORDS && sw->out->nprobes < PROF_SIG_PROBES; i++) {
-        uintptr_t a = bp + 16 + 8 * i;
-        if (a + 16 > end)
+    const uintptr_t lim = bp + 16 + 8 * PROF_SIG_PROBE_WORDS;
+    for (uintptr_t a = bp + 16; sw->out->nprobes < PROF_SIG_PROBES && a < lim; a += 8) {
+        a = record_from(a, (uint32_t)((lim - a) / 8), end, next, m, sw->skip);
+        if (!a)
             break;
-        if (load_word(a) != next)
-            continue;
-        uintptr_t ra = load_word(a + 8);
-        if (find_range(m->exec, m->nexec, ra) && !skipped(sw->skip, ra))
-            sw->out->probes[sw->out->nprobes++] =
-                (struct prof_sig_probe){.step = *n, .off = (int32_t)(a - bp), .x = x, .ra = ra};
+        sw->out->probes[sw->out->nprobes++] = (struct prof_sig_probe){
+            .step = *n, .off = (int32_t)(a - bp), .x = x, .ra = load_word(a + 8)};
     }
     return 0;
 }
@@ -268,20 +280,12 @@ static int osr_record(uintptr_t *ips, uint32_t *n, uint32_t max, uintptr_t bp, u
                       uintptr_t top, const struct prof_sig_maps *m,
                       const struct prof_sig_codes *codes, uint64_t *found, uint32_t *flags)
 {
-    uintptr_t end = next < top ? next : top;
-    for (uint32_t i = 0; i < PROF_SIG_OSR_SCAN; i++) {
-        uintptr_t a = bp + 16 + 8 * i;
-        if (a + 16 > end)
-            break;
-        if (load_word(a) != next)
-            continue;
-        uintptr_t ra = load_word(a + 8);
-        if (find_range(m->exec, m->nexec, ra))
-            return push(ips, n, max, a + 8, ra, next, top, m, codes, found, found, flags) < 0
-                       ? -1
-                       : 0;
-    }
-    return 0;
+    uintptr_t a = record_from(bp + 16, PROF_SIG_OSR_SCAN, next < top ? next : top, next, m, NULL);
+    if (!a)
+        return 0;
+    return push(ips, n, max, a + 8, load_word(a + 8), next, top, m, codes, found, found, flags) < 0
+               ? -1
+               : 0;
 }
 
 /* Follows the frame-pointer chain from bp on the stack [sp, top), appending return addresses to
