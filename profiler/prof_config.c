@@ -108,25 +108,36 @@ static void random_token(char *dst, size_t cap)
     dst[j] = 0;
 }
 
+/* A comma or space separated list, read in place (no copy, so no length limit): profile names,
+ * "all", and "none" (clrscope loaded with every profile off). Unknown words are logged. */
 static unsigned parse_profiles(void)
 {
     const char *s = getenv("CLRSCOPE_PROFILES");
-    if (!s || !*s || !strcasecmp(s, "all"))
+    if (!s || !*s)
         return PROFILE_ALL;
     unsigned mask = 0;
-    char buf[256];
-    snprintf(buf, sizeof buf, "%s", s);
-    char *save = NULL;
-    for (char *tok = strtok_r(buf, ", ", &save); tok; tok = strtok_r(NULL, ", ", &save)) {
-        int found = 0;
-        for (int i = 0; i < 8; i++)
-            if (!strcasecmp(tok, profile_names[i])) {
-                mask |= 1u << i;
+    while (*s) {
+        size_t n = strcspn(s, ", ");
+        if (n) {
+            int found = 0;
+            if (n == 3 && !strncasecmp(s, "all", 3)) {
+                mask |= PROFILE_ALL;
+                found = 1;
+            } else if (n == 4 && !strncasecmp(s, "none", 4)) {
                 found = 1;
             }
-        if (!found)
-            prof_log(LOG_WARN, "CLRSCOPE_PROFILES: unknown profile \"%.40s\" ignored (known: cpu, "
-                     "wall, alloc, live, gc, exceptions, lock, heap)", tok);
+            for (int i = 0; i < 8; i++)
+                if (strlen(profile_names[i]) == n && !strncasecmp(s, profile_names[i], n)) {
+                    mask |= 1u << i;
+                    found = 1;
+                }
+            if (!found)
+                prof_log(LOG_WARN, "CLRSCOPE_PROFILES: unknown profile \"%.*s\" ignored (known: "
+                         "cpu, wall, alloc, live, gc, exceptions, lock, heap, all, none)",
+                         (int)(n > 40 ? 40 : n), s);
+        }
+        s += n;
+        s += strspn(s, ", ");
     }
     return mask;
 }

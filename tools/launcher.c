@@ -10,6 +10,7 @@
  *   clrscope ls   lists the profiled processes of this host (from the discovery files).
  */
 #include <dirent.h>
+#include <elf.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -160,6 +161,64 @@ static void let_runtime_load_profilers(void)
     }
 }
 
+/* The file `cmd` runs: a path as given, else the first executable of that name on PATH. */
+static int resolve_command(const char *cmd, char *out, size_t cap)
+{
+    if (strchr(cmd, '/'))
+        return snprintf(out, cap, "%s", cmd) < (int)cap ? 0 : -1;
+    const char *path = getenv("PATH");
+    for (const char *p = path ? path : "/usr/bin:/bin"; *p;) {
+        size_t n = strcspn(p, ":");
+        if (snprintf(out, cap, "%.*s%s%s", (int)n, p, n ? "/" : "", cmd) < (int)cap &&
+            access(out, X_OK) == 0)
+            return 0;
+        p += n;
+        p += *p == ':';
+    }
+    return -1;
+}
+
+/* A Native AOT executable exports DotNetRuntimeDebugHeader and has no CoreCLR, so no profiler
+ * can load into it; an apphost, a single-file app (which exports DotNetRuntimeInfo instead) or
+ * `dotnet` itself is fine. Reads the ELF section headers and the dynamic string table, every
+ * offset and size checked against the file; anything unexpected counts as "not AOT". */
+static int is_native_aot(const char *file)
+{
+    int fd = open(file, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return 0;
+    int aot = 0;
+    struct stat st;
+    Elf64_Ehdr eh;
+    if (fstat(fd, &st) || !S_ISREG(st.st_mode) || pread(fd, &eh, sizeof eh, 0) != sizeof eh ||
+        memcmp(eh.e_ident, ELFMAG, SELFMAG) || eh.e_ident[EI_CLASS] != ELFCLASS64 ||
+        eh.e_shentsize != sizeof(Elf64_Shdr) || eh.e_shnum == 0 || eh.e_shnum > 4096 ||
+        eh.e_shoff > (Elf64_Off)st.st_size ||
+        (Elf64_Off)st.st_size - eh.e_shoff < (Elf64_Off)eh.e_shnum * sizeof(Elf64_Shdr))
+        goto out;
+    for (unsigned i = 0; i < eh.e_shnum && !aot; i++) {
+        Elf64_Shdr sh, str;
+        if (pread(fd, &sh, sizeof sh, (off_t)(eh.e_shoff + i * sizeof sh)) != sizeof sh ||
+            sh.sh_type != SHT_DYNSYM || sh.sh_link >= eh.e_shnum ||
+            pread(fd, &str, sizeof str, (off_t)(eh.e_shoff + sh.sh_link * sizeof str)) !=
+                sizeof str ||
+            str.sh_size == 0 || str.sh_size > (16u << 20) || str.sh_offset > (Elf64_Off)st.st_size ||
+            (Elf64_Off)st.st_size - str.sh_offset < str.sh_size)
+            continue;
+        char *names = malloc(str.sh_size);
+        if (names && pread(fd, names, str.sh_size, (off_t)str.sh_offset) == (ssize_t)str.sh_size) {
+            static const char want[] = "DotNetRuntimeDebugHeader";
+            for (size_t at = 0; at < str.sh_size && !aot; at += strnlen(names + at, str.sh_size - at) + 1)
+                aot = !strncmp(names + at, want, str.sh_size - at) &&
+                      str.sh_size - at >= sizeof want;
+        }
+        free(names);
+    }
+out:
+    close(fd);
+    return aot;
+}
+
 static int cmd_run(int argc, char **argv)
 {
     int i = 0;
@@ -202,6 +261,11 @@ static int cmd_run(int argc, char **argv)
     if (beside_another_profiler(lib))
         return 2;
     let_runtime_load_profilers();
+    char file[PATH_MAX];
+    if (!resolve_command(argv[i], file, sizeof file) && is_native_aot(file))
+        fprintf(stderr, "clrscope: %s is a Native AOT app: it has no CoreCLR runtime for a "
+                "profiler to load into, so it runs unprofiled (publish it without PublishAot, "
+                "e.g. self-contained or single-file, to profile it)\n", argv[i]);
     execvp(argv[i], &argv[i]);
     fprintf(stderr, "clrscope: cannot run %s: %s\n", argv[i], strerror(errno));
     return errno == ENOENT ? 127 : 126;

@@ -39,6 +39,40 @@ class Behaviour(unittest.TestCase):
         self.assertEqual(prof[0], 7, prof[2])
         self.assertEqual(prof[1], base[1])
         self.assertIn("clrscope: dashboard http://127.0.0.1:", prof[2])
+        self.assertNotIn("Native AOT", prof[2])
+
+    def test_native_aot_app_is_named(self):
+        """A Native AOT executable has no CoreCLR: no profiler can load, and before 2026-11-26
+        `clrscope run` started it unprofiled without a word. Such an executable exports
+        DotNetRuntimeDebugHeader (an apphost or a single-file app does not: checked on .NET 10
+        publishes); two stand-in ELF files, one exporting that name and one another name."""
+        tmp = tempfile.mkdtemp(prefix="clrscope-aot-")
+        self.addCleanup(shutil.rmtree, tmp, True)
+
+        def elf(name, symbol):
+            import struct
+            strtab = b"\0" + symbol + b"\0"
+            shoff = 64 + ((len(strtab) + 7) & ~7)
+            head = struct.pack("<4sBBBB8xHHIQQQIHHHHHH", b"\x7fELF", 2, 1, 1, 0, 2, 62, 1, 0, 0,
+                               shoff, 0, 64, 56, 0, 64, 3, 0)
+            null = bytes(64)
+            dynsym = struct.pack("<IIQQQQIIQQ", 0, 11, 0, 0, 0, 0, 2, 0, 8, 24)
+            dynstr = struct.pack("<IIQQQQIIQQ", 0, 3, 0, 0, 64, len(strtab), 0, 0, 1, 0)
+            path = os.path.join(tmp, name)
+            with open(path, "wb") as f:
+                f.write(head + strtab.ljust(shoff - 64, b"\0") + null + dynsym + dynstr)
+            os.chmod(path, 0o755)
+            return path
+
+        for name, symbol, aot in (("aotapp", b"DotNetRuntimeDebugHeader", True),
+                                  ("singlefile", b"DotNetRuntimeInfo", False)):
+            r = subprocess.run([LAUNCHER, "run", "--", elf(name, symbol)], capture_output=True,
+                               text=True, timeout=30)
+            if aot:
+                self.assertIn(f"{name} is a Native AOT app", r.stderr)
+                self.assertIn("runs unprofiled", r.stderr)
+            else:
+                self.assertNotIn("Native AOT", r.stderr)
 
     def test_without_launcher(self):
         code, out, err = run_plain(["version"], env={"CLRSCOPE_PORT": "0"}, profile=True,
