@@ -3,6 +3,7 @@
 
 #include "api.h"
 #include "prof_agg.h"
+#include "prof_codemap.h"
 #include "prof_config.h"
 #include "prof_core.h"
 #include "prof_counters.h"
@@ -86,6 +87,13 @@ int api_status(const struct web_req *r)
         cJSON_AddNumberToObject(sg, "maps_refreshes", (double)ss.sig.maps_refreshes);
         cJSON_AddNumberToObject(sg, "new_code", (double)ss.sig.new_code);
         cJSON_AddNumberToObject(sg, "osr_returns", (double)ss.sig.osr_returns);
+        struct prof_codemap_stats cm;
+        prof_codemap_get_stats(&cm);
+        cJSON *dm = cJSON_AddObjectToObject(sg, "dynamic_methods");
+        cJSON_AddNumberToObject(dm, "known", (double)cm.dynamic_methods);
+        cJSON_AddNumberToObject(dm, "compiled", (double)cm.dynamic_compiled);
+        cJSON_AddNumberToObject(dm, "collected", (double)cm.dynamic_unloaded);
+        cJSON_AddNumberToObject(dm, "dropped", (double)(cm.dynamic_dropped + cm.dynamic_dropped_notes));
     }
 
     struct prof_store_stats st;

@@ -67,6 +67,7 @@ typedef const GUID *REFIID;
 
 /* COR_PRF_MONITOR (low word of the event mask). */
 #define COR_PRF_MONITOR_MODULE_LOADS       0x4u
+#define COR_PRF_MONITOR_JIT_COMPILATION    0x20u
 #define COR_PRF_MONITOR_EXCEPTIONS         0x40u
 #define COR_PRF_MONITOR_GC                 0x80u
 #define COR_PRF_MONITOR_OBJECT_ALLOCATED   0x100u
@@ -77,6 +78,7 @@ typedef const GUID *REFIID;
 /* COR_PRF_MODULE_FLAGS (GetModuleInfo2). */
 #define COR_PRF_MODULE_COLLECTIBLE         0x8u
 /* COR_PRF_HIGH_MONITOR (second word). */
+#define COR_PRF_HIGH_MONITOR_DYNAMIC_FUNCTION_UNLOADS 0x4u
 #define COR_PRF_HIGH_BASIC_GC              0x10u
 #define COR_PRF_HIGH_MONITOR_EVENT_PIPE    0x80u
 
@@ -194,7 +196,7 @@ typedef struct ICorProfilerInfo15Vtbl {
     /*  39 */ void *GetStringLayout;
     /*  40 */ HRESULT (*GetClassLayout)(void *self, ClassID cls, COR_FIELD_OFFSET *offsets, ULONG cap, ULONG *count, ULONG *size);
     /*  41 */ HRESULT (*GetClassIDInfo2)(void *self, ClassID cls, ModuleID *mod, mdTypeDef *td, ClassID *parent, ULONG32 cargs, ULONG32 *pcargs, ClassID *args);
-    /*  42 */ void *GetCodeInfo2;
+    /*  42 */ HRESULT (*GetCodeInfo2)(void *self, FunctionID fn, ULONG32 cap, ULONG32 *count, COR_PRF_CODE_INFO *infos);
     /*  43 */ void *GetClassFromTokenAndTypeArgs;
     /*  44 */ void *GetFunctionFromTokenAndTypeArgs;
     /*  45 */ void *EnumModuleFrozenObjects;

@@ -25,8 +25,41 @@
 struct code {
     uintptr_t lo, hi;
     FunctionID fn;
+    uint8_t dyn;  /* a dynamic method's (DynamicMethod, compiled Regex or expression) */
+    uint8_t dead; /* that dynamic method was collected: its range names nothing any more */
     struct prof_frame_shape shape;
 };
+
+/* Dynamic methods (LCG: DynamicMethod, compiled Regex and expression trees) have no metadata, so
+ * GetFunctionFromIP2 does not answer for their code. The runtime tells each one's compilation
+ * (DynamicMethodJITCompilationFinished, on the compiling thread) and collection
+ * (DynamicMethodUnloaded); the callbacks queue those notes without locks (Vyukov's bounded queue,
+ * slot sequence numbers stored relative to the slot so that zeroed memory is the empty queue)
+ * and the code map's owner applies them before its next lookup. */
+#define DYN_QUEUE 1024 /* power of two */
+#define DYN_MAX 4096   /* dynamic methods' code ranges known at once */
+
+struct dyn_note {
+    uint64_t seq;
+    uintptr_t lo, hi; /* hi 0: the method was collected */
+    FunctionID fn;
+    uint32_t entry; /* lo is where the method starts (its prologue is there) */
+};
+
+struct dyn_range {
+    uintptr_t lo, hi;
+    FunctionID fn;
+    uint32_t entry;
+};
+
+static struct {
+    struct dyn_note q[DYN_QUEUE];
+    uint64_t head; /* producers */
+    uint64_t tail; /* the code map's owner */
+    uint64_t dropped;
+    struct dyn_range r[DYN_MAX]; /* sorted by lo, never overlapping */
+    uint32_t n;
+} D;
 
 struct ipc {
     uintptr_t key; /* 0 = empty */
@@ -277,6 +310,30 @@ static void flush(int64_t now)
     C.frameless_dirty = 1;
 }
 
+/* Adds the code range [lo, hi) of `fn` to the pool (sorted by lo); `entry`: the method starts at
+ * lo, where its prologue tells its frame shape. Returns its index, -1 when the pool is full. */
+static int add_code(uintptr_t lo, uintptr_t hi, FunctionID fn, int entry, int dyn)
+{
+    if (C.npool >= CODEMAP_MAX_CODES)
+        return -1;
+    struct code c = {.lo = lo, .hi = hi, .fn = fn, .dyn = (uint8_t)dyn};
+    if (entry) {
+        uint8_t bytes[PROLOG_BYTES];
+        size_t want = hi - lo < sizeof bytes ? hi - lo : sizeof bytes;
+        size_t len = prof_codemap_read_code(lo, bytes, want);
+        prof_frame_decode(bytes, len, &c.shape);
+    }
+    C.pool[C.npool] = c;
+    uint32_t at = 0; /* sorted insert */
+    while (at < C.npool && C.pool[C.order[at]].lo < lo)
+        at++;
+    memmove(&C.order[at + 1], &C.order[at], (C.npool - at) * sizeof *C.order);
+    C.order[at] = C.npool;
+    if (c.shape.known && !c.shape.framed && c.shape.frame % 16 == 8)
+        C.frameless_dirty = 1;
+    return (int)C.npool++;
+}
+
 /* Learns the native code range and frame shape of the code of `fn` that contains `key`. */
 static int learn(FunctionID fn, UINT_PTR rejit, uintptr_t key)
 {
@@ -294,25 +351,163 @@ static int learn(FunctionID fn, UINT_PTR rejit, uintptr_t key)
             continue;
         for (ULONG32 j = 0; j < nci && j < 4; j++) {
             uintptr_t lo = ci[j].startAddress, hi = lo + ci[j].size;
-            if (key < lo || key >= hi)
-                continue;
-            struct code c = {.lo = lo, .hi = hi, .fn = fn};
-            if (lo == starts[i]) { /* the method's entry: its prologue is here */
-                uint8_t bytes[PROLOG_BYTES];
-                size_t want = hi - lo < sizeof bytes ? hi - lo : sizeof bytes;
-                size_t len = prof_codemap_read_code(lo, bytes, want);
-                prof_frame_decode(bytes, len, &c.shape);
-            }
-            C.pool[C.npool] = c;
-            uint32_t at = 0; /* sorted insert */
-            while (at < C.npool && C.pool[C.order[at]].lo < lo)
-                at++;
-            memmove(&C.order[at + 1], &C.order[at], (C.npool - at) * sizeof *C.order);
-            C.order[at] = C.npool;
-            if (c.shape.known && !c.shape.framed && c.shape.frame % 16 == 8)
-                C.frameless_dirty = 1;
-            return (int)C.npool++;
+            if (key >= lo && key < hi)
+                return add_code(lo, hi, fn, lo == starts[i], 0);
         }
+    }
+    return -1;
+}
+
+/* ---- dynamic methods ---- */
+
+static void dyn_push(uintptr_t lo, uintptr_t hi, FunctionID fn, int entry)
+{
+    uint64_t pos = __atomic_load_n(&D.head, __ATOMIC_RELAXED);
+    struct dyn_note *n;
+    for (;;) {
+        uint64_t at = pos & (DYN_QUEUE - 1);
+        n = &D.q[at];
+        int64_t dif = (int64_t)(__atomic_load_n(&n->seq, __ATOMIC_ACQUIRE) + at - pos);
+        if (dif == 0) {
+            if (__atomic_compare_exchange_n(&D.head, &pos, pos + 1, 1, __ATOMIC_RELAXED,
+                                            __ATOMIC_RELAXED))
+                break;
+        } else if (dif < 0) { /* full: the owner has not looked up anything for a while */
+            __atomic_fetch_add(&D.dropped, 1, __ATOMIC_RELAXED);
+            return;
+        } else {
+            pos = __atomic_load_n(&D.head, __ATOMIC_RELAXED);
+        }
+    }
+    n->lo = lo;
+    n->hi = hi;
+    n->fn = fn;
+    n->entry = (uint32_t)entry;
+    __atomic_store_n(&n->seq, pos + 1 - (pos & (DYN_QUEUE - 1)), __ATOMIC_RELEASE);
+}
+
+static int dyn_pop(struct dyn_note *out)
+{
+    uint64_t at = D.tail & (DYN_QUEUE - 1);
+    struct dyn_note *n = &D.q[at];
+    if ((int64_t)(__atomic_load_n(&n->seq, __ATOMIC_ACQUIRE) + at - (D.tail + 1)) < 0)
+        return 0;
+    *out = *n;
+    __atomic_store_n(&n->seq, D.tail + DYN_QUEUE - at, __ATOMIC_RELEASE);
+    D.tail++;
+    return 1;
+}
+
+void prof_codemap_dynamic_compiled(uintptr_t fn)
+{
+    ICorProfilerInfo15 *info = g_core.info;
+    if (!info || !fn)
+        return;
+    COR_PRF_CODE_INFO ci[4];
+    ULONG32 nci = 0;
+    if (g_core.info_version >= 9) {
+        UINT_PTR start = 0;
+        ULONG32 nstarts = 0;
+        if (info->vt->GetNativeCodeStartAddresses(info, fn, 0, 1, &nstarts, &start) == S_OK &&
+            nstarts && info->vt->GetCodeInfo4(info, start, 4, &nci, ci) == S_OK) {
+            for (ULONG32 j = 0; j < nci && j < 4; j++)
+                if (ci[j].size)
+                    dyn_push(ci[j].startAddress, ci[j].startAddress + ci[j].size, fn,
+                             ci[j].startAddress == start);
+            return;
+        }
+    }
+    nci = 0;
+    if (info->vt->GetCodeInfo2(info, fn, 4, &nci, ci) == S_OK)
+        for (ULONG32 j = 0; j < nci && j < 4; j++)
+            if (ci[j].size)
+                dyn_push(ci[j].startAddress, ci[j].startAddress + ci[j].size, fn, j == 0);
+}
+
+void prof_codemap_dynamic_unloaded(uintptr_t fn)
+{
+    if (fn)
+        dyn_push(0, 0, fn, 0);
+}
+
+/* Forgets the ip cache's answers for [lo, hi) and for method fn. */
+static void forget_cached(uintptr_t lo, uintptr_t hi, FunctionID fn)
+{
+    for (uint32_t i = 0; i < IPCACHE_SIZE; i++) {
+        struct ipc *e = &C.cache[i];
+        if (e->key && ((e->key >= lo && e->key < hi) || (fn && e->fn == fn)))
+            e->key = 0;
+    }
+}
+
+static void dyn_add(const struct dyn_note *n)
+{
+    uint32_t at = 0, keep = 0;
+    /* code freed by a collected method is reused: what overlaps is gone */
+    for (uint32_t i = 0; i < D.n; i++)
+        if (D.r[i].hi <= n->lo || D.r[i].lo >= n->hi)
+            D.r[keep++] = D.r[i];
+    D.n = keep;
+    for (uint32_t i = 0; i < C.npool; i++) /* learned from the code that was there before */
+        if (C.pool[i].lo < n->hi && C.pool[i].hi > n->lo) {
+            flush(C.flushed_at);
+            C.st.dynamic_flushes++;
+            break;
+        }
+    forget_cached(n->lo, n->hi, 0);
+    if (D.n >= DYN_MAX) {
+        C.st.dynamic_dropped++;
+        return;
+    }
+    while (at < D.n && D.r[at].lo < n->lo)
+        at++;
+    memmove(&D.r[at + 1], &D.r[at], (D.n - at) * sizeof *D.r);
+    D.r[at] = (struct dyn_range){.lo = n->lo, .hi = n->hi, .fn = n->fn, .entry = n->entry};
+    D.n++;
+}
+
+static void dyn_remove(FunctionID fn)
+{
+    uint32_t keep = 0;
+    for (uint32_t i = 0; i < D.n; i++)
+        if (D.r[i].fn != fn)
+            D.r[keep++] = D.r[i];
+    D.n = keep;
+    for (uint32_t i = 0; i < C.npool; i++)
+        if (C.pool[i].dyn && C.pool[i].fn == fn)
+            C.pool[i].dead = 1;
+    forget_cached(0, 0, fn);
+    prof_symbols_forget_dynamic();
+}
+
+/* Applies the queued notes (under prof_codemap_lock, before a lookup). */
+static void dyn_apply(void)
+{
+    struct dyn_note n;
+    while (dyn_pop(&n)) {
+        if (n.hi) {
+            dyn_add(&n);
+            C.st.dynamic_compiled++;
+        } else {
+            dyn_remove(n.fn);
+            C.st.dynamic_unloaded++;
+        }
+    }
+    C.st.dynamic_methods = D.n;
+    C.st.dynamic_dropped_notes = __atomic_load_n(&D.dropped, __ATOMIC_RELAXED);
+}
+
+static int dyn_find(uintptr_t key)
+{
+    uint32_t lo = 0, hi = D.n;
+    while (lo < hi) {
+        uint32_t mid = lo + (hi - lo) / 2;
+        if (key < D.r[mid].lo)
+            hi = mid;
+        else if (key >= D.r[mid].hi)
+            lo = mid + 1;
+        else
+            return (int)mid;
     }
     return -1;
 }
@@ -329,16 +524,23 @@ static FunctionID lookup(uintptr_t key, int *code)
         C.st.osr_returns = 0;
         C.osr_dirty = 1;
     }
+    if (__atomic_load_n(&D.head, __ATOMIC_ACQUIRE) != D.tail)
+        dyn_apply();
     struct ipc *e = &C.cache[(key ^ (key >> 13)) & (IPCACHE_SIZE - 1)];
     if (e->key == key) {
         *code = e->code;
         return e->fn;
     }
     FunctionID fn = 0;
-    int idx = find_code(key);
+    int idx = find_code(key), d;
     const char *module = prof_sigsample_native_name(key);
-    if (idx >= 0) {
+    if (idx >= 0 && C.pool[idx].dead) {
+        idx = -1; /* a collected dynamic method's: nothing there now */
+    } else if (idx >= 0) {
         fn = C.pool[idx].fn;
+    } else if ((d = dyn_find(key)) >= 0) {
+        fn = D.r[d].fn;
+        idx = add_code(D.r[d].lo, D.r[d].hi, fn, (int)D.r[d].entry, 1);
     } else if (!strstr(module, ".so") && !prof_unload_may_query()) {
         *code = -1; /* taken before an unload started: not asked, not remembered */
         return 0;
@@ -399,8 +601,13 @@ int prof_codemap_returns(const uintptr_t *ra, int n, uint64_t found, uint64_t ho
     int code[PROF_CODEMAP_MAX_RETURNS];
     if (n > PROF_CODEMAP_MAX_RETURNS)
         n = PROF_CODEMAP_MAX_RETURNS;
-    for (int i = 0; i < n; i++)
+    for (int i = 0; i < n; i++) {
         fn[i] = lookup(ra[i] - 1, &code[i]);
+        if (code[i] >= 0 && C.pool[code[i]].dyn) { /* as DoStackSnapshot: none (see .h) */
+            fn[i] = 0;
+            code[i] = -1;
+        }
+    }
     int k = 0, prev_code = -1, keep = 1;
     FunctionID prev_fn = 0;
     for (int i = 0; i < n; i++) {

@@ -71,6 +71,12 @@ struct prof_codemap_stats {
     uint64_t unload_flushes; /* tables dropped because a module unload started (prof_unload.h) */
     uint64_t osr_returns;  /* return addresses of OSR frames told to the signal walk */
     uint64_t osr_window_fixes; /* callers of OSR frames found in the leaf's copied words */
+    uint64_t dynamic_methods;  /* dynamic methods' code ranges known now */
+    uint64_t dynamic_compiled; /* notes applied: compiled, collected */
+    uint64_t dynamic_unloaded;
+    uint64_t dynamic_dropped;  /* ranges not kept (DYN_MAX full) */
+    uint64_t dynamic_dropped_notes; /* notes lost (the queue was full) */
+    uint64_t dynamic_flushes;  /* tables dropped because new dynamic code reused a range */
 };
 
 int prof_codemap_init(int max_frames);
@@ -99,6 +105,13 @@ void prof_codemap_unlock(void);
 /* Once a tick: publishes newly learned frameless methods to the handler; periodic flush. */
 void prof_codemap_tick(int64_t now_ns);
 void prof_codemap_get_stats(struct prof_codemap_stats *out);
+/* From the runtime's DynamicMethodJITCompilationFinished / DynamicMethodUnloaded callbacks (any
+ * app thread; no locks, no allocation): queue where a dynamic method's code is, or that it was
+ * collected, for the code map's owner to apply at its next lookup. Samples in that code are then
+ * named "[dynamic] <name>" (frame-pointer walks of allocation samples leave such frames out, as
+ * the runtime's own walk does). */
+void prof_codemap_dynamic_compiled(uintptr_t fn);
+void prof_codemap_dynamic_unloaded(uintptr_t fn);
 /* Bytes the code map holds (method ranges, their order, the ip cache, walk scratch). */
 size_t prof_codemap_mem_bytes(void);
 

@@ -295,9 +295,14 @@ HRESULT prof_core_initialize(void *info_unknown)
         prof_log(LOG_WARN, "runtime %s is older than .NET 8; clrscope is tested on 8, 9 and 10",
                  g_core.runtime_version);
     g_core.profiles = g_cfg.profiles;
-    /* module loads: for ModuleUnloadStarted (prof_unload.h) */
-    DWORD lo = COR_PRF_MONITOR_THREADS | COR_PRF_ENABLE_STACK_SNAPSHOT | COR_PRF_MONITOR_MODULE_LOADS;
-    DWORD hi = COR_PRF_HIGH_BASIC_GC | COR_PRF_HIGH_MONITOR_EVENT_PIPE;
+    /* module loads: for ModuleUnloadStarted (prof_unload.h); JIT compilation and dynamic
+     * function unloads: for DynamicMethodJITCompilationFinished and DynamicMethodUnloaded, where
+     * the code of dynamic methods is (prof_codemap.h; the other JIT callbacks return at once,
+     * JITInlining allows every inlining) */
+    DWORD lo = COR_PRF_MONITOR_THREADS | COR_PRF_ENABLE_STACK_SNAPSHOT | COR_PRF_MONITOR_MODULE_LOADS |
+               COR_PRF_MONITOR_JIT_COMPILATION;
+    DWORD hi = COR_PRF_HIGH_BASIC_GC | COR_PRF_HIGH_MONITOR_EVENT_PIPE |
+               COR_PRF_HIGH_MONITOR_DYNAMIC_FUNCTION_UNLOADS;
     lo |= prof_events_extra_event_mask() | prof_exc_event_mask();
     HRESULT hr = g_core.info->vt->SetEventMask2(g_core.info, lo, hi);
     if (hr < 0) {

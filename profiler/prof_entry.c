@@ -12,6 +12,7 @@
 #include <stdlib.h>
 
 #include "clr_abi.h"
+#include "prof_codemap.h"
 #include "prof_core.h"
 #include "prof_counters.h"
 #include "prof_events.h"
@@ -128,6 +129,22 @@ static HRESULT cb_module_unload_started(void *self, ModuleID mod)
     return S_OK;
 }
 
+static HRESULT cb_dynamic_jit_finished(void *self, FunctionID fn, HRESULT hr, BOOL safe)
+{
+    (void)self;
+    (void)safe;
+    if (hr >= 0)
+        prof_codemap_dynamic_compiled(fn);
+    return S_OK;
+}
+
+static HRESULT cb_dynamic_unloaded(void *self, FunctionID fn)
+{
+    (void)self;
+    prof_codemap_dynamic_unloaded(fn);
+    return S_OK;
+}
+
 static HRESULT cb_event_delivered(void *self, EVENTPIPE_PROVIDER provider, DWORD id, DWORD version,
                                   ULONG cb_meta, const BYTE *meta, ULONG cb_data, const BYTE *data,
                                   const GUID *activity, const GUID *related, ThreadID thread,
@@ -209,6 +226,8 @@ static void callback_vtbl_init(void)
     vt[CB_ExceptionThrown] = (const void *)cb_exception_thrown;
     vt[CB_JITCachedFunctionSearchStarted] = (const void *)cb_cached_function_search;
     vt[CB_JITInlining] = (const void *)cb_jit_inlining;
+    vt[CB_DynamicMethodJITCompilationFinished] = (const void *)cb_dynamic_jit_finished;
+    vt[CB_DynamicMethodUnloaded] = (const void *)cb_dynamic_unloaded;
     vt[CB_LoadAsNotificationOnly] = (const void *)cb_load_as_notification_only;
     g_callback.vt = g_callback_vtbl;
 }

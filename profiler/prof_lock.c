@@ -229,14 +229,17 @@ struct prof_wtab *prof_lock_table(void)
     return A.tab;
 }
 
-/* The waiting method: the leaf-most frame outside System.Threading's lock machinery. */
+/* The waiting method: the leaf-most frame outside System.Threading's lock machinery and the
+ * event plumbing that reports the wait (a System.Threading.Lock's contention events are raised
+ * by managed code: NativeRuntimeEventSource.ContentionStop is the stack's leaf). */
 static const char *wait_site(const char **names, int n)
 {
     for (int i = n - 1; i >= 0; i--) {
         const char *f = names[i];
         if (f[0] == '[' || !strncmp(f, "System.Threading.Monitor.", 25) ||
             !strncmp(f, "System.Threading.Lock.", 22) ||
-            !strncmp(f, "System.Threading.ObjectHeader.", 30))
+            !strncmp(f, "System.Threading.ObjectHeader.", 30) ||
+            !strncmp(f, "System.Diagnostics.Tracing.", 27))
             continue;
         return f;
     }

@@ -605,20 +605,24 @@ static const char *function_name_locked(FunctionID fn)
     ModuleID mod = 0;
     mdToken tok = 0;
     char out[NAME_MAX_LEN];
-    if (info->vt->GetFunctionInfo(info, fn, &cls, &mod, &tok) < 0) {
+    /* a dynamic method (DynamicMethod, compiled Regex or expression) has no metadata token, and
+     * GetFunctionInfo may still answer for it (with the module that hosts such methods) */
+    BOOL dyn = 0;
+    if (g_core.info_version >= 9 && info->vt->IsFunctionDynamic(info, fn, &dyn) == S_OK && dyn) {
         g_coll = 1; /* dynamic methods are collected one by one */
-        BOOL dyn = 0;
         WCHAR w[200];
         ULONG got = 0;
         ModuleID dm = 0;
-        if (info->vt->IsFunctionDynamic && info->vt->IsFunctionDynamic(info, fn, &dyn) == S_OK &&
-            dyn &&
-            info->vt->GetDynamicFunctionInfo(info, fn, &dm, NULL, NULL, 200, &got, w) >= 0) {
+        if (info->vt->GetDynamicFunctionInfo(info, fn, &dm, NULL, NULL, 200, &got, w) >= 0 && got) {
             char n[256];
             prof_utf16_to_utf8(w, got, n, sizeof n);
             snprintf(out, sizeof out, "[dynamic] %s", n);
             return intern_copy(out);
         }
+        return "[dynamic]";
+    }
+    if (info->vt->GetFunctionInfo(info, fn, &cls, &mod, &tok) < 0) {
+        g_coll = 1;
         return "[unknown managed]";
     }
     IMetaDataImport *md = metadata_for(mod);
@@ -661,6 +665,13 @@ const char *prof_symbols_function(FunctionID fn)
     }
     pthread_mutex_unlock(&g_lock);
     return hit;
+}
+
+void prof_symbols_forget_dynamic(void)
+{
+    pthread_mutex_lock(&g_lock);
+    cache_clear(&g_fn_coll);
+    pthread_mutex_unlock(&g_lock);
 }
 
 const char *prof_symbols_native(uintptr_t ip)

@@ -24,6 +24,9 @@
 
 void prof_symbols_init(void);
 const char *prof_symbols_function(FunctionID fn);
+/* A dynamic method was collected: its FunctionID may name another one next (the names of
+ * collectible and dynamic methods are asked again). */
+void prof_symbols_forget_dynamic(void);
 const char *prof_symbols_native(uintptr_t ip);
 const char *prof_symbols_class(ClassID cls);
 /* The file of the module that defines the class (of an array: of its element type), as the

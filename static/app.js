@@ -334,7 +334,10 @@
     if (!list || !list.length) return;
     box.appendChild(h('span', {text: 'pprof'}));
     list.forEach(function (d) {
-      var href = d[1] + (d[2] ? '?seconds=' + state.seconds : '');
+      // the window on screen, at once: CPU and wall would otherwise record the next N seconds
+      // (Go's semantics, which `go tool pprof URL` keeps)
+      var href = d[1] + (d[2] ? '?seconds=' + state.seconds : '') +
+        (/\/(profile|wall)$/.test(d[1]) ? '&wait=0' : '');
       box.appendChild(h('a', {href: href, text: '⤓ ' + d[0], title: 'download ' + href,
         attrs: {download: d[0] + '.pb.gz'}}));
     });
@@ -1529,7 +1532,8 @@
           diffP.el.classList.add('hidden');
           return;
         }
-        snaps = r.data.snapshots || [];
+        // the API lists them newest first; everything here counts on oldest first
+        snaps = (r.data.snapshots || []).slice().sort(function (x, y) { return Number(x.id) - Number(y.id); });
         if (!state.snap && snaps.length) {
           state.snap = String(snaps[snaps.length - 1].id);
           saveHash();

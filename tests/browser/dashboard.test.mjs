@@ -306,6 +306,23 @@ test('heap snapshot: take one and follow it to the end', async (t) => {
     await page.waitForSelector('main .paths .path, main .paths .note, main .paths .unavailable');
   }
   await shot('15-heap-snapshot');
+  if (failed) return;
+  // a second one: the page opens the newest, and compares the older (baseline) with the newer.
+  // The API lists snapshots newest first; before 2026-11-26 the page read the list the other way
+  // round and showed a growing type as shrinking
+  const first = (location => location.match(/snap=(\d+)/)[1])(await page.evaluate(() => location.hash));
+  await page.waitForFunction(() => !document.querySelector('main .btn.primary').disabled, null, {timeout: TIMEOUT});
+  await page.click('main .btn.primary');
+  await page.waitForFunction((f) => (location.hash.match(/snap=(\d+)/) || [])[1] !== f, first, {timeout: TIMEOUT});
+  await page.waitForFunction(() => document.querySelectorAll('main .badge.done').length >= 2, null, {timeout: 120000});
+  await page.reload();
+  await page.waitForFunction(() => document.querySelectorAll('main .badge.done').length >= 2, null, {timeout: TIMEOUT});
+  const shown = await page.evaluate(() => (location.hash.match(/snap=(\d+)/) || [])[1]);
+  const base = await page.$eval('select[aria-label="baseline snapshot"]', (e) => e.value);
+  const later = await page.$eval('select[aria-label="later snapshot"]', (e) => e.value);
+  assert.ok(Number(shown) > Number(first), 'the newest snapshot is shown: ' + shown + ' after ' + first);
+  assert.equal(base, first, 'baseline: the older snapshot');
+  assert.equal(later, shown, 'compared with: the newer snapshot');
 });
 
 test('dark theme', async () => {

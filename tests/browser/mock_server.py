@@ -398,7 +398,9 @@ class Handler(BaseHTTPRequestHandler):
             return self.send(200, locks_reply(seconds))
         if path == "/api/v1/gcdump":
             with st.lock:
-                return self.send(200, {"snapshots": [snapshot_view(s, False) for s in st.snapshots]})
+                # newest first, as the real API (api_gcdump.c)
+                return self.send(200, {"snapshots": [snapshot_view(s, False)
+                                                     for s in reversed(st.snapshots)]})
         if path == "/api/v1/gcdump/diff":
             a, b = q.get("a", [""])[0], q.get("b", [""])[0]
             with st.lock:

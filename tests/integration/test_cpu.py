@@ -208,6 +208,63 @@ class ShortLivedThreads(unittest.TestCase):
         self.assertLess(r, 1.15, why)
 
 
+class DynamicCode(unittest.TestCase):
+    """CPU in dynamic methods (dynamic-code: DynamicMethod, the kind compiled Regex and
+    expression trees run as). They have no metadata, so GetFunctionFromIP2 does not answer for
+    their code: before 2026-11-26 their CPU showed as "[native code]". Now the runtime's
+    DynamicMethodJITCompilationFinished tells where each one's code is, and DynamicMethodUnloaded
+    when it is collected (the short-lived Churn_<n> methods: their memory is reused by the next
+    ones, which must not inherit an old name)."""
+
+    @classmethod
+    def setUpClass(cls):
+        app = ProfiledApp("dynamic-code", ["--seconds", "8"], env={"CLRSCOPE_PROFILES": "cpu"})
+        app.start()
+        try:
+            app.wait_ready()
+            time.sleep(7.5)
+            cls.cpu = app.json("/api/v1/flamegraph?type=cpu&seconds=300")
+            cls.dyn = app.json("/api/v1/status")["self"]["signal_sampler"]["dynamic_methods"]
+            cls.final = app.wait_truth(timeout=60)
+        finally:
+            app.stop()
+        cls.frames = cls.final["frames"]
+
+    def under(self, caller):
+        """CPU (ms) of the samples under `caller`, by the name of the frame right below it."""
+        out = {}
+        for path, v, node in find_nodes(self.cpu["root"], caller):
+            for c in node.get("children", []):
+                out[c["name"]] = out.get(c["name"], 0) + c["value"] / 1e6
+        return out
+
+    def test_runtime_told_compilations_and_collections(self):
+        self.assertGreaterEqual(self.dyn["compiled"], 2, self.dyn)
+        self.assertGreater(self.dyn["collected"], 0, self.dyn)  # the Churn_ methods, by the GCs
+        self.assertEqual(self.dyn["dropped"], 0, self.dyn)
+
+    def test_long_lived_method_named_with_its_cpu(self):
+        below = self.under(self.frames["burn_caller"])
+        got = below.get(self.frames["burn"], 0)
+        ratio = got / self.final["burn_cpu_ms"]
+        # before: all of it under "[native code]"
+        self.assertGreater(ratio, 0.8, (below, self.final))
+        self.assertLess(ratio, 1.1, (below, self.final))
+
+    def test_short_lived_methods_named_and_never_misnamed(self):
+        prefix = self.frames["churn_prefix"]
+        churn = self.under(self.frames["churn_caller"])
+        named = sum(v for k, v in churn.items() if k.startswith(prefix))
+        self.assertGreater(named / self.final["churn_cpu_ms"], 0.75, (churn, self.final))
+        # code memory reused by a new method must not keep an old method's name
+        burn = self.under(self.frames["burn_caller"])
+        self.assertFalse([k for k in burn if k.startswith(prefix)], burn)
+        self.assertNotIn(self.frames["burn"], churn)
+        # each Churn_<n> lived ~20 ms: most of them were sampled under their own name
+        self.assertGreater(len([k for k in churn if k.startswith(prefix)]),
+                           self.final["churn_made"] // 3, (len(churn), self.final["churn_made"]))
+
+
 class OsrFrames(unittest.TestCase):
     """A method entered once that loops for the whole run (osr-loop) runs as OSR code on its
     Tier0 frame. The OSR frame's record chains straight to the method's caller's caller, so the

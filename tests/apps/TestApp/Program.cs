@@ -29,7 +29,8 @@ public static class Program
     const string Usage =
         "usage: TestApp MODE [--seconds N] [--exit N] [--truth-every-second] [mode options]\n" +
         "modes: hello, version, cpu-split, gc-heavy, cpu-only, alloc-mix, leak, exceptions,\n" +
-        "       contention, heap, threads, wait, unload, thread-churn, osr-loop   (see tests/apps/README.md)";
+        "       contention, heap, threads, wait, unload, thread-churn, osr-loop,\n" +
+        "       dynamic-code   (see tests/apps/README.md)";
 
     static readonly CancellationTokenSource StopSource = new();
     static readonly object TruthLock = new();
@@ -108,6 +109,7 @@ public static class Program
         "unload" => new Unload.UnloadMode(),
         "thread-churn" => new Churn.ThreadChurnMode(),
         "osr-loop" => new Osr.OsrLoopMode(),
+        "dynamic-code" => new Dynamic.DynamicCodeMode(),
         _ => null,
     };
 
