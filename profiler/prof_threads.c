@@ -13,11 +13,22 @@ struct thread_entry {
     char name[48];
 };
 
+/* Names of the managed threads that ended, newest last (a ring): samples of a thread outlive it
+ * in the history, and a pprof built later still labels them with its name. */
+#define GONE_MAX 1024
+
+struct gone_entry {
+    uint32_t os_tid;
+    char name[48];
+};
+
 static pthread_mutex_t g_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct thread_entry *g_tab;
 static int g_cap;
 static size_t g_count;
 static uint64_t g_dropped;
+static struct gone_entry g_gone[GONE_MAX];
+static uint32_t g_gone_next; /* total ever added; the ring holds the last GONE_MAX */
 
 void prof_threads_init(int cap)
 {
@@ -59,6 +70,11 @@ void prof_threads_destroyed(ThreadID t)
     pthread_mutex_lock(&g_lock);
     struct thread_entry *e = g_tab ? find_locked(t) : NULL;
     if (e) {
+        if (e->os_tid && e->name[0]) {
+            struct gone_entry *g = &g_gone[g_gone_next++ % GONE_MAX];
+            g->os_tid = e->os_tid;
+            memcpy(g->name, e->name, sizeof g->name);
+        }
         e->id = 0;
         g_count--;
     }
@@ -96,6 +112,14 @@ const char *prof_threads_name_of(uint32_t os_tid, char *buf, size_t cap)
             snprintf(buf, cap, "%s", g_tab[i].name);
             break;
         }
+    /* a thread that ended: the newest with that tid (the kernel reuses tids only after it has
+     * gone round its whole range) */
+    uint32_t n = g_gone_next < GONE_MAX ? g_gone_next : GONE_MAX;
+    for (uint32_t k = 1; !buf[0] && k <= n; k++) {
+        const struct gone_entry *g = &g_gone[(g_gone_next - k) % GONE_MAX];
+        if (g->os_tid == os_tid)
+            snprintf(buf, cap, "%s", g->name);
+    }
     pthread_mutex_unlock(&g_lock);
     if (buf[0])
         return buf;

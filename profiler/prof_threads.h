@@ -18,7 +18,8 @@ void prof_threads_created(ThreadID t);
 void prof_threads_destroyed(ThreadID t);
 void prof_threads_assigned(ThreadID t, DWORD os_tid);
 void prof_threads_named(ThreadID t, ULONG cch, const WCHAR *name);
-/* Copies the name of OS thread `tid` (managed name, else /proc comm) into buf; returns buf. */
+/* Copies the name of OS thread `tid` (managed name, else /proc comm; for a managed thread that
+ * ended, its name, from the last 1,024 such threads) into buf; returns buf. */
 const char *prof_threads_name_of(uint32_t os_tid, char *buf, size_t cap);
 size_t prof_threads_count(void);
 /* Copies the OS tids of up to `cap` registered managed threads (those already assigned to an OS

@@ -12,6 +12,7 @@ import unittest
 
 from harness import (ProfiledApp, available_runtimes, cpu_split, find_nodes, find_paths,
                      go_pprof, tree_totals_by_name)
+from pprofdec import read_pprof
 
 HEAVY = "TestApp.CpuWork.HeavyCaller"
 LIGHT = "TestApp.CpuWork.LightCaller"
@@ -183,6 +184,7 @@ class ShortLivedThreads(unittest.TestCase):
             time.sleep(0.3)  # let the last samples leave the rings
             cls.cpu = app.json("/api/v1/flamegraph?type=cpu&seconds=300")
             cls.after = app.next_truth()
+            cls.pprof = read_pprof(app.pprof("/debug/pprof/profile?seconds=300&wait=0"))
             cls.final = app.wait_truth(timeout=60)
         finally:
             app.stop()
@@ -201,6 +203,17 @@ class ShortLivedThreads(unittest.TestCase):
         # measured 0.87-0.92 (2 ms of each 30 lost at the kernel's tick); before, ~0.05-0.2
         self.assertGreater(r, 0.7, why)
         self.assertLess(r, 1.2, why)
+
+    def test_pprof_names_threads_that_ended(self):
+        # nearly all of them had ended when the profile was built: before 2026-11-26 their
+        # samples lost the "thread name" label (the name was looked up among live threads only)
+        total = named = 0
+        for frames, vals, labels in self.pprof.stacks():
+            if self.SHORT in frames:
+                total += vals[-1]
+                named += vals[-1] if labels.get("thread name") == "short-lived" else 0
+        self.assertGreater(total, 0)
+        self.assertGreater(named / total, 0.95, (named, total))
 
     def test_long_lived_thread_cpu(self):
         r, why = self.ratio(self.STEADY, "steady_cpu_ms")
