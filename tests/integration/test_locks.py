@@ -174,5 +174,33 @@ class OtherRuntimes(unittest.TestCase):
                 self.assertTrue(any(o["thread"].startswith("contender-") for o in gate["owners"]))
 
 
+class ThreadingLock(unittest.TestCase):
+    """A C# 13 `lock` on a System.Threading.Lock (.NET 9+): its contention events are raised by
+    managed code on the waiting thread, so the stack's leaf is the runtime's EventSource
+    (NativeRuntimeEventSource.ContentionStop). Before 2026-11-26 that was every such lock's
+    `site`; the site is the method that waited."""
+
+    def test_site_is_the_waiting_method(self):
+        if os.environ.get("CLRSCOPE_TEST_RUNTIME", "net10") == "net8":
+            self.skipTest("System.Threading.Lock is .NET 9+")
+        app = ProfiledApp("contention", ["--seconds", "5", "--threads", "4", "--hold-ms", "5",
+                                         "--lock-kind", "lock"],
+                          env={"CLRSCOPE_PROFILES": "lock"})
+        app.start()
+        try:
+            app.wait_ready()
+            time.sleep(4.5)
+            locks = app.json("/api/v1/locks?seconds=900")
+            truth = app.wait_truth(timeout=60)
+        finally:
+            app.stop()
+        self.assertEqual(truth["lock_type"], "System.Threading.Lock")
+        gate = gate_lock(locks, truth)
+        # the waits the app timed itself, within the runtime's own accounting (see README)
+        self.assertGreater(gate["wait_ns"] / 1e6, 0.2 * truth["lock_wait_ms"], (gate, truth))
+        self.assertLess(gate["wait_ns"] / 1e6, 1.2 * truth["lock_wait_ms"], (gate, truth))
+        self.assertTrue(any(o["thread"].startswith("contender-") for o in gate["owners"]), gate)
+
+
 if __name__ == "__main__":
     unittest.main()

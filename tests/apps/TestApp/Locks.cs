@@ -1,4 +1,6 @@
-// contention: --threads threads (default 4, "contender-N") contend on one Monitor (`lock`) object.
+// contention: --threads threads (default 4, "contender-N") contend on one Monitor (`lock`) object,
+// or with --lock-kind lock (.NET 9 and later) on one System.Threading.Lock, whose contention events
+// are raised by managed code (NativeRuntimeEventSource) on the waiting thread.
 // The holder sleeps --hold-ms (default 5) inside the lock, then pauses 1 ms outside it.
 //
 // Each acquisition first tries Monitor.TryEnter (no wait: counted uncontended); if the lock is
@@ -37,12 +39,39 @@ public static class Contention
         }
         return waited;
     }
+
+#if NET9_0_OR_GREATER
+    public static readonly Lock GateLock = new();
+
+    /// <summary>The same with a System.Threading.Lock.</summary>
+    [MethodImpl(MethodImplOptions.NoInlining)]
+    public static double AcquireAndHoldLock(int holdMs)
+    {
+        double waited = -1;
+        if (!GateLock.TryEnter())
+        {
+            long t0 = Stopwatch.GetTimestamp();
+            GateLock.Enter();
+            waited = Stopwatch.GetElapsedTime(t0).TotalMilliseconds;
+        }
+        try
+        {
+            Thread.Sleep(holdMs);
+        }
+        finally
+        {
+            GateLock.Exit();
+        }
+        return waited;
+    }
+#endif
 }
 
 public sealed class ContentionMode : Mode
 {
     int threads;
     int holdMs;
+    bool useLock;
     double waitMs;
     long contended;
     long acquisitions;
@@ -51,6 +80,11 @@ public sealed class ContentionMode : Mode
     {
         threads = o.Threads > 0 ? o.Threads : 4;
         holdMs = o.HoldMs;
+        useLock = o.LockKind == "lock";
+#if !NET9_0_OR_GREATER
+        if (useLock)
+            throw new ArgumentException("--lock-kind lock needs .NET 9 or later");
+#endif
         var workers = new Thread[threads];
         for (int i = 0; i < threads; i++)
         {
@@ -58,7 +92,11 @@ public sealed class ContentionMode : Mode
             {
                 while (!stop.IsCancellationRequested)
                 {
+#if NET9_0_OR_GREATER
+                    double w = useLock ? Contention.AcquireAndHoldLock(holdMs) : Contention.AcquireAndHold(holdMs);
+#else
                     double w = Contention.AcquireAndHold(holdMs);
+#endif
                     lock (this)
                     {
                         acquisitions++;
@@ -86,7 +124,11 @@ public sealed class ContentionMode : Mode
         }
         t["threads"] = threads;
         t["hold_ms"] = holdMs;
-        t["lock_type"] = "System.Object";
-        t["frames"] = new JsonObject { ["acquire"] = "TestApp.Locks.Contention.AcquireAndHold" };
+        t["lock_type"] = useLock ? "System.Threading.Lock" : "System.Object";
+        t["frames"] = new JsonObject
+        {
+            ["acquire"] = useLock ? "TestApp.Locks.Contention.AcquireAndHoldLock"
+                                  : "TestApp.Locks.Contention.AcquireAndHold",
+        };
     }
 }

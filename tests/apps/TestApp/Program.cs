@@ -234,6 +234,7 @@ public sealed class Options
     public int Unnamed = 40;
     public int Depth;
     public double MbPerSecond = 100;
+    public string LockKind = "monitor";
 
     public static Options Parse(string[] args)
     {
@@ -278,6 +279,10 @@ public sealed class Options
                 case "unnamed": o.Unnamed = ParseInt(name, value); break;
                 case "depth": o.Depth = Math.Max(0, ParseInt(name, value)); break;
                 case "mb-per-s": o.MbPerSecond = ParseDouble(name, value); break;
+                case "lock-kind":
+                    o.LockKind = value is "monitor" or "lock" ? value
+                        : throw new ArgumentException($"--lock-kind: '{value}' is neither monitor nor lock");
+                    break;
                 default: throw new ArgumentException($"unknown option --{name}");
             }
         }
