@@ -331,6 +331,7 @@
         text: '⤓ snapshot ' + state.snap + '.gcdump', attrs: {download: 'clrscope-' + state.snap + '.gcdump'}}));
       return;
     }
+    if (info.profile && !profileOn(info.profile)) return;
     if (!list || !list.length) return;
     box.appendChild(h('span', {text: 'pprof'}));
     list.forEach(function (d) {
@@ -375,7 +376,9 @@
         status = r.data;
         renderStatus(status);
         if (first) renderChrome();
-        if (view && view.onStatus) guard(function () { view.onStatus(status); });
+        var info = tabInfo(viewTab);
+        if (view && !view.off && info.profile && !profileOn(info.profile)) mount();
+        else if (view && view.onStatus) guard(function () { view.onStatus(status); });
       } else if (!status) {
         $('h-name').textContent = r.status === 401 ? 'unauthorized' : 'status not available';
       }
@@ -668,7 +671,12 @@
       });
     }
 
+    function offNote(p, profile) {
+      clear(p.body).appendChild(unavailable('Off: the ' + profile + ' profile is not in CLRSCOPE_PROFILES.'));
+    }
+
     function loadGc() {
+      if (!profileOn('gc')) return offNote(gc, 'gc');
       return api('api/v1/gc?' + qs({seconds: state.seconds})).then(function (r) {
         if (r.aborted) return;
         clear(gc.body);
@@ -695,6 +703,7 @@
     }
 
     function loadAlloc() {
+      if (!profileOn('alloc')) return offNote(alloc, 'alloc');
       return api('api/v1/allocations?' + qs({seconds: state.seconds})).then(function (r) {
         if (r.aborted) return;
         clear(alloc.body);
@@ -736,13 +745,18 @@
         activity.sub('last ' + windowText());
         var stats = [];
         var top = null;
-        if (rs[0].ok) {
+        if (!profileOn('exceptions')) {
+          stats.push(stat('exceptions', 'off'));
+        } else if (rs[0].ok) {
           stats.push(stat('exceptions thrown', F.int(rs[0].data.total)));
-          top = (rs[0].data.types || []).slice().sort(function (a, b) { return b.count - a.count; })[0];
+          // by type (its messages summed), not one row per message
+          top = (rs[0].data.by_type || rs[0].data.types || []).slice().sort(function (a, b) { return b.count - a.count; })[0];
         } else {
           stats.push(stat('exceptions', 'n/a'));
         }
-        if (rs[1].ok) {
+        if (!profileOn('lock')) {
+          stats.push(stat('locks', 'off'));
+        } else if (rs[1].ok) {
           stats.push(stat('lock wait', F.ns(rs[1].data.total_wait_ns)));
           stats.push(stat('contentions', F.int(rs[1].data.count)));
         } else {
@@ -1661,10 +1675,22 @@
     var main = clear($('main'));
     viewTab = state.tab;
     hook.tab = state.tab;
-    view = guard(function () { return views[state.tab](); });
+    var info = tabInfo(state.tab);
+    view = info.profile && !profileOn(info.profile) ? offView(info)
+      : guard(function () { return views[state.tab](); });
     if (view) main.appendChild(view.el);
     renderChrome();
     refreshView();
+  }
+
+  // The view of a tab whose profile this process runs without (CLRSCOPE_PROFILES): nothing to
+  // load, nothing to count as zero.
+  function offView(info) {
+    var p = panel(info.label, '');
+    p.body.appendChild(unavailable('The ' + info.profile + ' profile is off in this process: ' +
+      'CLRSCOPE_PROFILES lists ' + ((status && status.profiles || []).join(', ') || 'no profile') +
+      '. Start the app with CLRSCOPE_PROFILES=all (or add ' + info.profile + ') to see it.'));
+    return {el: p.el, off: true, refresh: function () {}};
   }
 
   function refreshView() {
