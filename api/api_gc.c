@@ -245,6 +245,15 @@ int api_gc(const struct web_req *r)
     emit_collections(&b, &v);
     jb_lit(&b, ",\"collections_omitted\":");
     jb_int(&b, (int64_t)v.collections_omitted);
+    jb_lit(&b, ",\"window\":{\"gen0\":");
+    jb_int(&b, (int64_t)v.window_by_gen[0]);
+    jb_lit(&b, ",\"gen1\":");
+    jb_int(&b, (int64_t)v.window_by_gen[1]);
+    jb_lit(&b, ",\"gen2\":");
+    jb_int(&b, (int64_t)v.window_by_gen[2]);
+    jb_lit(&b, ",\"max_pause_ms\":");
+    num(&b, v.window_max_pause_ms, 3);
+    jb_lit(&b, "}");
     emit_totals(&b, t);
     jb_lit(&b, ",\"dropped\":{\"collections\":");
     jb_int(&b, (int64_t)t->dropped_collections);

@@ -901,9 +901,15 @@ int prof_gc_view(double seconds, size_t max_collections, struct prof_gc_view *ou
     for (size_t i = 0; i < G.sec_n; i++)
         if (G.secs[(G.sec_head + i) % G.sec_cap].t > from)
             ns++;
-    for (size_t i = 0; i < G.coll_n; i++)
-        if (G.coll[(G.coll_head + i) % G.coll_cap].t > from)
-            nc++;
+    for (size_t i = 0; i < G.coll_n; i++) {
+        const struct prof_gc_collection *c = &G.coll[(G.coll_head + i) % G.coll_cap];
+        if (c->t <= from)
+            continue;
+        nc++;
+        out->window_by_gen[c->generation < 0 ? 0 : c->generation > 2 ? 2 : c->generation]++;
+        if (c->pause_ms > out->window_max_pause_ms)
+            out->window_max_pause_ms = c->pause_ms;
+    }
     size_t keep = nc < max_collections ? nc : max_collections;
     out->seconds = ns ? malloc(ns * sizeof *out->seconds) : NULL;
     out->collections = keep ? malloc(keep * sizeof *out->collections) : NULL;

@@ -91,6 +91,9 @@ struct prof_gc_view {
     size_t ncollections;
     struct prof_gc_collection *collections; /* oldest first */
     size_t collections_omitted;             /* in the window but beyond max_collections (oldest) */
+    uint64_t window_by_gen[3];              /* every GC of the window (omitted ones too), by
+                                             * condemned generation */
+    double window_max_pause_ms;             /* and the longest pause among them */
 };
 
 void prof_gc_init(void);

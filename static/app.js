@@ -1156,10 +1156,15 @@
         }
         var gens = [0, 0, 0];
         var maxPause = 0;
-        cols.forEach(function (c) {
-          gens[Math.min(2, c.generation | 0)]++;
-          if (c.pause_ms > maxPause) maxPause = c.pause_ms;
-        });
+        if (d.window) { // every GC of the window, also those beyond the records listed
+          gens = [d.window.gen0, d.window.gen1, d.window.gen2];
+          maxPause = d.window.max_pause_ms;
+        } else {
+          cols.forEach(function (c) {
+            gens[Math.min(2, c.generation | 0)]++;
+            if (c.pause_ms > maxPause) maxPause = c.pause_ms;
+          });
+        }
         summary.sub((d.mode || '') + (d.concurrent != null ? (d.concurrent ? ', concurrent' : ', not concurrent') : '') +
           ' · last ' + windowText());
         [stat('GC share of CPU', F.pct(d.gc_cpu_share), (d.warn != null ? d.warn : d.gc_cpu_share >= d.warn_threshold) ? 'bad' : ''),
@@ -1194,6 +1199,8 @@
           heap.sub('now ' + F.bytes(sum));
         }
         table.setRows(cols);
+        recent.sub(d.collections_omitted ? 'the newest ' + F.int(cols.length) + ' of ' +
+          F.int(cols.length + d.collections_omitted) + ' in the window' : '');
       });
     }
 

@@ -161,6 +161,7 @@ class GcHeavyBase:
             cls.metrics_status, cls.metrics_headers = status, headers
             cls.metrics_text = body.decode()
             cls.after_metrics = cls.app.json(GC_URL)
+            cls.limited = cls.app.json("/api/v1/gc?seconds=600&limit=3")
             cls.pprof_path = None
             if shutil.which("go"):
                 cls.pprof_path = cls.app.pprof("/debug/pprof/profile?seconds=600&wait=0",
@@ -275,6 +276,19 @@ class GcHeavyBase:
                 self.assertEqual(x["generation"], 2)
         self.assertIn("background", types, "gc-heavy triggers background GCs")
         by_gen = [sum(1 for x in c if x["generation"] == g) for g in range(3)]
+        # the window's own counts and longest pause: the records', all of them listed here
+        w = self.b["window"]
+        self.assertEqual([w["gen0"], w["gen1"], w["gen2"]], by_gen, w)
+        self.assertAlmostEqual(w["max_pause_ms"], max(x["pause_ms"] for x in c), delta=0.01)
+        # and with only the newest 3 listed, still every GC of the window (before 2026-11-26 the
+        # dashboard counted the listed records only)
+        lim = self.limited
+        self.assertEqual(len(lim["collections"]), 3)
+        lw = lim["window"]
+        self.assertEqual(lw["gen0"] + lw["gen1"] + lw["gen2"], lim["collections_in_window"], lim)
+        self.assertEqual(lim["collections_in_window"], 3 + lim["collections_omitted"])
+        self.assertGreaterEqual(lw["gen0"] + lw["gen1"] + lw["gen2"], len(c))
+        self.assertGreaterEqual(lw["max_pause_ms"], w["max_pause_ms"])
         bg = self.b["totals"]["by_generation"]
         for g in range(3):
             self.assertLessEqual(by_gen[g], bg[f"gen{g}"])
