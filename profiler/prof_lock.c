@@ -231,7 +231,8 @@ struct prof_wtab *prof_lock_table(void)
 
 /* The waiting method: the leaf-most frame outside System.Threading's lock machinery and the
  * event plumbing that reports the wait (a System.Threading.Lock's contention events are raised
- * by managed code: NativeRuntimeEventSource.ContentionStop is the stack's leaf). */
+ * by managed code: NativeRuntimeEventSource.ContentionStop is the stack's leaf). Other code of
+ * System.Diagnostics.Tracing that waits for a lock (the counters' CounterGroup) is a site. */
 static const char *wait_site(const char **names, int n)
 {
     for (int i = n - 1; i >= 0; i--) {
@@ -239,7 +240,8 @@ static const char *wait_site(const char **names, int n)
         if (f[0] == '[' || !strncmp(f, "System.Threading.Monitor.", 25) ||
             !strncmp(f, "System.Threading.Lock.", 22) ||
             !strncmp(f, "System.Threading.ObjectHeader.", 30) ||
-            !strncmp(f, "System.Diagnostics.Tracing.", 27))
+            !strncmp(f, "System.Diagnostics.Tracing.NativeRuntimeEventSource.", 52) ||
+            !strncmp(f, "System.Diagnostics.Tracing.EventSource.", 39))
             continue;
         return f;
     }

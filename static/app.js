@@ -1278,17 +1278,39 @@
     var table = new DataTable({
       columns: [
         {key: 'name', label: 'Lock', cls: 'name'},
+        {key: 'site', label: 'Waited in', cls: 'name', value: function (r) { return r.site || ''; }},
+        {key: 'owner', label: 'Held by (wait caused)', cls: 'name', nosort: true,
+          render: function (r) {
+            var o = (r.owners || []).slice(0, 2).map(function (x) {
+              return (x.thread || x.tid) + ' (' + F.pct(r.wait_ns ? x.wait_ns / r.wait_ns : 0, 0) + ')';
+            });
+            return o.length ? o.join(', ') + ((r.owners || []).length > 2 ? ', …' : '') : '–';
+          }},
         {key: 'wait_ns', label: 'Total wait', num: true, render: function (r) { return F.ns(r.wait_ns); }},
         {key: 'count', label: 'Contentions', num: true, render: function (r) { return F.int(r.count); }},
         {key: 'mean', label: 'Mean wait', num: true, value: function (r) { return r.count ? r.wait_ns / r.count : 0; },
           render: function (r) { return F.ns(r.count ? r.wait_ns / r.count : 0); }}
       ],
       sortKey: 'wait_ns',
-      empty: 'No lock contention in this window.'
+      onClick: function (r) {
+        state.filter = state.filter === r.name ? '' : r.name;
+        state.zoom = [];
+        state.q = '';
+        fp.fg.setState({q: '', zoom: [], icicle: state.icicle});
+        saveHash();
+        fp.syncControls();
+        table.render();
+        fp.refresh();
+        if (state.filter) fp.el.scrollIntoView({behavior: 'smooth', block: 'start'});
+      },
+      isSelected: function (r) { return r.name === state.filter; },
+      empty: 'No lock contention in this window.',
+      footer: 'click a row to see where threads wait for that lock'
     });
     p.body.appendChild(stats);
     listP.body.appendChild(table.el);
-    var fp = new FlamePanel('Where threads wait for locks', [['lock-time', 'wait time']]);
+    var fp = new FlamePanel('Where threads wait for locks', [['lock-time', 'wait time'], ['lock-count', 'contentions']]);
+    fp.onFilterChange = function () { table.render(); };
 
     function bucketLabel(le, prev) {
       function ms(v) { return v >= 1000 ? F.sig(v / 1000) + 's' : F.sig(v) + 'ms'; }
@@ -1338,7 +1360,7 @@
     }
 
     return {
-      el: h('div', null, [p.el, h('div', {'class': 'cols2'}, [histP.el, listP.el]), fp.el]),
+      el: h('div', null, [p.el, listP.el, histP.el, fp.el]),
       refresh: function () { return Promise.all([load(), fp.refresh()]); },
       applyState: function () { fp.applyState(); }
     };

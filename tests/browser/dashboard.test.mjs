@@ -253,6 +253,30 @@ test('every tab renders', async () => {
   }
 });
 
+test('locks: the table says where threads waited and who held the lock; a row filters', async (t) => {
+  await openTab('locks', 'Locks');
+  const rows = page.locator('main tbody tr.click');
+  try {
+    await rows.first().waitFor({timeout: 10000});
+  } catch (e) {
+    t.skip('no contended lock reported');
+    return;
+  }
+  const head = await page.textContent('main thead');
+  assert.match(head, /Waited in/);
+  assert.match(head, /Held by/);
+  const cells = rows.first().locator('td');
+  const name = (await cells.nth(0).textContent()).trim();
+  assert.match(name, /^lock 0x/);
+  assert.ok((await cells.nth(1).textContent()).trim().length > 0, 'a wait site');
+  await rows.first().click();
+  await page.waitForFunction(() => /filter=/.test(location.hash));
+  assert.equal(new URLSearchParams(new URL(page.url()).hash.slice(1)).get('filter'), name);
+  await page.waitForSelector('main .filterchip');
+  await rows.first().click(); // again: the filter goes
+  await page.waitForFunction(() => !/filter=/.test(location.hash));
+});
+
 test('allocations: clicking a type filters the flame graph', async (t) => {
   await openTab('alloc', 'Allocations');
   const rows = page.locator('main tbody tr.click');
