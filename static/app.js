@@ -241,9 +241,36 @@
       done();
       if (e && e.name === 'AbortError') return {ok: false, status: 0, aborted: true, error: 'aborted'};
       var msg = 'cannot reach the profiler (' + (e && e.message || e) + ')';
-      setError(key, init.method + ' ' + key + ': ' + msg);
-      return {ok: false, status: 0, error: msg};
+      // The process is gone or unreachable: one message (connectionLost), and the views keep
+      // what they show (they ignore an aborted reply) instead of each turning into an error.
+      connectionLost();
+      return {ok: false, status: 0, aborted: true, unreachable: true, error: msg};
     });
+  }
+
+  /* ---------- the connection to the profiled process ---------- */
+
+  var downSince = 0;      // when a request first failed to reach the server (0: it answers)
+  var retryEvery = 2000;  // status retries back off while it does not answer, up to 30 s
+
+  function connectionLost() {
+    if (downSince) return;
+    downSince = Date.now();
+    retryEvery = 2000;
+    hook.down = true;
+    document.body.classList.add('down');
+    setError('connection', 'The profiled process has not answered since ' +
+      new Date(downSince).toLocaleTimeString() + ' (it exited, or it cannot be reached): the page ' +
+      'keeps the last data it showed and asks again, less and less often.');
+  }
+
+  function connectionBack() {
+    if (!downSince) return;
+    downSince = 0;
+    hook.down = false;
+    document.body.classList.remove('down');
+    clearError('connection');
+    mount(); // the same process again, or a new one at the same address: start afresh
   }
 
   function abortViewRequests() {
@@ -371,7 +398,9 @@
     statusBusy = true;
     api('api/v1/status', {sticky: true}).then(function (r) {
       statusBusy = false;
+      if (r.unreachable) retryEvery = Math.min(30000, retryEvery * 2);
       if (r.ok) {
+        connectionBack();
         var first = !status;
         status = r.data;
         renderStatus(status);
@@ -1756,6 +1785,13 @@
   function tick() {
     if (state.paused || document.hidden) return;
     var now = Date.now();
+    if (downSince) { // only the status is asked, until it answers
+      if (now - lastStatus >= retryEvery) {
+        lastStatus = now;
+        refreshStatus();
+      }
+      return;
+    }
     if (now - lastStatus >= 2000) {
       lastStatus = now;
       refreshStatus();

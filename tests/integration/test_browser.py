@@ -37,6 +37,16 @@ class Browser(unittest.TestCase):
             self.assertIsNone(app.proc.poll(), "the app must survive the browser session")
         self.assertTrue(any(f.endswith(".png") for f in os.listdir(shots)))
 
+    def test_dashboard_when_the_process_exits(self):
+        with ProfiledApp("cpu-split", ["--seconds", "0"]) as app:
+            app.wait_ready()
+            time.sleep(2)
+            env = dict(os.environ, BASE_URL=app.url + "/", KILL_PID=str(app.pid))
+            r = subprocess.run(["node", "--test", "disconnect.test.mjs"], cwd=BROWSER_DIR,
+                               env=env, capture_output=True, text=True, timeout=300)
+            self.assertEqual(r.returncode, 0, r.stdout[-4000:] + r.stderr[-2000:])
+            self.assertIn("# pass 1", r.stdout)
+
     def test_dashboard_with_profiles_off(self):
         with ProfiledApp("cpu-only", ["--seconds", "0"],
                          env={"CLRSCOPE_PROFILES": "cpu,wall"}) as app:
