@@ -298,7 +298,7 @@ static uint32_t chain(uintptr_t *ips, uint32_t n, uint32_t max, uintptr_t sp, ui
                       uint64_t *found, uint32_t *flags)
 {
     const struct prof_sig_codes *codes = __atomic_load_n(&g_sig.codes, __ATOMIC_SEQ_CST);
-    const struct prof_sig_osrs *osrs = sw ? NULL : __atomic_load_n(&g_sig.osr, __ATOMIC_SEQ_CST);
+    const struct prof_sig_osrs *osrs = __atomic_load_n(&g_sig.osr, __ATOMIC_SEQ_CST);
     int leading = sw != NULL;         /* still in clrscope's and the runtime's frames */
     uintptr_t last_bp = 0, last_x = 0; /* the last of those */
     while (bp >= sp && bp <= top - 16 && !(bp & 7)) {
@@ -326,12 +326,15 @@ static uint32_t chain(uintptr_t *ips, uint32_t n, uint32_t max, uintptr_t sp, ui
             int hops = push(ips, &n, max, slot, ra, limit, top, m, codes, NULL, NULL, flags);
             if (hops < 0)
                 return n;
+            uint32_t had = n;
             if (sw && !hops && next > bp &&
                 hidden_after(ips, &n, max, bp, ra, next, top, m, codes, sw, 0, flags) < 0)
                 return n;
-            /* n < 64: the found frame must get its bit (the sampler checks it) */
-            if (osrs && !hops && next > bp && n < 64 && osr_returns(osrs, ra) &&
-                osr_record(ips, &n, max, bp, next, top, m, codes, found, flags) < 0)
+            /* an OSR frame's Tier0 record, unless the self-walk's calibrated table just found it;
+             * n < 64: the found frame must get its bit (the sampler checks it) */
+            if (osrs && !hops && n == had && next > bp && n < 64 && osr_returns(osrs, ra) &&
+                osr_record(ips, &n, max, bp, next, top, m, codes, sw ? &sw->out->found : found,
+                           flags) < 0)
                 return n;
         }
         if (next <= bp)

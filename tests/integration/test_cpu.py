@@ -289,7 +289,7 @@ class OsrFrames(unittest.TestCase):
         for rt in available_runtimes():
             with self.subTest(runtime=rt):
                 app = ProfiledApp("osr-loop", ["--seconds", "5"], runtime=rt,
-                                  env={"CLRSCOPE_PROFILES": "cpu"})
+                                  env={"CLRSCOPE_PROFILES": "cpu,alloc"})
                 app.start()
                 try:
                     app.wait_ready()
@@ -297,6 +297,7 @@ class OsrFrames(unittest.TestCase):
                     # the last 3 s: the samples the sampler drained before it first met the
                     # OSR code (one tick) lack the caller still
                     late = app.json("/api/v1/flamegraph?type=cpu&seconds=3")
+                    late_alloc = app.json("/api/v1/flamegraph?type=alloc-bytes&seconds=3")
                     cpu = app.json("/api/v1/flamegraph?type=cpu&seconds=300")
                     sig = app.json("/api/v1/status")["self"]["signal_sampler"]
                     final = app.wait_truth(timeout=60)
@@ -323,6 +324,17 @@ class OsrFrames(unittest.TestCase):
                 ratio = total / 1e6 / final["worker_cpu_ms"]
                 self.assertGreater(ratio, 0.75, final)
                 self.assertLess(ratio, 1.1, final)
+                # allocation stacks through OSR code keep its caller too: in a callee of the loop,
+                # and made by the mixed loop itself (before 2026-11-26, 1-4 % of the latter had
+                # MixedCaller: the allocation walks did not use the OSR table)
+                f = final["frames"]
+                for leaf, want in ((f["payload"], [caller, loop]), (f["mixed"], [f["mixed_caller"]])):
+                    total = under = 0
+                    for path, v, node in find_nodes(late_alloc["root"], leaf):
+                        total += v
+                        under += v if path[-1 - len(want):-1] == want else 0
+                    self.assertGreater(total, 0, (leaf, tree_totals_by_name(late_alloc["root"])))
+                    self.assertGreater(under / total, 0.95, (leaf, under, total, rt))
 
 
 class BlockedSignal(unittest.TestCase):

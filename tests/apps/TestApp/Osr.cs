@@ -3,15 +3,47 @@
 // (on-stack replacement), which runs on the Tier0 frame for the rest of the run: the frame of the
 // caller, TestApp.Osr.Work.Caller, must stay in every stack of TestApp.Osr.Work.Loop, also when
 // the sample lands in TestApp.Osr.Work.Mix, a small method without a frame of its own that the
-// loop calls for half its work. Thread "osr-worker". Truth: the loop's passes and the thread's
-// CPU.
+// loop calls for half its work. Each pass also allocates in TestApp.Osr.Work.Payload, a callee.
+// Thread "osr-mixed" runs TestApp.Osr.Work.Mixed, entered once through a delegate from
+// TestApp.Osr.Work.MixedCaller: generic code, a generic virtual method and ordinary allocations
+// (collections, arrays, boxing) in OSR code, whose allocation stacks must keep MixedCaller.
+// Thread "osr-worker". Truth: the loop's passes and the worker thread's CPU.
 using System.Runtime.CompilerServices;
 using System.Text.Json.Nodes;
 
 namespace TestApp.Osr;
 
+public sealed class OsrPayload
+{
+}
+
+public sealed class Summer<T>
+{
+    [MethodImpl(MethodImplOptions.NoInlining)]
+    public long Sum(T[] items)
+    {
+        long s = 0;
+        for (int r = 0; r < 40; r++)
+            for (int i = 0; i < items.Length; i++)
+                s += items[i]!.GetHashCode() ^ r;
+        return s;
+    }
+}
+
+public abstract class Visitor
+{
+    public abstract long Visit<T>(T value);
+}
+
+public sealed class CountingVisitor : Visitor
+{
+    [MethodImpl(MethodImplOptions.NoInlining)]
+    public override long Visit<T>(T value) => value!.GetHashCode() & 7;
+}
+
 public static class Work
 {
+    public static OsrPayload[]? Kept;
     static long sink;
     static long passes;
 
@@ -38,9 +70,53 @@ public static class Work
             }
             for (int i = 0; i < 40_000; i++)
                 x = Mix(x);
+            Kept = Payload();
             Interlocked.Increment(ref passes);
         }
         return (long)x;
+    }
+
+    [MethodImpl(MethodImplOptions.NoInlining)]
+    static OsrPayload[] Payload() => new OsrPayload[1024];
+
+    // Entered once through a delegate, like a worker's main loop: generic code over value and
+    // reference types, a generic virtual method, and the allocations ordinary loops make
+    // (collections, arrays of several shapes, boxing, a cache with a lambda).
+    [MethodImpl(MethodImplOptions.NoInlining)]
+    public static void MixedCaller(CancellationToken stop)
+    {
+        Action<CancellationToken> run = Mixed;
+        run(stop);
+    }
+
+    [MethodImpl(MethodImplOptions.NoInlining)]
+    public static void Mixed(CancellationToken stop)
+    {
+        var ints = new Summer<int>();
+        var strs = new Summer<string>();
+        int[] iv = Enumerable.Range(0, 64).ToArray();
+        string[] sv = Enumerable.Range(0, 64).Select(i => "s" + i).ToArray();
+        Visitor v = new CountingVisitor();
+        var cache = new Dictionary<(int, long), string>();
+        long n = 0;
+        while (!stop.IsCancellationRequested)
+        {
+            sink += ints.Sum(iv) + strs.Sum(sv) + v.Visit(n) + v.Visit("x");
+            for (int k = 0; k < 4; k++)
+            {
+                var lists = new List<int>[4];
+                var grid = new int[4, 4];
+                var jag = new int[4][];
+                jag[0] = new int[8];
+                var map = new Dictionary<long, List<string>>();
+                object boxed = k;
+                var key = (k, n % 500);
+                if (!cache.TryGetValue(key, out var s))
+                    cache[key] = s = key.Item2.ToString();
+                sink += lists.Length + grid.Length + jag.Length + map.Count + boxed.GetHashCode() + s.Length;
+            }
+            n++;
+        }
     }
 
     // No loop, no call: the JIT gives it no frame pointer, so a sample in it has the loop's
@@ -55,6 +131,7 @@ public sealed class OsrLoopMode : Mode
 
     public override void Run(Options o, CancellationToken stop)
     {
+        var mixed = Program.StartThread("osr-mixed", () => Work.MixedCaller(stop));
         Program.StartThread("osr-worker", () =>
         {
             double cpu0 = ThreadCpu.NowMs();
@@ -62,6 +139,7 @@ public sealed class OsrLoopMode : Mode
             lock (this)
                 cpuMs = ThreadCpu.NowMs() - cpu0;
         }).Join();
+        mixed.Join();
     }
 
     public override void AddTruth(JsonObject t)
@@ -75,6 +153,9 @@ public sealed class OsrLoopMode : Mode
             ["caller"] = "TestApp.Osr.Work.Caller",
             ["loop"] = "TestApp.Osr.Work.Loop",
             ["mix"] = "TestApp.Osr.Work.Mix",
+            ["payload"] = "TestApp.Osr.Work.Payload",
+            ["mixed_caller"] = "TestApp.Osr.Work.MixedCaller",
+            ["mixed"] = "TestApp.Osr.Work.Mixed",
         };
     }
 }
