@@ -151,6 +151,9 @@ class CpuSplit(unittest.TestCase):
         self.assertRegex(wall, r"Type: wall")
 
 
+@unittest.skipIf(os.environ.get("CLRSCOPE_TEST_APP_PRELOAD"),
+                 "the stop-the-world walk is every test's wall sampler already; 20 s of the "
+                 "sanitizer run's CI budget")
 class CpuSplitSuspend(CpuSplit):
     """The same assertions with the stop-the-world CPU sampler (CLRSCOPE_CPU_SAMPLER=suspend)."""
 

@@ -174,6 +174,8 @@ class OtherRuntimes(unittest.TestCase):
                 self.assertTrue(any(o["thread"].startswith("contender-") for o in gate["owners"]))
 
 
+@unittest.skipIf(os.environ.get("CLRSCOPE_TEST_APP_PRELOAD"),
+                 "the same C paths as Contention's, which runs under the sanitizers")
 class ThreadingLock(unittest.TestCase):
     """A C# 13 `lock` on a System.Threading.Lock (.NET 9+): its contention events are raised by
     managed code on the waiting thread, so the stack's leaf is the runtime's EventSource
