@@ -81,6 +81,7 @@ struct callsite {
 static struct {
     struct code *pool; /* append-only until a flush */
     uint32_t npool, cap;
+    uint32_t ndyn; /* of which dynamic methods' */
     uint32_t *order; /* pool indices sorted by lo */
     struct ipc *cache;
     struct frame *frames;
@@ -304,6 +305,7 @@ static int find_code(uintptr_t key)
 static void flush(int64_t now)
 {
     C.npool = 0;
+    C.ndyn = 0;
     memset(C.cache, 0, IPCACHE_SIZE * sizeof *C.cache);
     memset(C.callsites, 0, sizeof C.callsites);
     C.flushed_at = now;
@@ -324,6 +326,7 @@ static int add_code(uintptr_t lo, uintptr_t hi, FunctionID fn, int entry, int dy
         prof_frame_decode(bytes, len, &c.shape);
     }
     C.pool[C.npool] = c;
+    C.ndyn += (uint32_t)dyn;
     uint32_t at = 0; /* sorted insert */
     while (at < C.npool && C.pool[C.order[at]].lo < lo)
         at++;
@@ -448,12 +451,20 @@ static void dyn_add(const struct dyn_note *n)
         if (D.r[i].hi <= n->lo || D.r[i].lo >= n->hi)
             D.r[keep++] = D.r[i];
     D.n = keep;
-    for (uint32_t i = 0; i < C.npool; i++) /* learned from the code that was there before */
-        if (C.pool[i].lo < n->hi && C.pool[i].hi > n->lo) {
-            flush(C.flushed_at);
-            C.st.dynamic_flushes++;
-            break;
-        }
+    /* learned from the code that was there before: the ranges do not overlap one another, so
+     * the one with the highest start below n->hi overlaps if any does */
+    uint32_t lo = 0, hi = C.npool;
+    while (lo < hi) {
+        uint32_t mid = lo + (hi - lo) / 2;
+        if (C.pool[C.order[mid]].lo < n->hi)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    if (lo > 0 && C.pool[C.order[lo - 1]].hi > n->lo) {
+        flush(C.flushed_at);
+        C.st.dynamic_flushes++;
+    }
     forget_cached(n->lo, n->hi, 0);
     if (D.n >= DYN_MAX) {
         C.st.dynamic_dropped++;
@@ -473,7 +484,7 @@ static void dyn_remove(FunctionID fn)
         if (D.r[i].fn != fn)
             D.r[keep++] = D.r[i];
     D.n = keep;
-    for (uint32_t i = 0; i < C.npool; i++)
+    for (uint32_t i = 0; C.ndyn && i < C.npool; i++)
         if (C.pool[i].dyn && C.pool[i].fn == fn)
             C.pool[i].dead = 1;
     forget_cached(0, 0, fn);

@@ -559,6 +559,19 @@
     this.syncControls();
   }
 
+  // A table row picked (or picked again): the flame graph shows only its stacks (or all again).
+  FlamePanel.prototype.toggleFilter = function (value, table) {
+    state.filter = state.filter === value ? '' : value;
+    state.zoom = [];
+    state.q = '';
+    this.fg.setState({q: '', zoom: [], icicle: state.icicle});
+    saveHash();
+    this.syncControls();
+    table.render();
+    this.refresh();
+    if (state.filter) this.el.scrollIntoView({behavior: 'smooth', block: 'start'});
+  };
+
   FlamePanel.prototype.type = function () {
     var t = state.type;
     for (var i = 0; i < this.types.length; i++) if (this.types[i][0] === t) return t;
@@ -934,15 +947,7 @@
     fp.onFilterChange = function () { table.render(); };
 
     function selectType(t) {
-      state.filter = state.filter === t ? '' : t;
-      state.zoom = [];
-      state.q = '';
-      fp.fg.setState({q: '', zoom: [], icicle: state.icicle});
-      saveHash();
-      fp.syncControls();
-      table.render();
-      fp.refresh();
-      if (state.filter) fp.el.scrollIntoView({behavior: 'smooth', block: 'start'});
+      fp.toggleFilter(t, table);
     }
 
     function load() {
@@ -1256,17 +1261,7 @@
         {key: 'samples', label: 'Samples', num: true, render: function (r) { return r.samples != null ? F.int(r.samples) : '–'; }}
       ],
       sortKey: 'count',
-      onClick: function (r) {
-        state.filter = state.filter === r.type ? '' : r.type;
-        state.zoom = [];
-        state.q = '';
-        fp.fg.setState({q: '', zoom: [], icicle: state.icicle});
-        saveHash();
-        fp.syncControls();
-        table.render();
-        fp.refresh();
-        if (state.filter) fp.el.scrollIntoView({behavior: 'smooth', block: 'start'});
-      },
+      onClick: function (r) { fp.toggleFilter(r.type, table); },
       isSelected: function (r) { return r.type === state.filter; },
       empty: 'No exceptions thrown in this window.',
       footer: 'click a row to see where that type is thrown'
@@ -1287,7 +1282,7 @@
         var types = r.data.types || [];
         var kinds = {};
         types.forEach(function (t) { kinds[t.type] = 1; });
-        p.sub(F.int(r.data.total) + ' thrown in the last ' + windowText() + ' · ' + Object.keys(kinds).length + ' types');
+        p.sub(F.int(r.data.total) + ' thrown in the last ' + windowText() + ' · ' + Object.keys(kinds).length + (Object.keys(kinds).length === 1 ? ' type' : ' types'));
         table.setRows(types);
       });
     }
@@ -1324,17 +1319,7 @@
           render: function (r) { return F.ns(r.count ? r.wait_ns / r.count : 0); }}
       ],
       sortKey: 'wait_ns',
-      onClick: function (r) {
-        state.filter = state.filter === r.name ? '' : r.name;
-        state.zoom = [];
-        state.q = '';
-        fp.fg.setState({q: '', zoom: [], icicle: state.icicle});
-        saveHash();
-        fp.syncControls();
-        table.render();
-        fp.refresh();
-        if (state.filter) fp.el.scrollIntoView({behavior: 'smooth', block: 'start'});
-      },
+      onClick: function (r) { fp.toggleFilter(r.name, table); },
       isSelected: function (r) { return r.name === state.filter; },
       empty: 'No lock contention in this window.',
       footer: 'click a row to see where threads wait for that lock'
@@ -1484,7 +1469,8 @@
       takeBtn.disabled = true;
       takeMsg.textContent = 'Starting…';
       api('api/v1/gcdump', {method: 'POST', sticky: true}).then(function (r) {
-        takeBtn.disabled = false;
+        // a double click must not take two snapshots, however fast the first one is
+        setTimeout(function () { takeBtn.disabled = false; }, r.ok ? 1500 : 0);
         if (!r.ok) {
           takeMsg.textContent = r.status === 409 ? 'A snapshot is already running: ' + r.error : 'Could not start: ' + r.error;
           return;
@@ -1609,6 +1595,8 @@
         }
         // the API lists them newest first; everything here counts on oldest first
         snaps = (r.data.snapshots || []).slice().sort(function (x, y) { return Number(x.id) - Number(y.id); });
+        if (!snaps.some(function (x) { return x.status === 'running'; }) && /already running/.test(takeMsg.textContent))
+          takeMsg.textContent = ''; // that one has ended
         if (!state.snap && snaps.length) {
           state.snap = String(snaps[snaps.length - 1].id);
           saveHash();

@@ -77,6 +77,7 @@
 
   function duration(s) {
     if (s == null || !isFinite(s)) return '–';
+    if (s > 0 && s < 1) return '<1s';
     s = Math.max(0, Math.floor(s));
     var d = Math.floor(s / 86400);
     var h = Math.floor(s % 86400 / 3600);
@@ -241,10 +242,12 @@
     return niceStep(raw / base * ticks, ticks) * base;
   }
 
-  function timeStep(span) {
+  // seconds between time labels: at most `most` labels (6 when the width allows)
+  function timeStep(span, most) {
     var steps = [1, 2, 5, 10, 15, 30, 60, 120, 300, 600, 900, 1800, 3600];
+    var n = Math.min(6, most || 6);
     for (var i = 0; i < steps.length; i++) {
-      if (span / steps[i] <= 6) return steps[i];
+      if (span / steps[i] <= n) return steps[i];
     }
     return 7200;
   }
@@ -405,7 +408,9 @@
     // x labels
     ctx.textAlign = 'center';
     ctx.textBaseline = 'top';
-    var ts = timeStep(xMax - xMin);
+    // as many labels as fit side by side (a narrow window: fewer, never overlapping)
+    var room = (L.w - L.r - L.l) / (ctx.measureText(fmt.time(xMax)).width + 16);
+    var ts = timeStep(xMax - xMin, Math.max(1, Math.floor(room)));
     for (var tv = Math.ceil(xMin / ts) * ts; tv <= xMax; tv += ts) {
       var xx = X(tv);
       if (xx < L.l + 14 || xx > L.w - L.r - 14) continue;
