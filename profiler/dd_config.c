@@ -481,6 +481,11 @@ size_t dd_frame_structured(const char *name, char *out, size_t cap)
             puts_(&b, " |ns:NativeCode |ct:");
             put(&b, mod, ml);
             puts_(&b, " |fn:Function");
+        } else if (!strncmp(name, "[dynamic] ", 10) && n > 10) {
+            /* a dynamic method: the type the runtime's own events give such methods */
+            puts_(&b, " |ns: |ct:dynamicClass |cg: |fn:");
+            put(&b, name + 10, n - 10);
+            puts_(&b, " |fg: |sg:");
         } else {
             puts_(&b, " |ns: |ct: |cg: |fn:");
             put(&b, name, n);

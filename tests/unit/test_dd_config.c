@@ -196,6 +196,8 @@ static void test_frames(void)
     frame("Main", " |ns: |ct: |cg: |fn:Main |fg: |sg:");
     frame("[native libcoreclr.so]",
           "|lm:libcoreclr.so |ns:NativeCode |ct:libcoreclr.so |fn:Function");
+    frame("[dynamic] Regex1_Scan", " |ns: |ct:dynamicClass |cg: |fn:Regex1_Scan |fg: |sg:");
+    frame("[dynamic] a|b", " |ns: |ct:dynamicClass |cg: |fn:a_b |fg: |sg:");
     frame("[unknown]", " |ns: |ct: |cg: |fn:[unknown] |fg: |sg:");
     frame("", " |ns: |ct: |cg: |fn:[unknown] |fg: |sg:");
     frame("N.T.a|b", " |ns:N |ct:T |cg: |fn:a_b |fg: |sg:");
