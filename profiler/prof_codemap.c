@@ -485,8 +485,10 @@ static void dyn_remove(FunctionID fn)
             D.r[keep++] = D.r[i];
     D.n = keep;
     for (uint32_t i = 0; C.ndyn && i < C.npool; i++)
-        if (C.pool[i].dyn && C.pool[i].fn == fn)
+        if (C.pool[i].dyn && C.pool[i].fn == fn) {
             C.pool[i].dead = 1;
+            C.frameless_dirty = 1; /* its frame shape no longer describes that memory */
+        }
     forget_cached(0, 0, fn);
     prof_symbols_forget_dynamic();
 }
@@ -853,7 +855,7 @@ void prof_codemap_tick(int64_t now)
         const struct code *c = &C.pool[C.order[i]];
         /* a method that calls keeps sp 16-aligned at the call: frame % 16 == 8; anything else
          * is not a frameless caller (the handler only needs callers) */
-        if (c->shape.known && !c->shape.framed && c->shape.frame % 16 == 8) {
+        if (c->shape.known && !c->shape.framed && c->shape.frame % 16 == 8 && !c->dead) {
             r[n][0] = c->lo;
             r[n][1] = c->hi;
             r[n][2] = c->shape.frame;
