@@ -50,12 +50,44 @@ static const char *env_or(const char *name, const char *def)
 
 /* ---- tags ---- */
 
+/* Tags clrscope sets itself on every upload: a DD_TAGS entry with one of these keys would make
+ * a second, conflicting tag of the same name. */
+static int reserved_key(const char *k, size_t kl)
+{
+    static const char *const keys[] = {"language", "profiler_version", "process_architecture",
+                                       "process_id", "host", "profiler_list", "runtime_os",
+                                       "runtime-id", "profile_seq", "number_of_cpu_cores",
+                                       "runtime_version", "runtime_platform"};
+    for (size_t i = 0; i < sizeof keys / sizeof *keys; i++)
+        if (strlen(keys[i]) == kl && !strncmp(k, keys[i], kl))
+            return 1;
+    return 0;
+}
+
+/* Whether "key:val" is already among the comma-separated tags of out. */
+static int has_tag(const char *out, const char *key, size_t klen, const char *val, size_t vlen)
+{
+    size_t n = klen + 1 + vlen;
+    for (const char *p = out; *p;) {
+        size_t m = strcspn(p, ",");
+        if (m == n && !strncmp(p, key, klen) && p[klen] == ':' && !strncmp(p + klen + 1, val, vlen))
+            return 1;
+        p += m;
+        p += *p == ',';
+    }
+    return 0;
+}
+
+/* 0: added; 1: added with its value cut to DD_MAX_TAG_LEN; -1: no room. */
 static int append_tag(char *out, size_t cap, const char *key, size_t klen, const char *val,
                       size_t vlen)
 {
     size_t len = strlen(out);
-    if (klen + vlen + 1 > DD_MAX_TAG_LEN)
+    int cut = 0;
+    if (klen + vlen + 1 > DD_MAX_TAG_LEN) {
         vlen = klen + 1 < DD_MAX_TAG_LEN ? DD_MAX_TAG_LEN - klen - 1 : 0;
+        cut = 1;
+    }
     size_t need = (len ? 1 : 0) + klen + 1 + vlen;
     if (len + need >= cap)
         return -1;
@@ -68,12 +100,14 @@ static int append_tag(char *out, size_t cap, const char *key, size_t klen, const
     memcpy(p, val, vlen);
     p[vlen] = 0;
     sanitize_tag(out + len + (len ? 1 : 0));
-    return 0;
+    return cut;
 }
 
 int dd_tags_parse(const char *in, char *out, size_t cap, char *service, char *env,
-                  char *version, size_t field_cap)
+                  char *version, size_t field_cap, int *cut)
 {
+    if (cut)
+        *cut = 0;
     if (!in)
         return 0;
     /* "k:v,k:v"; without any comma, blanks separate entries as in "k:v k:v". */
@@ -119,8 +153,17 @@ int dd_tags_parse(const char *in, char *out, size_t cap, char *service, char *en
             }
             continue;
         }
-        if (append_tag(out, cap, k, kl, v, vl))
+        /* an empty value is a tag the intake refuses; a key clrscope sets itself would be a
+         * second, conflicting tag; an exact duplicate says nothing new */
+        if (!vl || reserved_key(k, kl) || has_tag(out, k, kl, v, vl)) {
             skipped++;
+            continue;
+        }
+        int r = append_tag(out, cap, k, kl, v, vl);
+        if (r < 0)
+            skipped++;
+        else if (r > 0 && cut)
+            (*cut)++;
     }
     return skipped;
 }
@@ -377,12 +420,17 @@ int dd_config_load(struct dd_config *c, const char *process_name)
     copy_trim(c->service, sizeof c->service, env_or("DD_SERVICE", ""), "DD_SERVICE");
     copy_trim(c->env, sizeof c->env, env_or("DD_ENV", ""), "DD_ENV");
     copy_trim(c->version, sizeof c->version, env_or("DD_VERSION", ""), "DD_VERSION");
+    int cut = 0;
     int skipped = dd_tags_parse(getenv("DD_TAGS"), c->user_tags, sizeof c->user_tags, c->service,
-                                c->env, c->version, sizeof c->service);
+                                c->env, c->version, sizeof c->service, &cut);
     if (skipped)
-        prof_log(LOG_WARN, "export: DD_TAGS: %d entr%s without key:value (or past %zu "
-                 "characters) ignored", skipped, skipped == 1 ? "y" : "ies",
+        prof_log(LOG_WARN, "export: DD_TAGS: %d entr%s ignored: without key:value, with an empty "
+                 "value, with a key clrscope sets itself (host, process_id, language, runtime-id, "
+                 "...), repeated, or past %zu characters", skipped, skipped == 1 ? "y" : "ies",
                  sizeof c->user_tags - 1);
+    if (cut)
+        prof_log(LOG_WARN, "export: DD_TAGS: %d value%s cut to the %d characters a tag may have",
+                 cut, cut == 1 ? "" : "s", DD_MAX_TAG_LEN);
     if (!c->service[0])
         copy_trim(c->service, sizeof c->service,
                   process_name && *process_name ? process_name : "dotnet", "the process name");

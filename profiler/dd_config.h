@@ -53,11 +53,13 @@ int dd_config_load(struct dd_config *c, const char *process_name);
 void dd_config_resolve_agent(struct dd_config *c, int socket_exists);
 
 /* Appends the tags in `in` ("k:v,k:v" or "k:v k:v") to `out` (cap bytes, "k:v,k:v"), normalised:
- * trimmed, commas in values replaced by '_', entries without ':' or with an empty key skipped
- * (counted in the return value), and keys service/env/version copied to the given buffers
- * instead when those are empty. Returns the number of skipped entries. */
+ * trimmed, commas in values replaced by '_'; entries without ':', with an empty key or value,
+ * with a key clrscope sets itself (host, process_id, language, runtime-id, ...) or repeated
+ * exactly are skipped (counted in the return value); keys service/env/version are copied to the
+ * given buffers instead when those are empty. Values are cut to DD_MAX_TAG_LEN, counted in *cut
+ * (may be NULL). Returns the number of skipped entries. */
 int dd_tags_parse(const char *in, char *out, size_t cap, char *service, char *env,
-                  char *version, size_t field_cap);
+                  char *version, size_t field_cap, int *cut);
 
 /*
  * Turns a clrscope frame name into Datadog's .NET frame form

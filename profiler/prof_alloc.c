@@ -401,7 +401,7 @@ const char *prof_alloc_type_label(uint64_t type_id, const char *raw_name)
                 break;
             char clean[REC_TEXT + 64];
             const char *raw = raw_name && raw_name[0] ? raw_name : "[unknown type]";
-            prof_symbols_clean_type(raw, clean, sizeof clean);
+            prof_symbols_clean_typename(raw, clean, sizeof clean);
             /* The event names a nested type by its own name only ("Entry[System.Int32,...][]"
              * for Dictionary`2+Entry[]): without a namespace, ask the metadata. TypeID is the
              * ClassID, alive when the sample was taken; prof_symbols asks about it only while

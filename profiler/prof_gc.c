@@ -883,6 +883,14 @@ static void fill_totals(struct prof_gc_totals *t)
     t->untracked_threads = G.untracked;
 }
 
+double prof_gc_last_start(void)
+{
+    pthread_mutex_lock(&G.lock);
+    double t = G.coll_n ? G.coll[(G.coll_head + G.coll_n - 1) % G.coll_cap].t : 0;
+    pthread_mutex_unlock(&G.lock);
+    return t;
+}
+
 void prof_gc_get_totals(struct prof_gc_totals *out)
 {
     pthread_mutex_lock(&G.lock);

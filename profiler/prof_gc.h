@@ -108,6 +108,8 @@ void prof_gc_tick(double now_unix);
 int prof_gc_view(double seconds, size_t max_collections, struct prof_gc_view *out);
 void prof_gc_view_free(struct prof_gc_view *v);
 void prof_gc_get_totals(struct prof_gc_totals *out);
+/* Unix seconds at the start of the newest GC recorded, 0 when none is (or the gc profile is off). */
+double prof_gc_last_start(void);
 /* "AllocSmall", "Induced", ... (the runtime's gc_reason names); "Reason<N>" is written to buf for
  * unknown values. */
 const char *prof_gc_reason_name(unsigned reason, char *buf, size_t cap);

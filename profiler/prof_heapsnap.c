@@ -32,9 +32,12 @@
 
 #include "gcdump_write.h"
 #include "heap_capture.h"
+#include "prof_alloc.h"
 #include "prof_config.h"
 #include "prof_core.h"
+#include "prof_counters.h"
 #include "prof_events.h"
+#include "prof_gc.h"
 #include "prof_files.h"
 #include "prof_log.h"
 #include "prof_symbols.h"
@@ -938,12 +941,34 @@ void prof_heapsnap_stop(void)
     }
 }
 
+/* Bytes allocated since the newest GC recorded began (or since start): the runtime's exact count
+ * where its counter covers those seconds, else the upper end of the sampled estimate's 95 %
+ * interval, else 0 (the alloc profile off). A GC newer than the records makes this larger than
+ * the truth, which errs on the side of the guard. Large arrays allocated since the last GC are in the heap but not yet
+ * in its generation bounds. */
+static int64_t allocated_since_gc(void)
+{
+    double t = prof_gc_last_start(); /* recorded ~1 s after the GC ended; none: since start */
+    if (t <= 0)
+        t = (double)g_core.start_unix;
+    int64_t from = (int64_t)t, to = (int64_t)prof_unix_now(), bytes = 0;
+    if (prof_counters_allocated(&from, &to, &bytes) == 0 && bytes > 0)
+        return bytes;
+    double lo = 0, hi = 0;
+    uint64_t n = 0;
+    if (prof_alloc_total_ci((int64_t)t, (int64_t)prof_unix_now(), &lo, &hi, &n) == 0 && hi > 0)
+        return (int64_t)hi;
+    return 0;
+}
+
 static int guards(int force, struct hs_refusal *why, int64_t *heap_out)
 {
-    /* The GC heap at the last GC; before the first GC, the resident set bounds it from above. */
+    /* The GC heap at the last GC plus what was allocated since; before the first GC, the resident
+     * set bounds it from above. */
     int64_t heap = gc_heap_bytes();
     int from_rss = heap <= 0;
-    int64_t estimate = from_rss ? rss_bytes() : heap;
+    int64_t since = from_rss ? 0 : allocated_since_gc();
+    int64_t estimate = from_rss ? rss_bytes() : heap + since;
     *heap_out = estimate > 0 ? estimate : 0;
     why->heap_bytes = estimate;
     why->limit_bytes = g_cfg.dump_max_heap;
@@ -961,7 +986,9 @@ static int guards(int force, struct hs_refusal *why, int64_t *heap_out)
         snprintf(why->message, sizeof why->message,
                  "%s %s, more than CLRSCOPE_DUMP_MAX_HEAP_MB (%s); a snapshot stops the app for "
                  "a full GC and needs about as much memory again; add ?force=1 to take it anyway",
-                 from_rss ? "no GC has run yet and the process holds" : "the GC heap holds", a, b);
+                 from_rss ? "no GC has run yet and the process holds"
+                 : since ? "the GC heap holds (as of the last GC, plus what was allocated since)"
+                         : "the GC heap holds", a, b);
         return -1;
     }
     if (why->available_bytes >= 0 && why->available_bytes < why->needed_bytes) {

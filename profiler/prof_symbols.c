@@ -318,7 +318,7 @@ static void generic_name(const char *raw, const ClassID *args, ULONG32 nargs, in
         int last = p[n] == 0;
         char part[NAME_MAX_LEN], cleaned[NAME_MAX_LEN];
         snprintf(part, sizeof part, "%.*s", (int)(n < sizeof part ? n : sizeof part - 1), p);
-        prof_symbols_clean_type(part, cleaned, sizeof cleaned);
+        prof_symbols_clean_typename(part, cleaned, sizeof cleaned);
         const char *bt = strrchr(part, '`');
         ULONG32 arity = bt ? (ULONG32)strtoul(bt + 1, NULL, 10) : 0;
         if (last || used + arity > nargs)
@@ -400,7 +400,7 @@ static void class_name_locked(ClassID cls, char *out, size_t cap, int depth)
     if (nargs > 0 && nargs <= 8 && depth < 4)
         generic_name(raw, args, nargs, depth, clean, sizeof clean);
     else
-        prof_symbols_clean_type(raw, clean, sizeof clean);
+        prof_symbols_clean_typename(raw, clean, sizeof clean);
     snprintf(out, cap, "%s", clean);
 }
 
@@ -707,7 +707,10 @@ static void put(char *out, size_t cap, size_t *len, const char *s, size_t n)
     out[*len] = 0;
 }
 
-void prof_symbols_clean_type(const char *in, char *out, size_t cap)
+/* fold: for frame names, compiler-generated nested types go (display classes "<>c...") or
+ * become the method they implement ("<Name>d__5" -> "Name"); for the types of objects they stay
+ * as the runtime names them (a closure is a "<>c__DisplayClass1_0", not its enclosing type). */
+static void clean_type(const char *in, char *out, size_t cap, int fold)
 {
     size_t len = 0;
     out[0] = 0;
@@ -716,8 +719,13 @@ void prof_symbols_clean_type(const char *in, char *out, size_t cap)
     while (*p) {
         const char *end = p + strcspn(p, "+[");
         size_t n = (size_t)(end - p);
-        /* a nested part: drop display classes "<>c...", fold "<Name>d__5" into "Name" */
-        if (n >= 3 && p[0] == '<' && p[1] == '>') {
+        if (!fold && n >= 2 && p[0] == '<') {
+            const char *bt = memchr(p, '`', n);
+            if (!first)
+                put(out, cap, &len, ".", 1);
+            put(out, cap, &len, p, bt ? (size_t)(bt - p) : n);
+            first = 0;
+        } else if (n >= 3 && p[0] == '<' && p[1] == '>') {
             /* skip */
         } else if (n >= 2 && p[0] == '<') {
             const char *gt = memchr(p, '>', n);
@@ -782,6 +790,16 @@ void prof_symbols_clean_type(const char *in, char *out, size_t cap)
             return;
         }
     }
+}
+
+void prof_symbols_clean_type(const char *in, char *out, size_t cap)
+{
+    clean_type(in, out, cap, 1);
+}
+
+void prof_symbols_clean_typename(const char *in, char *out, size_t cap)
+{
+    clean_type(in, out, cap, 0);
 }
 
 void prof_symbols_clean_method(const char *type, const char *method, char *out, size_t cap)

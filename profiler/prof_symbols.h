@@ -33,8 +33,12 @@ const char *prof_symbols_class(ClassID cls);
  * runtime names it, or NULL (dynamic module, unknown class). */
 const char *prof_symbols_class_module(ClassID cls);
 /* Turns a runtime type name ("List`1[System.Int32]", "Ns.Outer+Inner") into clrscope's form
- * ("List<System.Int32>", "Ns.Outer.Inner"). Exposed for the event parsers and unit tests. */
+ * ("List<System.Int32>", "Ns.Outer.Inner") for frame names: compiler-generated nested types are
+ * dropped or folded into the method they implement. Exposed for the event parsers and tests. */
 void prof_symbols_clean_type(const char *in, char *out, size_t cap);
+/* The same for the types of objects (allocations, live objects, heap snapshots): compiler-
+ * generated nested types are kept as the runtime names them ("Ns.Widget.<>c__DisplayClass1_0"). */
+void prof_symbols_clean_typename(const char *in, char *out, size_t cap);
 /* Joins a metadata type name and method name, folding compiler-generated names. */
 void prof_symbols_clean_method(const char *type, const char *method, char *out, size_t cap);
 /* Offset from an object's start (its ObjectID) of the instance string field `field` that the

@@ -3,7 +3,7 @@
  * (every CLRSCOPE_* and DD_* variable set to input bytes, then prof_config_load and
  * dd_config_load + dd_config_resolve_agent), Datadog tag lists (dd_tags_parse), /proc cgroup text
  * (dd_parse_cgroup), and the runtime's type and method names turned into frame names
- * (prof_symbols_clean_type / clean_method, dd_frame_structured). Every output must stay in its
+ * (prof_symbols_clean_type / clean_typename / clean_method, dd_frame_structured). Every output must stay in its
  * buffer, be NUL-terminated, and every parsed setting must lie within its documented range.
  */
 #include <stdint.h>
@@ -99,7 +99,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     memset(tags, 'Z', sizeof tags);
     tags[0] = 0;
     service[0] = env[0] = version[0] = 0;
-    dd_tags_parse(text, tags, 100, service, env, version, sizeof service);
+    dd_tags_parse(text, tags, 100, service, env, version, sizeof service, NULL);
     FUZZ_CHECK(memchr(tags, 0, 100) && tags[100] == 'Z' && memchr(service, 0, sizeof service) &&
                    memchr(env, 0, sizeof env) && memchr(version, 0, sizeof version),
                "dd_tags_parse");
@@ -111,6 +111,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         memset(out, 'Z', sizeof out);
         prof_symbols_clean_type(text, out, cap);
         FUZZ_CHECK(memchr(out, 0, cap) && out[cap] == 'Z', "clean_type cap %zu", cap);
+        memset(out, 'Z', sizeof out);
+        prof_symbols_clean_typename(text, out, cap);
+        FUZZ_CHECK(memchr(out, 0, cap) && out[cap] == 'Z', "clean_typename cap %zu", cap);
         memset(out, 'Z', sizeof out);
         char *method = fin_str(&in, 200);
         prof_symbols_clean_method(text, method, out, cap);

@@ -106,6 +106,14 @@ class GcdumpTest(unittest.TestCase):
             self.assertEqual(t[LEAF]["count"], 12345)
             # a type nested in a generic type, named as C# writes it
             self.assertEqual(t["TestApp.Heap.Box<System.Int32>.Slot"]["count"], 321, sorted(t)[:40])
+            # closures are objects of the compiler's display class, not of their enclosing type
+            # (before 2026-11-26 the 77 showed as "TestApp.Heap.HeapRoots", a static class)
+            found = app.json(f"/api/v1/gcdump/{first['id']}?search=HeapRoots")["types"]
+            names = {x["type"]: x["count"] for x in found}
+            closures = sum(c for n, c in names.items()
+                           if n.startswith("TestApp.Heap.HeapRoots.<>c__DisplayClass"))
+            self.assertEqual(closures, 77, names)
+            self.assertNotIn("TestApp.Heap.HeapRoots", names)
             listing = app.json("/api/v1/gcdump")
             self.assertEqual(listing["snapshots"][0]["id"], first["id"], "newest first")
             self.assertEqual(listing["snapshots"][0]["objects"], a["objects"])
@@ -304,6 +312,20 @@ class GcdumpTest(unittest.TestCase):
             self.assertEqual(truth["tree_nodes"], 100000)
             self.assertEqual(app.proc.returncode, 0)
         os.unlink(blocker.name)
+
+    def test_size_guard_counts_what_was_allocated_since_the_last_gc(self):
+        """The GC's heap figure is the one of its last GC: 200 MB of large arrays allocated since
+        were not in it, and before 2026-11-26 such a heap passed a 100 MB guard unforced."""
+        with ProfiledApp("heap", ["--seconds", "4", "--big-mb", "200"],
+                         env={"CLRSCOPE_DUMP_MAX_HEAP_MB": "100"}) as app:
+            app.wait_ready()
+            st, _, body = app.request("/api/v1/gcdump", method="POST", data=b"")
+            self.assertEqual(st, 413, body)
+            why = json.loads(body)
+            self.assertEqual(why["reason"], "heap_too_large")
+            self.assertGreater(why["heap_bytes"], 200 << 20, why)
+            truth = app.wait_truth()
+            self.assertEqual(truth["big_bytes"], 200 << 20)
 
     def test_default_dir_must_be_ours(self):
         """The default dump directory ($XDG_RUNTIME_DIR/clrscope/dumps, else

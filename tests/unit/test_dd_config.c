@@ -146,20 +146,36 @@ static void test_tags(void)
 {
     char out[256] = "", svc[32] = "", env[32] = "", ver[32] = "";
     int skipped = dd_tags_parse(" team:perf , tier: back,end ,bare, :x ,env:prod,service:s1,a:b:c",
-                                out, sizeof out, svc, env, ver, sizeof svc);
+                                out, sizeof out, svc, env, ver, sizeof svc, NULL);
     CHECK_STR(out, "team:perf,tier:back,a:b:c");
     CHECK(skipped == 3, "skipped %d", skipped); /* "end", "bare", ":x" */
     CHECK_STR(env, "prod");
     CHECK_STR(svc, "s1");
     CHECK_STR(ver, "");
     char out2[256] = "", e2[32] = "already";
-    dd_tags_parse("k1:v1 k2:v2 env:x", out2, sizeof out2, svc, e2, ver, sizeof svc);
+    dd_tags_parse("k1:v1 k2:v2 env:x", out2, sizeof out2, svc, e2, ver, sizeof svc, NULL);
     CHECK_STR(out2, "k1:v1,k2:v2");
     CHECK_STR(e2, "already");
     char tiny[12] = "";
-    skipped = dd_tags_parse("aaaa:bbbb,cccc:dddd", tiny, sizeof tiny, svc, env, ver, sizeof svc);
+    skipped = dd_tags_parse("aaaa:bbbb,cccc:dddd", tiny, sizeof tiny, svc, env, ver, sizeof svc,
+                            NULL);
     CHECK_STR(tiny, "aaaa:bbbb");
     CHECK(skipped == 1, "one did not fit");
+    /* empty values, keys clrscope sets itself, exact repeats: skipped; long values: cut */
+    char out3[600] = "", s3[32] = "", e3[32] = "", v3[32] = "", longv[400];
+    memset(longv, 'x', sizeof longv);
+    memcpy(longv, "big:", 4);
+    longv[sizeof longv - 1] = 0;
+    char in3[800];
+    snprintf(in3, sizeof in3, "a:1,c:,host:fake,process_id:1,language:java,runtime-id:x,a:1,"
+             "team:x,team:y,%s", longv);
+    int cut = 0;
+    skipped = dd_tags_parse(in3, out3, sizeof out3, s3, e3, v3, sizeof s3, &cut);
+    CHECK(!strncmp(out3, "a:1,team:x,team:y,big:", 22), "%s", out3);
+    CHECK(strlen(out3) == 18 + DD_MAX_TAG_LEN, "the long value cut to the tag length: %zu",
+          strlen(out3));
+    CHECK(skipped == 6, "skipped %d", skipped); /* c:, 4 reserved, the repeated a:1 */
+    CHECK(cut == 1, "cut %d", cut);
 
     static struct dd_config c;
     clear_env();

@@ -7,6 +7,11 @@
 // 6,172 remain), a full blocking GC runs, and `freed leaves=6172` plus a truth line are printed.
 // - exactly 321 TestApp.Heap.Box<System.Int32>.Slot (a type nested in a generic type: its name
 //   must read as C# writes it) in the static array HeapRoots.Slots.
+// - exactly 77 closures (Func<int>), each over its own captured variable: 77 objects of the
+//   compiler's display class, TestApp.Heap.HeapRoots.<>c__DisplayClassN_0 (N is the compiler's),
+//   in the static array HeapRoots.Closures; HeapRoots itself is a static class (no instances).
+// With --big-mb N, N MB more in 10 MB byte arrays, allocated after a full GC in a no-GC region
+// (truth big_bytes).
 // Object sizes are measured with GC.GetAllocatedBytesForCurrentThread while building.
 using System.Runtime.CompilerServices;
 using System.Text.Json.Nodes;
@@ -39,6 +44,20 @@ public static class HeapRoots
     public const int SlotCount = 321;
     public static Box<int>.Slot[] Slots = MakeSlots();
 
+    public const int ClosureCount = 77;
+    public static Func<int>[] Closures = MakeClosures();
+
+    static Func<int>[] MakeClosures()
+    {
+        var a = new Func<int>[ClosureCount];
+        for (int i = 0; i < a.Length; i++)
+        {
+            int v = i;
+            a[i] = () => v + 1;
+        }
+        return a;
+    }
+
     static Box<int>.Slot[] MakeSlots()
     {
         var s = new Box<int>.Slot[SlotCount];
@@ -52,6 +71,7 @@ public static class HeapRoots
     public const int PayloadLength = 100;
 
     public static TreeNode? Tree;
+    public static List<byte[]>? Big;
     public static Leaf?[] Leaves = [];
 
     [MethodImpl(MethodImplOptions.NoInlining)]
@@ -71,7 +91,7 @@ public static class HeapRoots
 
 public sealed class HeapMode : Mode
 {
-    long nodeSize, leafSize, payloadSize, arraySize;
+    long nodeSize, leafSize, payloadSize, arraySize, bigBytes;
     volatile int leaves;
     volatile bool freed;
 
@@ -105,6 +125,27 @@ public sealed class HeapMode : Mode
         leafSize = leafBytes / HeapRoots.LeafCount;
         payloadSize = payloadBytes / HeapRoots.LeafCount;
         leaves = HeapRoots.LeafCount;
+        if (o.BigMb > 0)
+        {
+            // --big-mb N: N MB more in 10 MB arrays (large object heap), touched, allocated right
+            // after a full GC inside a no-GC region: the GC's own heap figure (as of its last GC)
+            // does not count them
+            GC.Collect();
+            long bytes = (long)o.BigMb << 20;
+            bool region = GC.TryStartNoGCRegion(bytes + (16 << 20), bytes + (8 << 20), true);
+            var big = new List<byte[]>();
+            for (long done = 0; done < bytes; done += 10 << 20)
+            {
+                var a = new byte[10 << 20];
+                for (int j = 0; j < a.Length; j += 4096)
+                    a[j] = 1;
+                big.Add(a);
+            }
+            HeapRoots.Big = big;
+            if (region && System.Runtime.GCSettings.LatencyMode == System.Runtime.GCLatencyMode.NoGCRegion)
+                GC.EndNoGCRegion();
+            bigBytes = big.Count * (10L << 20);
+        }
         Console.WriteLine($"built tree_nodes={HeapRoots.TreeNodes} leaves={leaves}");
     }
 
@@ -143,6 +184,7 @@ public sealed class HeapMode : Mode
         t["leaf_payload_size"] = payloadSize;
         t["leaf_array_size"] = arraySize;
         t["freed"] = freed;
+        t["big_bytes"] = bigBytes;
         t["types"] = new JsonObject
         {
             ["TestApp.Heap.TreeNode"] = new JsonObject { ["count"] = HeapRoots.TreeNodes, ["bytes"] = HeapRoots.TreeNodes * nodeSize },

@@ -235,6 +235,7 @@ public sealed class Options
     public int Depth;
     public double MbPerSecond = 100;
     public string LockKind = "monitor";
+    public int BigMb;
 
     public static Options Parse(string[] args)
     {
@@ -279,6 +280,7 @@ public sealed class Options
                 case "unnamed": o.Unnamed = ParseInt(name, value); break;
                 case "depth": o.Depth = Math.Max(0, ParseInt(name, value)); break;
                 case "mb-per-s": o.MbPerSecond = ParseDouble(name, value); break;
+                case "big-mb": o.BigMb = Math.Max(0, ParseInt(name, value)); break;
                 case "lock-kind":
                     o.LockKind = value is "monitor" or "lock" ? value
                         : throw new ArgumentException($"--lock-kind: '{value}' is neither monitor nor lock");
