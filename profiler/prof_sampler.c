@@ -48,6 +48,7 @@ struct walk {
 struct captured {
     uint32_t os_tid;
     int nframes, truncated;
+    int64_t cpu_ns; /* the thread's CPU clock right after its walk, still suspended */
 };
 
 struct cpu_seen {
@@ -189,6 +190,10 @@ static int capture_all(ICorProfilerInfo15 *info, int *overflow)
             S.caps[n].os_tid = os_tid;
             S.caps[n].nframes = w.n;
             S.caps[n].truncated = w.truncated;
+            /* here, not after the resume: the CPU a thread burns once resumed belongs to what
+             * it runs next, not to the stack just walked (read later, a busy machine's delay
+             * before this thread ran again moved CPU from one caller to the other) */
+            S.caps[n].cpu_ns = prof_thread_cpu_ns((pid_t)os_tid);
             n++;
         }
         if (got < 64)
@@ -215,7 +220,7 @@ static void record(int n, double now_unix, int64_t wall_ns, uint32_t gen, int do
             names[k++] = "[no managed frames]";
         if (c->truncated)
             S.st.truncated_stacks++;
-        int64_t cpu = prof_thread_cpu_ns((pid_t)c->os_tid);
+        int64_t cpu = c->cpu_ns;
         int64_t delta = 0;
         struct cpu_seen *s = seen_slot(c->os_tid);
         if (s) {
