@@ -199,7 +199,14 @@ static int use_agent_url(struct dd_config *c, const char *u)
         return -1;
     snprintf(c->url, sizeof c->url, "%.*s%s", (int)n, u, DD_AGENT_PATH);
     c->unix_socket[0] = 0;
-    snprintf(c->endpoint, sizeof c->endpoint, "%s", c->url);
+    /* what is shown (log lines, /api/v1/status) leaves out a user and password in the URL */
+    size_t hl = strcspn(host, "/?#");
+    const char *at = memchr(host, '@', hl);
+    if (at)
+        snprintf(c->endpoint, sizeof c->endpoint, "%.*s***@%s", (int)(host - u), c->url,
+                 c->url + (at + 1 - u));
+    else
+        snprintf(c->endpoint, sizeof c->endpoint, "%s", c->url);
     return 0;
 }
 
@@ -209,8 +216,10 @@ void dd_config_resolve_agent(struct dd_config *c, int socket_exists)
     if (u && *u) {
         if (!use_agent_url(c, u))
             return;
-        prof_log(LOG_WARN, "export: DD_TRACE_AGENT_URL=\"%.80s\" is not http://HOST:PORT, "
-                 "https://... or unix:///PATH; using the default agent address", u);
+        const char *at = strchr(u, '@');
+        prof_log(LOG_WARN, "export: DD_TRACE_AGENT_URL=\"%s%.80s\" is not http://HOST:PORT, "
+                 "https://... or unix:///PATH; using the default agent address",
+                 at ? "***@" : "", at ? at + 1 : u);
     }
     if (socket_exists) {
         set_unix(c, DD_AGENT_SOCKET);
@@ -383,14 +392,82 @@ static void read_entity(struct dd_config *c)
 
 /* ---- the whole configuration ---- */
 
+/* Datadog's own profiler is loaded in this process (its tracer's native loader as the main or a
+ * notification profiler): it exports the same profiles when DD_PROFILING_ENABLED is on. */
+static int datadog_profiler_loaded(void)
+{
+    static const char clsid[] = "{846F5F1C-F9AE-4B07-969E-05C26BC060D8}";
+    const char *p = getenv("CORECLR_PROFILER");
+    if (p && !strcasecmp(p, clsid))
+        return 1;
+    const char *lists[] = {getenv("CORECLR_NOTIFICATION_PROFILERS"),
+                           getenv("CORECLR_NOTIFICATION_PROFILERS_64")};
+    for (int i = 0; i < 2; i++)
+        if (lists[i] && strcasestr(lists[i], clsid))
+            return 1;
+    return 0;
+}
+
+/* Datadog's spellings: blanks around the value are ignored; 1/true/t/yes/y/on and their
+ * opposites, in any case; "auto" counts as on. -1: not a boolean. */
+static int dd_bool(const char *s, int *is_auto)
+{
+    char v[16];
+    while (*s == ' ' || *s == '\t')
+        s++;
+    size_t n = strlen(s);
+    while (n && (s[n - 1] == ' ' || s[n - 1] == '\t'))
+        n--;
+    if (n >= sizeof v)
+        return -1;
+    memcpy(v, s, n);
+    v[n] = 0;
+    static const char *const on[] = {"1", "true", "t", "yes", "y", "on"};
+    static const char *const off[] = {"0", "false", "f", "no", "n", "off"};
+    for (size_t i = 0; i < sizeof on / sizeof *on; i++) {
+        if (!strcasecmp(v, on[i]))
+            return 1;
+        if (!strcasecmp(v, off[i]))
+            return 0;
+    }
+    if (!strcasecmp(v, "auto")) {
+        *is_auto = 1;
+        return 1;
+    }
+    return -1;
+}
+
 static int parse_enabled(struct dd_config *c)
 {
     const char *en = getenv("DD_PROFILING_ENABLED");
-    if (en && !strcasecmp(en, "auto")) {
-        c->auto_enabled = 1;
-        return 1;
+    int on = 0;
+    if (en && *en) {
+        on = dd_bool(en, &c->auto_enabled);
+        if (on < 0) {
+            prof_log(LOG_WARN, "export: DD_PROFILING_ENABLED=\"%.40s\" is not a boolean "
+                     "(1/true/yes/on/auto, 0/false/no/off); the export is off", en);
+            on = 0;
+        }
     }
-    return prof_env_bool("DD_PROFILING_ENABLED", 0);
+    /* CLRSCOPE_EXPORT decides for clrscope alone: 1 exports whatever DD_PROFILING_ENABLED says
+     * (a Datadog tracer whose profiler is off), 0 never; unset, beside Datadog's profiler, its
+     * export is the process's one and clrscope does not send a second copy of the profiles. */
+    const char *mine = getenv("CLRSCOPE_EXPORT");
+    if (mine && *mine && strcasecmp(mine, "auto")) {
+        int dummy = 0, v = dd_bool(mine, &dummy);
+        if (v >= 0)
+            return v;
+        prof_log(LOG_WARN, "export: CLRSCOPE_EXPORT=\"%.40s\" is not 1, 0 or auto; using auto",
+                 mine);
+    }
+    if (on && datadog_profiler_loaded()) {
+        prof_log(LOG_INFO, "export: Datadog's profiler is loaded in this process and exports "
+                 "(DD_PROFILING_ENABLED): clrscope sends no second copy (CLRSCOPE_EXPORT=1 to "
+                 "send both)");
+        c->beside_datadog = 1;
+        return 0;
+    }
+    return on;
 }
 
 static void read_frames_mode(struct dd_config *c)

@@ -21,6 +21,7 @@
 struct dd_config {
     int enabled;            /* DD_PROFILING_ENABLED: 1/true/yes/on/auto */
     int auto_enabled;       /* it said "auto" (reported as activation "auto") */
+    int beside_datadog;     /* off because Datadog's own profiler exports from this process */
     int agentless;          /* DD_PROFILING_AGENTLESS with DD_API_KEY set */
     int period_s;           /* DD_PROFILING_UPLOAD_PERIOD (60, 1..86400) */
     char url[1024];         /* full request URL ("http://localhost/profiling/v1/input" for UDS) */

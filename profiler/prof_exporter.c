@@ -54,7 +54,7 @@ struct item {
 
 struct stats {
     uint64_t uploads, failures, bytes_sent, built, empty, files, file_errors;
-    uint64_t dropped_full, dropped_rejected, build_errors;
+    uint64_t dropped_full, dropped_rejected, dropped_unanswered, build_errors;
     double last_upload, last_attempt; /* unix seconds, 0 = never */
     long last_http;                   /* status of the last completed attempt, 0 = none */
     char last_status[160];            /* "" after a reply, else why there was none */
@@ -432,8 +432,9 @@ static void start_upload(void)
     pthread_mutex_unlock(&X.lock);
 }
 
-/* Logs the first failure of each kind (curl code or HTTP status) once. */
-static void log_failure(int kind, const char *what)
+/* Logs the first failure of each kind (curl code or HTTP status) once, saying what becomes of
+ * the profile: sent again later, or dropped. */
+static void log_failure(int kind, const char *what, const char *fate)
 {
     if (kind < 0 || kind >= 640)
         kind = 639;
@@ -443,16 +444,18 @@ static void log_failure(int kind, const char *what)
         return;
     }
     X.logged[kind / 64] |= bit;
-    prof_log(LOG_WARN, "export: upload to %s failed: %s; retrying with backoff (further "
-             "failures of this kind are only counted, see /api/v1/status)", X.cfg.endpoint, what);
+    prof_log(LOG_WARN, "export: upload to %s failed: %s; %s (further failures of this kind are "
+             "only counted, see /api/v1/status)", X.cfg.endpoint, what, fate);
 }
 
 static void finish_upload(CURLcode rc)
 {
     long http = 0;
-    curl_off_t sent = 0;
+    curl_off_t sent = 0, retry_after = 0;
     CU.easy_getinfo(X.easy, CURLINFO_RESPONSE_CODE, &http);
     CU.easy_getinfo(X.easy, CURLINFO_SIZE_UPLOAD_T, &sent);
+    if (CU.version_num >= 0x074200) /* 7.66: Retry-After, in seconds (either of its forms) */
+        CU.easy_getinfo(X.easy, CURLINFO_RETRY_AFTER, &retry_after);
     end_request();
     struct item *it = X.cur;
     X.cur = NULL;
@@ -488,14 +491,25 @@ static void finish_upload(CURLcode rc)
     for (char *p = what; *p; p++)
         if ((unsigned char)*p < 0x20)
             *p = ' ';
-    log_failure(rc != CURLE_OK ? (int)rc : (int)http, what);
     int retry = rc != CURLE_OK || http == 408 || http == 429 || http >= 500 || http < 200;
+    /* no answer in time, but the whole request went out: the agent may well have taken it, and
+     * sending it again would count its samples twice (the intake does not deduplicate) */
+    int unanswered = rc == CURLE_OPERATION_TIMEDOUT &&
+                     (uint64_t)sent >= (uint64_t)it->len + strlen(it->event);
+    if (unanswered)
+        retry = 0;
+    log_failure(rc != CURLE_OK ? (int)rc : (int)http, what,
+                retry ? "the profile is sent again later, with backoff"
+                : unanswered ? "the whole profile was sent: not sent again (it may have arrived)"
+                             : "the agent refused it: dropped");
     pthread_mutex_lock(&X.lock);
     X.st.failures++;
     X.st.last_http = rc == CURLE_OK ? http : 0;
     snprintf(X.st.last_status, sizeof X.st.last_status, "%s", rc == CURLE_OK ? "" : what);
     snprintf(X.st.last_error, sizeof X.st.last_error, "%s", what);
-    if (!retry)
+    if (unanswered)
+        X.st.dropped_unanswered++;
+    else if (!retry)
         X.st.dropped_rejected++;
     pthread_mutex_unlock(&X.lock);
     X.failing = 1;
@@ -507,7 +521,12 @@ static void finish_upload(CURLcode rc)
     X.backoff_s = X.backoff_s ? X.backoff_s * 2 : 1;
     if (X.backoff_s > cap)
         X.backoff_s = cap;
-    X.retry_at = prof_now_ns() + (int64_t)X.backoff_s * 1000000000LL;
+    /* the agent's Retry-After, when it asks for longer, up to 5 minutes (what arrives in the
+     * meantime waits in the queue, whose oldest profiles go when it is full) */
+    int wait_s = X.backoff_s;
+    if (retry_after > wait_s)
+        wait_s = retry_after < 300 ? (int)retry_after : 300;
+    X.retry_at = prof_now_ns() + (int64_t)wait_s * 1000000000LL;
     enqueue(it, 1);
 }
 
@@ -735,6 +754,9 @@ void prof_exporter_status_json(cJSON *obj)
     const struct dd_config *c = &X.cfg;
     int on = X.uploading;
     cJSON_AddBoolToObject(obj, "enabled", on);
+    if (!on && c->beside_datadog)
+        cJSON_AddStringToObject(obj, "off_because", "Datadog's profiler exports from this process "
+                                "(CLRSCOPE_EXPORT=1 to send from clrscope too)");
     if (on)
         cJSON_AddStringToObject(obj, "endpoint", c->endpoint);
     else
@@ -750,13 +772,15 @@ void prof_exporter_status_json(cJSON *obj)
     cJSON_AddNumberToObject(obj, "uploads", (double)st.uploads);
     cJSON_AddNumberToObject(obj, "failures", (double)st.failures);
     cJSON_AddNumberToObject(obj, "bytes_sent", (double)st.bytes_sent);
-    cJSON_AddNumberToObject(obj, "dropped", (double)(st.dropped_full + st.dropped_rejected));
+    cJSON_AddNumberToObject(obj, "dropped", (double)(st.dropped_full + st.dropped_rejected +
+                                                     st.dropped_unanswered));
     cJSON_AddNumberToObject(obj, "queue", qlen);
     cJSON_AddNumberToObject(obj, "queue_cap", c->queue_cap);
     cJSON_AddNumberToObject(obj, "queue_bytes", (double)st.queue_bytes);
     cJSON *drops = cJSON_AddObjectToObject(obj, "drops");
     cJSON_AddNumberToObject(drops, "queue_full", (double)st.dropped_full);
     cJSON_AddNumberToObject(drops, "rejected", (double)st.dropped_rejected);
+    cJSON_AddNumberToObject(drops, "unanswered", (double)st.dropped_unanswered);
     add_time(obj, "last_attempt", st.last_attempt);
     if (st.last_error[0])
         cJSON_AddStringToObject(obj, "last_error", st.last_error);

@@ -14,6 +14,7 @@ Modes (agent.set_mode(m) switches at any time, e.g. to show that uploads resume)
              takes it before the agent comes back); the unix socket file is removed
     hang     accepts and reads the request, never answers (until the mode changes or stop)
     500      "500 Internal Server Error"
+    429      "429 Too Many Requests" with "Retry-After: 4"
     garbage  a few bytes that are not HTTP, then close
 
 Every request (also those answered with 500, garbage or left hanging) is recorded with its
@@ -34,7 +35,7 @@ import time
 AGENT_PATH = "/profiling/v1/input"
 RFC3339_NS = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{9}Z$")
 UUID4 = re.compile(r"^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$")
-MODES = ("ok", "down", "hang", "500", "garbage")
+MODES = ("ok", "down", "hang", "500", "429", "garbage")
 
 
 class Request:
@@ -148,14 +149,17 @@ class _Handler(socketserver.BaseRequestHandler):
                 sock.sendall(b"\x00\x17 this is not HTTP at all \xff\xfe\r\n\r\n")
             elif mode == "500":
                 self._reply(sock, "500 Internal Server Error", b'{"error":"fake agent: 500"}')
+            elif mode == "429":
+                self._reply(sock, "429 Too Many Requests", b'{"error":"fake agent: 429"}',
+                            "Retry-After: 4\r\n")
             else:
                 self._reply(sock, "200 OK", b"{}")
         except OSError:
             pass
 
     @staticmethod
-    def _reply(sock, status, body):
-        sock.sendall((f"HTTP/1.1 {status}\r\nContent-Type: application/json\r\n"
+    def _reply(sock, status, body, extra=""):
+        sock.sendall((f"HTTP/1.1 {status}\r\nContent-Type: application/json\r\n{extra}"
                       f"Content-Length: {len(body)}\r\nConnection: close\r\n\r\n").encode()
                      + body)
 

@@ -326,7 +326,7 @@ class ExportFailures(unittest.TestCase):
 
     @classmethod
     def setUpClass(cls):
-        modes = ["down", "hang", "500", "garbage"]
+        modes = ["down", "hang", "500", "429", "garbage"]
         with concurrent.futures.ThreadPoolExecutor(len(modes) + 1) as ex:
             futs = {m: ex.submit(failure_scenario, m) for m in modes}
             hang_exit = ex.submit(cls.hang_at_exit)
@@ -370,7 +370,8 @@ class ExportFailures(unittest.TestCase):
             self.assertLessEqual(st["queue"], 2)
             self.assertEqual(st["queue_cap"], 2)
         self.assertGreaterEqual(before["dropped"], 1, f"{before}")
-        self.assertEqual(before["drops"]["queue_full"], before["dropped"])
+        self.assertEqual(before["drops"]["queue_full"] + before["drops"]["unanswered"],
+                         before["dropped"])
         rss = [x for _, _, x in r["samples"]]
         self.assertLess(max(rss[len(rss) // 3:]) - rss[len(rss) // 3], 64 << 20,
                         f"RSS grew: {rss}")
@@ -396,6 +397,22 @@ class ExportFailures(unittest.TestCase):
     def test_agent_hangs(self):
         before = self.check_mode("hang")
         self.assertIn("imeout", before["last_error"])
+        # the agent read every request whole and never answered: none is sent twice (it may
+        # have arrived; before 2026-11-26 each was sent again until it fell out of the queue)
+        self.assertGreaterEqual(before["drops"]["unanswered"], 1, before)
+        hung = [q.event.get("start") for q in self.res["hang"]["agent"].requests
+                if q.mode == "hang" and q.event]
+        self.assertEqual(len(hung), len(set(hung)), hung)
+
+    def test_agent_asks_to_wait(self):
+        """429 with Retry-After: 4: the next request comes no sooner than 4 s later (before
+        2026-11-26 after 1, 2, 2 s whatever the agent said). With profiles every 2 s and a queue
+        of 2, the one refused has been pushed out by newer ones by then: each is sent once."""
+        self.check_mode("429")
+        times = [q.time for q in self.res["429"]["agent"].requests if q.mode == "429"]
+        self.assertGreaterEqual(len(times), 2)
+        gaps = [b - a for a, b in zip(times, times[1:])]
+        self.assertGreater(min(gaps), 3.5, gaps)
 
     def test_agent_answers_500(self):
         before = self.check_mode("500")

@@ -19,7 +19,8 @@ static const char *const vars[] = {
     "DD_TAGS", "DD_HOSTNAME", "DD_AGENT_HOST", "DD_TRACE_AGENT_PORT", "DD_TRACE_AGENT_URL",
     "DD_PROFILING_AGENTLESS", "DD_API_KEY", "DD_SITE", "DD_INTERNAL_PROFILING_OUTPUT_DIR",
     "CLRSCOPE_EXPORT_DIR", "CLRSCOPE_EXPORT_QUEUE", "CLRSCOPE_EXPORT_FRAMES",
-    "CLRSCOPE_INTERNAL_INTAKE_URL", "DD_EXTERNAL_ENV"};
+    "CLRSCOPE_INTERNAL_INTAKE_URL", "DD_EXTERNAL_ENV", "CLRSCOPE_EXPORT", "CORECLR_PROFILER",
+    "CORECLR_NOTIFICATION_PROFILERS", "CORECLR_NOTIFICATION_PROFILERS_64"};
 
 static void clear_env(void)
 {
@@ -56,8 +57,10 @@ static void test_defaults(void)
 static void test_enabled_values(void)
 {
     static struct dd_config c;
-    const char *on[] = {"1", "true", "TRUE", "yes", "auto"}, *off[] = {"0", "false", "no", "x"};
-    for (size_t i = 0; i < 5; i++) {
+    /* Datadog's spellings: blanks around, t/y (before 2026-11-26 those read as off) */
+    const char *on[] = {"1", "true", "TRUE", "yes", "auto", " 1", "1\t", "t", "Y", "on"};
+    const char *off[] = {"0", "false", "no", "x"};
+    for (size_t i = 0; i < sizeof on / sizeof *on; i++) {
         clear_env();
         setenv("DD_PROFILING_ENABLED", on[i], 1);
         dd_config_load(&c, "a");
@@ -70,6 +73,31 @@ static void test_enabled_values(void)
         dd_config_load(&c, "a");
         CHECK(!c.enabled, "%s is off", off[i]);
     }
+    /* beside Datadog's own profiler, which exports the same profiles: clrscope does not */
+    clear_env();
+    setenv("DD_PROFILING_ENABLED", "1", 1);
+    setenv("CORECLR_PROFILER", "{846f5f1c-f9ae-4b07-969e-05c26bc060d8}", 1);
+    dd_config_load(&c, "a");
+    CHECK(!c.enabled && c.beside_datadog, "off beside Datadog's profiler");
+    setenv("CLRSCOPE_EXPORT", "1", 1);
+    dd_config_load(&c, "a");
+    CHECK(c.enabled, "CLRSCOPE_EXPORT=1 sends both");
+    clear_env();
+    setenv("CORECLR_NOTIFICATION_PROFILERS", "/x/y.so={846F5F1C-F9AE-4B07-969E-05C26BC060D8};", 1);
+    setenv("DD_PROFILING_ENABLED", "true", 1);
+    dd_config_load(&c, "a");
+    CHECK(!c.enabled, "off beside Datadog's profiler in the notification list");
+    /* a tracer whose profiler is off: clrscope exports when told to */
+    clear_env();
+    setenv("DD_PROFILING_ENABLED", "0", 1);
+    setenv("CLRSCOPE_EXPORT", "yes", 1);
+    dd_config_load(&c, "a");
+    CHECK(c.enabled, "CLRSCOPE_EXPORT=yes exports without DD_PROFILING_ENABLED");
+    setenv("CLRSCOPE_EXPORT", "0", 1);
+    setenv("DD_PROFILING_ENABLED", "1", 1);
+    dd_config_load(&c, "a");
+    CHECK(!c.enabled, "CLRSCOPE_EXPORT=0 never");
+    clear_env();
     setenv("DD_PROFILING_UPLOAD_PERIOD", "0", 1);
     dd_config_load(&c, "a");
     CHECK(c.period_s == 60, "bad period -> 60");
@@ -102,6 +130,11 @@ static void test_agent_address(void)
     setenv("DD_TRACE_AGENT_URL", "https://proxy.example/dd", 1);
     dd_config_resolve_agent(&c, 0);
     CHECK_STR(c.url, "https://proxy.example/dd/profiling/v1/input");
+    /* a user and password in the URL are used, never shown (logs, /api/v1/status) */
+    setenv("DD_TRACE_AGENT_URL", "http://user:secretpw@127.0.0.1:8126", 1);
+    dd_config_resolve_agent(&c, 0);
+    CHECK_STR(c.url, "http://user:secretpw@127.0.0.1:8126/profiling/v1/input");
+    CHECK_STR(c.endpoint, "http://***@127.0.0.1:8126/profiling/v1/input");
     setenv("DD_TRACE_AGENT_URL", "unix:///run/dd/apm.sock", 1);
     dd_config_resolve_agent(&c, 0);
     CHECK_STR(c.unix_socket, "/run/dd/apm.sock");
