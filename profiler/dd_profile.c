@@ -2,6 +2,7 @@
 #include "dd_profile.h"
 
 #include <cjson/cJSON.h>
+#include <math.h>
 #include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -150,7 +151,7 @@ static long add_source(pprof_builder *b, const struct source *s, int ncols, int 
     return rows;
 }
 
-int dd_profile_build(int64_t from_s, int64_t to_s, unsigned on, int structured,
+int dd_profile_build(int64_t from_s, int64_t to_s, double t_end, unsigned on, int structured,
                      unsigned char **out, size_t *len)
 {
     pprof_value_type types[2 * NSOURCES];
@@ -167,7 +168,10 @@ int dd_profile_build(int64_t from_s, int64_t to_s, unsigned on, int structured,
                                       period, &opts);
     if (!b)
         return -1;
-    pprof_set_time(b, from_s * 1000000000LL, (to_s - from_s + 1) * 1000000000LL);
+    /* the span event.json gives: to the end of to_s, or to t_end when the window is cut short
+     * (the final one, at stop) */
+    double end = t_end > (double)from_s && t_end < (double)(to_s + 1) ? t_end : (double)(to_s + 1);
+    pprof_set_time(b, from_s * 1000000000LL, (int64_t)llround((end - (double)from_s) * 1e9));
     long rows = 0;
     int rc = 0;
     for (int i = 0, col = 0; i < NSOURCES; i++) {

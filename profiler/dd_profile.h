@@ -26,9 +26,10 @@
 #endif
 
 /* Builds the gzip'd pprof of unix seconds from_s..to_s for the PROFILE_* bits in `on`, frame
- * names in Datadog's structured form when `structured` (dd_frame_structured). Returns 0 with an
+ * names in Datadog's structured form when `structured` (dd_frame_structured); its time span ends
+ * at t_end when that cuts the last second short (as event.json says). Returns 0 with an
  * owned buffer in *out (free()), 1 when there is nothing to send, -1 on failure. */
-int dd_profile_build(int64_t from_s, int64_t to_s, unsigned on, int structured,
+int dd_profile_build(int64_t from_s, int64_t to_s, double t_end, unsigned on, int structured,
                      unsigned char **out, size_t *len);
 
 /* The event.json of one upload (attachments, tags_profiler, start, end, family, version,

@@ -234,7 +234,8 @@ static void export_window(int final)
     unsigned char *data = NULL;
     size_t len = 0;
     int64_t t0 = prof_now_ns();
-    int rc = dd_profile_build(from_s, to_s, on, X.cfg.structured_frames, &data, &len);
+    double t_from = (double)from_s, t_to = final ? now : (double)(to_s + 1);
+    int rc = dd_profile_build(from_s, to_s, t_to, on, X.cfg.structured_frames, &data, &len);
     if (rc) {
         static int logged;
         pthread_mutex_lock(&X.lock);
@@ -249,7 +250,6 @@ static void export_window(int final)
         return;
     }
     uint64_t seq = X.seq++;
-    double t_from = (double)from_s, t_to = final ? now : (double)(to_s + 1);
     prof_log(LOG_DEBUG, "export: profile %llu covers %lld..%lld: %zu bytes built in %.1f ms",
              (unsigned long long)seq, (long long)from_s, (long long)to_s, len,
              (double)(prof_now_ns() - t0) / 1e6);

@@ -54,6 +54,7 @@ def _ints(wt, v):
 
 class Profile:
     def __init__(self, data):
+        self.time_nanos = self.duration_nanos = 0
         raw_types, raw_samples, locs, funcs, strings = [], [], {}, {}, []
         for fn, wt, v in _fields(data):
             if fn == 1:
@@ -81,6 +82,10 @@ class Profile:
                 funcs[d.get(1, 0)] = d.get(2, 0)
             elif fn == 6:
                 strings.append(v.decode("utf-8", "replace"))
+            elif fn == 9:
+                self.time_nanos = v
+            elif fn == 10:
+                self.duration_nanos = v
         s = lambda k: strings[k] if 0 <= k < len(strings) else ""
         self.strings = strings
         self.sample_types = [(s(t.get(1, 0)), s(t.get(2, 0))) for t in raw_types]

@@ -10,8 +10,10 @@ Continuous export to the Datadog agent (issue 8), against fake_agent.py playing 
   stays capped and drops are counted, each failure kind is logged once, uploads resume when the
   receiver comes back, and a hanging agent does not hold up the exit.
 """
+import calendar
 import concurrent.futures
 import glob
+import gzip
 import json
 import os
 import re
@@ -22,6 +24,7 @@ import unittest
 
 from fake_agent import AGENT_PATH, FakeAgent, check_request
 from harness import ProfiledApp, go_pprof
+from pprofdec import Profile
 
 HEAVY = "|ct:CpuWork |cg: |fn:HeavyCaller "
 LIGHT = "|ct:CpuWork |cg: |fn:LightCaller "
@@ -116,6 +119,17 @@ class ExportTcp(unittest.TestCase):
         for a, b in zip(self.reqs, self.reqs[1:]):
             self.assertEqual(a.event["end"], b.event["start"], "no gap and no overlap")
         self.assertEqual(len({r.tag("runtime-id") for r in self.reqs}), 1)
+        # each pprof spans what its event.json says, the last (cut short at exit) too: before
+        # 2026-11-26 that one's pprof ran on to the end of its last whole second
+        def ns(t):
+            whole, frac = t[:-1].split(".")
+            return (calendar.timegm(time.strptime(whole, "%Y-%m-%dT%H:%M:%S")) * 10**9
+                    + int(frac.ljust(9, "0")[:9]))
+        for r in self.reqs:
+            p = Profile(gzip.decompress(r.pprof))
+            self.assertEqual(p.time_nanos, ns(r.event["start"]), r.event)
+            self.assertAlmostEqual(p.duration_nanos, ns(r.event["end"]) - ns(r.event["start"]),
+                                   delta=2e6, msg=r.event)
 
     @unittest.skipUnless(HAVE_GO, "go tool pprof not installed")
     def test_cpu_split_matches_truth(self):
