@@ -277,8 +277,8 @@ int api_live(const struct web_req *r)
         cJSON_AddNumberToObject(g, "p50", t->gcs_p50);
         cJSON_AddNumberToObject(g, "max", t->gcs_max);
         cJSON_AddBoolToObject(j, "leak_suspect", t->leak_suspect);
-        if (t->leak_reason[0])
-            cJSON_AddStringToObject(j, "leak_evidence", t->leak_reason);
+        /* always there (README): "" when there is nothing to say yet */
+        cJSON_AddStringToObject(j, "leak_evidence", t->leak_reason);
         cJSON *h = cJSON_AddArrayToObject(j, "history");
         for (int k = 0; k < t->nhist; k++) {
             cJSON *p = cJSON_CreateObject();

@@ -67,8 +67,8 @@ class LeakRun(unittest.TestCase):
         self.assertEqual([r["bytes"] for r in rows], sorted((r["bytes"] for r in rows),
                                                             reverse=True))
         for r in rows:
-            for k in ("type", "count", "bytes", "age_s", "leak_suspect", "history",
-                      "gcs_survived"):
+            for k in ("type", "count", "bytes", "age_s", "leak_suspect", "leak_evidence",
+                      "history", "gcs_survived", "tracked", "seen_alive_s"):
                 self.assertIn(k, r)
             self.assertLessEqual(r["age_s"]["p50"], r["age_s"]["p90"])
             self.assertLessEqual(r["age_s"]["p90"], r["age_s"]["max"])
