@@ -162,7 +162,7 @@ static void seen_sweep(uint32_t gen)
 }
 
 /* Walks all managed threads while the runtime is suspended. No malloc, no locks, no logging. */
-static int capture_all(ICorProfilerInfo15 *info, int *overflow)
+static int capture_all(ICorProfilerInfo15 *info, int *overflow, int read_cpu)
 {
     ICorProfilerThreadEnum *en = NULL;
     int n = 0;
@@ -192,8 +192,9 @@ static int capture_all(ICorProfilerInfo15 *info, int *overflow)
             S.caps[n].truncated = w.truncated;
             /* here, not after the resume: the CPU a thread burns once resumed belongs to what
              * it runs next, not to the stack just walked (read later, a busy machine's delay
-             * before this thread ran again moved CPU from one caller to the other) */
-            S.caps[n].cpu_ns = prof_thread_cpu_ns((pid_t)os_tid);
+             * before this thread ran again moved CPU from one caller to the other); only when
+             * the tick samples CPU, so that a wall tick's suspension is no longer than it was */
+            S.caps[n].cpu_ns = read_cpu ? prof_thread_cpu_ns((pid_t)os_tid) : -1;
             n++;
         }
         if (got < 64)
@@ -222,7 +223,7 @@ static void record(int n, double now_unix, int64_t wall_ns, uint32_t gen, int do
             S.st.truncated_stacks++;
         int64_t cpu = c->cpu_ns;
         int64_t delta = 0;
-        struct cpu_seen *s = seen_slot(c->os_tid);
+        struct cpu_seen *s = cpu >= 0 ? seen_slot(c->os_tid) : NULL;
         if (s) {
             if (s->tid == c->os_tid && cpu >= s->cpu_ns)
                 delta = cpu - s->cpu_ns;
@@ -417,7 +418,7 @@ static void *sampler_main(void *arg)
             continue;
         }
         int overflow = 0;
-        int n = capture_all(info, &overflow);
+        int n = capture_all(info, &overflow, cpu_suspend);
         info->vt->ResumeRuntime(info);
         int64_t t1 = prof_now_ns();
         gen++;
