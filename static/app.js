@@ -817,6 +817,8 @@
       var v = c.value;
       if (c.kind === 'rate' && c.interval_s > 0) v = v / c.interval_s;
       var u = c.units || '';
+      /* the runtime's MB are 10^6 bytes; shown in the KiB/MiB every other panel uses */
+      if (u === 'MB') { v = v * 1e6; u = 'B'; }
       var txt = u === 'B' ? F.bytes(v) : F.sig(v) + (u ? ' ' + u : '');
       return c.kind === 'rate' ? txt + '/s' : txt;
     }

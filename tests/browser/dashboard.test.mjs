@@ -302,6 +302,12 @@ test('runtime counters on the overview and the allocation self-check', async () 
     return el.parentElement.querySelector('.v').textContent;
   });
   assert.match(rate, /B\/s$/, 'alloc-rate shown as bytes per second: ' + rate);
+  // the runtime reports working-set in MB (10^6 bytes): shown in the KiB/MiB of every other panel
+  const ws = await page.evaluate(() => {
+    const el = Array.from(document.querySelectorAll('main .counters .n')).find((x) => x.textContent.trim() === 'working-set');
+    return el ? el.parentElement.querySelector('.v').textContent : 'missing';
+  });
+  assert.match(ws, /^[\d.,]+ (KiB|MiB|GiB)$/, 'working-set in the dashboard\'s units: ' + ws);
   await openTab('alloc', 'Allocations');
   await page.waitForFunction(() => {
     const el = document.querySelector('main .selfcheck');
