@@ -432,10 +432,28 @@ const char *prof_alloc_type_label(uint64_t type_id, const char *raw_name)
     return "[other types]";
 }
 
+/* A sample's count weight as a whole number that is right on average: 1.17 (an object of
+ * 200 KB) is 2 in 17 % of samples and 1 otherwise. Rounding to nearest made every such object
+ * count once, 14 % too few, while its bytes were right. */
+static int64_t count_units(double w)
+{
+    static _Thread_local uint64_t seq;
+    if (!(w > 0))
+        return 0;
+    double whole = floor(w);
+    double frac = w - whole;
+    if (frac > 0) {
+        uint64_t z = esamp_mix(++seq + (uint64_t)prof_self_tid() * 0x9E3779B97F4A7C15ull);
+        if ((double)(z >> 11) * 0x1.0p-53 < frac)
+            whole += 1;
+    }
+    return (int64_t)whole;
+}
+
 /* The table by type's row of a sample, walked or not, at its own weight (no stack, no thread). */
 static void add_type_row(const struct prof_rec *rec, const char *label)
 {
-    int64_t v[PROF_NVALUES] = {(int64_t)llround(rec->wcount), (int64_t)llround(rec->wbytes), 1};
+    int64_t v[PROF_NVALUES] = {count_units(rec->wcount), (int64_t)llround(rec->wbytes), 1};
     prof_store_add(PK_ALLOC_TYPE, rec->t_unix, NULL, 0, 0, label, v);
 }
 
@@ -444,7 +462,7 @@ void prof_alloc_consume(const struct prof_rec *rec, const char **names, int n)
     if (!(g_core.profiles & PROFILE_ALLOC))
         return;
     const char *label = prof_alloc_type_label(rec->a, rec->text);
-    int64_t v[PROF_NVALUES] = {(int64_t)llround(rec->x), (int64_t)rec->c, 1};
+    int64_t v[PROF_NVALUES] = {count_units(rec->x), (int64_t)rec->c, 1};
     prof_store_add(PK_ALLOC, rec->t_unix, names, n, rec->os_tid, label, v);
     add_type_row(rec, label);
 }

@@ -236,6 +236,7 @@ public sealed class Options
     public double MbPerSecond = 100;
     public string LockKind = "monitor";
     public int BigMb;
+    public int LargeEvery;
 
     public static Options Parse(string[] args)
     {
@@ -281,6 +282,7 @@ public sealed class Options
                 case "depth": o.Depth = Math.Max(0, ParseInt(name, value)); break;
                 case "mb-per-s": o.MbPerSecond = ParseDouble(name, value); break;
                 case "big-mb": o.BigMb = Math.Max(0, ParseInt(name, value)); break;
+                case "large-every": o.LargeEvery = Math.Max(0, ParseInt(name, value)); break;
                 case "lock-kind":
                     o.LockKind = value is "monitor" or "lock" ? value
                         : throw new ArgumentException($"--lock-kind: '{value}' is neither monitor nor lock");
