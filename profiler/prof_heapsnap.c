@@ -1045,11 +1045,26 @@ int prof_heapsnap_request(int force, struct hs_refusal *why)
     s->t = prof_unix_now();
     s->forced = force;
     g_running = s;
+    /* The previous worker has published its result but may still be on its way out, waiting
+     * for g_lock to apply CLRSCOPE_DUMP_KEEP: it is joined here, without the lock (joining it
+     * under the lock deadlocked a request made the moment the previous snapshot was done).
+     * The claimed slot keeps every other request from joining it too. */
+    int join = g_worker_live;
+    pthread_t prev = g_worker;
+    g_worker_live = 0;
     pthread_mutex_unlock(&g_lock);
+    if (join)
+        pthread_join(prev, NULL);
 
     int64_t heap = 0;
     int refused = guards(force, why, &heap);
     pthread_mutex_lock(&g_lock);
+    if (!refused && __atomic_load_n(&g_abort, __ATOMIC_RELAXED)) { /* stop ran meanwhile */
+        refused = 1;
+        why->status = 503;
+        why->reason = "unavailable";
+        snprintf(why->message, sizeof why->message, "the process is shutting down");
+    }
     if (refused) {
         g_running = NULL;
         pthread_mutex_unlock(&g_lock);
@@ -1075,10 +1090,6 @@ int prof_heapsnap_request(int force, struct hs_refusal *why)
     }
     g_snaps[g_nsnaps++] = s;
     enforce_keep_locked();
-    if (g_worker_live) {
-        pthread_join(g_worker, NULL); /* the previous one has finished: g_running was NULL */
-        g_worker_live = 0;
-    }
     if (pthread_create(&g_worker, NULL, worker, s)) {
         snprintf(s->error, sizeof s->error, "cannot start the snapshot thread");
         s->phase = "failed";

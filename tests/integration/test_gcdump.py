@@ -291,6 +291,18 @@ class GcdumpTest(unittest.TestCase):
             self.assertEqual(len(os.listdir(dumps)), 2, "the oldest file was removed")
             st, _, _ = app.request(f"/api/v1/gcdump/{ids[0]}")
             self.assertEqual(st, 404)
+            # A request the moment the previous snapshot is done (a client polling with POST):
+            # it once joined the finished worker while holding the lock that worker still
+            # needed on its way out, and the API and the process's exit hung for good.
+            started, end = 0, time.monotonic() + 4
+            while time.monotonic() < end:
+                st, _, body = app.request("/api/v1/gcdump?force=1", method="POST", data=b"",
+                                          timeout=10)
+                self.assertIn(st, (202, 409), body)
+                started += st == 202
+            self.assertGreaterEqual(started, 3)
+            self.assertEqual(app.request("/api/v1/gcdump", timeout=10)[0], 200)
+            self.assertNotEqual(app.stop(timeout=20), -9, "the process exits on SIGTERM")
         shutil.rmtree(dumps, ignore_errors=True)
 
         # a dump directory that cannot exist: the snapshot fails with the reason, the app runs on
