@@ -308,6 +308,8 @@ int api_pprof(const struct web_req *r)
     long wait;
     if (web_query_long(r, "wait", map[i].waits, 0, 1, &wait) < 0)
         return 400;
+    if (!strcmp(r->method, "HEAD"))
+        wait = 0; /* no body follows: the headers of the past window, at once */
     if (wait) {
         if (__atomic_add_fetch(&g_waiting, 1, __ATOMIC_RELAXED) > 2) {
             __atomic_sub_fetch(&g_waiting, 1, __ATOMIC_RELAXED);

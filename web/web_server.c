@@ -170,8 +170,6 @@ static int serve_asset(const struct web_req *r, int set_cookie)
         extra[k] = "Set-Cookie";
         extra[k + 1] = cookie;
     }
-    if (!strcmp(r->method, "HEAD"))
-        return web_reply_bytes(r->conn, 200, a->mime, "", 0, extra);
     return web_reply_bytes(r->conn, 200, a->mime, gz ? a->gz : a->data, gz ? a->gz_len : a->len,
                            extra);
 }

@@ -44,6 +44,10 @@ int web_reply_bytes(struct mg_connection *c, int status, const char *mime, const
     for (int i = 0; extra && extra[i] && extra[i + 1]; i += 2)
         mg_response_header_add(c, extra[i], extra[i + 1], -1);
     mg_response_header_send(c);
+    /* HEAD: the headers GET would send, Content-Length included, and no body */
+    const struct mg_request_info *ri = mg_get_request_info(c);
+    if (ri && ri->request_method && !strcmp(ri->request_method, "HEAD"))
+        return status;
     const char *p = data;
     while (len > 0) {
         size_t chunk = len > 65536 ? 65536 : len;

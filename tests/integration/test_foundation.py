@@ -5,6 +5,7 @@ serves the dashboard and /api/v1/status as CONTRACT.md says.
 import glob
 import json
 import os
+import re
 import shutil
 import socket
 import subprocess
@@ -29,6 +30,22 @@ def run_plain(args, env=None, profile=False, launcher=True, timeout=120):
                   "CORECLR_PROFILER_PATH": LIB})
     r = subprocess.run(cmd, env=e, capture_output=True, text=True, timeout=timeout)
     return r.returncode, r.stdout, r.stderr
+
+
+def raw_head(url, path):
+    """Sends HEAD over a plain socket and reads to the end: (head, whatever followed it)."""
+    host, port = url.split("//", 1)[1].split("/", 1)[0].rsplit(":", 1)
+    with socket.create_connection((host, int(port)), timeout=15) as s:
+        s.sendall(f"HEAD {path} HTTP/1.1\r\nHost: {host}:{port}\r\nConnection: close\r\n\r\n"
+                  .encode())
+        data = b""
+        while True:
+            chunk = s.recv(65536)
+            if not chunk:
+                break
+            data += chunk
+    head, _, body = data.partition(b"\r\n\r\n")
+    return head, body
 
 
 class Behaviour(unittest.TestCase):
@@ -186,6 +203,16 @@ class Dashboard(unittest.TestCase):
             self.assertIn("error", json.loads(body))
             status, _, body = app.request("/api/v1/status", method="POST", data=b"")
             self.assertEqual(status, 405)
+            # HEAD: GET's headers, its Content-Length included, and no body; a profile that
+            # GET would collect for 30 s answers at once
+            for path in ("/api/v1/status", "/app.js", "/debug/pprof/profile?seconds=30"):
+                t0 = time.monotonic()
+                head, body = raw_head(app.url, path)
+                self.assertLess(time.monotonic() - t0, 10, path)
+                self.assertTrue(head.startswith(b"HTTP/1.1 200"), (path, head[:40]))
+                length = re.search(rb"(?im)^content-length:\s*(\d+)", head)
+                self.assertTrue(length and int(length.group(1)) > 0, (path, head))
+                self.assertEqual(body, b"", path)
             status, _, body = app.request("/api/v1/status", headers={"Host": "evil.example:80"})
             self.assertEqual(status, 403)
             self.assertEqual(app.stop(), 0)
