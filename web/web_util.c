@@ -140,7 +140,9 @@ int web_query_double(const struct web_req *r, const char *name, double def, doub
     char *end = NULL;
     errno = 0;
     double v = strtod(buf, &end);
-    if (!buf[0] || errno || *end || !isfinite(v) || v < min || v > max) {
+    /* decimal only: strtod also reads "0x10" as 16 and " 5" as 5 */
+    int decimal = strspn(buf, "0123456789.eE+-") == strlen(buf);
+    if (!buf[0] || !decimal || errno || *end || !isfinite(v) || v < min || v > max) {
         web_reply_error(r->conn, 400, "query parameter '%s' must be a number from %g to %g", name,
                         min, max);
         return -1;
