@@ -115,29 +115,42 @@ static unsigned parse_profiles(void)
     const char *s = getenv("CLRSCOPE_PROFILES");
     if (!s || !*s)
         return PROFILE_ALL;
+    const char *all = s;
     unsigned mask = 0;
+    int words = 0, known = 0;
+    static const char sep[] = ",; \t";
+    s += strspn(s, sep);
     while (*s) {
-        size_t n = strcspn(s, ", ");
-        if (n) {
-            int found = 0;
-            if (n == 3 && !strncasecmp(s, "all", 3)) {
-                mask |= PROFILE_ALL;
-                found = 1;
-            } else if (n == 4 && !strncasecmp(s, "none", 4)) {
+        size_t n = strcspn(s, sep);
+        int found = 0;
+        words++;
+        if (n == 3 && !strncasecmp(s, "all", 3)) {
+            mask |= PROFILE_ALL;
+            found = 1;
+        } else if (n == 4 && !strncasecmp(s, "none", 4)) {
+            found = 1;
+        }
+        for (int i = 0; i < 8; i++)
+            if (strlen(profile_names[i]) == n && !strncasecmp(s, profile_names[i], n)) {
+                mask |= 1u << i;
                 found = 1;
             }
-            for (int i = 0; i < 8; i++)
-                if (strlen(profile_names[i]) == n && !strncasecmp(s, profile_names[i], n)) {
-                    mask |= 1u << i;
-                    found = 1;
-                }
-            if (!found)
-                prof_log(LOG_WARN, "CLRSCOPE_PROFILES: unknown profile \"%.*s\" ignored (known: "
-                         "cpu, wall, alloc, live, gc, exceptions, lock, heap, all, none)",
-                         (int)(n > 40 ? 40 : n), s);
-        }
+        known += found;
+        if (!found)
+            prof_log(LOG_WARN, "CLRSCOPE_PROFILES: unknown profile \"%.*s\" ignored (known: "
+                     "cpu, wall, alloc, live, gc, exceptions, lock, heap, all, none)",
+                     (int)(n > 40 ? 40 : n), s);
         s += n;
-        s += strspn(s, ", ");
+        s += strspn(s, sep);
+    }
+    /* blanks and separators alone are no setting; words that are all typos must not turn every
+     * profile off without a word: the default stays, and says so */
+    if (!words)
+        return PROFILE_ALL;
+    if (!known) {
+        prof_log(LOG_WARN, "CLRSCOPE_PROFILES=\"%.60s\" names no known profile; using all (write "
+                 "none to turn every profile off)", all);
+        return PROFILE_ALL;
     }
     return mask;
 }

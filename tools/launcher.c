@@ -91,6 +91,10 @@ static int beside_another_profiler(const char *lib)
         setenv("CORECLR_ENABLE_PROFILING", "1", 1);
         setenv("CORECLR_PROFILER", CLSID_STR, 1);
         setenv("CORECLR_PROFILER_PATH", lib, 1);
+        /* a 64-bit runtime reads the _64 path before the plain one: left set, it would load
+         * whatever it names under clrscope's CLSID, or nothing at all */
+        if (getenv("CORECLR_PROFILER_PATH_64"))
+            setenv("CORECLR_PROFILER_PATH_64", lib, 1);
         return 0;
     }
     /* the runtime reads the _64 list instead of the plain one when it is set */

@@ -66,6 +66,14 @@ static int is_loopback(const char *addr)
     return !strncmp(addr, "127.", 4) || !strcmp(addr, "localhost") || !strcmp(addr, "::1");
 }
 
+/* The host of the URLs shown and written for discovery: the bound address itself when it is
+ * one (127.0.0.2 answers there only), 127.0.0.1 for a loopback name. */
+static const char *url_host(void)
+{
+    return !strcmp(g_cfg.bind, "localhost") || !strcmp(g_cfg.bind, "::1") ? "127.0.0.1"
+                                                                          : g_cfg.bind;
+}
+
 static int method_bit(const char *m)
 {
     if (!strcmp(m, "GET") || !strcmp(m, "HEAD"))
@@ -271,8 +279,7 @@ static void write_discovery(void)
         return;
     }
     char url[200];
-    snprintf(url, sizeof url, "http://%s:%d/", is_loopback(g_cfg.bind) ? "127.0.0.1" : g_cfg.bind,
-             g_port);
+    snprintf(url, sizeof url, "http://%s:%d/", url_host(), g_port);
     /* names are escaped for JSON by keeping only printable ASCII without quotes/backslashes */
     char cmd[sizeof g_core.cmdline];
     size_t j = 0;
@@ -374,7 +381,7 @@ int web_server_start(void)
     mg_set_request_handler(g_ctx, "/", handle, NULL);
     write_discovery();
     atexit(remove_discovery);
-    const char *host = is_loopback(g_cfg.bind) ? "127.0.0.1" : g_cfg.bind;
+    const char *host = url_host();
     if (g_cfg.token[0] && g_cfg.token_auto)
         prof_log(LOG_ALWAYS, "dashboard http://%s:%d/?token=%s (pid %d)", host, g_port, g_cfg.token,
                  (int)g_core.pid);

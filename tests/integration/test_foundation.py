@@ -110,6 +110,13 @@ class Behaviour(unittest.TestCase):
         r = subprocess.run([LAUNCHER, "--help"], capture_output=True, text=True)
         self.assertEqual(r.returncode, 0)
         self.assertIn("clrscope run", r.stdout)
+        # a 64-bit runtime reads CORECLR_PROFILER_PATH_64 before CORECLR_PROFILER_PATH: one left
+        # over in the environment must not keep clrscope out
+        r = subprocess.run([LAUNCHER, "run", "--", "env"], capture_output=True, text=True,
+                           env=dict(os.environ, CORECLR_PROFILER_PATH_64="/opt/other/profiler.so"))
+        env = dict(l.split("=", 1) for l in r.stdout.splitlines() if "=" in l)
+        self.assertEqual(env.get("CORECLR_PROFILER_PATH_64"), env.get("CORECLR_PROFILER_PATH"))
+        self.assertTrue(env["CORECLR_PROFILER_PATH"].endswith("libclrscope.so"), env)
 
     def test_bad_environment_is_logged_not_fatal(self):
         code, out, err = run_plain(["hello"], profile=True, env={
@@ -262,6 +269,16 @@ class Dashboard(unittest.TestCase):
                 self.assertEqual(app.json("/api/v1/status")["pid"], app.pid)
         finally:
             s.close()
+
+    def test_other_loopback_address_is_the_one_shown(self):
+        # bound to 127.0.0.2, the URL printed and written for `clrscope ls` must be that one:
+        # 127.0.0.1 does not answer there
+        with ProfiledApp("wait", ["--seconds", "30"], env={"CLRSCOPE_BIND": "127.0.0.2"}) as app:
+            app.wait_ready()
+            self.assertTrue(app.url.startswith("http://127.0.0.2:"), app.url)
+            self.assertEqual(app.json("/api/v1/status")["pid"], app.pid)
+            r = subprocess.run([LAUNCHER, "ls"], capture_output=True, text=True)
+            self.assertIn(app.url, r.stdout)
 
     def test_token_auth(self):
         with ProfiledApp("wait", ["--seconds", "60"], env={"CLRSCOPE_TOKEN": "auto"}) as app:

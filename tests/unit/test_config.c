@@ -1,6 +1,6 @@
 /*
  * test_config.c - reading the configuration variables (prof_config): CLRSCOPE_PROFILES of any
- * length, with "all", "none", empty items and unknown words.
+ * length, with "all", "none", empty items, unknown words and nothing but typos.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -30,6 +30,11 @@ int main(void)
     CHECK(profiles_of("cpux,cp,cpu") == PROFILE_CPU, "only whole words count");
     CHECK(profiles_of("none,lock") == PROFILE_LOCK, "none beside a profile");
     CHECK(profiles_of("gc,all") == PROFILE_ALL, "all in a list");
+    CHECK(profiles_of("cpu;wall") == (PROFILE_CPU | PROFILE_WALL), "semicolons separate too");
+    /* nothing but typos or separators: the default, not every profile off */
+    CHECK(profiles_of("cpx") == PROFILE_ALL, "typo: all");
+    CHECK(profiles_of(" ") == PROFILE_ALL, "blank: all");
+    CHECK(profiles_of(",") == PROFILE_ALL, "separator: all");
     /* a long list: before, it was cut at 255 characters without a word and heap was lost */
     char big[1200] = "";
     for (int i = 0; i < 40; i++)
