@@ -13,8 +13,12 @@ const char *prof_runtime_dir(void)
 {
     const char *rt = getenv("XDG_RUNTIME_DIR");
     struct stat st;
-    return rt && rt[0] == '/' && strlen(rt) <= 300 && !stat(rt, &st) && S_ISDIR(st.st_mode) ? rt
-                                                                                          : NULL;
+    /* the specification's runtime directory is the user's own, mode 0700: one that others can
+     * use (XDG_RUNTIME_DIR=/tmp) is not one, and its clrscope/ must not be made private */
+    return rt && rt[0] == '/' && strlen(rt) <= 300 && !stat(rt, &st) && S_ISDIR(st.st_mode) &&
+                   st.st_uid == geteuid() && !(st.st_mode & 077)
+               ? rt
+               : NULL;
 }
 
 int prof_files_mkdirs(const char *path, mode_t mode)

@@ -390,7 +390,10 @@ static int cmd_ls(void)
     int shown = 0;
     const char *rt = getenv("XDG_RUNTIME_DIR");
     char dir[PATH_MAX];
-    if (rt && rt[0] == '/' && strlen(rt) <= 300) { /* where the profiler writes (prof_files.h) */
+    struct stat st;
+    /* where the profiler writes (prof_runtime_dir): the user's own 0700 runtime directory */
+    if (rt && rt[0] == '/' && strlen(rt) <= 300 && !stat(rt, &st) && S_ISDIR(st.st_mode) &&
+        st.st_uid == geteuid() && !(st.st_mode & 077)) {
         snprintf(dir, sizeof dir, "%s/clrscope", rt);
         list_dir(dir, &shown);
     }

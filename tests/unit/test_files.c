@@ -124,6 +124,15 @@ static void test_runtime_dir(void)
 {
     setenv("XDG_RUNTIME_DIR", base, 1);
     CHECK(prof_runtime_dir() && !strcmp(prof_runtime_dir(), base), "absolute: used");
+    /* others may use it (XDG_RUNTIME_DIR=/tmp): not a runtime directory, and its clrscope/
+     * (the shared one) must not be made private */
+    chmod(base, 01777);
+    CHECK(prof_runtime_dir() == NULL, "open to others (like /tmp): ignored");
+    chmod(base, 0750);
+    CHECK(prof_runtime_dir() == NULL, "open to the group: ignored");
+    chmod(base, 0700);
+    setenv("XDG_RUNTIME_DIR", "/tmp", 1);
+    CHECK(prof_runtime_dir() == NULL, "/tmp: ignored");
     setenv("XDG_RUNTIME_DIR", "/nonexistent/run", 1);
     CHECK(prof_runtime_dir() == NULL, "missing: ignored, not made");
     setenv("XDG_RUNTIME_DIR", "relrun", 1);
