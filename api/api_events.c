@@ -117,7 +117,7 @@ static int cmp_row_v0(const void *a, const void *b)
 
 struct type_sum {
     const char *type;
-    int64_t count, samples, messages;
+    int64_t count, samples, messages, rethrown;
 };
 
 static int cmp_type_sum(const void *a, const void *b)
@@ -144,6 +144,7 @@ static void add_by_type(cJSON *o, const struct prof_wtab_row *rows, size_t n)
             t[nt++].type = rows[i].a;
         t[j].count += rows[i].v[0];
         t[j].samples += rows[i].v[1];
+        t[j].rethrown += rows[i].v[2];
         t[j].messages++;
     }
     qsort(t, nt, sizeof *t, cmp_type_sum);
@@ -153,6 +154,7 @@ static void add_by_type(cJSON *o, const struct prof_wtab_row *rows, size_t n)
         cJSON_AddNumberToObject(e, "count", (double)t[j].count);
         cJSON_AddNumberToObject(e, "samples", (double)t[j].samples);
         cJSON_AddNumberToObject(e, "messages", (double)t[j].messages);
+        cJSON_AddNumberToObject(e, "rethrown", (double)t[j].rethrown);
         cJSON_AddItemToArray(arr, e);
     }
     free(t);
@@ -188,13 +190,15 @@ int api_exceptions(const struct web_req *r)
     cJSON_AddNumberToObject(o, "seconds", seconds);
     add_span(o, prof_exc_table(), seconds);
     cJSON_AddBoolToObject(o, "enabled", (g_core.profiles & PROFILE_EXCEPTIONS) != 0);
-    int64_t total = 0, sampled = 0;
+    int64_t total = 0, sampled = 0, rethrown = 0;
     for (size_t i = 0; i < n; i++) {
         total += rows[i].v[0];
         sampled += rows[i].v[1];
+        rethrown += rows[i].v[2];
     }
     cJSON_AddNumberToObject(o, "total", (double)total);
     cJSON_AddNumberToObject(o, "sampled", (double)sampled);
+    cJSON_AddNumberToObject(o, "rethrown", (double)rethrown);
     cJSON *types = cJSON_AddArrayToObject(o, "types");
     for (size_t i = 0; i < n && (long)i < limit; i++) {
         cJSON *e = cJSON_CreateObject();
@@ -202,6 +206,7 @@ int api_exceptions(const struct web_req *r)
         cJSON_AddStringToObject(e, "message", rows[i].b);
         cJSON_AddNumberToObject(e, "count", (double)rows[i].v[0]);
         cJSON_AddNumberToObject(e, "samples", (double)rows[i].v[1]);
+        cJSON_AddNumberToObject(e, "rethrown", (double)rows[i].v[2]);
         cJSON_AddStringToObject(e, "method", rows[i].extra);
         cJSON_AddItemToArray(types, e);
     }

@@ -108,6 +108,7 @@ static HRESULT cb_gc_started(void *self, int cgen, BOOL *collected, int reason)
     (void)self;
     (void)reason;
     prof_live_gc_started(cgen, collected);
+    prof_exc_gc_started();
     return S_OK;
 }
 

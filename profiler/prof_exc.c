@@ -38,6 +38,7 @@
 #define TYPE_TEXT 160    /* bytes of the type name carried in a sample */
 #define WTAB_KEYS 4096   /* distinct (type, message) pairs */
 #define WTAB_PER_S 512
+#define RECENT 256       /* exception objects remembered to tell a rethrow (power of two) */
 
 /* ---- event half (app threads) ---- */
 
@@ -49,7 +50,33 @@ static struct {
     uint32_t slot_epoch[EXC_SLOTS + 1]; /* atomic */
     struct esamp_global g;
     uint64_t events, sampled, dropped, overflow;
+    uint64_t rethrows[EXC_SLOTS + 1]; /* atomic: of each slot's events, the same object again */
+    /* The objects thrown last, as (GC count << 48 | address): one thrown again before any GC
+     * (an await's ExceptionDispatchInfo.Throw, `throw;`) is a rethrow. After a GC an address may
+     * be another object's, so a GC forgets them all (a rethrow right after one counts as a first
+     * throw). Callback source only: the runtime's event does not say which object. */
+    uint64_t recent[RECENT]; /* atomic */
+    uint32_t recent_next;    /* atomic */
+    uint32_t gcs;            /* atomic: collections started */
 } E;
+
+void prof_exc_gc_started(void)
+{
+    __atomic_add_fetch(&E.gcs, 1, __ATOMIC_RELAXED);
+}
+
+/* 1 when `obj` was thrown since the last GC (it is remembered now either way). */
+static int thrown_before(ObjectID obj)
+{
+    uint64_t key = (uint64_t)(__atomic_load_n(&E.gcs, __ATOMIC_RELAXED) & 0xffffu) << 48 |
+                   ((uint64_t)obj & 0xffffffffffffull);
+    for (uint32_t i = 0; i < RECENT; i++)
+        if (__atomic_load_n(&E.recent[i], __ATOMIC_RELAXED) == key)
+            return 1;
+    uint32_t at = __atomic_fetch_add(&E.recent_next, 1, __ATOMIC_RELAXED) & (RECENT - 1);
+    __atomic_store_n(&E.recent[at], key, __ATOMIC_RELAXED);
+    return 0;
+}
 
 /* Length in bytes of the UTF-16z string at p (terminator included, or all of avail when it has
  * none); its code units in *units. */
@@ -132,11 +159,14 @@ static uint64_t u16_hash(const BYTE *p, size_t units)
 /* Counts one exception of the type keyed `key` (never 0) in its slot; when the sampler takes it,
  * returns a ring record with the common fields set, for the caller to add type and message and
  * pass to send_sample(); else NULL. */
-static struct prof_rec *count_exception(uint64_t key)
+static struct prof_rec *count_exception(uint64_t key, int again)
 {
     int overflow = 0;
     struct esamp_slot *s = esamp_slot_for(E.slots, EXC_SLOTS, key, &overflow);
     __atomic_add_fetch(&E.events, 1, __ATOMIC_RELAXED);
+    uint64_t *re = &E.rethrows[s - E.slots];
+    uint64_t rethrows = again ? __atomic_add_fetch(re, 1, __ATOMIC_RELAXED)
+                              : __atomic_load_n(re, __ATOMIC_RELAXED);
     if (overflow)
         __atomic_add_fetch(&E.overflow, 1, __ATOMIC_RELAXED);
     uint32_t *se = &E.slot_epoch[s - E.slots];
@@ -164,7 +194,7 @@ static struct prof_rec *count_exception(uint64_t key)
     r->a = (uint64_t)(s - E.slots);
     r->b = count;
     r->c = r->d = 0;
-    r->x = 0;
+    r->x = (double)rethrows; /* the slot's rethrows so far, as b its events */
     r->t_unix = prof_unix_now();
     r->os_tid = prof_self_tid();
     return r;
@@ -310,7 +340,8 @@ void prof_exc_on_throw(ObjectID obj)
     if (info->vt->GetClassFromObject(info, obj, &cls) < 0 || !cls)
         return;
     /* an odd multiplier maps distinct classes to distinct keys, none of them 0 */
-    struct prof_rec *r = count_exception((uint64_t)cls * 0x9E3779B97F4A7C15ull);
+    struct prof_rec *r = count_exception((uint64_t)cls * 0x9E3779B97F4A7C15ull,
+                                         thrown_before(obj));
     if (!r)
         return;
     r->c = (uint64_t)cls;
@@ -333,7 +364,7 @@ void prof_exc_on_event(DWORD id, DWORD version, const BYTE *data, ULONG len)
     const BYTE *msg = data + tbytes;
     u16z_span(msg, len - tbytes, &munits);
 
-    struct prof_rec *r = count_exception(u16_hash(data, tunits));
+    struct prof_rec *r = count_exception(u16_hash(data, tunits), 0);
     if (!r)
         return;
     size_t tl = tunits ? u16_to_utf8(data, tunits, r->text, TYPE_TEXT) : 0;
@@ -360,6 +391,7 @@ static struct {
     struct prof_wtab *tab;
     pthread_mutex_t lock; /* guards attributed and last: the agg thread and API flushes */
     uint64_t attributed[EXC_SLOTS + 1];
+    uint64_t attributed_re[EXC_SLOTS + 1]; /* the same for the rethrows */
     struct last_sample *last[EXC_SLOTS + 1];
     uint32_t epoch[EXC_SLOTS + 1]; /* the unload epoch of each slot's last sample */
 } A = {.once = PTHREAD_ONCE_INIT, .lock = PTHREAD_MUTEX_INITIALIZER};
@@ -378,14 +410,30 @@ struct prof_wtab *prof_exc_table(void)
     return A.tab;
 }
 
-/* The throwing method: the leaf-most frame that is not the runtime's exception machinery. */
+/* The throwing method: the leaf-most frame that is not the runtime's exception machinery, nor
+ * the awaiter code that throws a faulted task's exception again in the awaiting method (which
+ * is then the site: an await's rethrow showed as TaskAwaiter.ThrowForNonSuccess). */
 static const char *throw_site(const char **names, int n)
 {
+    static const char *const machinery[] = {
+        "System.Runtime.EH.",
+        "System.Runtime.ExceptionServices.InternalCalls.",
+        "System.Runtime.ExceptionServices.ExceptionDispatchInfo.",
+        "System.ThrowHelper.",
+        "System.Runtime.CompilerServices.TaskAwaiter",
+        "System.Runtime.CompilerServices.ValueTaskAwaiter",
+        "System.Runtime.CompilerServices.ConfiguredTaskAwaitable",
+        "System.Runtime.CompilerServices.ConfiguredValueTaskAwaitable",
+        "System.Threading.Tasks.Task.ThrowIfExceptional",
+        "System.Threading.Tasks.Task.Wait",
+        "System.Threading.Tasks.Task.GetResultCore",
+    };
     for (int i = n - 1; i >= 0; i--) {
         const char *f = names[i];
-        if (f[0] == '[' || !strncmp(f, "System.Runtime.EH.", 18) ||
-            !strncmp(f, "System.Runtime.ExceptionServices.InternalCalls.", 47) ||
-            !strncmp(f, "System.ThrowHelper.", 19))
+        int skip = f[0] == '[';
+        for (size_t k = 0; !skip && k < sizeof machinery / sizeof *machinery; k++)
+            skip = !strncmp(f, machinery[k], strlen(machinery[k]));
+        if (skip)
             continue;
         return f;
     }
@@ -429,7 +477,14 @@ void prof_exc_consume(const struct prof_rec *rec, const char **names, int n)
     A.epoch[slot] = rec->epoch;
     int64_t v[PROF_NVALUES] = {(int64_t)w, 1, 0};
     prof_store_add(PK_EXC, rec->t_unix, names, n, rec->os_tid, type, v);
-    int64_t tv[WTAB_NV] = {(int64_t)w, 1, 0};
+    /* of the events this sample stands for, the rethrows (never more than the events: one
+     * counted on another thread between the two counters waits for the next sample) */
+    uint64_t re = (uint64_t)rec->x;
+    int64_t rw = re > A.attributed_re[slot] ? (int64_t)(re - A.attributed_re[slot]) : 0;
+    if (rw > (int64_t)w)
+        rw = (int64_t)w;
+    A.attributed_re[slot] += (uint64_t)rw;
+    int64_t tv[WTAB_NV] = {(int64_t)w, 1, rw};
     prof_wtab_add(tab, rec->t_unix, type, msg, 0, site, tv);
 
     if (!l)
@@ -458,9 +513,14 @@ void prof_exc_tick(double now_unix)
             continue;
         int64_t w = (int64_t)(count - A.attributed[slot]);
         A.attributed[slot] = count;
+        uint64_t re = __atomic_load_n(&E.rethrows[slot], __ATOMIC_RELAXED);
+        int64_t rw = re > A.attributed_re[slot] ? (int64_t)(re - A.attributed_re[slot]) : 0;
+        if (rw > w)
+            rw = w;
+        A.attributed_re[slot] += (uint64_t)rw;
         int64_t v[PROF_NVALUES] = {w, 0, 0};
         prof_store_add(PK_EXC, now_unix, l->names, l->n, l->tid, l->type, v);
-        int64_t tv[WTAB_NV] = {w, 0, 0};
+        int64_t tv[WTAB_NV] = {w, 0, rw};
         prof_wtab_add(tab, now_unix, l->type, l->msg, 0, l->site, tv);
     }
     pthread_mutex_unlock(&A.lock);

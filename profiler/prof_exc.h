@@ -23,6 +23,8 @@ struct prof_exc_stats {
 DWORD prof_exc_event_mask(void);
 /* 1 when exceptions come from the runtime's events (CLRSCOPE_EXCEPTION_SOURCE=events). */
 int prof_exc_uses_events(void);
+/* GarbageCollectionStarted: exception objects thrown before it are forgotten (rethrows). */
+void prof_exc_gc_started(void);
 /* ICorProfilerCallback::ExceptionThrown (the throwing thread, cooperative mode). */
 void prof_exc_on_throw(ObjectID obj);
 /* EventPipe callback (app thread): ExceptionThrown_V1. */
@@ -35,7 +37,8 @@ void prof_exc_consume(const struct prof_rec *rec, const char **names, int n);
  * clrscope-agg, and from API handlers before they read (any clrscope thread). */
 void prof_exc_tick(double now_unix);
 void prof_exc_get_stats(struct prof_exc_stats *out);
-/* (type, message) -> v0 estimated count, v1 samples; extra = the throwing method. NULL when off. */
+/* (type, message) -> v0 estimated count, v1 samples, v2 of v0 the same object thrown again
+ * (callback source); extra = the throwing method. NULL when off. */
 struct prof_wtab *prof_exc_table(void);
 
 #endif

@@ -1259,7 +1259,10 @@
       columns: [
         {key: 'type', label: 'Type', cls: 'name'},
         {key: 'message', label: 'Message', cls: 'msg'},
-        {key: 'count', label: 'Count', num: true, render: function (r) { return F.int(r.count); }},
+        {key: 'count', label: 'Count', num: true, render: function (r) { return F.int(r.count); },
+          title: 'every throw, as the runtime counts them: an exception an await (or throw;) throws again counts each time'},
+        {key: 'rethrown', label: 'Of which rethrown', num: true, render: function (r) { return r.rethrown ? F.int(r.rethrown) : '–'; },
+          title: 'the same exception object thrown again: each await of a faulted task rethrows it in the awaiting method'},
         {key: 'samples', label: 'Samples', num: true, render: function (r) { return r.samples != null ? F.int(r.samples) : '–'; }}
       ],
       sortKey: 'count',
@@ -1284,7 +1287,10 @@
         var types = r.data.types || [];
         var kinds = {};
         types.forEach(function (t) { kinds[t.type] = 1; });
-        p.sub(F.int(r.data.total) + ' thrown in the last ' + windowText() + ' · ' + Object.keys(kinds).length + (Object.keys(kinds).length === 1 ? ' type' : ' types'));
+        var again = r.data.rethrown || 0;
+        p.sub(F.int(r.data.total) + ' thrown in the last ' + windowText() +
+          (again ? ' (' + F.int(again) + ' of them rethrown: ' + F.int(r.data.total - again) + ' distinct exceptions)' : '') +
+          ' · ' + Object.keys(kinds).length + (Object.keys(kinds).length === 1 ? ' type' : ' types'));
         table.setRows(types);
       });
     }

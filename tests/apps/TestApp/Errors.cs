@@ -13,11 +13,17 @@ public sealed class RareException(string message) : Exception(message);
 // Made without a message: its Message is the runtime's "Exception of type '…' was thrown."
 public sealed class UnnamedException : Exception;
 
+// Thrown once and thrown again twice, as an await does (ExceptionDispatchInfo.Throw) and as
+// `throw;` does: three first-chance exceptions of one object.
+public sealed class RethrownException(string message) : Exception(message);
+
 public static class Thrower
 {
     public const string StormMessage = "clrscope test: storm";
     public const string ArgumentMessage = "clrscope test: bad argument";
     public const string RareMessage = "clrscope test: rare failure";
+    public const string RethrownMessage = "clrscope test: thrown again";
+    public const int RethrowsEach = 2;
 
     [MethodImpl(MethodImplOptions.NoInlining)]
     public static void ThrowStorm() => throw new InvalidOperationException(StormMessage);
@@ -30,6 +36,35 @@ public static class Thrower
 
     [MethodImpl(MethodImplOptions.NoInlining)]
     public static void ThrowUnnamed() => throw new UnnamedException();
+
+    [MethodImpl(MethodImplOptions.NoInlining)]
+    static void ThrowFirst() => throw new RethrownException(RethrownMessage);
+
+    [MethodImpl(MethodImplOptions.NoInlining)]
+    static void ThrowCaptured()
+    {
+        try
+        {
+            ThrowFirst();
+        }
+        catch (RethrownException e)
+        {
+            System.Runtime.ExceptionServices.ExceptionDispatchInfo.Capture(e).Throw();
+        }
+    }
+
+    [MethodImpl(MethodImplOptions.NoInlining)]
+    public static void ThrowRethrown()
+    {
+        try
+        {
+            ThrowCaptured();
+        }
+        catch (RethrownException)
+        {
+            throw;
+        }
+    }
 }
 
 public sealed class ExceptionsMode : Mode
@@ -64,6 +99,7 @@ public sealed class ExceptionsMode : Mode
             new("System.ArgumentException", "TestApp.Errors.Thrower.ThrowArgument", Thrower.ArgumentMessage, o.Arguments, Thrower.ThrowArgument),
             new("TestApp.Errors.RareException", "TestApp.Errors.Thrower.ThrowRare", Thrower.RareMessage, o.Rare, Thrower.ThrowRare),
             new("TestApp.Errors.UnnamedException", "TestApp.Errors.Thrower.ThrowUnnamed", new UnnamedException().Message, o.Unnamed, Thrower.ThrowUnnamed),
+            new("TestApp.Errors.RethrownException", "TestApp.Errors.Thrower.ThrowRethrown", Thrower.RethrownMessage, 50, Thrower.ThrowRethrown),
         ];
     }
 
@@ -123,6 +159,10 @@ public sealed class ExceptionsMode : Mode
         {
             Interlocked.Increment(ref k.Caught);
         }
+        catch (RethrownException e) when (e.Message == k.Message)
+        {
+            Interlocked.Increment(ref k.Caught);
+        }
     }
 
     public override void AddTruth(JsonObject t)
@@ -132,10 +172,13 @@ public sealed class ExceptionsMode : Mode
         foreach (var k in kinds)
         {
             long thrown = Interlocked.Read(ref k.Thrown);
-            total += thrown;
+            // count: every throw the runtime reports, rethrows of the same object included
+            long rethrown = k.Type == "TestApp.Errors.RethrownException" ? thrown * Thrower.RethrowsEach : 0;
+            total += thrown + rethrown;
             ex[k.Type] = new JsonObject
             {
-                ["count"] = thrown,
+                ["count"] = thrown + rethrown,
+                ["rethrown"] = rethrown,
                 ["caught"] = Interlocked.Read(ref k.Caught),
                 ["target"] = k.Target,
                 ["message"] = k.Message,
