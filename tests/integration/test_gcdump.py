@@ -266,6 +266,22 @@ class GcdumpTest(unittest.TestCase):
 
     def test_guards_keep_and_unwritable_dir(self):
         dumps = tempfile.mkdtemp(prefix="clrscope-dumps-")
+        # files left by earlier processes: of those that exited, the newest KEEP (2) stay once
+        # older than an hour; a live process's, a recent one and other names are not touched
+        dead = 4194000
+        while os.path.exists(f"/proc/{dead}"):
+            dead -= 1
+        old = time.time() - 7200
+        planted = {}
+        for i in range(5):
+            planted[f"clrscope-{dead}-{i + 1}.gcdump"] = old + i
+        planted[f"clrscope-{dead}-9.gcdump"] = time.time() - 60   # under an hour old
+        planted[f"clrscope-{os.getpid()}-1.gcdump"] = old - 100    # a live process's
+        planted["notes.txt"] = old - 200
+        for name, t in planted.items():
+            with open(os.path.join(dumps, name), "w") as f:
+                f.write("x")
+            os.utime(os.path.join(dumps, name), (t, t))
         with ProfiledApp("heap", ["--seconds", "60"],
                          env={"CLRSCOPE_DUMP_DIR": dumps, "CLRSCOPE_DUMP_MAX_HEAP_MB": "1",
                               "CLRSCOPE_DUMP_KEEP": "2"}) as app:
@@ -288,7 +304,12 @@ class GcdumpTest(unittest.TestCase):
                 ids.append(sid)
             listing = app.json("/api/v1/gcdump")
             self.assertEqual([s["id"] for s in listing["snapshots"]], ids[:0:-1])
-            self.assertEqual(len(os.listdir(dumps)), 2, "the oldest file was removed")
+            mine = [n for n in os.listdir(dumps) if n.startswith(f"clrscope-{app.pid}-")]
+            self.assertEqual(len(mine), 2, "the oldest file was removed")
+            left = set(os.listdir(dumps)) - set(mine)
+            self.assertEqual(left, {f"clrscope-{dead}-4.gcdump", f"clrscope-{dead}-5.gcdump",
+                                    f"clrscope-{dead}-9.gcdump",
+                                    f"clrscope-{os.getpid()}-1.gcdump", "notes.txt"})
             st, _, _ = app.request(f"/api/v1/gcdump/{ids[0]}")
             self.assertEqual(st, 404)
             # A request the moment the previous snapshot is done (a client polling with POST):
