@@ -192,6 +192,35 @@ static int use_agent_url(struct dd_config *c, const char *u)
     const char *host = strstr(u, "://") + 3;
     if (!*host || *host == '/')
         return -1;
+    /* the authority's port, when given, is a number from 1 to 65535 (curl refuses the request
+     * otherwise, and every upload failed and was retried for ever) */
+    size_t al = strcspn(host, "/?#");
+    const char *hp = host, *amp = memchr(host, '@', al);
+    if (amp)
+        hp = amp + 1;
+    size_t hpl = al - (size_t)(hp - host);
+    const char *colon = NULL;
+    if (hpl && hp[0] == '[') { /* [v6]:port */
+        const char *rb = memchr(hp, ']', hpl);
+        if (!rb)
+            return -1;
+        colon = rb + 1 < hp + hpl && rb[1] == ':' ? rb + 1 : NULL;
+    } else {
+        colon = memchr(hp, ':', hpl);
+    }
+    if (colon) {
+        const char *pend = hp + hpl;
+        long port = 0;
+        if (colon + 1 == pend)
+            return -1;
+        for (const char *q = colon + 1; q < pend; q++) {
+            if (*q < '0' || *q > '9' || port > 65535)
+                return -1;
+            port = port * 10 + (*q - '0');
+        }
+        if (port < 1 || port > 65535)
+            return -1;
+    }
     size_t n = strcspn(u, "?#");
     while (n && u[n - 1] == '/')
         n--;

@@ -148,6 +148,17 @@ static void test_agent_address(void)
     setenv("DD_TRACE_AGENT_URL", "unix://relative.sock", 1);
     dd_config_resolve_agent(&c, 0);
     CHECK_STR(c.url, "http://h:8126/profiling/v1/input");
+    /* a port that is no port: warned, then the default chain (it used to fail every upload) */
+    const char *bad_ports[] = {"http://127.0.0.1:99999", "http://127.0.0.1:0", "http://h:",
+                               "http://h:80x", "http://u:p@h:123456/", "http://[::1]:70000"};
+    for (size_t i = 0; i < sizeof bad_ports / sizeof *bad_ports; i++) {
+        setenv("DD_TRACE_AGENT_URL", bad_ports[i], 1);
+        dd_config_resolve_agent(&c, 0);
+        CHECK_STR(c.url, "http://h:8126/profiling/v1/input");
+    }
+    setenv("DD_TRACE_AGENT_URL", "http://u:p@[::1]:9000", 1); /* the password's colon is no port */
+    dd_config_resolve_agent(&c, 0);
+    CHECK_STR(c.url, "http://u:p@[::1]:9000/profiling/v1/input");
 }
 
 static void test_agentless(void)
