@@ -76,6 +76,12 @@ int api_status(const struct web_req *r)
     if (ss.sig.signo) {
         cJSON *sg = cJSON_AddObjectToObject(so, "signal_sampler");
         cJSON_AddNumberToObject(sg, "signal", ss.sig.signo);
+        cJSON_AddStringToObject(sg, "timer", ss.sig.timer ? ss.sig.timer : "posix");
+        if (ss.sig.timer_off)
+            cJSON_AddStringToObject(sg, "timer_note", ss.sig.timer_off);
+        cJSON_AddNumberToObject(sg, "perf_threads", (double)ss.sig.perf_threads);
+        cJSON_AddNumberToObject(sg, "perf_fallbacks", (double)ss.sig.perf_fallbacks);
+        cJSON_AddNumberToObject(sg, "perf_rearm_failures", (double)ss.sig.rearm_failures);
         cJSON_AddNumberToObject(sg, "drain_ms", (double)ss.tick_ns / 1e6);
         cJSON_AddNumberToObject(sg, "ring_entries", ss.ring_entries);
         cJSON_AddNumberToObject(sg, "threads", (double)ss.sig.threads);

@@ -455,6 +455,14 @@ static void choose_modes(void)
     else if (m && *m && strcmp(m, "signal"))
         prof_log(LOG_WARN, "CLRSCOPE_CPU_SAMPLER=\"%.40s\" is neither signal nor suspend; using "
                  "signal", m);
+    const char *tm = getenv("CLRSCOPE_CPU_TIMER");
+    if (tm && !strcmp(tm, "posix"))
+        prof_sigsample_set_timer(PROF_SIG_TIMER_POSIX);
+    else if (tm && !strcmp(tm, "perf"))
+        prof_sigsample_set_timer(PROF_SIG_TIMER_PERF);
+    else if (tm && *tm && strcmp(tm, "auto"))
+        prof_log(LOG_WARN, "CLRSCOPE_CPU_TIMER=\"%.40s\" is not auto, perf or posix; using auto",
+                 tm);
     /* The stop-the-world walk costs the same whatever it records: while it runs every tick for
      * CPU, wall samples come free at the full rate; otherwise they are what it costs. */
     long def = S.cpu_mode == CPU_SUSPEND ? g_cfg.sampling_hz : 5;

@@ -24,7 +24,10 @@
  */
 #include "prof_sighandler.h"
 
+#include <linux/perf_event.h>
+#include <signal.h>
 #include <stddef.h>
+#include <sys/syscall.h>
 #include <ucontext.h>
 
 struct prof_sig_shared g_sig;
@@ -416,14 +419,39 @@ __attribute__((noinline)) uint32_t prof_sig_walk_self(uintptr_t *ips, uint32_t m
     return n;
 }
 
+/* A system call without libc (this file references no outside symbol) and without errno. */
+static inline long raw_syscall3(long n, long a, long b, long c)
+{
+    long ret;
+    __asm__ volatile("syscall" : "=a"(ret) : "a"(n), "D"(a), "S"(b), "d"(c) : "rcx", "r11", "memory");
+    return ret;
+}
+
 void prof_sig_handler(int sig, siginfo_t *si, void *ucv)
 {
     (void)sig;
-    /* No call below can change errno: the handler calls nothing. */
+    /* No call below can change errno: the handler calls nothing but raw system calls. */
     __atomic_add_fetch(&g_sig.inflight, 1, __ATOMIC_SEQ_CST);
-    if (!si || si->si_code != SI_TIMER || !ucv)
+    int perf_fd = -1;
+    uint64_t v;
+    if (!si || !ucv)
         goto out;
-    uint64_t v = (uint64_t)(uintptr_t)si->si_value.sival_ptr;
+    if (si->si_code == SI_TIMER) {
+        v = (uint64_t)(uintptr_t)si->si_value.sival_ptr;
+    } else if (si->si_code == POLL_HUP || si->si_code == POLL_IN) {
+        /* a perf task-clock event's overflow: which one says si_fd; a late signal for an event
+         * closed since (its fd maybe reused) maps to nothing or to another thread's ring */
+        uint64_t *map = __atomic_load_n(&g_sig.fdmap, __ATOMIC_ACQUIRE);
+        int fd = si->si_fd;
+        if (!map || fd < 0 || fd >= g_sig.fdmap_len)
+            goto out;
+        v = __atomic_load_n(&map[fd], __ATOMIC_ACQUIRE);
+        if (!v)
+            goto out;
+        perf_fd = fd;
+    } else {
+        goto out;
+    }
     uint32_t idx = (uint32_t)v, gen = (uint32_t)(v >> 32);
     if (idx >= PROF_SIG_CHUNK * PROF_SIG_MAX_CHUNKS)
         goto out;
@@ -432,11 +460,26 @@ void prof_sig_handler(int sig, siginfo_t *si, void *ucv)
         goto out;
     struct prof_sig_ring *r = (struct prof_sig_ring *)(chunk + (size_t)(idx % PROF_SIG_CHUNK) *
                                                                    g_sig.ring_size);
-    if (__atomic_load_n(&r->gen, __ATOMIC_ACQUIRE) != gen) {
+    if (__atomic_load_n(&r->gen, __ATOMIC_ACQUIRE) != gen ||
+        (perf_fd >= 0 && r->tid != (uint32_t)raw_syscall3(SYS_gettid, 0, 0, 0))) {
         __atomic_add_fetch(&g_sig.stale, 1, __ATOMIC_RELAXED);
         goto out;
     }
-    uint32_t expirations = 1u + (uint32_t)(si->si_overrun > 0 ? si->si_overrun : 0);
+    if (perf_fd < 0)
+        goto sample;
+    /* the first period was drawn at random (a thread that lives less than one is sampled with
+     * the chance its CPU time says); the rest are whole */
+    if (__atomic_load_n(&r->perf_first, __ATOMIC_RELAXED)) {
+        __atomic_store_n(&r->perf_first, 0, __ATOMIC_RELAXED);
+        raw_syscall3(SYS_ioctl, perf_fd, (long)PERF_EVENT_IOC_PERIOD, (long)&g_sig.perf_period);
+    }
+    /* the event disabled itself at the overflow: one more period, whatever becomes of this one */
+    if (raw_syscall3(SYS_ioctl, perf_fd, (long)PERF_EVENT_IOC_REFRESH, 1) < 0)
+        __atomic_add_fetch(&g_sig.rearm_failures, 1, __ATOMIC_RELAXED);
+sample:;
+    /* a perf signal's siginfo has no overrun (that field is its si_band) */
+    uint32_t expirations =
+        1u + (uint32_t)(perf_fd < 0 && si->si_overrun > 0 ? si->si_overrun : 0);
     struct prof_sig_entry *e = NULL;
     for (uint32_t i = 0; i < g_sig.entries && !e; i++) {
         struct prof_sig_entry *c = prof_sig_entry_at(r, i);

@@ -66,6 +66,7 @@ struct prof_sig_ring {
     uint32_t gen;  /* atomic: bumped by the sampler whenever the ring changes owner */
     uint32_t tid;  /* owner (informational for the handler) */
     uint64_t lost; /* atomic: expirations dropped because every entry was full */
+    uint32_t perf_first; /* atomic: its perf event still runs its random first period */
     /* then g_sig.entries entries of g_sig.entry_size bytes */
 };
 
@@ -170,6 +171,11 @@ struct prof_sig_shared {
     uint32_t entry_size;
     uint32_t entries;   /* per ring (enough for a thread burning a core between two drains) */
     uint32_t ring_size;
+    /* perf task-clock events (prof_sigsample.c): the ring of each event's fd, (gen << 32 |
+     * ring index), 0 = not ours; fdmap_len entries, set before the handler can see them */
+    uint64_t *fdmap; /* atomic entries */
+    int fdmap_len;
+    uint64_t perf_period; /* the events' period (ns of CPU), after their first */
     struct prof_sig_ring *chunks[PROF_SIG_MAX_CHUNKS]; /* atomic pointers, set once each */
     struct prof_sig_maps *maps;                         /* atomic */
     struct prof_sig_codes *codes;                       /* atomic, may be NULL */
@@ -178,6 +184,7 @@ struct prof_sig_shared {
     int inflight;                                       /* atomic: handlers running now */
     /* atomic counters (handler side) */
     uint64_t handled, stale, ring_full, no_stack, altstack, maps_miss;
+    uint64_t rearm_failures; /* atomic: perf events the handler could not re-enable */
     uint64_t code_miss; /* atomic: signal walks cut at an address that could be new code */
     uintptr_t miss_ra;  /* atomic: the last such address (NEWCODE) */
     uint32_t unload_epoch; /* atomic: prof_unload's epoch, copied there by prof_unload_started */
@@ -185,7 +192,9 @@ struct prof_sig_shared {
 
 extern struct prof_sig_shared g_sig;
 
-/* The SA_SIGINFO handler; si->si_value carries (gen << 32 | ring index). */
+/* The SA_SIGINFO handler. From a POSIX CPU timer (SI_TIMER) si->si_value carries (gen << 32 |
+ * ring index); from a perf event (POLL_HUP) si->si_fd names the event, which g_sig.fdmap maps
+ * to the same, and the handler re-enables the event for one more period. */
 void prof_sig_handler(int sig, siginfo_t *si, void *uc);
 
 /* The calling thread's own frame-pointer chain, with the handler's checks, for runtime callbacks

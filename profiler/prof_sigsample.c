@@ -3,11 +3,14 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <linux/perf_event.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
+#include <sys/resource.h>
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
@@ -23,12 +26,31 @@
 #define MAPS_MIN_GAP_NS 100000000LL /* at most this often when a refresh is sure to help */
 #define MAPS_HINT_GAP_NS 1000000000LL /* and this often on a mere hint */
 #define PHANTOMS 8 /* pages remembered as holding no code after a refresh */
+/* Which clock drives the samples. A POSIX CPU timer is checked by the kernel only on its
+ * scheduler tick (every 4 ms at HZ=250), and on a busy machine threads are switched on that tick
+ * too, so work that starts right after a wake-up and lasts less than a tick is seldom running
+ * when one falls: bursty async code had its methods' CPU split 20-50 % off (a ~0.7 ms section
+ * after a thread-pool hand-off +24 %, the 4 ms after an await -11 %, in an ASP.NET Core app
+ * against the app's own thread clocks). A perf task-clock event counts the thread's CPU time
+ * with a high-resolution timer that stops and resumes with the thread, so its overflow falls at
+ * an exact point of the thread's CPU time, tick or not. It needs perf_event_open (refused under
+ * perf_event_paranoid 3 without CAP_PERFMON, and by Docker's default seccomp profile) and one
+ * file descriptor per thread; without it, the POSIX timers. */
+#define FDMAP_MAX 65536      /* perf events' fds the handler can map back to their ring */
+#define PERF_FD_BUDGET 4096  /* perf events at most, and at most 1/8 of RLIMIT_NOFILE */
 
 struct sthread {
     uint32_t tid;
     uint32_t ring;
-    int timer; /* kernel timer id, -1 = none */
+    int timer;        /* kernel timer id, -1 = none */
+    int fd;           /* or a perf task-clock event, -1 = none */
+    int64_t cpu_seen; /* perf: the thread's CPU clock when its samples were last weighed */
 };
+
+static int armed(const struct sthread *t)
+{
+    return t->timer >= 0 || t->fd >= 0;
+}
 
 /* Something the handler may still be looking at: freed (or recycled) once inflight was 0. */
 struct retired {
@@ -39,6 +61,13 @@ struct retired {
 static struct {
     int signo;
     int64_t interval_ns;
+    int timer_mode;   /* PROF_SIG_TIMER_* asked for */
+    int perf;         /* new threads get perf events (else POSIX timers) */
+    int perf_budget;  /* perf events at most (file descriptors) */
+    int perf_open;    /* perf events now */
+    int perf_user_only; /* the kernel refused events that count its time: exclude_kernel */
+    const char *perf_off; /* why the POSIX timers are used (NULL: perf events) */
+    uint64_t perf_fallbacks, clock_misses;
     int max_rings;
     struct sthread *th; /* sorted by tid */
     size_t nth;
@@ -61,7 +90,12 @@ static struct {
     size_t osr_returns; /* in the published OSR table */
 } S;
 
-static int timer_failure_logged, maps_failure_logged;
+static int timer_failure_logged, maps_failure_logged, perf_logged;
+
+void prof_sigsample_set_timer(int mode)
+{
+    S.timer_mode = mode;
+}
 
 static int64_t mono_ns(void)
 {
@@ -476,6 +510,29 @@ int prof_sigsample_start(int hz, int max_frames, int max_threads, int entries)
     if (!S.free_rings)
         return -ENOMEM;
     S.interval_ns = 1000000000LL / hz;
+    S.perf_off = "CLRSCOPE_CPU_TIMER=posix";
+    if (S.timer_mode != PROF_SIG_TIMER_POSIX) {
+        struct rlimit rl;
+        long budget = PERF_FD_BUDGET, len = FDMAP_MAX;
+        if (!getrlimit(RLIMIT_NOFILE, &rl) && rl.rlim_cur != RLIM_INFINITY) {
+            if ((long)(rl.rlim_cur / 8) < budget)
+                budget = (long)(rl.rlim_cur / 8);
+            if ((long)rl.rlim_cur < len) /* no fd can be higher (a raised limit: EMFILE below) */
+                len = (long)rl.rlim_cur;
+        }
+        uint64_t *map = budget >= 16 ? calloc((size_t)len, sizeof *map) : NULL;
+        if (map) {
+            g_sig.fdmap_len = (int)len;
+            g_sig.perf_period = (uint64_t)S.interval_ns;
+            __atomic_store_n(&g_sig.fdmap, map, __ATOMIC_RELEASE);
+            S.perf = 1;
+            S.perf_budget = (int)budget;
+            S.perf_off = NULL;
+        } else {
+            S.perf_off = budget < 16 ? "RLIMIT_NOFILE leaves too few file descriptors"
+                                     : "out of memory";
+        }
+    }
     g_sig.max_frames = max_frames;
     g_sig.entry_size = (uint32_t)(sizeof(struct prof_sig_entry) +
                                   (size_t)max_frames * sizeof(uintptr_t));
@@ -526,7 +583,81 @@ static int ring_alloc(void)
     return S.free_rings[--S.nfree];
 }
 
-/* Arms a CPU-time timer on thread `tid` that signals that very thread. */
+/* The thread's CPU clock (ns), or -1 when it cannot be read (the thread is gone). */
+static int64_t thread_cpu(uint32_t tid)
+{
+    clockid_t cid = (clockid_t)((~(unsigned)tid << 3) | 6u); /* MAKE_THREAD_CPUCLOCK(tid, SCHED) */
+    struct timespec ts;
+    if (clock_gettime(cid, &ts))
+        return -1;
+    return (int64_t)ts.tv_sec * 1000000000LL + ts.tv_nsec;
+}
+
+/* A perf task-clock event on thread t that signals that very thread every interval of its CPU
+ * time (in user mode only where the kernel allows no more: perf_event_paranoid 2 without
+ * CAP_PERFMON). 0, or -errno. */
+static int arm_perf(struct sthread *t, int idx, uint32_t gen)
+{
+    struct perf_event_attr a;
+    memset(&a, 0, sizeof a);
+    a.type = PERF_TYPE_SOFTWARE;
+    a.size = sizeof a;
+    a.config = PERF_COUNT_SW_TASK_CLOCK;
+    /* the first period anywhere in the first interval, at least the 10 us the kernel allows
+     * (as for the timers below); the handler sets the whole interval after it */
+    uint64_t x = S.phase_rng ? S.phase_rng : (uint64_t)mono_ns() | 1u;
+    x ^= x << 13;
+    x ^= x >> 7;
+    x ^= x << 17;
+    S.phase_rng = x;
+    uint64_t first = 10000 + x % (uint64_t)S.interval_ns;
+    a.sample_period = first < (uint64_t)S.interval_ns ? first : (uint64_t)S.interval_ns;
+    a.disabled = 1;
+    a.exclude_hv = 1;
+    /* Time in the kernel sampled too where allowed (perf_event_paranoid 1, CAP_PERFMON): the
+     * signal then lands where the thread entered the kernel (a page fault, a system call), as a
+     * POSIX timer's does. Else user time only; the thread's clock still weighs it all, shared
+     * evenly among the drain's samples (a method's page faults count as everyone's). */
+    int fd = -1;
+    if (!S.perf_user_only) {
+        fd = (int)syscall(SYS_perf_event_open, &a, (pid_t)t->tid, -1, -1, PERF_FLAG_FD_CLOEXEC);
+        if (fd < 0 && (errno == EACCES || errno == EPERM))
+            S.perf_user_only = 1;
+    }
+    if (fd < 0) {
+        a.exclude_kernel = 1;
+        fd = (int)syscall(SYS_perf_event_open, &a, (pid_t)t->tid, -1, -1, PERF_FLAG_FD_CLOEXEC);
+    }
+    if (fd < 0)
+        return -errno;
+    int e = 0;
+    struct f_owner_ex own = {.type = F_OWNER_TID, .pid = (pid_t)t->tid};
+    int fl = fcntl(fd, F_GETFL);
+    if (fd >= g_sig.fdmap_len)
+        e = EMFILE;
+    else if (fl < 0 || fcntl(fd, F_SETOWN_EX, &own) || fcntl(fd, F_SETSIG, S.signo) ||
+             fcntl(fd, F_SETFL, fl | O_ASYNC | O_NONBLOCK))
+        e = errno;
+    if (!e) {
+        __atomic_store_n(&ring_at(idx)->perf_first, a.sample_period != (uint64_t)S.interval_ns,
+                         __ATOMIC_RELAXED);
+        __atomic_store_n(&g_sig.fdmap[fd], (uint64_t)gen << 32 | (uint32_t)idx, __ATOMIC_RELEASE);
+        t->cpu_seen = thread_cpu(t->tid);
+        if (ioctl(fd, PERF_EVENT_IOC_REFRESH, 1)) { /* enabled for one period at a time */
+            e = errno;
+            __atomic_store_n(&g_sig.fdmap[fd], 0, __ATOMIC_RELEASE);
+        }
+    }
+    if (e) {
+        close(fd);
+        return -e;
+    }
+    t->fd = fd;
+    S.perf_open++;
+    return 0;
+}
+
+/* Arms a perf event or a CPU-time timer on thread `tid` that signals that very thread. */
 static int arm(struct sthread *t)
 {
     int idx = ring_alloc();
@@ -535,6 +666,31 @@ static int arm(struct sthread *t)
     struct prof_sig_ring *r = ring_at(idx);
     uint32_t gen = __atomic_add_fetch(&r->gen, 1, __ATOMIC_SEQ_CST);
     r->tid = t->tid;
+    if (S.perf && S.perf_open < S.perf_budget) {
+        int rc = arm_perf(t, idx, gen);
+        if (!rc) {
+            t->ring = (uint32_t)idx;
+            return 0;
+        }
+        if (rc == -ESRCH) {
+            S.free_rings[S.nfree++] = idx;
+            return rc;
+        }
+        if (!S.perf_open && rc != -EMFILE && rc != -ENFILE && rc != -ENOMEM) {
+            /* refused outright (paranoid 3, seccomp, no perf events): timers from now on */
+            S.perf = 0;
+            S.perf_off = "perf_event_open refused";
+            prof_log_once(perf_logged, LOG_INFO,
+                          "cpu sampler: perf_event_open refused (%s): CPU samples come from "
+                          "per-thread CPU timers, which the kernel fires on its scheduler tick "
+                          "(the CPU split of work in short bursts, such as async continuations, "
+                          "can be off; README \"Known biases\")", strerrordesc_np(-rc));
+        } else {
+            S.perf_fallbacks++; /* this thread only (out of descriptors) */
+        }
+    } else if (S.perf) {
+        S.perf_fallbacks++; /* past the descriptor budget */
+    }
     struct sigevent sev;
     memset(&sev, 0, sizeof sev);
     sev.sigev_notify = SIGEV_THREAD_ID;
@@ -579,16 +735,42 @@ static int arm(struct sthread *t)
     return 0;
 }
 
-static int drain_ring(const struct sthread *t, prof_sigsample_fn fn, void *arg)
+static int drain_ring(struct sthread *t, prof_sigsample_fn fn, void *arg)
 {
     struct prof_sig_ring *r = ring_at((int)t->ring);
     int got = 0;
+    /* A perf event's samples share the CPU the thread's clock says it burned since its samples
+     * were last weighed, equally: that counts its time in the kernel (where the event does not
+     * sample) and periods lost to a full ring, and keeps the thread's total exact. */
+    int64_t share = -1, rest = 0;
+    uint32_t nfull = 0, k = 0;
+    if (t->fd >= 0) {
+        for (uint32_t i = 0; i < g_sig.entries; i++)
+            nfull += __atomic_load_n(&prof_sig_entry_at(r, i)->state, __ATOMIC_ACQUIRE) ==
+                     PROF_SIG_FULL;
+        if (!nfull)
+            return 0;
+        int64_t now = thread_cpu(t->tid);
+        if (now >= 0 && t->cpu_seen >= 0 && now >= t->cpu_seen) {
+            share = (now - t->cpu_seen) / nfull;
+            rest = (now - t->cpu_seen) % nfull;
+        } else {
+            S.clock_misses++;
+        }
+        if (now >= 0)
+            t->cpu_seen = now;
+    }
     for (uint32_t i = 0; i < g_sig.entries; i++) {
         struct prof_sig_entry *e = prof_sig_entry_at(r, i);
         if (__atomic_load_n(&e->state, __ATOMIC_ACQUIRE) != PROF_SIG_FULL)
             continue;
         uint64_t lost = __atomic_exchange_n(&r->lost, 0, __ATOMIC_RELAXED);
         int64_t cpu = S.interval_ns * (int64_t)(1 + (uint64_t)e->overrun + lost);
+        if (t->fd >= 0) {
+            if (k >= nfull) /* filled since the count: weighed at the next drain */
+                break;
+            cpu = share >= 0 ? share + (++k == nfull ? rest : 0) : S.interval_ns;
+        }
         uint32_t n = e->n <= (uint32_t)g_sig.max_frames ? e->n : (uint32_t)g_sig.max_frames;
         uint32_t nw = e->nwindow <= PROF_SIG_WINDOW ? e->nwindow : PROF_SIG_WINDOW;
         if (e->flags & PROF_SIG_F_TRUNCATED)
@@ -606,13 +788,26 @@ static int drain_ring(const struct sthread *t, prof_sigsample_fn fn, void *arg)
     return got;
 }
 
+/* Stops t's perf event: late signals for its fd map to nothing from now on. */
+static void close_perf(struct sthread *t)
+{
+    ioctl(t->fd, PERF_EVENT_IOC_DISABLE, 0);
+    __atomic_store_n(&g_sig.fdmap[t->fd], 0, __ATOMIC_RELEASE);
+    close(t->fd);
+    t->fd = -1;
+    S.perf_open--;
+}
+
 static void disarm(struct sthread *t, prof_sigsample_fn fn, void *arg)
 {
-    if (t->timer < 0)
+    if (!armed(t))
         return;
-    syscall(SYS_timer_delete, t->timer);
+    if (t->timer >= 0)
+        syscall(SYS_timer_delete, t->timer);
     t->timer = -1;
-    drain_ring(t, fn, arg);
+    drain_ring(t, fn, arg); /* (a perf event's last samples weighed while its fd is open) */
+    if (t->fd >= 0)
+        close_perf(t);
     struct prof_sig_ring *r = ring_at((int)t->ring);
     __atomic_add_fetch(&r->gen, 1, __ATOMIC_SEQ_CST); /* late signals now miss */
     retire(NULL, (int)t->ring);
@@ -641,7 +836,7 @@ void prof_sigsample_sync(uint32_t *tids, size_t n, prof_sigsample_fn fn, void *a
         if (j >= n || (i < S.nth && S.th[i].tid < tids[j])) {
             disarm(&S.th[i++], fn, arg); /* gone */
         } else if (i >= S.nth || tids[j] < S.th[i].tid) {
-            struct sthread t = {.tid = tids[j++], .timer = -1};
+            struct sthread t = {.tid = tids[j++], .timer = -1, .fd = -1, .cpu_seen = -1};
             if (!t.tid)
                 continue;
             int rc = arm(&t);
@@ -670,7 +865,7 @@ int prof_sigsample_drain(prof_sigsample_fn fn, void *arg)
 {
     int got = 0;
     for (size_t i = 0; i < S.nth; i++)
-        if (S.th[i].timer >= 0)
+        if (armed(&S.th[i]))
             got += drain_ring(&S.th[i], fn, arg);
     return got;
 }
@@ -690,11 +885,14 @@ void prof_sigsample_stop(void)
 {
     /* the snapshots are no longer refreshed: self-walks go back to the runtime's walk */
     __atomic_store_n(&g_sig.self_walk, 0, __ATOMIC_RELEASE);
-    for (size_t i = 0; i < S.nth; i++)
+    for (size_t i = 0; i < S.nth; i++) {
         if (S.th[i].timer >= 0) {
             syscall(SYS_timer_delete, S.th[i].timer);
             S.th[i].timer = -1;
         }
+        if (S.th[i].fd >= 0)
+            close_perf(&S.th[i]);
+    }
     S.nth = 0;
     /* rings and snapshots stay allocated: a signal already queued may still read them */
 }
@@ -703,8 +901,15 @@ void prof_sigsample_get_stats(struct prof_sigsample_stats *out)
 {
     memset(out, 0, sizeof *out);
     out->signo = S.signo;
-    for (size_t i = 0; i < S.nth; i++)
-        out->threads += S.th[i].timer >= 0;
+    for (size_t i = 0; i < S.nth; i++) {
+        out->threads += armed(&S.th[i]);
+        out->perf_threads += S.th[i].fd >= 0;
+    }
+    out->timer = S.perf ? (S.perf_user_only ? "perf-user" : "perf") : "posix";
+    out->timer_off = S.perf_off;
+    out->perf_fallbacks = S.perf_fallbacks;
+    out->clock_misses = S.clock_misses;
+    out->rearm_failures = __atomic_load_n(&g_sig.rearm_failures, __ATOMIC_RELAXED);
     out->timer_failures = S.timer_failures;
     out->samples = S.samples;
     out->stale = __atomic_load_n(&g_sig.stale, __ATOMIC_RELAXED);

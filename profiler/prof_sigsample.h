@@ -38,7 +38,18 @@ struct prof_sigsample_stats {
     uint64_t maps_refreshes;   /* /proc/self/maps snapshots taken */
     uint64_t new_code;         /* walks cut at code mapped since the snapshot (refresh asked) */
     uint64_t osr_returns;      /* return addresses of OSR frames the walk looks behind */
+    const char *timer;         /* "perf" (task-clock events) or "posix" (CPU timers) */
+    const char *timer_off;     /* why not perf events (NULL when they are used) */
+    uint64_t perf_threads;     /* threads sampled by a perf event now */
+    uint64_t perf_fallbacks;   /* threads given a POSIX timer instead (descriptors) */
+    uint64_t clock_misses;     /* perf drains without the thread's clock (weighed by period) */
+    uint64_t rearm_failures;   /* perf events the handler could not re-enable */
 };
+
+enum { PROF_SIG_TIMER_AUTO = 0, PROF_SIG_TIMER_PERF = 1, PROF_SIG_TIMER_POSIX = 2 };
+/* CLRSCOPE_CPU_TIMER, before prof_sigsample_start: auto (perf events where the kernel allows,
+ * else POSIX timers), perf (the same), posix. */
+void prof_sigsample_set_timer(int mode);
 
 /* One captured sample, valid during the callback only. */
 struct prof_sigsample {

@@ -30,7 +30,7 @@ public static class Program
         "usage: TestApp MODE [--seconds N] [--exit N] [--truth-every-second] [mode options]\n" +
         "modes: hello, version, cpu-split, gc-heavy, cpu-only, alloc-mix, leak, exceptions,\n" +
         "       contention, heap, threads, wait, unload, thread-churn, osr-loop,\n" +
-        "       dynamic-code   (see tests/apps/README.md)";
+        "       dynamic-code, bursts   (see tests/apps/README.md)";
 
     static readonly CancellationTokenSource StopSource = new();
     static readonly object TruthLock = new();
@@ -110,6 +110,7 @@ public static class Program
         "thread-churn" => new Churn.ThreadChurnMode(),
         "osr-loop" => new Osr.OsrLoopMode(),
         "dynamic-code" => new Dynamic.DynamicCodeMode(),
+        "bursts" => new Bursts.BurstsMode(),
         _ => null,
     };
 
