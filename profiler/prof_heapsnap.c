@@ -875,9 +875,12 @@ static void analyse(struct hs_snapshot *s, struct heap_capture *cap)
 static void run_snapshot(struct hs_snapshot *s)
 {
     char err[256];
-    /* the default directory lies in /tmp: it must be this user's alone (prof_files.h) */
+    struct stat dst;
+    /* the default directory lies in /tmp: it must be this user's alone (prof_files.h); a file at
+     * the name (mkdir says EEXIST) fails here, before the GC, not when the file is written */
     if ((g_cfg.dump_dir_default ? prof_files_private_dir(g_cfg.dump_dir)
                                   : prof_files_mkdirs(g_cfg.dump_dir, 0700)) ||
+        stat(g_cfg.dump_dir, &dst) || (!S_ISDIR(dst.st_mode) && (errno = ENOTDIR)) ||
         access(g_cfg.dump_dir, W_OK)) {
         int e = errno;
         errtext(e, err, sizeof err);

@@ -329,21 +329,24 @@ class GcdumpTest(unittest.TestCase):
         # a dump directory that cannot exist: the snapshot fails with the reason, the app runs on
         blocker = tempfile.NamedTemporaryFile(prefix="clrscope-notadir-", delete=False)
         blocker.close()
-        with ProfiledApp("heap", ["--seconds", "8"],
-                         env={"CLRSCOPE_DUMP_DIR": blocker.name + "/dumps"}) as app:
-            app.wait_ready()
-            st, _, body = app.request("/api/v1/gcdump", method="POST", data=b"")
-            self.assertEqual(st, 202, body)
-            d, _ = wait_done(app, json.loads(body)["id"])
-            self.assertEqual(d["status"], "failed")
-            self.assertIn(blocker.name, d["error"])
-            self.assertIsNone(d.get("file"))
-            st, _, _ = app.request(f"/api/v1/gcdump/{d['id']}/file")
-            self.assertEqual(st, 404)
-            self.assertEqual(app.json("/api/v1/status")["pid"], app.pid)
-            truth = app.wait_truth()
-            self.assertEqual(truth["tree_nodes"], 100000)
-            self.assertEqual(app.proc.returncode, 0)
+        # and a file at the directory's own name: refused before the snapshot's GC (before
+        # 2026-11-26 it failed only when the file was written, after all the work)
+        for where in (blocker.name + "/dumps", blocker.name):
+            with ProfiledApp("heap", ["--seconds", "8"], env={"CLRSCOPE_DUMP_DIR": where}) as app:
+                app.wait_ready()
+                st, _, body = app.request("/api/v1/gcdump", method="POST", data=b"")
+                self.assertEqual(st, 202, body)
+                d, _ = wait_done(app, json.loads(body)["id"])
+                self.assertEqual(d["status"], "failed")
+                self.assertIn(blocker.name, d["error"])
+                self.assertIn("cannot write snapshots", d["error"])
+                self.assertIsNone(d.get("file"))
+                st, _, _ = app.request(f"/api/v1/gcdump/{d['id']}/file")
+                self.assertEqual(st, 404)
+                self.assertEqual(app.json("/api/v1/status")["pid"], app.pid)
+                truth = app.wait_truth()
+                self.assertEqual(truth["tree_nodes"], 100000)
+                self.assertEqual(app.proc.returncode, 0)
         os.unlink(blocker.name)
 
     def test_size_guard_counts_what_was_allocated_since_the_last_gc(self):
