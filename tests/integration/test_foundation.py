@@ -83,8 +83,10 @@ class Behaviour(unittest.TestCase):
 
         for name, symbol, aot in (("aotapp", b"DotNetRuntimeDebugHeader", True),
                                   ("singlefile", b"DotNetRuntimeInfo", False)):
+            # in tmp: execvp hands a file the kernel refuses to /bin/sh, which reads these
+            # stand-ins' bytes as a script with a '>' redirection and creates a file in the cwd
             r = subprocess.run([LAUNCHER, "run", "--", elf(name, symbol)], capture_output=True,
-                               text=True, timeout=30)
+                               text=True, timeout=30, cwd=tmp)
             if aot:
                 self.assertIn(f"{name} is a Native AOT app", r.stderr)
                 self.assertIn("runs unprofiled", r.stderr)
