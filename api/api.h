@@ -20,5 +20,10 @@ int api_gcdump(const struct web_req *r);   /* /api/v1/gcdump and below; GET, POS
 int api_pprof(const struct web_req *r);    /* /debug/pprof/ and below */
 int api_metrics(const struct web_req *r);
 int api_counters(const struct web_req *r);
+int api_threads(const struct web_req *r);  /* /api/v1/threads: a thread dump */
+/* /debug/pprof/threads and its alias goroutine (`name`): the dump as pprof or text (debug=1, 2) */
+int api_threads_pprof(const struct web_req *r, const char *name);
+/* "running", "sleeping", … for a /proc state letter */
+const char *api_thread_state_name(char state);
 
 #endif

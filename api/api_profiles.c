@@ -258,7 +258,10 @@ static int pprof_index(const struct web_req *r)
         "<tr><td><a href=\"exceptions?seconds=60\">exceptions</a></td><td>exceptions thrown in "
         "the last N seconds</td></tr>"
         "<tr><td><a href=\"lock?seconds=60\">lock</a></td><td>lock contention in the last N "
-        "seconds</td></tr></table>"
+        "seconds</td></tr>"
+        "<tr><td><a href=\"threads?debug=1\">threads</a></td><td>every managed thread's stack "
+        "now (a thread dump; <a href=\"threads?debug=2\">one by one</a>; also as "
+        "goroutine)</td></tr></table>"
         "<p>Use: <code>go tool pprof http://HOST:PORT/debug/pprof/profile?seconds=30</code></p>"
         "</body></html>";
     return web_reply_bytes(r->conn, 200, "text/html; charset=utf-8", page, sizeof page - 1, NULL);
@@ -284,6 +287,8 @@ int api_pprof(const struct web_req *r)
         sub++;
     if (!*sub)
         return pprof_index(r);
+    if (!strcmp(sub, "threads") || !strcmp(sub, "goroutine"))
+        return api_threads_pprof(r, sub);
     struct {
         const char *path, *spec;
         double def_seconds;
@@ -299,7 +304,7 @@ int api_pprof(const struct web_req *r)
             break;
     if (i == sizeof map / sizeof map[0])
         return web_reply_error(r->conn, 404, "unknown profile '%.60s' (profile, wall, allocs, "
-                               "heap, exceptions, lock)", sub);
+                               "heap, exceptions, lock, threads)", sub);
     const struct prof_pprof_spec *spec = prof_pprof_spec(map[i].spec);
     double seconds;
     if (web_query_double(r, "seconds", map[i].def_seconds ? map[i].def_seconds : 60, 1,

@@ -97,6 +97,21 @@ static void on_start(DWORD version, const BYTE *data, ULONG len)
     __atomic_store_n(&t->tid, tid, __ATOMIC_RELEASE);
 }
 
+int prof_lock_waiting(uint32_t tid, uint64_t *lock_id, uint64_t *owner, int64_t *since_ns)
+{
+    if (!tid)
+        return 0;
+    struct thr_slot *t = thr_slot(tid);
+    if (__atomic_load_n(&t->tid, __ATOMIC_ACQUIRE) != tid)
+        return 0;
+    *lock_id = __atomic_load_n(&t->lock_id, __ATOMIC_RELAXED);
+    *owner = __atomic_load_n(&t->owner, __ATOMIC_RELAXED);
+    *since_ns = __atomic_load_n(&t->start_ns, __ATOMIC_RELAXED);
+    /* still the same wait after the reads (on_start zeroes tid while it rewrites the slot) */
+    __atomic_thread_fence(__ATOMIC_ACQUIRE);
+    return __atomic_load_n(&t->tid, __ATOMIC_RELAXED) == tid && *since_ns > 0;
+}
+
 static void on_stop(DWORD version, const BYTE *data, ULONG len)
 {
     uint32_t tid = prof_self_tid();

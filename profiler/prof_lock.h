@@ -38,6 +38,12 @@ void prof_lock_tick(double now_unix);
 /* Totals and histogram of the last `seconds` (any thread). */
 void prof_lock_window(double seconds, struct prof_lock_window *out);
 void prof_lock_get_stats(struct prof_lock_stats *out);
+/* The contention OS thread `tid` is in now (its ContentionStart seen, its ContentionStop not
+ * yet): the lock's id, the OS thread id of its owner (0 unknown: .NET 8's first events name none)
+ * and since when (CLOCK_MONOTONIC ns). Returns 1 when known; 0 when the thread waits for no lock
+ * clrscope knows of (the lock profile off, or the thread's slot taken by another thread's wait).
+ * Any thread; a racing ContentionStop makes it 0. */
+int prof_lock_waiting(uint32_t tid, uint64_t *lock_id, uint64_t *owner, int64_t *since_ns);
 /* (lock name, owner thread name, owner tid) -> v0 est count, v1 est wait ns, v2 samples;
  * extra = the waiting method. NULL when out of memory. */
 struct prof_wtab *prof_lock_table(void);

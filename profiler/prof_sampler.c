@@ -1,19 +1,24 @@
 /* prof_sampler.c - see prof_sampler.h. */
 #include "prof_sampler.h"
 
+#include <fcntl.h>
 #include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "prof_codemap.h"
 #include "prof_config.h"
 #include "prof_core.h"
+#include "prof_lock.h"
 #include "prof_log.h"
 #include "prof_sighandler.h"
 #include "prof_sigsample.h"
 #include "prof_store.h"
 #include "prof_symbols.h"
+#include "prof_tdump.h"
 #include "prof_threads.h"
 #include "prof_unload.h"
 #include "prof_walk.h"
@@ -244,6 +249,137 @@ static void record(int n, double now_unix, int64_t wall_ns, uint32_t gen, int do
     free(names);
 }
 
+/* ---- thread dumps (prof_tdump.h) ---- */
+
+/* The thread's scheduler state from /proc ('R' running or runnable, 'S' sleeping, 'D' in
+ * uninterruptible I/O, ...), '?' when it cannot be read. */
+static char os_state(uint32_t tid)
+{
+    char path[64], buf[320];
+    snprintf(path, sizeof path, "/proc/self/task/%u/stat", tid);
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return '?';
+    ssize_t n = read(fd, buf, sizeof buf - 1);
+    close(fd);
+    if (n <= 0)
+        return '?';
+    buf[n] = 0;
+    char *p = strrchr(buf, ')'); /* the name (in parentheses) may hold anything */
+    return p && p[1] == ' ' && p[2] ? p[2] : '?';
+}
+
+static int cmp_u32(const void *a, const void *b)
+{
+    uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* Serves dump request `want`: the threads' states first (the world still runs), then every
+ * managed thread's stack and CPU clock with the runtime suspended, as a wall tick walks them;
+ * names after the resume. Sampler thread only. */
+static void dump_threads(ICorProfilerInfo15 *info, uint64_t want)
+{
+    size_t cap = (size_t)g_cfg.max_threads;
+    uint32_t *tids = malloc(cap * sizeof *tids);
+    char *states = malloc(cap);
+    if (!tids || !states) {
+        free(tids);
+        free(states);
+        prof_tdump_fail(want, "out of memory");
+        return;
+    }
+    size_t nt = prof_threads_tids(tids, cap);
+    qsort(tids, nt, sizeof *tids, cmp_u32);
+    for (size_t i = 0; i < nt; i++)
+        states[i] = os_state(tids[i]);
+    int n = 0, overflow = 0;
+    int64_t t0 = 0, t1 = 0;
+    double t_unix = 0;
+    uint32_t epoch = 0;
+    for (int attempt = 0;; attempt++) {
+        epoch = prof_unload_epoch();
+        t_unix = prof_unix_now();
+        t0 = prof_now_ns();
+        HRESULT hr = info->vt->SuspendRuntime(info);
+        if (hr != S_OK) {
+            /* a GC (or another suspension) in progress: it ends soon */
+            if (hr == CORPROF_E_SUSPENSION_IN_PROGRESS && attempt < 100) {
+                struct timespec ts = {0, 5000000L};
+                nanosleep(&ts, NULL);
+                continue;
+            }
+            free(tids);
+            free(states);
+            prof_tdump_fail(want, "the runtime could not be suspended for the dump");
+            return;
+        }
+        overflow = 0;
+        n = capture_all(info, &overflow, 1);
+        info->vt->ResumeRuntime(info);
+        t1 = prof_now_ns();
+        if (!overflow || attempt > 0 || S.cap_threads >= g_cfg.max_threads ||
+            ensure_capacity(S.cap_threads + overflow))
+            break;
+        /* more threads than the sampler had room for: once more, with room */
+    }
+    struct prof_tdump *d = calloc(1, sizeof *d);
+    size_t total = 0;
+    for (int t = 0; t < n; t++)
+        total += S.caps[t].nframes ? (size_t)S.caps[t].nframes : 1;
+    const char **fr = malloc((total ? total : 1) * sizeof *fr);
+    uint32_t *off = malloc((n ? (size_t)n : 1) * sizeof *off);
+    uint32_t *len = malloc((n ? (size_t)n : 1) * sizeof *len);
+    int *trunc = malloc((n ? (size_t)n : 1) * sizeof *trunc);
+    if (d)
+        d->threads = calloc(n ? (size_t)n : 1, sizeof *d->threads);
+    if (!d || !d->threads || !fr || !off || !len || !trunc) {
+        prof_tdump_free(d);
+        free(fr), free(off), free(len), free(trunc), free(tids), free(states);
+        prof_tdump_fail(want, "out of memory");
+        return;
+    }
+    int asking = prof_unload_enter(epoch); /* the frames are named under their walk's epoch */
+    size_t at = 0;
+    for (int t = 0; t < n; t++) {
+        struct captured *c = &S.caps[t];
+        struct frame *f = &S.frames[(size_t)t * (size_t)g_cfg.max_frames];
+        off[t] = (uint32_t)at;
+        for (int i = 0; i < c->nframes; i++) /* leaf first, as walked */
+            fr[at++] = f[i].fn ? prof_symbols_function(f[i].fn) : prof_symbols_native(f[i].ip);
+        if (!c->nframes)
+            fr[at++] = "[no managed frames]";
+        len[t] = (uint32_t)(at - off[t]);
+        trunc[t] = c->truncated;
+    }
+    if (asking)
+        prof_unload_leave();
+    for (int t = 0; t < n; t++) {
+        struct prof_tdump_thread *th = &d->threads[t];
+        th->tid = S.caps[t].os_tid;
+        th->cpu_ns = S.caps[t].cpu_ns;
+        prof_threads_name_of(th->tid, th->name, sizeof th->name);
+        uint32_t *hit = bsearch(&th->tid, tids, nt, sizeof *tids, cmp_u32);
+        th->state = hit ? states[hit - tids] : os_state(th->tid);
+        int64_t since = 0;
+        if ((g_core.profiles & PROFILE_LOCK) &&
+            prof_lock_waiting(th->tid, &th->lock_id, &th->lock_owner, &since))
+            th->wait_ns = t0 > since ? t0 - since : 1;
+    }
+    d->nthreads = (uint32_t)n;
+    d->omitted = (uint32_t)overflow;
+    d->t_unix = t_unix;
+    d->t_mono_ns = t0;
+    d->suspend_ns = t1 - t0;
+    if (prof_tdump_group(d, fr, off, len, trunc) || prof_tdump_find_deadlocks(d)) {
+        prof_tdump_free(d);
+        prof_tdump_fail(want, "out of memory");
+    } else {
+        prof_tdump_publish(want, d);
+    }
+    free(fr), free(off), free(len), free(trunc), free(tids), free(states);
+}
+
 /* Names one signal sample (prof_codemap) and stores it root first. */
 static void on_sig_sample(void *arg, const struct prof_sigsample *smp)
 {
@@ -371,6 +507,9 @@ static void *sampler_main(void *arg)
         if (prof_core_nap_nudged(wake, nudges))
             break;
         nudges = prof_core_nudges();
+        uint64_t dump_wanted = prof_tdump_wanted();
+        if (dump_wanted)
+            dump_threads(info, dump_wanted);
         uint64_t unload_wanted = prof_unload_drain_wanted();
         int64_t now = prof_now_ns();
         advance = now >= deadline;
@@ -549,6 +688,7 @@ int prof_sampler_start(void)
         return -1;
     }
     __atomic_store_n(&S.running, 1, __ATOMIC_RELEASE);
+    prof_tdump_enable(1);
     return 0;
 }
 
@@ -558,6 +698,7 @@ void prof_sampler_stop(void)
         return;
     __atomic_store_n(&g_stop, 1, __ATOMIC_RELEASE);
     pthread_join(S.thread, NULL);
+    prof_tdump_enable(0);
     if (S.cpu_mode == CPU_SIGNAL || S.keep_maps)
         prof_sigsample_stop(); /* and the allocation walks stop trusting the last snapshot */
     __atomic_store_n(&S.running, 0, __ATOMIC_RELEASE);

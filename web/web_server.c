@@ -38,6 +38,7 @@ static const struct route g_routes[] = {
     {"/api/v1/exceptions", 0, M_GET, api_exceptions},
     {"/api/v1/locks", 0, M_GET, api_locks},
     {"/api/v1/counters", 0, M_GET, api_counters},
+    {"/api/v1/threads", 0, M_GET, api_threads},
     {"/api/v1/gcdump", 1, M_GET | M_POST | M_DELETE, api_gcdump},
     {"/debug/pprof", 1, M_GET, api_pprof},
     {"/metrics", 0, M_GET, api_metrics},

@@ -243,7 +243,8 @@ test('window selector and pprof download link follow the state', async () => {
 
 test('every tab renders', async () => {
   const tabs = [['wall', 'Wall'], ['alloc', 'Allocations'], ['live', 'Live objects'], ['gc', 'GC'],
-    ['exceptions', 'Exceptions'], ['locks', 'Locks'], ['heap', 'Heap snapshots'], ['overview', 'Overview']];
+    ['exceptions', 'Exceptions'], ['locks', 'Locks'], ['heap', 'Heap snapshots'], ['threads', 'Threads'],
+    ['overview', 'Overview']];
   let n = 6;
   for (const [id, label] of tabs) {
     await openTab(id, label);
@@ -275,6 +276,36 @@ test('locks: the table says where threads waited and who held the lock; a row fi
   await page.waitForSelector('main .filterchip');
   await rows.first().click(); // again: the filter goes
   await page.waitForFunction(() => !/filter=/.test(location.hash));
+});
+
+test('threads: a dump groups the threads by stack; the filter and the button work', async () => {
+  await openTab('threads', 'Threads');
+  await page.waitForFunction(() => window.__clrscope.threadDump && window.__clrscope.threadDump.groups > 0,
+    null, {timeout: TIMEOUT});
+  const first = await page.evaluate(() => window.__clrscope.threadDump);
+  assert.ok(first.threads >= first.groups, 'threads ' + first.threads + ', groups ' + first.groups);
+  const shown = await page.locator('main .tgroup').count();
+  assert.equal(shown, first.groups, 'one box per distinct stack');
+  const text = await page.textContent('main .tgroups');
+  assert.match(text, /System\.Threading\.Thread\.StartCallback/, 'stacks are listed');
+  if (mock) {
+    assert.equal(first.deadlocks, 1);
+    assert.match(await page.textContent('main .deadlock'), /sync-a.*held by 302 "sync-b"/s);
+  }
+  // the filter keeps the boxes whose frames or thread names match
+  await page.fill('main input[aria-label="filter threads"]', 'StartCallback');
+  assert.equal(await page.locator('main .tgroup').count(), await page.evaluate(() =>
+    Array.from(document.querySelectorAll('main .tgroup')).length));
+  await page.fill('main input[aria-label="filter threads"]', 'no-such-frame-anywhere');
+  assert.equal(await page.locator('main .tgroup').count(), 0);
+  await page.fill('main input[aria-label="filter threads"]', '');
+  await shot('14c-threads');
+  // a new dump on the button (a dump is reused for 0.5 s)
+  await page.waitForTimeout(700);
+  await page.click('main .btn.primary');
+  await page.waitForFunction((seq) => window.__clrscope.threadDump.seq !== seq, first.seq, {timeout: TIMEOUT});
+  const link = await page.getAttribute('#downloads a', 'href');
+  assert.match(link, /debug\/pprof\/threads$/);
 });
 
 test('allocations: clicking a type filters the flame graph', async (t) => {

@@ -210,9 +210,17 @@ def alloc_reply(seconds):
                       "samples": max(1, count * size // 102400)})
     types.sort(key=lambda x: -x["bytes"])
     tot = {k: sum(x[k] for x in types) for k in ("count", "bytes", "samples")}
+    now = time.time()
+    exact = int(tot["bytes"] * rng.uniform(0.97, 1.03))
     return {"method": "AllocationSampled", "bias_note": "Counts and bytes are upscaled from the runtime's "
             "AllocationSampled events (one sample per ~100 KiB on average); small totals are imprecise.",
-            "types": types, "total": tot, "exact_bytes": int(tot["bytes"] * rng.uniform(0.97, 1.03))}
+            "seconds": seconds, "t_from": now - seconds, "t_to": now,
+            "types": types, "total": tot, "exact_bytes": exact,
+            "estimate_ratio": tot["bytes"] / exact,
+            "self_check": {"t_from": int(now - seconds + 2), "t_to": int(now), "estimated_bytes": tot["bytes"],
+                           "exact_bytes": exact, "ratio": tot["bytes"] / exact,
+                           "source": "GC.GetTotalAllocatedBytes, per second, from the runtime's System.Runtime "
+                                     "alloc-rate counter (mock)"}}
 
 
 def live_reply():
@@ -247,14 +255,65 @@ def exceptions_reply(seconds):
     return {"total": sum(x["count"] for x in types), "types": types}
 
 
+def counters_reply():
+    """The runtime's System.Runtime counters, as /api/v1/counters relays them."""
+    now = time.time()
+    rows = [("alloc-rate", "rate", 39408648, "B"), ("cpu-usage", "gauge", 52.6, "%"),
+            ("gc-heap-size", "gauge", 7.61, "MB"), ("gen-0-gc-count", "rate", 2, ""),
+            ("working-set", "gauge", 67.2, "MB"), ("threadpool-thread-count", "gauge", 4, ""),
+            ("exception-count", "rate", 194, ""), ("monitor-lock-contention-count", "rate", 190, "")]
+    return {"enabled": True, "provider": "System.Runtime",
+            "counters": [{"name": n, "kind": k, "value": v, "units": u, "interval_s": 1.0, "t": now,
+                          "age_s": 0.04} for n, k, v, u in rows]}
+
+
+def threads_reply():
+    """A thread dump: workers in the pool, two waiting for a lock, and one deadlocked pair."""
+    pool = ["System.Threading.LowLevelLifoSemaphore.WaitForSignal",
+            "System.Threading.PortableThreadPool.WorkerThread.WorkerThreadStart",
+            "System.Threading.Thread.StartCallback", "[native libcoreclr.so]"]
+    waiters = ["System.Threading.Monitor.Enter_Slowpath", "System.Threading.Monitor.Enter",
+               "MyApp.Orders.Cache.Get", "MyApp.Orders.Controller.Index",
+               "System.Threading.Thread.StartCallback", "[native libcoreclr.so]"]
+    held = {"lock": "0x7f00c0de0010", "owner_tid": 200, "owner_name": "orders-refresh", "for_s": 2.5}
+    dl = [{"tid": 301, "name": "sync-a", "waits_for_lock": "0x7f00c0de0020", "held_by": 302},
+          {"tid": 302, "name": "sync-b", "waits_for_lock": "0x7f00c0de0030", "held_by": 301}]
+    return {"t": time.time(), "age_s": 0.01, "seq": int(time.time()), "suspend_ms": 0.31,
+            "threads_total": 8, "omitted": 0, "states": {"running": 1, "sleeping": 7},
+            "deadlocks": [{"threads": dl}],
+            "groups": [
+                {"count": 3, "truncated": False, "frames": pool,
+                 "threads": [{"tid": 100 + i, "name": ".NET TP Worker", "state": "sleeping",
+                              "cpu_s": 0.5} for i in range(3)]},
+                {"count": 2, "truncated": False, "frames": waiters,
+                 "threads": [{"tid": 110 + i, "name": ".NET TP Worker", "state": "sleeping",
+                              "cpu_s": 0.1, "waiting_for": held} for i in range(2)]},
+                {"count": 2, "truncated": False,
+                 "frames": ["System.Threading.Monitor.Enter_Slowpath", "MyApp.Sync.Run",
+                            "System.Threading.Thread.StartCallback"],
+                 "threads": [{"tid": t["tid"], "name": t["name"], "state": "sleeping", "cpu_s": 0.0,
+                              "deadlock": 1,
+                              "waiting_for": {"lock": t["waits_for_lock"], "owner_tid": t["held_by"],
+                                              "owner_name": "", "for_s": 60.0}} for t in dl]},
+                {"count": 1, "truncated": False,
+                 "frames": ["MyApp.Orders.Refresher.Rebuild", "MyApp.Orders.Refresher.Loop",
+                            "System.Threading.Thread.StartCallback"],
+                 "threads": [{"tid": 200, "name": "orders-refresh", "state": "running", "cpu_s": 12.5}]},
+            ]}
+
+
 def locks_reply(seconds):
     k = seconds / 60
     hist = [{"le_ms": le, "count": int(c * k)} for le, c in
             [(0.1, 420), (1, 910), (10, 380), (100, 64), (1000, 7), (10000, 1)]]
-    locks = [{"name": "TestApp.Inventory.Cache._sync", "wait_ns": int(3.1e9 * k), "count": int(1200 * k)},
-             {"name": "System.Threading.Monitor (TestApp.Orders.Repository)", "wait_ns": int(8e8 * k),
-              "count": int(500 * k)},
-             {"name": "System.Threading.SemaphoreSlim", "wait_ns": int(1.2e8 * k), "count": int(80 * k)}]
+    # as the real API names them: the lock's id, the method that waited, who held it
+    locks = [{"name": "lock 0x7fa1480017f8", "site": "TestApp.Inventory.Cache.Get", "wait_ns": int(3.1e9 * k),
+              "count": int(1200 * k), "samples": int(600 * k),
+              "owners": [{"thread": "inventory-refresh", "tid": 7265, "wait_ns": int(2.5e9 * k), "count": int(900 * k)},
+                         {"thread": ".NET TP Worker", "tid": 7270, "wait_ns": int(6e8 * k), "count": int(300 * k)}]},
+             {"name": "lock 0x7fa148001a40", "site": "TestApp.Orders.Repository.Save", "wait_ns": int(8e8 * k),
+              "count": int(500 * k), "samples": int(250 * k),
+              "owners": [{"thread": ".NET TP Worker", "tid": 7271, "wait_ns": int(8e8 * k), "count": int(500 * k)}]}]
     return {"total_wait_ns": sum(x["wait_ns"] for x in locks), "count": sum(x["count"] for x in hist),
             "histogram": hist, "locks": locks}
 
@@ -396,6 +455,10 @@ class Handler(BaseHTTPRequestHandler):
             return self.send(200, exceptions_reply(seconds))
         if path == "/api/v1/locks":
             return self.send(200, locks_reply(seconds))
+        if path == "/api/v1/counters":
+            return self.send(200, counters_reply())
+        if path == "/api/v1/threads":
+            return self.send(200, threads_reply())
         if path == "/api/v1/gcdump":
             with st.lock:
                 # newest first, as the real API (api_gcdump.c)

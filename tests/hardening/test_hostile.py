@@ -19,8 +19,10 @@ ENDPOINTS = ["/api/v1/status", "/api/v1/flamegraph", "/api/v1/top", "/api/v1/gc"
              "/api/v1/allocations", "/api/v1/live", "/api/v1/exceptions", "/api/v1/locks",
              "/api/v1/gcdump", "/api/v1/gcdump/1", "/api/v1/gcdump/x/file",
              "/api/v1/gcdump/diff", "/debug/pprof/", "/debug/pprof/allocs",
-             "/debug/pprof/heap", "/debug/pprof/exceptions", "/debug/pprof/lock", "/metrics"]
-PARAMS = ["seconds", "type", "max_nodes", "filter", "limit", "wait", "a", "b", "token", "search"]
+             "/debug/pprof/heap", "/debug/pprof/exceptions", "/debug/pprof/lock", "/metrics",
+             "/api/v1/threads", "/debug/pprof/threads", "/debug/pprof/goroutine"]
+PARAMS = ["seconds", "type", "max_nodes", "filter", "limit", "wait", "a", "b", "token", "search",
+          "debug"]
 VALUES = ["", "-1", "0", "1e309", "nan", "inf", "abc", "99999999999999999999", "%00", "%ff%fe",
           "1;DROP", "../../etc/passwd", "x" * 3000, "\u00e9\u4e2d", "<script>", "-0", "0x10",
           "1.5", "60", "cpu", "wall"]

@@ -32,7 +32,8 @@ PATHS = ["/", "/app.js", "/flame.js", "/charts.js", "/style.css",
          "/api/v1/counters", "/api/v1/gcdump", "/debug/pprof/",
          "/debug/pprof/profile?seconds=5&wait=0", "/debug/pprof/wall?seconds=5&wait=0",
          "/debug/pprof/allocs?seconds=10", "/debug/pprof/heap",
-         "/debug/pprof/exceptions?seconds=10", "/debug/pprof/lock?seconds=10", "/metrics"]
+         "/debug/pprof/exceptions?seconds=10", "/debug/pprof/lock?seconds=10", "/metrics",
+         "/api/v1/threads", "/debug/pprof/threads?debug=1"]
 
 LUA = r"""
 local paths = {%s}

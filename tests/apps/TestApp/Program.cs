@@ -238,6 +238,9 @@ public sealed class Options
     public string LockKind = "monitor";
     public int BigMb;
     public int LargeEvery;
+    public int Spinners;
+    public int LockWaiters;
+    public int Deadlocks;
 
     public static Options Parse(string[] args)
     {
@@ -284,6 +287,9 @@ public sealed class Options
                 case "mb-per-s": o.MbPerSecond = ParseDouble(name, value); break;
                 case "big-mb": o.BigMb = Math.Max(0, ParseInt(name, value)); break;
                 case "large-every": o.LargeEvery = Math.Max(0, ParseInt(name, value)); break;
+                case "spinners": o.Spinners = Math.Max(0, ParseInt(name, value)); break;
+                case "lock-waiters": o.LockWaiters = Math.Max(0, ParseInt(name, value)); break;
+                case "deadlocks": o.Deadlocks = Math.Max(0, ParseInt(name, value)); break;
                 case "lock-kind":
                     o.LockKind = value is "monitor" or "lock" ? value
                         : throw new ArgumentException($"--lock-kind: '{value}' is neither monitor nor lock");

@@ -1,7 +1,13 @@
 // threads: --threads N (default 500) blocked threads for scale tests, started before `ready`.
 // Even-numbered threads ("blocker-0", "blocker-2", ...) wait on one ManualResetEvent in
 // TestApp.Threads.Blocker.WaitOnEvent; odd ones loop Thread.Sleep(200) in
-// TestApp.Threads.Blocker.SleepLoop. On stop the event is set and every thread is joined.
+// TestApp.Threads.Blocker.SleepLoop. With --spinners K, K threads ("spinner-0", ...) burn CPU in
+// TestApp.Threads.Blocker.Spin; with --lock-waiters K, one thread ("lock-holder") holds a lock in
+// TestApp.Threads.Blocker.HoldLock while K threads ("lock-waiter-0", ...) wait for it in
+// TestApp.Threads.Blocker.WaitForLock: a thread dump's known answer. With --deadlocks K, K pairs
+// of background threads ("deadlock-I-a", "deadlock-I-b") each take one lock of their pair in
+// TestApp.Threads.Blocker.Deadlock and then wait for the other's: deadlocked for good (the process
+// exits around them). On stop the event is set, the lock released and every other thread joined.
 using System.Diagnostics;
 using System.Runtime.CompilerServices;
 using System.Text.Json.Nodes;
@@ -21,6 +27,51 @@ public static class Blocker
         while (!stop.IsCancellationRequested)
             Thread.Sleep(200);
     }
+
+    public static long Spun;
+
+    [MethodImpl(MethodImplOptions.NoInlining)]
+    public static void Spin(CancellationToken stop)
+    {
+        long n = 0;
+        while (!stop.IsCancellationRequested)
+            n += CpuWork.SpinLeaf(10_000) & 1;
+        Interlocked.Add(ref Spun, n);
+    }
+
+    public static readonly object Gate = new();
+    public static readonly ManualResetEventSlim Held = new(false);
+
+    [MethodImpl(MethodImplOptions.NoInlining)]
+    public static void HoldLock(CancellationToken stop)
+    {
+        lock (Gate)
+        {
+            Held.Set();
+            while (!stop.IsCancellationRequested)
+                Thread.Sleep(50);
+        }
+    }
+
+    public static long Acquired;
+
+    [MethodImpl(MethodImplOptions.NoInlining)]
+    public static void Deadlock(object mine, object theirs, Barrier both)
+    {
+        lock (mine)
+        {
+            both.SignalAndWait();
+            lock (theirs)
+                Interlocked.Increment(ref Acquired); // never reached
+        }
+    }
+
+    [MethodImpl(MethodImplOptions.NoInlining)]
+    public static void WaitForLock()
+    {
+        lock (Gate)
+            Interlocked.Increment(ref Acquired);
+    }
 }
 
 public sealed class ThreadsMode : Mode
@@ -30,22 +81,50 @@ public sealed class ThreadsMode : Mode
     volatile int osThreadsAtStop;
     long started;
 
+    int spinners, lockWaiters, deadlocks;
+
     public override void Setup(Options o)
     {
         int n = o.Threads > 0 ? o.Threads : 500;
-        threads = new Thread[n];
+        spinners = o.Spinners;
+        lockWaiters = o.LockWaiters;
         var token = StopToken;
+        var list = new List<Thread>();
         for (int i = 0; i < n; i++)
         {
             Action body = i % 2 == 0 ? Blocker.WaitOnEvent : () => Blocker.SleepLoop(token);
-            threads[i] = new Thread(() =>
+            list.Add(new Thread(() =>
             {
                 Interlocked.Increment(ref started);
                 body();
-            }) { Name = $"blocker-{i}" };
-            threads[i].Start();
+            }) { Name = $"blocker-{i}" });
         }
-        while (Interlocked.Read(ref started) < n)
+        for (int i = 0; i < spinners; i++)
+            list.Add(new Thread(() => { Interlocked.Increment(ref started); Blocker.Spin(token); })
+                { Name = $"spinner-{i}" });
+        if (lockWaiters > 0)
+        {
+            var holder = new Thread(() => { Interlocked.Increment(ref started); Blocker.HoldLock(token); })
+                { Name = "lock-holder" };
+            holder.Start();
+            Blocker.Held.Wait();
+            threads = [holder];
+            for (int i = 0; i < lockWaiters; i++)
+                list.Add(new Thread(() => { Interlocked.Increment(ref started); Blocker.WaitForLock(); })
+                    { Name = $"lock-waiter-{i}" });
+        }
+        foreach (var th in list)
+            th.Start();
+        threads = [.. threads, .. list];
+        deadlocks = o.Deadlocks;
+        for (int i = 0; i < deadlocks; i++)
+        {
+            object la = new(), lb = new();
+            var both = new Barrier(2);
+            new Thread(() => Blocker.Deadlock(la, lb, both)) { Name = $"deadlock-{i}-a", IsBackground = true }.Start();
+            new Thread(() => Blocker.Deadlock(lb, la, both)) { Name = $"deadlock-{i}-b", IsBackground = true }.Start();
+        }
+        while (Interlocked.Read(ref started) < threads.Length)
             Thread.Sleep(5);
         osThreadsAtReady = OsThreads();
         Console.WriteLine($"started threads={n}");
@@ -73,8 +152,12 @@ public sealed class ThreadsMode : Mode
 
     public override void AddTruth(JsonObject t)
     {
-        int n = threads.Length;
+        int n = threads.Length - spinners - lockWaiters - (lockWaiters > 0 ? 1 : 0);
         t["threads_requested"] = n;
+        t["spinners"] = spinners;
+        t["lock_waiters"] = lockWaiters;
+        t["deadlocks"] = deadlocks;
+        t["lock_acquired"] = Interlocked.Read(ref Blocker.Acquired);
         t["threads_started"] = Interlocked.Read(ref started);
         t["event_waiters"] = (n + 1) / 2;
         t["sleepers"] = n / 2;
@@ -84,6 +167,10 @@ public sealed class ThreadsMode : Mode
         {
             ["wait"] = "TestApp.Threads.Blocker.WaitOnEvent",
             ["sleep"] = "TestApp.Threads.Blocker.SleepLoop",
+            ["spin"] = "TestApp.Threads.Blocker.Spin",
+            ["hold"] = "TestApp.Threads.Blocker.HoldLock",
+            ["wait_lock"] = "TestApp.Threads.Blocker.WaitForLock",
+            ["deadlock"] = "TestApp.Threads.Blocker.Deadlock",
         };
     }
 }

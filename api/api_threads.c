@@ -1,0 +1,456 @@
+/*
+ * api_threads.c - thread dumps (prof_tdump): GET /api/v1/threads as JSON, and
+ * /debug/pprof/threads (alias goroutine, Go's name) as pprof (debug=0), stacks grouped as text
+ * (debug=1) or each thread's stack as text (debug=2), as Go serves its goroutine dump.
+ */
+#include <civetweb.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "api.h"
+#include "pprof.h"
+#include "prof_core.h"
+#include "prof_tdump.h"
+#include "prof_threads.h"
+#include "web_json.h"
+
+#define TAKE_TIMEOUT_MS 3000
+
+const char *api_thread_state_name(char s)
+{
+    switch (s) {
+    case 'R':
+        return "running";
+    case 'S':
+        return "sleeping";
+    case 'D':
+        return "disk-wait";
+    case 'T':
+    case 't':
+        return "stopped";
+    case 'Z':
+        return "zombie";
+    case 'X':
+    case 'x':
+        return "dead";
+    case 'I':
+        return "idle";
+    default:
+        return "unknown";
+    }
+}
+
+/* Takes (or reuses) a dump; replies the error itself and returns NULL when there is none. */
+static struct prof_tdump *take(const struct web_req *r)
+{
+    struct prof_tdump *d = NULL;
+    const char *why = NULL;
+    int rc = prof_tdump_take(TAKE_TIMEOUT_MS, &d, &why);
+    if (rc == TDUMP_OK)
+        return d;
+    web_reply_error(r->conn, 503, "no thread dump: %s", why ? why : "unknown reason");
+    return NULL;
+}
+
+static void tb_printf(struct jbuf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void tb_printf(struct jbuf *b, const char *fmt, ...)
+{
+    char line[256];
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(line, sizeof line, fmt, ap);
+    va_end(ap);
+    if (n > 0)
+        jb_raw(b, line, (size_t)n < sizeof line ? (size_t)n : sizeof line - 1);
+}
+
+static void tb_str(struct jbuf *b, const char *s)
+{
+    jb_raw(b, s, strlen(s));
+}
+
+static void iso_time(double t, char *out, size_t cap)
+{
+    time_t s = (time_t)t;
+    struct tm tm;
+    gmtime_r(&s, &tm);
+    strftime(out, cap, "%Y-%m-%dT%H:%M:%SZ", &tm);
+}
+
+/* The threads of group g are d->threads[first .. first + count). */
+static uint32_t group_start(const struct prof_tdump *d, uint32_t g)
+{
+    uint32_t lo = 0, hi = d->nthreads;
+    while (lo < hi) {
+        uint32_t mid = lo + (hi - lo) / 2;
+        if (d->threads[mid].group < g)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo;
+}
+
+static const struct prof_tdump_thread *find_tid(const struct prof_tdump *d, uint64_t tid)
+{
+    for (uint32_t i = 0; i < d->nthreads; i++)
+        if (d->threads[i].tid == tid)
+            return &d->threads[i];
+    return NULL;
+}
+
+/* The owner's name: from the dump, else the thread registry (a thread that is not managed). */
+static const char *owner_name(const struct prof_tdump *d, uint64_t owner, char *buf, size_t cap)
+{
+    buf[0] = 0;
+    if (!owner || owner > UINT32_MAX)
+        return buf;
+    const struct prof_tdump_thread *o = find_tid(d, owner);
+    if (o) {
+        snprintf(buf, cap, "%s", o->name);
+        return buf;
+    }
+    return prof_threads_name_of((uint32_t)owner, buf, cap);
+}
+
+/* The threads of deadlock `k` in wait order (each waits for a lock the next one holds); n out. */
+static uint32_t cycle_of(const struct prof_tdump *d, uint32_t k, const struct prof_tdump_thread **out,
+                         uint32_t cap)
+{
+    const struct prof_tdump_thread *start = NULL;
+    for (uint32_t i = 0; i < d->nthreads && !start; i++)
+        if (d->threads[i].deadlock == k)
+            start = &d->threads[i];
+    uint32_t n = 0;
+    for (const struct prof_tdump_thread *t = start; t && n < cap; t = find_tid(d, t->lock_owner)) {
+        if (n && t == start)
+            break;
+        out[n++] = t;
+    }
+    return n;
+}
+
+#define CYCLE_MAX 64
+
+int api_threads(const struct web_req *r)
+{
+    struct prof_tdump *d = take(r);
+    if (!d)
+        return 503;
+    struct jbuf b;
+    jb_init(&b, 64u << 20);
+    jb_lit(&b, "{\"t\":");
+    jb_num(&b, d->t_unix);
+    jb_lit(&b, ",\"age_s\":");
+    jb_num(&b, (double)(prof_now_ns() - d->t_mono_ns) / 1e9);
+    jb_lit(&b, ",\"seq\":");
+    jb_int(&b, (int64_t)d->seq);
+    jb_lit(&b, ",\"suspend_ms\":");
+    jb_num(&b, (double)d->suspend_ns / 1e6);
+    jb_lit(&b, ",\"threads_total\":");
+    jb_int(&b, d->nthreads);
+    jb_lit(&b, ",\"omitted\":");
+    jb_int(&b, d->omitted);
+    uint32_t by_state[8] = {0};
+    static const char letters[] = "RSDTZXI?";
+    for (uint32_t i = 0; i < d->nthreads; i++) {
+        const char *p = strchr(letters, d->threads[i].state == 't' ? 'T' : d->threads[i].state);
+        by_state[p && *p ? p - letters : 7]++;
+    }
+    jb_lit(&b, ",\"states\":{");
+    int first = 1;
+    for (int k = 0; k < 8; k++) {
+        if (!by_state[k])
+            continue;
+        if (!first)
+            jb_lit(&b, ",");
+        first = 0;
+        jb_str(&b, api_thread_state_name(letters[k]));
+        jb_lit(&b, ":");
+        jb_int(&b, by_state[k]);
+    }
+    jb_lit(&b, "},\"deadlocks\":[");
+    for (uint32_t k = 1; k <= d->ndeadlocks; k++) {
+        const struct prof_tdump_thread *cyc[CYCLE_MAX];
+        uint32_t m = cycle_of(d, k, cyc, CYCLE_MAX);
+        if (k > 1)
+            jb_lit(&b, ",");
+        jb_lit(&b, "{\"threads\":[");
+        for (uint32_t i = 0; i < m; i++) {
+            char lock[32];
+            snprintf(lock, sizeof lock, "0x%llx", (unsigned long long)cyc[i]->lock_id);
+            if (i)
+                jb_lit(&b, ",");
+            jb_lit(&b, "{\"tid\":");
+            jb_int(&b, cyc[i]->tid);
+            jb_lit(&b, ",\"name\":");
+            jb_str(&b, cyc[i]->name);
+            jb_lit(&b, ",\"waits_for_lock\":");
+            jb_str(&b, lock);
+            jb_lit(&b, ",\"held_by\":");
+            jb_int(&b, (int64_t)cyc[i]->lock_owner);
+            jb_lit(&b, "}");
+        }
+        jb_lit(&b, "]}");
+    }
+    jb_lit(&b, "],\"groups\":[");
+    uint32_t t = 0;
+    for (uint32_t g = 0; g < d->ngroups; g++) {
+        const struct prof_tdump_group *gr = &d->groups[g];
+        if (g)
+            jb_lit(&b, ",");
+        jb_lit(&b, "{\"count\":");
+        jb_int(&b, gr->nthreads);
+        jb_lit(&b, ",\"truncated\":");
+        jb_raw(&b, gr->truncated ? "true" : "false", gr->truncated ? 4 : 5);
+        jb_lit(&b, ",\"frames\":[");
+        for (uint32_t f = 0; f < gr->nframes; f++) {
+            if (f)
+                jb_lit(&b, ",");
+            jb_str(&b, d->frames[gr->first_frame + f]);
+        }
+        jb_lit(&b, "],\"threads\":[");
+        for (uint32_t k = 0; t < d->nthreads && d->threads[t].group == g; t++, k++) {
+            const struct prof_tdump_thread *th = &d->threads[t];
+            if (k)
+                jb_lit(&b, ",");
+            jb_lit(&b, "{\"tid\":");
+            jb_int(&b, th->tid);
+            jb_lit(&b, ",\"name\":");
+            jb_str(&b, th->name);
+            jb_lit(&b, ",\"state\":");
+            jb_str(&b, api_thread_state_name(th->state));
+            jb_lit(&b, ",\"cpu_s\":");
+            if (th->cpu_ns >= 0)
+                jb_num(&b, (double)th->cpu_ns / 1e9);
+            else
+                jb_lit(&b, "null");
+            if (th->wait_ns) {
+                char lock[32], oname[48];
+                snprintf(lock, sizeof lock, "0x%llx", (unsigned long long)th->lock_id);
+                jb_lit(&b, ",\"waiting_for\":{\"lock\":");
+                jb_str(&b, lock);
+                jb_lit(&b, ",\"owner_tid\":");
+                if (th->lock_owner && th->lock_owner <= UINT32_MAX)
+                    jb_int(&b, (int64_t)th->lock_owner);
+                else
+                    jb_lit(&b, "null");
+                jb_lit(&b, ",\"owner_name\":");
+                jb_str(&b, owner_name(d, th->lock_owner, oname, sizeof oname));
+                jb_lit(&b, ",\"for_s\":");
+                jb_num(&b, (double)th->wait_ns / 1e9);
+                jb_lit(&b, "}");
+            }
+            if (th->deadlock) {
+                jb_lit(&b, ",\"deadlock\":");
+                jb_int(&b, th->deadlock);
+            }
+            jb_lit(&b, "}");
+        }
+        jb_lit(&b, "]}");
+    }
+    jb_lit(&b, "]}");
+    prof_tdump_release(d);
+    int rc = b.overflow ? web_reply_error(r->conn, 500, "thread dump too large")
+                        : web_reply_bytes(r->conn, 200, "application/json; charset=utf-8", b.p,
+                                          b.len, NULL);
+    jb_free(&b);
+    return rc;
+}
+
+static void text_thread_name(struct jbuf *b, uint64_t tid, const char *name)
+{
+    tb_printf(b, "%llu", (unsigned long long)tid);
+    if (name && name[0]) {
+        tb_str(b, " \"");
+        tb_str(b, name);
+        tb_str(b, "\"");
+    }
+}
+
+static void text_wait(struct jbuf *b, const struct prof_tdump *d,
+                      const struct prof_tdump_thread *th)
+{
+    char oname[48];
+    tb_printf(b, "waiting %.3f s for lock 0x%llx", (double)th->wait_ns / 1e9,
+              (unsigned long long)th->lock_id);
+    if (th->lock_owner && th->lock_owner <= UINT32_MAX) {
+        tb_str(b, " held by thread ");
+        text_thread_name(b, th->lock_owner, owner_name(d, th->lock_owner, oname, sizeof oname));
+    }
+}
+
+static void text_header(struct jbuf *b, const struct prof_tdump *d, const char *what)
+{
+    char when[32];
+    iso_time(d->t_unix, when, sizeof when);
+    tb_printf(b, "threads %s: total %u in %u stacks%s; pid %d, .NET %s, taken %s "
+              "(runtime suspended %.2f ms)\n\n", what, d->nthreads, d->ngroups,
+              d->omitted ? " (more omitted: CLRSCOPE_MAX_THREADS)" : "", (int)g_core.pid,
+              g_core.runtime_version, when, (double)d->suspend_ns / 1e6);
+    for (uint32_t k = 1; k <= d->ndeadlocks; k++) {
+        const struct prof_tdump_thread *cyc[CYCLE_MAX];
+        uint32_t m = cycle_of(d, k, cyc, CYCLE_MAX);
+        tb_printf(b, "DEADLOCK %u of %u: %u threads, each waiting for a lock the next one holds\n",
+                  k, d->ndeadlocks, m);
+        for (uint32_t i = 0; i < m; i++) {
+            tb_str(b, "  thread ");
+            text_thread_name(b, cyc[i]->tid, cyc[i]->name);
+            tb_str(b, " ");
+            text_wait(b, d, cyc[i]);
+            tb_str(b, "\n");
+        }
+        tb_str(b, "\n");
+    }
+}
+
+/* debug=1: one entry per distinct stack, with how many threads, their names and states. */
+static void text_grouped(struct jbuf *b, const struct prof_tdump *d)
+{
+    text_header(b, d, "profile");
+    for (uint32_t g = 0; g < d->ngroups; g++) {
+        const struct prof_tdump_group *gr = &d->groups[g];
+        uint32_t s = group_start(d, g);
+        tb_printf(b, "%u @", gr->nthreads);
+        for (uint32_t k = 0; k < gr->nthreads && k < 8; k++) {
+            const struct prof_tdump_thread *th = &d->threads[s + k];
+            tb_printf(b, "%s %u", k ? "," : "", th->tid);
+            if (th->name[0]) {
+                tb_str(b, " \"");
+                tb_str(b, th->name);
+                tb_str(b, "\"");
+            }
+            tb_printf(b, " [%s]", api_thread_state_name(th->state));
+        }
+        if (gr->nthreads > 8)
+            tb_printf(b, " and %u more", gr->nthreads - 8);
+        tb_str(b, "\n");
+        for (uint32_t k = 0, shown = 0; k < gr->nthreads && shown < 8; k++) {
+            const struct prof_tdump_thread *th = &d->threads[s + k];
+            if (!th->wait_ns)
+                continue;
+            shown++;
+            tb_str(b, "#  thread ");
+            text_thread_name(b, th->tid, th->name);
+            tb_str(b, " is ");
+            text_wait(b, d, th);
+            tb_str(b, th->deadlock ? " (DEADLOCK)\n" : "\n");
+        }
+        for (uint32_t f = 0; f < gr->nframes; f++) {
+            tb_str(b, "#\t");
+            tb_str(b, d->frames[gr->first_frame + f]);
+            tb_str(b, "\n");
+        }
+        if (gr->truncated)
+            tb_str(b, "#\t[truncated]\n");
+        tb_str(b, "\n");
+    }
+}
+
+/* debug=2: every thread, its name, state and CPU time, then its stack (leaf first). */
+static void text_each(struct jbuf *b, const struct prof_tdump *d)
+{
+    text_header(b, d, "dump");
+    for (uint32_t i = 0; i < d->nthreads; i++) {
+        const struct prof_tdump_thread *th = &d->threads[i];
+        const struct prof_tdump_group *gr = &d->groups[th->group];
+        tb_printf(b, "thread %u", th->tid);
+        if (th->name[0]) {
+            tb_str(b, " \"");
+            tb_str(b, th->name);
+            tb_str(b, "\"");
+        }
+        if (th->cpu_ns >= 0)
+            tb_printf(b, " [%s, %.3f s CPU]", api_thread_state_name(th->state),
+                      (double)th->cpu_ns / 1e9);
+        else
+            tb_printf(b, " [%s]", api_thread_state_name(th->state));
+        if (th->wait_ns) {
+            tb_str(b, " ");
+            text_wait(b, d, th);
+            if (th->deadlock)
+                tb_printf(b, " (DEADLOCK %u)", th->deadlock);
+        }
+        tb_str(b, ":\n");
+        for (uint32_t f = 0; f < gr->nframes; f++) {
+            tb_str(b, "\t");
+            tb_str(b, d->frames[gr->first_frame + f]);
+            tb_str(b, "\n");
+        }
+        if (gr->truncated)
+            tb_str(b, "\t[truncated]\n");
+        tb_str(b, "\n");
+    }
+}
+
+/* debug=0: one sample per thread (threads/count), labelled with its id, name and state. */
+static int build_pprof(const struct prof_tdump *d, unsigned char **out, size_t *len)
+{
+    const pprof_value_type types[] = {{"threads", "count"}};
+    const struct pprof_opts opts = {.gzip_level = 1};
+    pprof_builder *pb = pprof_new_opts(types, 1, types[0], 1, &opts);
+    if (!pb)
+        return -1;
+    pprof_set_time(pb, (int64_t)(d->t_unix * 1e9), 0);
+    int rc = 0;
+    for (uint32_t i = 0; i < d->nthreads && rc == 0; i++) {
+        const struct prof_tdump_thread *th = &d->threads[i];
+        const struct prof_tdump_group *gr = &d->groups[th->group];
+        char tid[16];
+        snprintf(tid, sizeof tid, "%u", th->tid);
+        const char *keys[3] = {"thread id", "state", "thread name"};
+        const char *strs[3] = {tid, api_thread_state_name(th->state), th->name};
+        int64_t one = 1;
+        if (pprof_add_sample(pb, d->frames + gr->first_frame, (int)gr->nframes, &one, keys, strs,
+                             NULL, th->name[0] ? 3 : 2) < 0)
+            rc = -1;
+    }
+    char comment[160];
+    snprintf(comment, sizeof comment, "clrscope thread dump of pid %d, runtime %s, %u threads",
+             (int)g_core.pid, g_core.runtime_version, d->nthreads);
+    pprof_add_comment(pb, comment);
+    if (rc == 0)
+        rc = pprof_finish(pb, out, len);
+    pprof_free(pb);
+    return rc;
+}
+
+int api_threads_pprof(const struct web_req *r, const char *name)
+{
+    long debug;
+    if (web_query_long(r, "debug", 0, 0, 2, &debug) < 0)
+        return 400;
+    struct prof_tdump *d = take(r);
+    if (!d)
+        return 503;
+    int rc;
+    if (debug == 0) {
+        unsigned char *buf = NULL;
+        size_t len = 0;
+        if (build_pprof(d, &buf, &len)) {
+            rc = web_reply_error(r->conn, 503, "could not build the profile (out of memory)");
+        } else {
+            char disp[96];
+            snprintf(disp, sizeof disp, "attachment; filename=\"%s.pb.gz\"", name);
+            const char *extra[] = {"Content-Disposition", disp, NULL, NULL};
+            rc = web_reply_bytes(r->conn, 200, "application/octet-stream", buf, len, extra);
+            free(buf);
+        }
+    } else {
+        struct jbuf b;
+        jb_init(&b, 64u << 20);
+        if (debug == 1)
+            text_grouped(&b, d);
+        else
+            text_each(&b, d);
+        rc = b.overflow ? web_reply_error(r->conn, 500, "thread dump too large")
+                        : web_reply_bytes(r->conn, 200, "text/plain; charset=utf-8", b.p, b.len,
+                                          NULL);
+        jb_free(&b);
+    }
+    prof_tdump_release(d);
+    return rc;
+}

@@ -1,0 +1,373 @@
+/* prof_tdump.c - see prof_tdump.h. */
+#include "prof_tdump.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "prof_core.h"
+
+static struct {
+    pthread_mutex_t lock;
+    pthread_cond_t done; /* CLOCK_MONOTONIC */
+    int cond_ready;
+    int enabled;
+    uint64_t requested; /* the newest request's number; the sampler serves it (atomic reads) */
+    uint64_t served;    /* the newest request answered, by a dump or a failure */
+    const char *failure; /* why `served` failed, or NULL */
+    struct prof_tdump *last;
+    uint64_t seq;
+    struct prof_tdump_stats st;
+} T = {.lock = PTHREAD_MUTEX_INITIALIZER};
+
+static void init_cond_locked(void)
+{
+    if (T.cond_ready)
+        return;
+    pthread_condattr_t a;
+    pthread_condattr_init(&a);
+    pthread_condattr_setclock(&a, CLOCK_MONOTONIC);
+    pthread_cond_init(&T.done, &a);
+    pthread_condattr_destroy(&a);
+    T.cond_ready = 1;
+}
+
+void prof_tdump_enable(int on)
+{
+    pthread_mutex_lock(&T.lock);
+    init_cond_locked();
+    T.enabled = on;
+    if (!on && T.requested != T.served) { /* nobody will serve what waits: wake it */
+        T.served = T.requested;
+        T.failure = "the sampler thread stopped";
+        pthread_cond_broadcast(&T.done);
+    }
+    pthread_mutex_unlock(&T.lock);
+}
+
+void prof_tdump_free(struct prof_tdump *d)
+{
+    if (!d)
+        return;
+    free(d->threads);
+    free(d->groups);
+    free(d->frames);
+    free(d);
+}
+
+void prof_tdump_release(struct prof_tdump *d)
+{
+    if (d && __atomic_sub_fetch(&d->refs, 1, __ATOMIC_ACQ_REL) == 0)
+        prof_tdump_free(d);
+}
+
+int prof_tdump_take(int timeout_ms, struct prof_tdump **out, const char **why)
+{
+    *out = NULL;
+    *why = NULL;
+    int64_t deadline = prof_now_ns() + (int64_t)timeout_ms * 1000000;
+    pthread_mutex_lock(&T.lock);
+    init_cond_locked();
+    struct prof_tdump *d = T.last;
+    if (d && prof_now_ns() - d->t_mono_ns < (int64_t)TDUMP_REUSE_MS * 1000000) {
+        __atomic_add_fetch(&d->refs, 1, __ATOMIC_RELAXED);
+        T.st.reused++;
+        pthread_mutex_unlock(&T.lock);
+        *out = d;
+        return TDUMP_OK;
+    }
+    if (!T.enabled) {
+        pthread_mutex_unlock(&T.lock);
+        *why = "thread dumps need clrscope's sampler thread, which runs with the cpu, wall, "
+               "alloc or live profile (CLRSCOPE_PROFILES)";
+        return TDUMP_UNAVAILABLE;
+    }
+    /* one dump serves every request waiting for it */
+    uint64_t want = T.requested == T.served ? T.requested + 1 : T.requested;
+    __atomic_store_n(&T.requested, want, __ATOMIC_RELEASE);
+    pthread_mutex_unlock(&T.lock);
+    prof_core_nudge(); /* the sampler thread naps in prof_core_nap_nudged */
+    pthread_mutex_lock(&T.lock);
+    int rc = TDUMP_OK;
+    while (T.served < want) {
+        if (prof_core_stopping()) {
+            rc = TDUMP_UNAVAILABLE;
+            *why = "the process is shutting down";
+            break;
+        }
+        int64_t left = deadline - prof_now_ns();
+        if (left <= 0) {
+            rc = TDUMP_TIMEOUT;
+            *why = "the sampler thread did not take the dump in time (the runtime may be "
+                   "suspended for a long GC)";
+            T.st.timeouts++;
+            break;
+        }
+        if (left > 100000000)
+            left = 100000000; /* look at prof_core_stopping now and then */
+        struct timespec ts;
+        clock_gettime(CLOCK_MONOTONIC, &ts);
+        ts.tv_sec += (time_t)(left / 1000000000);
+        ts.tv_nsec += (long)(left % 1000000000);
+        if (ts.tv_nsec >= 1000000000L) {
+            ts.tv_sec++;
+            ts.tv_nsec -= 1000000000L;
+        }
+        pthread_cond_timedwait(&T.done, &T.lock, &ts);
+    }
+    if (rc == TDUMP_OK) {
+        if (T.failure || !T.last) {
+            rc = TDUMP_FAILED;
+            *why = T.failure ? T.failure : "no dump was taken";
+        } else {
+            d = T.last;
+            __atomic_add_fetch(&d->refs, 1, __ATOMIC_RELAXED);
+            *out = d;
+        }
+    }
+    pthread_mutex_unlock(&T.lock);
+    return rc;
+}
+
+uint64_t prof_tdump_wanted(void)
+{
+    uint64_t want = __atomic_load_n(&T.requested, __ATOMIC_ACQUIRE);
+    uint64_t served = __atomic_load_n(&T.served, __ATOMIC_ACQUIRE);
+    return want != served ? want : 0;
+}
+
+void prof_tdump_publish(uint64_t want, struct prof_tdump *d)
+{
+    pthread_mutex_lock(&T.lock);
+    init_cond_locked();
+    d->refs = 1; /* the module's */
+    d->seq = ++T.seq;
+    struct prof_tdump *old = T.last;
+    T.last = d;
+    T.failure = NULL;
+    if (want > T.served)
+        __atomic_store_n(&T.served, want, __ATOMIC_RELEASE);
+    T.st.taken++;
+    pthread_cond_broadcast(&T.done);
+    pthread_mutex_unlock(&T.lock);
+    prof_tdump_release(old);
+}
+
+void prof_tdump_fail(uint64_t want, const char *why)
+{
+    pthread_mutex_lock(&T.lock);
+    init_cond_locked();
+    T.failure = why;
+    if (want > T.served)
+        __atomic_store_n(&T.served, want, __ATOMIC_RELEASE);
+    T.st.failed++;
+    pthread_cond_broadcast(&T.done);
+    pthread_mutex_unlock(&T.lock);
+}
+
+void prof_tdump_get_stats(struct prof_tdump_stats *out)
+{
+    pthread_mutex_lock(&T.lock);
+    *out = T.st;
+    pthread_mutex_unlock(&T.lock);
+}
+
+/* ---- grouping ---- */
+
+static uint64_t hash_stack(const char *const *f, uint32_t n, int truncated)
+{
+    uint64_t h = 1469598103934665603ull ^ (uint64_t)truncated;
+    for (uint32_t i = 0; i < n; i++) {
+        for (const unsigned char *p = (const unsigned char *)f[i]; *p; p++)
+            h = (h ^ *p) * 1099511628211ull;
+        h = (h ^ 0xff) * 1099511628211ull; /* frame boundary */
+    }
+    return h;
+}
+
+static int same_stack(const char *const *a, const char *const *b, uint32_t n)
+{
+    for (uint32_t i = 0; i < n; i++)
+        if (a[i] != b[i] && strcmp(a[i], b[i]))
+            return 0;
+    return 1;
+}
+
+struct grp {
+    uint64_t hash;
+    uint32_t rep;     /* a thread with this stack (index into the input) */
+    uint32_t count;
+    uint32_t min_tid;
+    uint32_t rank;    /* position after sorting */
+};
+
+static const struct grp *g_sort_groups; /* qsort has no context argument in C11 */
+
+static int cmp_group(const void *a, const void *b)
+{
+    const struct grp *x = &g_sort_groups[*(const uint32_t *)a];
+    const struct grp *y = &g_sort_groups[*(const uint32_t *)b];
+    if (x->count != y->count)
+        return x->count > y->count ? -1 : 1;
+    return x->min_tid < y->min_tid ? -1 : x->min_tid > y->min_tid;
+}
+
+static int cmp_thread(const void *a, const void *b)
+{
+    const struct prof_tdump_thread *x = a, *y = b;
+    if (x->group != y->group)
+        return x->group < y->group ? -1 : 1;
+    return x->tid < y->tid ? -1 : x->tid > y->tid;
+}
+
+static pthread_mutex_t g_sort_lock = PTHREAD_MUTEX_INITIALIZER;
+
+int prof_tdump_group(struct prof_tdump *d, const char *const *frames, const uint32_t *off,
+                     const uint32_t *len, const int *truncated)
+{
+    uint32_t n = d->nthreads;
+    uint32_t cap = 16;
+    while (cap < 2 * n)
+        cap *= 2;
+    uint32_t *slot = malloc(cap * sizeof *slot); /* group index + 1, 0 = empty */
+    struct grp *g = malloc((n ? n : 1) * sizeof *g);
+    uint32_t *of = malloc((n ? n : 1) * sizeof *of); /* thread -> group (before sorting) */
+    uint32_t *order = malloc((n ? n : 1) * sizeof *order);
+    if (!slot || !g || !of || !order)
+        goto oom;
+    memset(slot, 0, cap * sizeof *slot);
+    uint32_t ng = 0;
+    size_t nframes = 0;
+    for (uint32_t i = 0; i < n; i++) {
+        const char *const *f = frames + off[i];
+        uint64_t h = hash_stack(f, len[i], truncated[i]);
+        uint32_t k = (uint32_t)h & (cap - 1);
+        for (;; k = (k + 1) & (cap - 1)) {
+            if (!slot[k]) {
+                g[ng] = (struct grp){.hash = h, .rep = i, .count = 0, .min_tid = UINT32_MAX};
+                slot[k] = ++ng;
+                nframes += len[i];
+                break;
+            }
+            struct grp *c = &g[slot[k] - 1];
+            if (c->hash == h && len[c->rep] == len[i] && truncated[c->rep] == truncated[i] &&
+                same_stack(frames + off[c->rep], f, len[i]))
+                break;
+        }
+        struct grp *c = &g[slot[k] - 1];
+        c->count++;
+        if (d->threads[i].tid < c->min_tid)
+            c->min_tid = d->threads[i].tid;
+        of[i] = slot[k] - 1;
+    }
+    for (uint32_t i = 0; i < ng; i++)
+        order[i] = i;
+    pthread_mutex_lock(&g_sort_lock);
+    g_sort_groups = g;
+    qsort(order, ng, sizeof *order, cmp_group);
+    pthread_mutex_unlock(&g_sort_lock);
+    struct prof_tdump_group *groups = malloc((ng ? ng : 1) * sizeof *groups);
+    const char **fr = malloc((nframes ? nframes : 1) * sizeof *fr);
+    if (!groups || !fr) {
+        free(groups);
+        free(fr);
+        goto oom;
+    }
+    uint32_t at = 0;
+    for (uint32_t r = 0; r < ng; r++) {
+        struct grp *c = &g[order[r]];
+        c->rank = r;
+        groups[r].nthreads = c->count;
+        groups[r].first_frame = at;
+        groups[r].nframes = len[c->rep];
+        groups[r].truncated = truncated[c->rep];
+        memcpy(fr + at, frames + off[c->rep], len[c->rep] * sizeof *fr);
+        at += len[c->rep];
+    }
+    for (uint32_t i = 0; i < n; i++)
+        d->threads[i].group = g[of[i]].rank;
+    qsort(d->threads, n, sizeof *d->threads, cmp_thread);
+    free(d->groups);
+    free(d->frames);
+    d->groups = groups;
+    d->ngroups = ng;
+    d->frames = fr;
+    free(slot);
+    free(g);
+    free(of);
+    free(order);
+    return 0;
+oom:
+    free(slot);
+    free(g);
+    free(of);
+    free(order);
+    return -1;
+}
+
+/* ---- deadlocks ---- */
+
+static int cmp_tid_index(const void *a, const void *b)
+{
+    const uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+    return x < y ? -1 : x > y;
+}
+
+int prof_tdump_find_deadlocks(struct prof_tdump *d)
+{
+    uint32_t n = d->nthreads;
+    d->ndeadlocks = 0;
+    if (!n)
+        return 0;
+    /* (tid << 32 | index), sorted: the owner's index by binary search */
+    uint64_t *by_tid = malloc(n * sizeof *by_tid);
+    uint32_t *next = malloc(n * sizeof *next);  /* index of the owner waited for, or UINT32_MAX */
+    uint32_t *walk = calloc(n, sizeof *walk);   /* which walk first reached it (1-based) */
+    if (!by_tid || !next || !walk) {
+        free(by_tid), free(next), free(walk);
+        return -1;
+    }
+    for (uint32_t i = 0; i < n; i++) {
+        by_tid[i] = (uint64_t)d->threads[i].tid << 32 | i;
+        d->threads[i].deadlock = 0;
+    }
+    qsort(by_tid, n, sizeof *by_tid, cmp_tid_index);
+    for (uint32_t i = 0; i < n; i++) {
+        next[i] = UINT32_MAX;
+        const struct prof_tdump_thread *th = &d->threads[i];
+        if (!th->wait_ns || !th->lock_owner || th->lock_owner > UINT32_MAX ||
+            th->lock_owner == th->tid)
+            continue;
+        uint32_t lo = 0, hi = n;
+        while (lo < hi) {
+            uint32_t mid = lo + (hi - lo) / 2;
+            if ((by_tid[mid] >> 32) < th->lock_owner)
+                lo = mid + 1;
+            else
+                hi = mid;
+        }
+        if (lo < n && (by_tid[lo] >> 32) == th->lock_owner)
+            next[i] = (uint32_t)by_tid[lo];
+    }
+    /* every thread has at most one way out: follow it until a thread seen before; a thread
+     * seen in this same walk closes a cycle */
+    for (uint32_t s = 0; s < n; s++) {
+        uint32_t id = s + 1, i = s;
+        while (i != UINT32_MAX && !walk[i]) {
+            walk[i] = id;
+            i = next[i];
+        }
+        if (i == UINT32_MAX || walk[i] != id || d->threads[i].deadlock)
+            continue;
+        uint32_t cycle = ++d->ndeadlocks;
+        uint32_t j = i;
+        do {
+            d->threads[j].deadlock = cycle;
+            j = next[j];
+        } while (j != i);
+    }
+    free(by_tid), free(next), free(walk);
+    return 0;
+}

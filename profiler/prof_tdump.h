@@ -1,0 +1,91 @@
+/*
+ * prof_tdump - thread dumps: what every managed thread is doing right now (its stack, OS state and
+ * CPU time), taken on demand, as Go's goroutine dump, dotnet-stack or dotnet-monitor's /stacks.
+ *
+ * A request (prof_tdump_take, on an HTTP worker) asks the sampler thread for a dump and waits for
+ * it. The sampler thread (prof_sampler.c) reads every thread's OS state, suspends the runtime,
+ * walks every managed thread as its wall ticks do, resumes, names the frames and publishes the
+ * dump here. Identical stacks are grouped (largest group first), as a reader scans them: "40
+ * threads wait in the thread pool, 3 in Orders.Lock". The newest dump is kept (immutable,
+ * reference-counted) and handed out again to requests made within TDUMP_REUSE_MS of it, so a
+ * page reloaded in a loop stops the world at most a few times a second.
+ *
+ * ctx: prof_tdump_take and the getters on any clrscope or HTTP thread (never a runtime callback);
+ * prof_tdump_wanted, prof_tdump_publish and prof_tdump_fail on the sampler thread only.
+ */
+#ifndef PROF_TDUMP_H
+#define PROF_TDUMP_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define TDUMP_REUSE_MS 500
+
+struct prof_tdump_thread {
+    uint32_t tid;     /* OS thread id */
+    char name[48];    /* managed name, else the OS name; "" when unknown */
+    char state;       /* /proc state letter just before the suspension: R, S, D, T, Z, … or '?' */
+    int64_t cpu_ns;   /* the thread's CPU clock, read while it was suspended; -1 unknown */
+    uint32_t group;   /* index into prof_tdump.groups */
+    /* The lock it waits for (the lock profile's contention events; prof_lock_waiting):
+     * wait_ns 0 = none known; lock_owner 0 = owner unknown. */
+    uint64_t lock_id, lock_owner;
+    int64_t wait_ns;
+    uint32_t deadlock; /* 1-based number of the cycle of lock waits it is in, 0 none */
+};
+
+struct prof_tdump_group {
+    uint32_t nthreads;
+    uint32_t first_frame, nframes; /* frames[first_frame ..+ nframes), leaf first */
+    int truncated;                 /* deeper than CLRSCOPE_MAX_FRAMES: the root side is cut */
+};
+
+struct prof_tdump {
+    int refs; /* atomic */
+    uint64_t seq;             /* 1, 2, … */
+    double t_unix;            /* when the runtime was suspended */
+    int64_t t_mono_ns;
+    int64_t suspend_ns;       /* how long the world stood still */
+    uint32_t nthreads, ngroups, omitted; /* omitted: past CLRSCOPE_MAX_THREADS */
+    uint32_t ndeadlocks;      /* cycles of threads each waiting for a lock the next one holds */
+    struct prof_tdump_thread *threads; /* grouped: a group's threads together, by tid */
+    struct prof_tdump_group *groups;   /* largest first */
+    const char **frames;               /* names live as long as the process (prof_symbols) */
+};
+
+enum { TDUMP_OK = 0, TDUMP_UNAVAILABLE = -1, TDUMP_TIMEOUT = -2, TDUMP_FAILED = -3 };
+
+/* The sampler thread runs (prof_sampler_start): dumps can be taken. */
+void prof_tdump_enable(int on);
+/* Hands out a dump no older than TDUMP_REUSE_MS, asking the sampler thread for a new one when
+ * there is none, and waiting up to timeout_ms. *out holds a reference (prof_tdump_release) when
+ * TDUMP_OK; else *why says why (a static string). */
+int prof_tdump_take(int timeout_ms, struct prof_tdump **out, const char **why);
+void prof_tdump_release(struct prof_tdump *d);
+
+/* Sampler thread: the request to serve (0 = none). */
+uint64_t prof_tdump_wanted(void);
+/* Sampler thread: the dump for request `want` (ownership passes here; groups, threads and
+ * frames are filled, refs and seq are set here). */
+void prof_tdump_publish(uint64_t want, struct prof_tdump *d);
+/* Sampler thread: request `want` could not be served; `why` is a static string. */
+void prof_tdump_fail(uint64_t want, const char *why);
+
+/* Groups captured stacks. Input: n threads whose frames (leaf first) are frames[off[i] ..+
+ * len[i]); fills d->groups, d->threads[].group and d->frames and orders d->threads by group.
+ * Returns 0, or -1 out of memory (d untouched but for what it owned before). Exposed for tests. */
+int prof_tdump_group(struct prof_tdump *d, const char *const *frames, const uint32_t *off,
+                     const uint32_t *len, const int *truncated);
+/* Finds the deadlocks among d->threads (their lock_owner links): numbers each cycle's threads
+ * (deadlock = 1, 2, …) and sets d->ndeadlocks. A thread that waits for a deadlocked one is not
+ * in the cycle itself. Returns -1 out of memory (nothing marked). Exposed for tests. */
+int prof_tdump_find_deadlocks(struct prof_tdump *d);
+/* Frees a dump built outside prof_tdump_publish (tests, failed builds). */
+void prof_tdump_free(struct prof_tdump *d);
+
+struct prof_tdump_stats {
+    uint64_t taken, reused, failed, timeouts;
+};
+void prof_tdump_get_stats(struct prof_tdump_stats *out);
+
+#endif

@@ -1,0 +1,198 @@
+"""
+Thread dumps: what every managed thread is doing now (GET /api/v1/threads,
+/debug/pprof/threads and its Go name goroutine, ?debug=1 and 2 as text).
+
+The `threads` app runs threads whose places it knows: even "blocker-N" threads wait on an event in
+Blocker.WaitOnEvent, odd ones sleep in Blocker.SleepLoop, "spinner-N" burn CPU in Blocker.Spin,
+"lock-waiter-N" wait in Blocker.WaitForLock for the lock "lock-holder" holds in Blocker.HoldLock,
+and each pair "deadlock-I-a"/"deadlock-I-b" holds one lock and waits for the other's. The dump
+must group them by stack with exactly those counts and names, say which run and which sleep, name
+the holder of the lock each waiter waits for, and report each pair as a deadlock, and no other
+thread as one.
+"""
+import os
+import re
+import time
+import unittest
+
+from harness import ProfiledApp, go_pprof
+from pprofdec import read_pprof
+
+BLOCKERS, SPINNERS, WAITERS, DEADLOCKS = 10, 2, 3, 2
+
+
+def groups_with(dump, frame):
+    return [g for g in dump["groups"] if frame in g["frames"]]
+
+
+class ThreadDump(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.app = app = ProfiledApp("threads", [
+            "--threads", str(BLOCKERS), "--spinners", str(SPINNERS), "--lock-waiters",
+            str(WAITERS), "--deadlocks", str(DEADLOCKS), "--seconds", "30"])
+        app.start()
+        try:
+            app.wait_ready()
+            time.sleep(3)  # the deadlock pairs meet at their barrier; spinners burn a while
+            cls.dump = app.json("/api/v1/threads")
+            cls.again = app.json("/api/v1/threads")  # within TDUMP_REUSE_MS: the same dump
+            time.sleep(0.7)
+            cls.later = app.json("/api/v1/threads")
+            cls.text1 = app.request("/debug/pprof/threads?debug=1")
+            cls.text2 = app.request("/debug/pprof/goroutine?debug=2")
+            cls.pprof_path = app.pprof("/debug/pprof/threads",
+                                       os.path.join(app.tmp, "threads.pb.gz"))
+            cls.bad = app.request("/debug/pprof/threads?debug=3")
+            cls.status_after = app.json("/api/v1/status")
+        finally:
+            cls.truth = None
+            app.stop()
+        cls.truth = app.wait_truth(timeout=60)
+
+    def names(self, group):
+        return sorted(t["name"] for t in group["threads"])
+
+    def test_blocked_threads_grouped_by_place(self):
+        frames = self.truth["frames"]
+        wait = groups_with(self.dump, frames["wait"])
+        sleep = groups_with(self.dump, frames["sleep"])
+        self.assertEqual(len(wait), 1, [g["frames"] for g in wait])
+        self.assertEqual(len(sleep), 1, [g["frames"] for g in sleep])
+        self.assertEqual(wait[0]["count"], self.truth["event_waiters"])
+        self.assertEqual(self.names(wait[0]),
+                         sorted(f"blocker-{i}" for i in range(0, BLOCKERS, 2)))
+        self.assertEqual(self.names(sleep[0]),
+                         sorted(f"blocker-{i}" for i in range(1, BLOCKERS, 2)))
+        # leaf first: the wait is below (before) the method that waits
+        f = wait[0]["frames"]
+        self.assertLess(f.index("System.Threading.WaitHandle.WaitOneNoCheck"), f.index(frames["wait"]))
+        for t in wait[0]["threads"] + sleep[0]["threads"]:
+            self.assertEqual(t["state"], "sleeping", t)
+            self.assertLess(t["cpu_s"], 0.5, t)
+
+    def test_spinners_run(self):
+        spin = groups_with(self.dump, self.truth["frames"]["spin"])
+        self.assertEqual(sum(g["count"] for g in spin), SPINNERS)
+        for g in spin:
+            for t in g["threads"]:
+                self.assertTrue(t["name"].startswith("spinner-"), t)
+                self.assertEqual(t["state"], "running", t)
+                self.assertGreater(t["cpu_s"], 0.5, t)  # ~3 s of a core shared by two
+        self.assertGreaterEqual(self.dump["states"].get("running", 0), SPINNERS)
+
+    def test_lock_waiters_name_the_holder(self):
+        frames = self.truth["frames"]
+        holder = groups_with(self.dump, frames["hold"])
+        self.assertEqual([self.names(g) for g in holder], [["lock-holder"]])
+        holder_tid = holder[0]["threads"][0]["tid"]
+        waiters = groups_with(self.dump, frames["wait_lock"])
+        self.assertEqual(len(waiters), 1)
+        self.assertEqual(self.names(waiters[0]), [f"lock-waiter-{i}" for i in range(WAITERS)])
+        locks = set()
+        for t in waiters[0]["threads"]:
+            w = t.get("waiting_for")
+            self.assertIsNotNone(w, t)
+            self.assertEqual(w["owner_tid"], holder_tid)
+            self.assertEqual(w["owner_name"], "lock-holder")
+            self.assertGreater(w["for_s"], 1.0)
+            self.assertNotIn("deadlock", t)
+            locks.add(w["lock"])
+        self.assertEqual(len(locks), 1, "they all wait for the one lock")
+
+    def test_deadlocks_found(self):
+        frames = self.truth["frames"]
+        dl = self.dump["deadlocks"]
+        self.assertEqual(len(dl), DEADLOCKS, dl)
+        pairs = sorted(sorted(t["name"] for t in c["threads"]) for c in dl)
+        self.assertEqual(pairs, [[f"deadlock-{i}-a", f"deadlock-{i}-b"] for i in range(DEADLOCKS)])
+        by_tid = {t["tid"]: t for g in self.dump["groups"] for t in g["threads"]}
+        for c in dl:
+            a, b = c["threads"]
+            self.assertEqual(a["held_by"], b["tid"])
+            self.assertEqual(b["held_by"], a["tid"])
+            self.assertNotEqual(a["waits_for_lock"], b["waits_for_lock"])
+            self.assertEqual(by_tid[a["tid"]]["waiting_for"]["lock"], a["waits_for_lock"])
+        in_cycle = [t for t in by_tid.values() if t.get("deadlock")]
+        self.assertEqual(len(in_cycle), 2 * DEADLOCKS, [t["name"] for t in in_cycle])
+        dgroups = groups_with(self.dump, frames["deadlock"])
+        self.assertEqual(sum(g["count"] for g in dgroups), 2 * DEADLOCKS)
+
+    def test_every_thread_once(self):
+        tids = [t["tid"] for g in self.dump["groups"] for t in g["threads"]]
+        self.assertEqual(len(tids), len(set(tids)))
+        self.assertEqual(len(tids), self.dump["threads_total"])
+        self.assertEqual(sum(g["count"] for g in self.dump["groups"]), len(tids))
+        app_threads = BLOCKERS + SPINNERS + WAITERS + 1 + 2 * DEADLOCKS + 1  # + holder, main
+        self.assertGreaterEqual(len(tids), app_threads)
+        counts = [g["count"] for g in self.dump["groups"]]
+        self.assertEqual(counts, sorted(counts, reverse=True), "largest group first")
+        self.assertEqual(self.dump["omitted"], 0)
+        self.assertGreater(self.dump["suspend_ms"], 0)
+        self.assertLess(self.dump["suspend_ms"], 1000)
+
+    def test_reused_then_new(self):
+        self.assertEqual(self.again["seq"], self.dump["seq"], "asked again at once: the same dump")
+        self.assertGreater(self.later["seq"], self.dump["seq"], "asked 0.7 s later: a new one")
+        self.assertGreater(self.later["t"], self.dump["t"])
+
+    def test_text_forms(self):
+        status, headers, body = self.text1
+        self.assertEqual(status, 200)
+        self.assertIn("text/plain", headers["Content-Type"])
+        text = body.decode()
+        self.assertRegex(text, r"^threads profile: total \d+ in \d+ stacks")
+        self.assertEqual(len(re.findall(r"^DEADLOCK \d+ of \d+", text, re.M)), DEADLOCKS)
+        self.assertRegex(text, rf"(?m)^{BLOCKERS // 2} @ .*\"blocker-0\"")
+        self.assertIn("#\tTestApp.Threads.Blocker.WaitOnEvent\n", text)
+        self.assertIn('held by thread', text)
+        status, headers, body = self.text2
+        self.assertEqual(status, 200)
+        text = body.decode()
+        for i in range(BLOCKERS):
+            self.assertEqual(len(re.findall(rf'^thread \d+ "blocker-{i}" \[', text, re.M)), 1, i)
+        self.assertRegex(text, r'(?m)^thread \d+ "spinner-0" \[running, [\d.]+ s CPU\]:$')
+        self.assertRegex(text, r'(?m)^thread \d+ "lock-waiter-0" \[sleeping, [\d.]+ s CPU\] '
+                               r'waiting [\d.]+ s for lock 0x[0-9a-f]+ held by thread \d+ '
+                               r'"lock-holder":$')
+        self.assertIn("(DEADLOCK", text)
+
+    def test_pprof(self):
+        p = read_pprof(self.pprof_path)
+        self.assertEqual(p.sample_types, [("threads", "count")])
+        stacks = p.stacks()
+        self.assertEqual(sum(v[0] for _, v, _ in stacks), self.later["threads_total"])
+        spin = [labels for frames, _, labels in stacks
+                if self.truth["frames"]["spin"] in frames]
+        self.assertEqual(len(spin), SPINNERS)
+        for labels in spin:
+            self.assertEqual(labels["state"], "running")
+            self.assertTrue(labels["thread name"].startswith("spinner-"))
+        out = go_pprof(["-traces"], self.pprof_path)
+        self.assertIn("TestApp.Threads.Blocker.WaitForLock", out)
+        self.assertRegex(out, r"thread name:\s+lock-waiter-0")
+
+    def test_bad_input_and_app_unharmed(self):
+        status, headers, body = self.bad
+        self.assertEqual(status, 400)
+        self.assertIn("json", headers["Content-Type"])
+        self.assertIn(b"debug", body)
+        # the app ran on: the waiters got the lock once the holder let go at the end
+        self.assertEqual(self.truth["lock_acquired"], WAITERS)
+        self.assertEqual(self.truth["threads_started"],
+                         BLOCKERS + SPINNERS + WAITERS + 1)
+
+
+class WithoutSampler(unittest.TestCase):
+    def test_unavailable_says_why(self):
+        with ProfiledApp("wait", ["--seconds", "20"], env={"CLRSCOPE_PROFILES": "gc"}) as app:
+            app.wait_ready()
+            status, headers, body = app.request("/api/v1/threads")
+            self.assertEqual(status, 503)
+            self.assertIn(b"CLRSCOPE_PROFILES", body)
+            status, _, _ = app.request("/debug/pprof/threads?debug=2")
+            self.assertEqual(status, 503)
+
+
+if __name__ == "__main__":
+    unittest.main()
