@@ -8,18 +8,24 @@
  *       DOTNET_EnableDiagnostics=0 (which turns profilers off) is narrowed to the diagnostic port
  *       and the debugger.
  *   clrscope ls   lists the profiled processes of this host (from the discovery files).
+ *   clrscope threads [--grouped] PID
+ *       prints a thread dump of profiled process PID (its /debug/pprof/threads?debug=2, or =1
+ *       grouped), found through its discovery file, token included.
  */
 #include <dirent.h>
 #include <elf.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <netdb.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/time.h>
 #include <unistd.h>
 
 #define CLSID_STR "{C1A5C09E-5C0E-4C1B-9A7E-0D5E7C1A5C0E}"
@@ -29,10 +35,14 @@ static void usage(FILE *f)
     fprintf(f,
             "usage: clrscope run [--port N] [--bind ADDR] [--token T|auto] [--] COMMAND [ARGS...]\n"
             "       clrscope ls\n"
+            "       clrscope threads [--grouped] PID\n"
             "       clrscope --help | --version\n\n"
-            "run   starts COMMAND (e.g. `dotnet app.dll`) with the clrscope profiler attached;\n"
-            "      the dashboard URL is printed on stderr: clrscope: dashboard http://...\n"
-            "ls    lists the processes profiled by clrscope on this host with their URLs\n\n"
+            "run      starts COMMAND (e.g. `dotnet app.dll`) with the clrscope profiler attached;\n"
+            "         the dashboard URL is printed on stderr: clrscope: dashboard http://...\n"
+            "ls       lists the processes profiled by clrscope on this host with their URLs\n"
+            "threads  prints what every managed thread of profiled process PID is doing now:\n"
+            "         each thread's stack, state, CPU time, lock waits and deadlocks\n"
+            "         (--grouped: identical stacks together)\n\n"
             "Options of run map to environment variables the profiler reads:\n"
             "  --port N      CLRSCOPE_PORT (default 6060; 0 = any free port)\n"
             "  --bind ADDR   CLRSCOPE_BIND (default 127.0.0.1; others need a token)\n"
@@ -326,6 +336,43 @@ static void remove_stale(DIR *d, const char *name, long pid, const char *pid_ns,
     unlinkat(dirfd(d), name, 0);
 }
 
+/* Reads a discovery file into buf: only a regular file of this user's (root: anyone's), never
+ * through a link, since anyone can write into the shared /tmp/clrscope. Returns 0, or -1 with
+ * nothing read; *st_out (may be NULL) is the file read. */
+static int read_discovery(const char *path, char *buf, size_t cap, struct stat *st_out)
+{
+    int fd = open(path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+    struct stat st;
+    if (fd < 0)
+        return -1;
+    if (fstat(fd, &st) || !S_ISREG(st.st_mode) || (st.st_uid != geteuid() && geteuid() != 0)) {
+        close(fd);
+        return -1;
+    }
+    ssize_t n = read(fd, buf, cap - 1);
+    close(fd);
+    if (n < 0)
+        return -1;
+    buf[n] = 0;
+    if (st_out)
+        *st_out = st;
+    return 0;
+}
+
+/* The directories discovery files are in: the user's own 0700 runtime directory (where the
+ * profiler writes, prof_runtime_dir) when there is one, and /tmp/clrscope. Returns how many. */
+static int discovery_dirs(char dirs[2][384])
+{
+    int n = 0;
+    const char *rt = getenv("XDG_RUNTIME_DIR");
+    struct stat st;
+    if (rt && rt[0] == '/' && strlen(rt) <= 300 && !stat(rt, &st) && S_ISDIR(st.st_mode) &&
+        st.st_uid == geteuid() && !(st.st_mode & 077))
+        snprintf(dirs[n++], 384, "%s/clrscope", rt);
+    snprintf(dirs[n++], 384, "/tmp/clrscope");
+    return n;
+}
+
 static int list_dir(const char *dir, int *shown)
 {
     DIR *d = opendir(dir);
@@ -338,27 +385,10 @@ static int list_dir(const char *dir, int *shown)
             continue;
         char path[PATH_MAX];
         snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
-        /* only regular files of this user's (root: anyone's), never through a link: anyone
-         * can write into the shared /tmp/clrscope, and must not make `ls` show their URL */
-        int fd = open(path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
-        struct stat read_st;
-        if (fd < 0)
-            continue;
-        if (fstat(fd, &read_st) || !S_ISREG(read_st.st_mode) ||
-            (read_st.st_uid != geteuid() && geteuid() != 0)) {
-            close(fd);
-            continue;
-        }
-        int have_st = 1;
-        FILE *f = fdopen(fd, "r");
-        if (!f) {
-            close(fd);
-            continue;
-        }
         char buf[4096];
-        size_t n = fread(buf, 1, sizeof buf - 1, f);
-        fclose(f);
-        buf[n] = 0;
+        struct stat read_st;
+        if (read_discovery(path, buf, sizeof buf, &read_st))
+            continue;
         char pid[16], url[256], cmd[600], token[256], pid_ns[64];
         json_field(buf, "pid", pid, sizeof pid);
         json_field(buf, "url", url, sizeof url);
@@ -369,7 +399,7 @@ static int list_dir(const char *dir, int *shown)
         if (p <= 0)
             continue; /* not a discovery file */
         if (kill((pid_t)p, 0) && errno == ESRCH) {
-            if (have_st && pid_ns[0])
+            if (pid_ns[0])
                 remove_stale(d, e->d_name, p, pid_ns, &read_st); /* gone without cleaning up */
             continue;
         }
@@ -388,19 +418,137 @@ static int list_dir(const char *dir, int *shown)
 static int cmd_ls(void)
 {
     int shown = 0;
-    const char *rt = getenv("XDG_RUNTIME_DIR");
-    char dir[PATH_MAX];
-    struct stat st;
-    /* where the profiler writes (prof_runtime_dir): the user's own 0700 runtime directory */
-    if (rt && rt[0] == '/' && strlen(rt) <= 300 && !stat(rt, &st) && S_ISDIR(st.st_mode) &&
-        st.st_uid == geteuid() && !(st.st_mode & 077)) {
-        snprintf(dir, sizeof dir, "%s/clrscope", rt);
-        list_dir(dir, &shown);
-    }
-    list_dir("/tmp/clrscope", &shown);
+    char dirs[2][384];
+    int nd = discovery_dirs(dirs);
+    for (int i = 0; i < nd; i++)
+        list_dir(dirs[i], &shown);
     if (!shown)
         printf("no profiled processes found\n");
     return 0;
+}
+
+/* GET path from http://HOST:PORT/ (the discovery file's url) with the token; the body goes to
+ * stdout on 200. Returns the exit status: 0, or 1 with a message. */
+static int http_get_print(const char *url, const char *token, const char *path)
+{
+    char host[256], port[16];
+    const char *h = url + strlen("http://");
+    if (strncmp(url, "http://", 7))
+        goto bad_url;
+    const char *end = h[0] == '[' ? strchr(h, ']') : NULL; /* [v6]:port */
+    const char *colon = strchr(end ? end : h, ':');
+    if (!colon)
+        goto bad_url;
+    const char *hs = end ? h + 1 : h;
+    size_t hl = (size_t)((end ? end : colon) - hs);
+    size_t pl = strspn(colon + 1, "0123456789");
+    if (!hl || hl >= sizeof host || !pl || pl >= sizeof port)
+        goto bad_url;
+    memcpy(host, hs, hl);
+    host[hl] = 0;
+    memcpy(port, colon + 1, pl);
+    port[pl] = 0;
+    struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM}, *ai = NULL;
+    if (getaddrinfo(host, port, &hints, &ai) || !ai) {
+        fprintf(stderr, "clrscope: cannot resolve %s\n", host);
+        return 1;
+    }
+    int fd = socket(ai->ai_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    struct timeval tv = {.tv_sec = 15};
+    if (fd >= 0) {
+        setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+        setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
+    }
+    if (fd < 0 || connect(fd, ai->ai_addr, ai->ai_addrlen)) {
+        fprintf(stderr, "clrscope: cannot connect to %s: %s\n", url, strerror(errno));
+        freeaddrinfo(ai);
+        if (fd >= 0)
+            close(fd);
+        return 1;
+    }
+    freeaddrinfo(ai);
+    char req[1024];
+    int n = snprintf(req, sizeof req, "GET %s HTTP/1.0\r\nHost: %.*s\r\n%s%s%sConnection: close\r\n\r\n",
+                     path, (int)(colon + 1 + pl - h), h, token[0] ? "Authorization: Bearer " : "",
+                     token, token[0] ? "\r\n" : "");
+    if (n <= 0 || (size_t)n >= sizeof req || write(fd, req, (size_t)n) != n) {
+        fprintf(stderr, "clrscope: cannot send the request to %s\n", url);
+        close(fd);
+        return 1;
+    }
+    /* the reply: the status line and headers, then the body, streamed to stdout */
+    char buf[16384];
+    size_t have = 0;
+    char *body = NULL;
+    ssize_t r;
+    while (!body && have < sizeof buf - 1 && (r = read(fd, buf + have, sizeof buf - 1 - have)) > 0) {
+        have += (size_t)r;
+        buf[have] = 0;
+        body = strstr(buf, "\r\n\r\n");
+    }
+    int status = 0;
+    if (!body || sscanf(buf, "HTTP/%*s %d", &status) != 1) {
+        fprintf(stderr, "clrscope: no reply from %s\n", url);
+        close(fd);
+        return 1;
+    }
+    body += 4;
+    FILE *out = status == 200 ? stdout : stderr;
+    if (status != 200)
+        fprintf(stderr, "clrscope: %s answered %d: ", url, status);
+    fwrite(body, 1, have - (size_t)(body - buf), out);
+    while ((r = read(fd, buf, sizeof buf)) > 0)
+        fwrite(buf, 1, (size_t)r, out);
+    if (status != 200)
+        fputc('\n', stderr);
+    close(fd);
+    return status == 200 ? 0 : 1;
+bad_url:
+    fprintf(stderr, "clrscope: the discovery file's url '%s' is not http://HOST:PORT/\n", url);
+    return 1;
+}
+
+static int cmd_threads(int argc, char **argv)
+{
+    int grouped = 0;
+    const char *pid_arg = NULL;
+    for (int i = 0; i < argc; i++) {
+        if (!strcmp(argv[i], "--grouped"))
+            grouped = 1;
+        else if (!pid_arg && argv[i][0] != '-')
+            pid_arg = argv[i];
+        else {
+            fprintf(stderr, "clrscope: threads: unexpected argument '%s'\n", argv[i]);
+            return 2;
+        }
+    }
+    char *end = NULL;
+    long pid = pid_arg ? strtol(pid_arg, &end, 10) : 0;
+    if (!pid_arg || *end || pid <= 0 || pid > 999999999) {
+        fprintf(stderr, "clrscope: threads needs the pid of a profiled process (clrscope ls "
+                        "lists them)\n");
+        return 2;
+    }
+    char dirs[2][384];
+    int nd = discovery_dirs(dirs);
+    for (int i = 0; i < nd; i++) {
+        char path[PATH_MAX], buf[4096], url[256], token[256], fpid[16];
+        snprintf(path, sizeof path, "%s/%ld.json", dirs[i], pid);
+        if (read_discovery(path, buf, sizeof buf, NULL))
+            continue;
+        json_field(buf, "pid", fpid, sizeof fpid);
+        json_field(buf, "url", url, sizeof url);
+        json_field(buf, "token", token, sizeof token);
+        if (strtol(fpid, NULL, 10) != pid || !url[0])
+            continue;
+        if (!strcmp(token, "null"))
+            token[0] = 0;
+        return http_get_print(url, token, grouped ? "/debug/pprof/threads?debug=1"
+                                                  : "/debug/pprof/threads?debug=2");
+    }
+    fprintf(stderr, "clrscope: no profiled process %ld found (clrscope ls lists them; a process "
+                    "with the dashboard off has none)\n", pid);
+    return 1;
 }
 
 int main(int argc, char **argv)
@@ -421,6 +569,8 @@ int main(int argc, char **argv)
         return cmd_run(argc - 2, argv + 2);
     if (!strcmp(argv[1], "ls"))
         return cmd_ls();
+    if (!strcmp(argv[1], "threads"))
+        return cmd_threads(argc - 2, argv + 2);
     fprintf(stderr, "clrscope: unknown command '%s'\n", argv[1]);
     usage(stderr);
     return 2;

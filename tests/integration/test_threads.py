@@ -12,10 +12,11 @@ thread as one.
 """
 import os
 import re
+import subprocess
 import time
 import unittest
 
-from harness import ProfiledApp, go_pprof
+from harness import LAUNCHER, ProfiledApp, go_pprof
 from pprofdec import read_pprof
 
 BLOCKERS, SPINNERS, WAITERS, DEADLOCKS = 10, 2, 3, 2
@@ -44,6 +45,10 @@ class ThreadDump(unittest.TestCase):
             cls.pprof_path = app.pprof("/debug/pprof/threads",
                                        os.path.join(app.tmp, "threads.pb.gz"))
             cls.bad = app.request("/debug/pprof/threads?debug=3")
+            cls.cli = subprocess.run([LAUNCHER, "threads", str(app.pid)], capture_output=True,
+                                     text=True, timeout=60)
+            cls.cli_grouped = subprocess.run([LAUNCHER, "threads", "--grouped", str(app.pid)],
+                                             capture_output=True, text=True, timeout=60)
             cls.status_after = app.json("/api/v1/status")
         finally:
             cls.truth = None
@@ -183,6 +188,24 @@ class ThreadDump(unittest.TestCase):
                          BLOCKERS + SPINNERS + WAITERS + 1)
 
 
+    def test_cli(self):
+        """`clrscope threads PID` finds the process through its discovery file."""
+        self.assertEqual(self.cli.returncode, 0, self.cli.stderr)
+        out = self.cli.stdout
+        self.assertRegex(out, r"^threads dump: total \d+")
+        for i in range(BLOCKERS):
+            self.assertEqual(len(re.findall(rf'^thread \d+ "blocker-{i}" \[', out, re.M)), 1, i)
+        self.assertEqual(len(re.findall(r"^DEADLOCK \d+ of \d+", out, re.M)), DEADLOCKS)
+        self.assertEqual(self.cli_grouped.returncode, 0, self.cli_grouped.stderr)
+        self.assertRegex(self.cli_grouped.stdout, rf"(?m)^{WAITERS} @ .*\"lock-waiter-0\"")
+        r = subprocess.run([LAUNCHER, "threads", "999999999"], capture_output=True, text=True,
+                           timeout=30)
+        self.assertEqual(r.returncode, 1)
+        self.assertIn("no profiled process 999999999", r.stderr)
+        r = subprocess.run([LAUNCHER, "threads", "x"], capture_output=True, text=True, timeout=30)
+        self.assertEqual(r.returncode, 2)
+
+
 class WithoutSampler(unittest.TestCase):
     def test_unavailable_says_why(self):
         with ProfiledApp("wait", ["--seconds", "20"], env={"CLRSCOPE_PROFILES": "gc"}) as app:
@@ -192,6 +215,24 @@ class WithoutSampler(unittest.TestCase):
             self.assertIn(b"CLRSCOPE_PROFILES", body)
             status, _, _ = app.request("/debug/pprof/threads?debug=2")
             self.assertEqual(status, 503)
+            r = subprocess.run([LAUNCHER, "threads", str(app.pid)], capture_output=True,
+                               text=True, timeout=30)
+            self.assertEqual(r.returncode, 1)
+            self.assertIn("answered 503", r.stderr)
+
+
+class CliWithToken(unittest.TestCase):
+    def test_token_from_the_discovery_file(self):
+        with ProfiledApp("threads", ["--threads", "2", "--seconds", "20"],
+                         env={"CLRSCOPE_TOKEN": "auto"}) as app:
+            app.wait_ready()
+            self.assertTrue(app.token, "a token was made")
+            status, _, _ = app.request("/api/v1/threads", headers={"Authorization": "Bearer x"})
+            self.assertEqual(status, 401)
+            r = subprocess.run([LAUNCHER, "threads", str(app.pid)], capture_output=True,
+                               text=True, timeout=30)
+            self.assertEqual(r.returncode, 0, r.stderr)
+            self.assertIn('"blocker-0"', r.stdout)
 
 
 if __name__ == "__main__":
