@@ -23,35 +23,22 @@
 #define CLRSCOPE_VERSION  "0.1.0"
 #define GC_RATIO_WINDOW_S 60.0
 
-static void outf(struct jbuf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-
-static void outf(struct jbuf *b, const char *fmt, ...)
-{
-    char tmp[512];
-    va_list ap;
-    va_start(ap, fmt);
-    int n = vsnprintf(tmp, sizeof tmp, fmt, ap);
-    va_end(ap);
-    if (n > 0)
-        jb_raw(b, tmp, (size_t)n < sizeof tmp ? (size_t)n : sizeof tmp - 1);
-}
-
 static void family(struct jbuf *b, const char *name, const char *type, const char *help)
 {
-    outf(b, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
+    jb_printf(b, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
 }
 
 static void metric_u(struct jbuf *b, const char *name, const char *type, const char *help,
                      uint64_t v)
 {
     family(b, name, type, help);
-    outf(b, "%s %" PRIu64 "\n", name, v);
+    jb_printf(b, "%s %" PRIu64 "\n", name, v);
 }
 
 static void metric_d(struct jbuf *b, const char *name, const char *type, const char *help, double v)
 {
     family(b, name, type, help);
-    outf(b, "%s %.9g\n", name, v);
+    jb_printf(b, "%s %.9g\n", name, v);
 }
 
 /* A label value with \, " and newline escaped. */
@@ -77,7 +64,7 @@ static void gc_metrics(struct jbuf *b)
     family(b, "clrscope_gc_collections_total", "counter",
            "Garbage collections since clrscope started, by condemned generation.");
     for (int g = 0; g < 3; g++)
-        outf(b, "clrscope_gc_collections_total{generation=\"gen%d\"} %" PRIu64 "\n", g,
+        jb_printf(b, "clrscope_gc_collections_total{generation=\"gen%d\"} %" PRIu64 "\n", g,
              t->by_depth[g]);
     metric_u(b, "clrscope_gc_background_collections_total", "counter",
              "Background (concurrent) gen2 collections.", t->background);
@@ -104,7 +91,7 @@ static void gc_metrics(struct jbuf *b)
     family(b, "clrscope_gc_heap_size_bytes", "gauge",
            "Generation sizes after the latest GC (GCHeapStats), fragmentation included.");
     for (int g = 0; g < GC_NHEAPS; g++)
-        outf(b, "clrscope_gc_heap_size_bytes{generation=\"%s\"} %" PRIu64 "\n", heaps[g],
+        jb_printf(b, "clrscope_gc_heap_size_bytes{generation=\"%s\"} %" PRIu64 "\n", heaps[g],
              t->heap[g]);
     metric_u(b, "clrscope_gc_heap_count", "gauge", "GC heaps (1 in workstation mode).",
              (uint64_t)(t->heap_count > 0 ? t->heap_count : 1));
@@ -139,7 +126,7 @@ static void self_metrics(struct jbuf *b)
                 {"live_objects", self.mem_live}, {"exception_lock_tables", self.mem_tables},
                 {"code_map", self.mem_codemap},  {"export_queue", self.mem_export}};
     for (size_t i = 0; i < sizeof mods / sizeof mods[0]; i++)
-        outf(b, "clrscope_profiler_memory_bytes{module=\"%s\"} %" PRId64 "\n", mods[i].name,
+        jb_printf(b, "clrscope_profiler_memory_bytes{module=\"%s\"} %" PRId64 "\n", mods[i].name,
              mods[i].v > 0 ? mods[i].v : 0);
     metric_u(b, "clrscope_events_total", "counter",
              "Runtime events handed from callbacks to the aggregator.", self.ring_pushed);
@@ -185,9 +172,9 @@ static void self_metrics(struct jbuf *b)
              st.samples_added);
     family(b, "clrscope_store_dropped_total", "counter",
            "Samples or names the store had no room for, by what was full.");
-    outf(b, "clrscope_store_dropped_total{what=\"stack_nodes\"} %" PRIu64 "\n", st.dropped_nodes);
-    outf(b, "clrscope_store_dropped_total{what=\"entries\"} %" PRIu64 "\n", st.dropped_entries);
-    outf(b, "clrscope_store_dropped_total{what=\"names\"} %" PRIu64 "\n", st.dropped_strings);
+    jb_printf(b, "clrscope_store_dropped_total{what=\"stack_nodes\"} %" PRIu64 "\n", st.dropped_nodes);
+    jb_printf(b, "clrscope_store_dropped_total{what=\"entries\"} %" PRIu64 "\n", st.dropped_entries);
+    jb_printf(b, "clrscope_store_dropped_total{what=\"names\"} %" PRIu64 "\n", st.dropped_strings);
     metric_u(b, "clrscope_managed_threads", "gauge", "Managed threads alive.",
              (uint64_t)prof_threads_count());
 }
@@ -207,7 +194,7 @@ static void runtime_counter_metrics(struct jbuf *b)
         label_value(b, c[i].name);
         jb_lit(b, "\",units=\"");
         label_value(b, c[i].units);
-        outf(b, "\",kind=\"%s\"} %.9g\n", c[i].incrementing ? "rate" : "gauge", c[i].value);
+        jb_printf(b, "\",kind=\"%s\"} %.9g\n", c[i].incrementing ? "rate" : "gauge", c[i].value);
     }
     free(c);
 }

@@ -4,7 +4,6 @@
  * (debug=1) or each thread's stack as text (debug=2), as Go serves its goroutine dump.
  */
 #include <civetweb.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -53,18 +52,6 @@ static struct prof_tdump *take(const struct web_req *r)
         return d;
     web_reply_error(r->conn, 503, "no thread dump: %s", why ? why : "unknown reason");
     return NULL;
-}
-
-static void tb_printf(struct jbuf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void tb_printf(struct jbuf *b, const char *fmt, ...)
-{
-    char line[256];
-    va_list ap;
-    va_start(ap, fmt);
-    int n = vsnprintf(line, sizeof line, fmt, ap);
-    va_end(ap);
-    if (n > 0)
-        jb_raw(b, line, (size_t)n < sizeof line ? (size_t)n : sizeof line - 1);
 }
 
 static void tb_str(struct jbuf *b, const char *s)
@@ -263,7 +250,7 @@ int api_threads(const struct web_req *r)
 
 static void text_thread_name(struct jbuf *b, uint64_t tid, const char *name)
 {
-    tb_printf(b, "%llu", (unsigned long long)tid);
+    jb_printf(b, "%llu", (unsigned long long)tid);
     if (name && name[0]) {
         tb_str(b, " \"");
         tb_str(b, name);
@@ -271,11 +258,27 @@ static void text_thread_name(struct jbuf *b, uint64_t tid, const char *name)
     }
 }
 
+/* A group's stack, leaf first, one frame a line after `prefix`, then a blank line. */
+static void text_stack(struct jbuf *b, const struct prof_tdump *d,
+                       const struct prof_tdump_group *gr, const char *prefix)
+{
+    for (uint32_t f = 0; f < gr->nframes; f++) {
+        tb_str(b, prefix);
+        tb_str(b, d->frames[gr->first_frame + f]);
+        tb_str(b, "\n");
+    }
+    if (gr->truncated) {
+        tb_str(b, prefix);
+        tb_str(b, "[truncated]\n");
+    }
+    tb_str(b, "\n");
+}
+
 static void text_wait(struct jbuf *b, const struct prof_tdump *d,
                       const struct prof_tdump_thread *th)
 {
     char oname[48];
-    tb_printf(b, "waiting %.3f s for lock 0x%llx", (double)th->wait_ns / 1e9,
+    jb_printf(b, "waiting %.3f s for lock 0x%llx", (double)th->wait_ns / 1e9,
               (unsigned long long)th->lock_id);
     if (th->lock_owner && th->lock_owner <= UINT32_MAX) {
         tb_str(b, " held by thread ");
@@ -287,14 +290,14 @@ static void text_header(struct jbuf *b, const struct prof_tdump *d, const char *
 {
     char when[32];
     iso_time(d->t_unix, when, sizeof when);
-    tb_printf(b, "threads %s: total %u in %u stacks%s; pid %d, .NET %s, taken %s "
+    jb_printf(b, "threads %s: total %u in %u stacks%s; pid %d, .NET %s, taken %s "
               "(runtime suspended %.2f ms)\n\n", what, d->nthreads, d->ngroups,
               d->omitted ? " (more omitted: CLRSCOPE_MAX_THREADS)" : "", (int)g_core.pid,
               g_core.runtime_version, when, (double)d->suspend_ns / 1e6);
     for (uint32_t k = 1; k <= d->ndeadlocks; k++) {
         const struct prof_tdump_thread *cyc[CYCLE_MAX];
         uint32_t m = cycle_of(d, k, cyc, CYCLE_MAX);
-        tb_printf(b, "DEADLOCK %u of %u: %u threads, each waiting for a lock the next one holds\n",
+        jb_printf(b, "DEADLOCK %u of %u: %u threads, each waiting for a lock the next one holds\n",
                   k, d->ndeadlocks, m);
         for (uint32_t i = 0; i < m; i++) {
             tb_str(b, "  thread ");
@@ -314,19 +317,15 @@ static void text_grouped(struct jbuf *b, const struct prof_tdump *d)
     for (uint32_t g = 0; g < d->ngroups; g++) {
         const struct prof_tdump_group *gr = &d->groups[g];
         uint32_t s = group_start(d, g);
-        tb_printf(b, "%u @", gr->nthreads);
+        jb_printf(b, "%u @", gr->nthreads);
         for (uint32_t k = 0; k < gr->nthreads && k < 8; k++) {
             const struct prof_tdump_thread *th = &d->threads[s + k];
-            tb_printf(b, "%s %u", k ? "," : "", th->tid);
-            if (th->name[0]) {
-                tb_str(b, " \"");
-                tb_str(b, th->name);
-                tb_str(b, "\"");
-            }
-            tb_printf(b, " [%s]", api_thread_state_name(th->state));
+            tb_str(b, k ? ", " : " ");
+            text_thread_name(b, th->tid, th->name);
+            jb_printf(b, " [%s]", api_thread_state_name(th->state));
         }
         if (gr->nthreads > 8)
-            tb_printf(b, " and %u more", gr->nthreads - 8);
+            jb_printf(b, " and %u more", gr->nthreads - 8);
         tb_str(b, "\n");
         for (uint32_t k = 0, shown = 0; k < gr->nthreads && shown < 8; k++) {
             const struct prof_tdump_thread *th = &d->threads[s + k];
@@ -339,14 +338,7 @@ static void text_grouped(struct jbuf *b, const struct prof_tdump *d)
             text_wait(b, d, th);
             tb_str(b, th->deadlock ? " (DEADLOCK)\n" : "\n");
         }
-        for (uint32_t f = 0; f < gr->nframes; f++) {
-            tb_str(b, "#\t");
-            tb_str(b, d->frames[gr->first_frame + f]);
-            tb_str(b, "\n");
-        }
-        if (gr->truncated)
-            tb_str(b, "#\t[truncated]\n");
-        tb_str(b, "\n");
+        text_stack(b, d, gr, "#\t");
     }
 }
 
@@ -357,32 +349,21 @@ static void text_each(struct jbuf *b, const struct prof_tdump *d)
     for (uint32_t i = 0; i < d->nthreads; i++) {
         const struct prof_tdump_thread *th = &d->threads[i];
         const struct prof_tdump_group *gr = &d->groups[th->group];
-        tb_printf(b, "thread %u", th->tid);
-        if (th->name[0]) {
-            tb_str(b, " \"");
-            tb_str(b, th->name);
-            tb_str(b, "\"");
-        }
+        tb_str(b, "thread ");
+        text_thread_name(b, th->tid, th->name);
         if (th->cpu_ns >= 0)
-            tb_printf(b, " [%s, %.3f s CPU]", api_thread_state_name(th->state),
+            jb_printf(b, " [%s, %.3f s CPU]", api_thread_state_name(th->state),
                       (double)th->cpu_ns / 1e9);
         else
-            tb_printf(b, " [%s]", api_thread_state_name(th->state));
+            jb_printf(b, " [%s]", api_thread_state_name(th->state));
         if (th->wait_ns) {
             tb_str(b, " ");
             text_wait(b, d, th);
             if (th->deadlock)
-                tb_printf(b, " (DEADLOCK %u)", th->deadlock);
+                jb_printf(b, " (DEADLOCK %u)", th->deadlock);
         }
         tb_str(b, ":\n");
-        for (uint32_t f = 0; f < gr->nframes; f++) {
-            tb_str(b, "\t");
-            tb_str(b, d->frames[gr->first_frame + f]);
-            tb_str(b, "\n");
-        }
-        if (gr->truncated)
-            tb_str(b, "\t[truncated]\n");
-        tb_str(b, "\n");
+        text_stack(b, d, gr, "\t");
     }
 }
 

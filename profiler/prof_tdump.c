@@ -138,6 +138,14 @@ uint64_t prof_tdump_wanted(void)
     return want != served ? want : 0;
 }
 
+/* Request `want` is answered (T.last, or T.failure): its waiters go. Lock held. */
+static void answered_locked(uint64_t want)
+{
+    if (want > T.served)
+        __atomic_store_n(&T.served, want, __ATOMIC_RELEASE);
+    pthread_cond_broadcast(&T.done);
+}
+
 void prof_tdump_publish(uint64_t want, struct prof_tdump *d)
 {
     pthread_mutex_lock(&T.lock);
@@ -147,10 +155,8 @@ void prof_tdump_publish(uint64_t want, struct prof_tdump *d)
     struct prof_tdump *old = T.last;
     T.last = d;
     T.failure = NULL;
-    if (want > T.served)
-        __atomic_store_n(&T.served, want, __ATOMIC_RELEASE);
     T.st.taken++;
-    pthread_cond_broadcast(&T.done);
+    answered_locked(want);
     pthread_mutex_unlock(&T.lock);
     prof_tdump_release(old);
 }
@@ -160,10 +166,8 @@ void prof_tdump_fail(uint64_t want, const char *why)
     pthread_mutex_lock(&T.lock);
     init_cond_locked();
     T.failure = why;
-    if (want > T.served)
-        __atomic_store_n(&T.served, want, __ATOMIC_RELEASE);
     T.st.failed++;
-    pthread_cond_broadcast(&T.done);
+    answered_locked(want);
     pthread_mutex_unlock(&T.lock);
 }
 

@@ -1,6 +1,8 @@
 /* web_json.c - see web_json.h. */
 #include "web_json.h"
 
+#include <stdarg.h>
+
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -104,4 +106,15 @@ void jb_num(struct jbuf *b, double v)
     char tmp[40];
     int n = snprintf(tmp, sizeof tmp, "%.17g", v);
     jb_raw(b, tmp, (size_t)n);
+}
+
+void jb_printf(struct jbuf *b, const char *fmt, ...)
+{
+    char tmp[512];
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(tmp, sizeof tmp, fmt, ap);
+    va_end(ap);
+    if (n > 0)
+        jb_raw(b, tmp, (size_t)n < sizeof tmp ? (size_t)n : sizeof tmp - 1);
 }

@@ -21,6 +21,9 @@ void jb_raw(struct jbuf *b, const char *s, size_t n);
 void jb_str(struct jbuf *b, const char *s);          /* a quoted, escaped JSON string */
 void jb_int(struct jbuf *b, int64_t v);
 void jb_num(struct jbuf *b, double v);               /* null for NaN/inf */
+/* Formatted text, unescaped (text replies: Prometheus, thread dumps); one call writes at most
+ * 511 bytes, so long strings go through jb_raw. */
+void jb_printf(struct jbuf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 #define jb_lit(b, s) jb_raw((b), (s), sizeof(s) - 1)
 
 #endif
