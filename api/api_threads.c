@@ -12,6 +12,7 @@
 #include "api.h"
 #include "pprof.h"
 #include "prof_core.h"
+#include "prof_counters.h"
 #include "prof_tdump.h"
 #include "prof_threads.h"
 #include "web_json.h"
@@ -122,6 +123,22 @@ static uint32_t cycle_of(const struct prof_tdump *d, uint32_t k, const struct pr
 
 #define CYCLE_MAX 64
 
+/* The runtime's latest threadpool-queue-length counter: work items waiting for a pool thread;
+ * -1 when the counters are off or have not come yet. */
+static double queue_length(void)
+{
+    struct prof_counter *c = malloc(PROF_COUNTERS_MAX * sizeof *c);
+    double v = -1;
+    if (!c)
+        return v;
+    int n = prof_counters_snapshot(c, PROF_COUNTERS_MAX);
+    for (int i = 0; i < n; i++)
+        if (!strcmp(c[i].name, "threadpool-queue-length"))
+            v = c[i].value;
+    free(c);
+    return v;
+}
+
 int api_threads(const struct web_req *r)
 {
     struct prof_tdump *d = take(r);
@@ -159,7 +176,35 @@ int api_threads(const struct web_req *r)
         jb_lit(&b, ":");
         jb_int(&b, by_state[k]);
     }
-    jb_lit(&b, "},\"deadlocks\":[");
+    struct prof_tdump_pool pool;
+    prof_tdump_pool(d, &pool);
+    double ql = queue_length();
+    jb_lit(&b, "},\"thread_pool\":{\"workers\":");
+    jb_int(&b, pool.workers);
+    jb_lit(&b, ",\"idle\":");
+    jb_int(&b, pool.idle);
+    jb_lit(&b, ",\"busy\":");
+    jb_int(&b, pool.busy);
+    jb_lit(&b, ",\"blocked\":");
+    jb_int(&b, pool.blocked);
+    jb_lit(&b, ",\"queue_length\":");
+    if (ql >= 0)
+        jb_num(&b, ql);
+    else
+        jb_lit(&b, "null");
+    jb_lit(&b, ",\"starvation_likely\":");
+    jb_raw(&b, pool.starvation_likely ? "true" : "false", pool.starvation_likely ? 4 : 5);
+    jb_lit(&b, ",\"blocked_at\":[");
+    for (uint32_t i = 0; i < pool.nsites; i++) {
+        if (i)
+            jb_lit(&b, ",");
+        jb_lit(&b, "{\"frame\":");
+        jb_str(&b, pool.site[i]);
+        jb_lit(&b, ",\"count\":");
+        jb_int(&b, pool.site_count[i]);
+        jb_lit(&b, "}");
+    }
+    jb_lit(&b, "]},\"deadlocks\":[");
     for (uint32_t k = 1; k <= d->ndeadlocks; k++) {
         const struct prof_tdump_thread *cyc[CYCLE_MAX];
         uint32_t m = cycle_of(d, k, cyc, CYCLE_MAX);
@@ -294,6 +339,25 @@ static void text_header(struct jbuf *b, const struct prof_tdump *d, const char *
               "(runtime suspended %.2f ms)\n\n", what, d->nthreads, d->ngroups,
               d->omitted ? " (more omitted: CLRSCOPE_MAX_THREADS)" : "", (int)g_core.pid,
               g_core.runtime_version, when, (double)d->suspend_ns / 1e6);
+    struct prof_tdump_pool pool;
+    prof_tdump_pool(d, &pool);
+    if (pool.workers) {
+        double ql = queue_length();
+        jb_printf(b, "thread pool: %u workers, %u idle, %u running work items (%u of them blocked)",
+                  pool.workers, pool.idle, pool.busy, pool.blocked);
+        if (ql >= 0)
+            jb_printf(b, ", %.0f items queued", ql);
+        tb_str(b, "\n");
+        if (pool.starvation_likely)
+            tb_str(b, "THREAD POOL STARVATION likely: no worker is idle and most are blocked in "
+                      "their work item; work queued now waits for the pool to add threads\n");
+        for (uint32_t i = 0; i < pool.nsites; i++) {
+            jb_printf(b, "  %u blocked at ", pool.site_count[i]);
+            tb_str(b, pool.site[i]);
+            tb_str(b, "\n");
+        }
+        tb_str(b, "\n");
+    }
     for (uint32_t k = 1; k <= d->ndeadlocks; k++) {
         const struct prof_tdump_thread *cyc[CYCLE_MAX];
         uint32_t m = cycle_of(d, k, cyc, CYCLE_MAX);

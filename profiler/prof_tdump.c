@@ -375,3 +375,84 @@ int prof_tdump_find_deadlocks(struct prof_tdump *d)
     free(by_tid), free(next), free(walk);
     return 0;
 }
+
+/* ---- the thread pool ---- */
+
+static int has_frame(const struct prof_tdump *d, const struct prof_tdump_group *g, const char *f)
+{
+    for (uint32_t i = 0; i < g->nframes; i++)
+        if (!strcmp(d->frames[g->first_frame + i], f))
+            return 1;
+    return 0;
+}
+
+int prof_tdump_app_frame(const char *f)
+{
+    static const char *const runtime[] = {"System.", "Microsoft.", "Interop.", "Internal.", "["};
+    for (size_t i = 0; i < sizeof runtime / sizeof runtime[0]; i++)
+        if (!strncmp(f, runtime[i], strlen(runtime[i])))
+            return 0;
+    return 1;
+}
+
+void prof_tdump_pool(const struct prof_tdump *d, struct prof_tdump_pool *out)
+{
+    memset(out, 0, sizeof *out);
+    /* blocked workers by group: a group is one stack, so one site */
+    for (uint32_t g = 0; g < d->ngroups; g++) {
+        const struct prof_tdump_group *gr = &d->groups[g];
+        if (!has_frame(d, gr, "System.Threading.PortableThreadPool.WorkerThread.WorkerThreadStart"))
+            continue;
+        int busy = has_frame(d, gr, "System.Threading.ThreadPoolWorkQueue.Dispatch");
+        uint32_t blocked = 0;
+        for (uint32_t i = 0; i < d->nthreads; i++) {
+            const struct prof_tdump_thread *th = &d->threads[i];
+            if (th->group != g)
+                continue;
+            out->workers++;
+            if (!busy) {
+                out->idle++;
+                continue;
+            }
+            out->busy++;
+            if (th->state == 'S' || th->state == 'D')
+                blocked++;
+        }
+        if (!blocked)
+            continue;
+        out->blocked += blocked;
+        const char *site = gr->nframes ? d->frames[gr->first_frame] : "[unknown]";
+        for (uint32_t i = 0; i < gr->nframes; i++)
+            if (prof_tdump_app_frame(d->frames[gr->first_frame + i])) {
+                site = d->frames[gr->first_frame + i];
+                break;
+            }
+        /* merge into the sites kept (same name from another stack), else keep the largest */
+        uint32_t k = 0;
+        while (k < out->nsites && strcmp(out->site[k], site))
+            k++;
+        if (k < out->nsites) {
+            out->site_count[k] += blocked;
+        } else if (out->nsites < TDUMP_POOL_SITES) {
+            out->site[out->nsites] = site;
+            out->site_count[out->nsites++] = blocked;
+        } else if (blocked > out->site_count[TDUMP_POOL_SITES - 1]) {
+            out->site[TDUMP_POOL_SITES - 1] = site;
+            out->site_count[TDUMP_POOL_SITES - 1] = blocked;
+        } else {
+            continue;
+        }
+        /* keep them most first (a few entries: insertion) */
+        for (uint32_t a = 1; a < out->nsites; a++)
+            for (uint32_t b = a; b > 0 && out->site_count[b] > out->site_count[b - 1]; b--) {
+                const char *ts = out->site[b];
+                uint32_t tc = out->site_count[b];
+                out->site[b] = out->site[b - 1];
+                out->site_count[b] = out->site_count[b - 1];
+                out->site[b - 1] = ts;
+                out->site_count[b - 1] = tc;
+            }
+    }
+    out->starvation_likely = out->workers >= 2 && out->idle == 0 &&
+                             (uint64_t)out->blocked * 4 >= (uint64_t)out->workers * 3;
+}

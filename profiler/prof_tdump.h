@@ -80,6 +80,26 @@ int prof_tdump_group(struct prof_tdump *d, const char *const *frames, const uint
  * (deadlock = 1, 2, …) and sets d->ndeadlocks. A thread that waits for a deadlocked one is not
  * in the cycle itself. Returns -1 out of memory (nothing marked). Exposed for tests. */
 int prof_tdump_find_deadlocks(struct prof_tdump *d);
+/* The thread pool in a dump. A worker is a thread under the pool's WorkerThreadStart; it is busy
+ * while it runs a work item (ThreadPoolWorkQueue.Dispatch is on its stack), idle otherwise, and
+ * blocked when busy but not on a CPU (its OS state sleeping or disk-wait): a work item that waits
+ * synchronously (`.Result`, `.Wait()`, a lock, sync I/O) holds its thread. Starvation is likely
+ * when no worker is idle and at least three quarters of them are blocked: work queued now waits
+ * for the pool to inject a thread (about one a second once its minimum is reached). */
+#define TDUMP_POOL_SITES 3
+struct prof_tdump_pool {
+    uint32_t workers, idle, busy, blocked;
+    int starvation_likely;
+    /* where the blocked workers wait: the innermost frame of the app's own code on each stack
+     * (not System., Microsoft., Interop., Internal. or native), else its leaf; most first */
+    uint32_t nsites;
+    const char *site[TDUMP_POOL_SITES];
+    uint32_t site_count[TDUMP_POOL_SITES];
+};
+void prof_tdump_pool(const struct prof_tdump *d, struct prof_tdump_pool *out);
+/* A frame of the app's own code (see prof_tdump_pool). */
+int prof_tdump_app_frame(const char *frame);
+
 /* Frees a dump built outside prof_tdump_publish (tests, failed builds). */
 void prof_tdump_free(struct prof_tdump *d);
 

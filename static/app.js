@@ -1369,6 +1369,24 @@
         (d.omitted ? ' · ' + F.int(d.omitted) + ' more omitted (CLRSCOPE_MAX_THREADS)' : ''));
       Object.keys(d.states || {}).forEach(function (k) { summary.appendChild(stat(k, F.int(d.states[k]))); });
       summary.appendChild(stat('deadlocks', F.int((d.deadlocks || []).length), (d.deadlocks || []).length ? 'bad' : ''));
+      var tp = d.thread_pool;
+      if (tp && tp.workers) {
+        summary.appendChild(stat('pool workers', F.int(tp.workers)));
+        summary.appendChild(stat('idle', F.int(tp.idle), tp.idle ? '' : 'bad'));
+        summary.appendChild(stat('blocked in a work item', F.int(tp.blocked), tp.blocked ? 'bad' : ''));
+        if (tp.queue_length != null) summary.appendChild(stat('queued items', F.int(tp.queue_length)));
+      }
+      if (tp && tp.starvation_likely) {
+        var sb = h('div', {'class': 'warnbox', attrs: {role: 'alert'}}, [
+          h('strong', {text: 'Thread pool starvation is likely. '}),
+          'None of the ' + tp.workers + ' pool threads is idle and ' + tp.blocked + ' of them are blocked inside the work item ' +
+          'they run (.Result, .Wait(), a lock or synchronous I/O in code the pool runs)' +
+          (tp.queue_length ? ', while ' + F.int(tp.queue_length) + ' items wait in the queue' : '') +
+          ': new requests and continuations wait until the pool adds threads, slowly. Blocked at: ' +
+          (tp.blocked_at || []).map(function (x) { return x.frame + ' (' + x.count + ')'; }).join(', ') + '.'
+        ]);
+        alerts.appendChild(sb);
+      }
       var nameOf = {};
       d.groups.forEach(function (g) { g.threads.forEach(function (t) { nameOf[t.tid] = t.name; }); });
       (d.deadlocks || []).forEach(function (c, i) {
@@ -1429,7 +1447,7 @@
         }
         dump = r.data;
         hook.threadDump = {seq: dump.seq, threads: dump.threads_total, groups: dump.groups.length,
-          deadlocks: (dump.deadlocks || []).length};
+          deadlocks: (dump.deadlocks || []).length, starvation: !!(dump.thread_pool && dump.thread_pool.starvation_likely)};
         render();
       });
     }

@@ -290,6 +290,8 @@ test('threads: a dump groups the threads by stack; the filter and the button wor
   assert.match(text, /System\.Threading\.Thread\.StartCallback/, 'stacks are listed');
   if (mock) {
     assert.equal(first.deadlocks, 1);
+    assert.equal(first.starvation, true);
+    assert.match(await page.textContent('main .warnbox'), /starvation is likely.*MyApp\.Orders\.Cache\.Get \(2\)/s);
     assert.match(await page.textContent('main .deadlock'), /sync-a.*held by 302 "sync-b"/s);
   }
   // the filter keeps the boxes whose frames or thread names match

@@ -269,17 +269,24 @@ def counters_reply():
 
 def threads_reply():
     """A thread dump: workers in the pool, two waiting for a lock, and one deadlocked pair."""
-    pool = ["System.Threading.LowLevelLifoSemaphore.WaitForSignal",
+    pool = ["System.Threading.Monitor.Wait", "System.Threading.Tasks.Task.SpinThenBlockingWait",
+            "MyApp.Reports.Export.Run", "System.Threading.ThreadPoolWorkQueue.Dispatch",
             "System.Threading.PortableThreadPool.WorkerThread.WorkerThreadStart",
             "System.Threading.Thread.StartCallback", "[native libcoreclr.so]"]
     waiters = ["System.Threading.Monitor.Enter_Slowpath", "System.Threading.Monitor.Enter",
                "MyApp.Orders.Cache.Get", "MyApp.Orders.Controller.Index",
+               "System.Threading.ThreadPoolWorkQueue.Dispatch",
+               "System.Threading.PortableThreadPool.WorkerThread.WorkerThreadStart",
                "System.Threading.Thread.StartCallback", "[native libcoreclr.so]"]
     held = {"lock": "0x7f00c0de0010", "owner_tid": 200, "owner_name": "orders-refresh", "for_s": 2.5}
     dl = [{"tid": 301, "name": "sync-a", "waits_for_lock": "0x7f00c0de0020", "held_by": 302},
           {"tid": 302, "name": "sync-b", "waits_for_lock": "0x7f00c0de0030", "held_by": 301}]
     return {"t": time.time(), "age_s": 0.01, "seq": int(time.time()), "suspend_ms": 0.31,
             "threads_total": 8, "omitted": 0, "states": {"running": 1, "sleeping": 7},
+            "thread_pool": {"workers": 5, "idle": 0, "busy": 5, "blocked": 5, "queue_length": 140,
+                            "starvation_likely": True,
+                            "blocked_at": [{"frame": "MyApp.Reports.Export.Run", "count": 3},
+                                           {"frame": "MyApp.Orders.Cache.Get", "count": 2}]},
             "deadlocks": [{"threads": dl}],
             "groups": [
                 {"count": 3, "truncated": False, "frames": pool,

@@ -206,6 +206,65 @@ class ThreadDump(unittest.TestCase):
         self.assertEqual(r.returncode, 2)
 
 
+class PoolStarvation(unittest.TestCase):
+    """`pool-starve` queues 200 work items that each block on one unfinished task (sync over
+    async) until --free-after: every pool thread is blocked in Blocker.SyncOverAsync and the rest
+    of the items wait. The dump must call that starvation, count the pool threads the app counts
+    (ThreadPool.ThreadCount), and name the blocking frame; once the task completes, not."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.app = app = ProfiledApp("pool-starve", ["--free-after", "5", "--seconds", "30",
+                                                    "--truth-every-second"])
+        app.start()
+        try:
+            app.wait_ready()
+            time.sleep(3)
+            before = app.next_truth()
+            cls.starved = app.json("/api/v1/threads")
+            cls.text = app.request("/debug/pprof/threads?debug=1")[2].decode()
+            after = app.next_truth()
+            cls.truth_around = (before, after)
+            deadline = time.time() + 20
+            while time.time() < deadline:  # released at 5 s: every item ends, the pool idles
+                t = app.truth_lines()[-1]
+                if t["released"] and t["completed"] == t["queued"]:
+                    break
+                time.sleep(0.2)
+            time.sleep(0.6)
+            cls.relieved = app.json("/api/v1/threads")
+            cls.final_truth = app.truth_lines()[-1]
+        finally:
+            app.stop()
+
+    def test_starvation_found(self):
+        tp = self.starved["thread_pool"]
+        before, after = self.truth_around
+        self.assertFalse(after["released"], "the dump was taken while the items blocked")
+        self.assertTrue(tp["starvation_likely"], tp)
+        self.assertEqual(tp["idle"], 0, tp)
+        # every pool thread is a worker the dump sees (the pool adds threads while we look)
+        self.assertGreaterEqual(tp["workers"], min(before["pool_threads"], after["pool_threads"]))
+        self.assertLessEqual(tp["workers"], max(before["pool_threads"], after["pool_threads"]))
+        self.assertGreaterEqual(tp["blocked"], tp["workers"] * 3 / 4)
+        self.assertEqual(tp["blocked_at"][0]["frame"], before["frame"])
+        self.assertEqual(tp["blocked_at"][0]["count"], tp["blocked"])
+        self.assertGreater(before["pending"], 0, "items wait in the queue")
+        if tp["queue_length"] is not None:  # the runtime counter, once a second
+            self.assertGreater(tp["queue_length"], 0)
+        self.assertIn("THREAD POOL STARVATION likely", self.text)
+        self.assertRegex(self.text, rf"(?m)^  \d+ blocked at {re.escape(before['frame'])}$")
+
+    def test_relieved(self):
+        tp = self.relieved["thread_pool"]
+        self.assertTrue(self.final_truth["released"])
+        self.assertEqual(self.final_truth["completed"], self.final_truth["queued"])
+        self.assertFalse(tp["starvation_likely"], tp)
+        self.assertEqual(tp["blocked"], 0, tp)
+        self.assertGreater(tp["idle"], 0, tp)
+        self.assertEqual(tp["blocked_at"], [])
+
+
 class WithoutSampler(unittest.TestCase):
     def test_unavailable_says_why(self):
         with ProfiledApp("wait", ["--seconds", "20"], env={"CLRSCOPE_PROFILES": "gc"}) as app:

@@ -3,6 +3,8 @@
  * not by the pointers that carry them, a truncated stack is not the same as a whole one, groups
  * come largest first and their threads by tid; lock waits that close a cycle are deadlocks, and
  * a thread waiting for a deadlocked one, or for a thread outside the dump, or for itself, is not;
+ * pool workers are idle, busy or blocked by their stack and state, and starvation is called only
+ * when none is idle and three quarters are blocked;
  * the request/publish handshake hands one dump to every waiter and reuses it for a while.
  */
 #include <pthread.h>
@@ -111,6 +113,58 @@ static void test_deadlocks(void)
     prof_tdump_free(d);
 }
 
+static void test_pool(void)
+{
+#define START "System.Threading.PortableThreadPool.WorkerThread.WorkerThreadStart"
+#define DISPATCH "System.Threading.ThreadPoolWorkQueue.Dispatch"
+    const char *frames[] = {
+        /* 0: idle worker */
+        "System.Threading.LowLevelLifoSemaphore.WaitForSignal", START,
+        /* 2: blocked in the app's code */
+        "System.Threading.Monitor.Wait", "App.Orders.Get", DISPATCH, START,
+        /* 6: blocked in the framework only: the leaf is the site */
+        "System.Threading.Thread.Sleep", DISPATCH, START,
+        /* 9: not a pool thread */
+        "App.Main",
+    };
+    uint32_t off[] = {0, 2, 2, 2, 6, 9, 2}, len[] = {2, 4, 4, 4, 3, 1, 4};
+    int trunc[7] = {0};
+    uint32_t tids[] = {1, 2, 3, 4, 5, 6, 7};
+    struct prof_tdump *d = new_dump(7, tids);
+    d->threads[3].state = 'R'; /* tid 4 runs its work item: busy, not blocked */
+    d->threads[6].state = 'D'; /* tid 7 waits on a disk: blocked */
+    CHECK(prof_tdump_group(d, frames, off, len, trunc) == 0, "grouped");
+    struct prof_tdump_pool p;
+    prof_tdump_pool(d, &p);
+    CHECK(p.workers == 6 && p.idle == 1 && p.busy == 5 && p.blocked == 4,
+          "6 workers, 1 idle, 5 busy, 4 blocked (%u %u %u %u)", p.workers, p.idle, p.busy,
+          p.blocked);
+    CHECK(p.nsites == 2 && !strcmp(p.site[0], "App.Orders.Get") && p.site_count[0] == 3 &&
+              !strcmp(p.site[1], "System.Threading.Thread.Sleep") && p.site_count[1] == 1,
+          "sites: the app's frame (3), else the leaf (1), most first");
+    CHECK(!p.starvation_likely, "an idle worker: no starvation");
+    prof_tdump_free(d);
+
+    /* all busy, 3 of 4 blocked: likely; 2 of 4: not */
+    uint32_t off2[] = {2, 2, 2, 2}, len2[] = {4, 4, 4, 4};
+    int trunc2[4] = {0};
+    for (int running = 1; running <= 2; running++) {
+        struct prof_tdump *e = new_dump(4, tids);
+        for (int i = 0; i < running; i++)
+            e->threads[i].state = 'R';
+        prof_tdump_group(e, frames, off2, len2, trunc2);
+        prof_tdump_pool(e, &p);
+        CHECK(p.starvation_likely == (running == 1), "%d of 4 running: likely %d", running,
+              p.starvation_likely);
+        prof_tdump_free(e);
+    }
+    CHECK(prof_tdump_app_frame("App.X") && !prof_tdump_app_frame("System.X") &&
+              !prof_tdump_app_frame("Microsoft.X") && !prof_tdump_app_frame("[native libc.so.6]"),
+          "app frames");
+#undef START
+#undef DISPATCH
+}
+
 /* ---- the handshake: a stand-in sampler thread serving requests ---- */
 
 static int g_serve_stop;
@@ -199,6 +253,7 @@ int main(void)
 {
     test_grouping();
     test_deadlocks();
+    test_pool();
     test_handshake();
     printf("%d passed, %d failed\n", passed, failed);
     return failed != 0;

@@ -30,7 +30,7 @@ public static class Program
         "usage: TestApp MODE [--seconds N] [--exit N] [--truth-every-second] [mode options]\n" +
         "modes: hello, version, cpu-split, gc-heavy, cpu-only, alloc-mix, leak, exceptions,\n" +
         "       contention, heap, threads, wait, unload, thread-churn, osr-loop,\n" +
-        "       dynamic-code, bursts   (see tests/apps/README.md)";
+        "       dynamic-code, bursts, pool-starve   (see tests/apps/README.md)";
 
     static readonly CancellationTokenSource StopSource = new();
     static readonly object TruthLock = new();
@@ -111,6 +111,7 @@ public static class Program
         "osr-loop" => new Osr.OsrLoopMode(),
         "dynamic-code" => new Dynamic.DynamicCodeMode(),
         "bursts" => new Bursts.BurstsMode(),
+        "pool-starve" => new Starve.PoolStarveMode(),
         _ => null,
     };
 
