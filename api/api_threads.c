@@ -60,6 +60,22 @@ static void tb_str(struct jbuf *b, const char *s)
     jb_raw(b, s, strlen(s));
 }
 
+/* Text the app chose (thread names) or its metadata holds (frame names), for a terminal: control
+ * bytes become '?', so a thread named with escape sequences cannot drive the reader's terminal. */
+static void tb_text(struct jbuf *b, const char *s)
+{
+    const char *run = s;
+    for (; *s; s++) {
+        unsigned char c = (unsigned char)*s;
+        if (c >= 0x20 && c != 0x7f)
+            continue;
+        jb_raw(b, run, (size_t)(s - run));
+        jb_raw(b, "?", 1);
+        run = s + 1;
+    }
+    jb_raw(b, run, (size_t)(s - run));
+}
+
 static void iso_time(double t, char *out, size_t cap)
 {
     time_t s = (time_t)t;
@@ -161,7 +177,8 @@ int api_threads(const struct web_req *r)
     uint32_t by_state[8] = {0};
     static const char letters[] = "RSDTZXI?";
     for (uint32_t i = 0; i < d->nthreads; i++) {
-        const char *p = strchr(letters, d->threads[i].state == 't' ? 'T' : d->threads[i].state);
+        char st = d->threads[i].state;
+        const char *p = strchr(letters, st == 't' ? 'T' : st == 'x' ? 'X' : st);
         by_state[p && *p ? p - letters : 7]++;
     }
     jb_lit(&b, ",\"states\":{");
@@ -298,7 +315,7 @@ static void text_thread_name(struct jbuf *b, uint64_t tid, const char *name)
     jb_printf(b, "%llu", (unsigned long long)tid);
     if (name && name[0]) {
         tb_str(b, " \"");
-        tb_str(b, name);
+        tb_text(b, name);
         tb_str(b, "\"");
     }
 }
@@ -309,7 +326,7 @@ static void text_stack(struct jbuf *b, const struct prof_tdump *d,
 {
     for (uint32_t f = 0; f < gr->nframes; f++) {
         tb_str(b, prefix);
-        tb_str(b, d->frames[gr->first_frame + f]);
+        tb_text(b, d->frames[gr->first_frame + f]);
         tb_str(b, "\n");
     }
     if (gr->truncated) {
@@ -353,7 +370,7 @@ static void text_header(struct jbuf *b, const struct prof_tdump *d, const char *
                       "their work item; work queued now waits for the pool to add threads\n");
         for (uint32_t i = 0; i < pool.nsites; i++) {
             jb_printf(b, "  %u blocked at ", pool.site_count[i]);
-            tb_str(b, pool.site[i]);
+            tb_text(b, pool.site[i]);
             tb_str(b, "\n");
         }
         tb_str(b, "\n");

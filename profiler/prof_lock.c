@@ -49,8 +49,14 @@ struct lock_meta {
 
 /* ---- event half (app threads) ---- */
 
+/* A thread's contention in flight. `ver` is a sequence count: odd while a writer (a thread's
+ * ContentionStart or ContentionStop) owns the slot, so readers (prof_lock_waiting, and on_stop
+ * for its own wait) accept what they read only when it was even and unchanged around the reads.
+ * A writer that finds it odd (another thread hashed onto the slot, writing at that instant)
+ * gives up: that wait goes unrecorded, as a collision always made it. */
 struct thr_slot {
-    uint32_t tid; /* 0 = free / being written */
+    uint32_t ver;
+    uint32_t tid; /* 0 = free */
     uint64_t lock_id, assoc, owner;
     int64_t start_ns;
 };
@@ -77,6 +83,18 @@ static int hist_bucket(uint64_t ns)
     return b;
 }
 
+/* Makes the slot's count odd (ours); 0 when another writer has it. Then the stores that follow
+ * cannot be seen before the odd count (the release fence). */
+static int slot_claim(struct thr_slot *t, uint32_t *v)
+{
+    *v = __atomic_load_n(&t->ver, __ATOMIC_RELAXED);
+    if ((*v & 1) || !__atomic_compare_exchange_n(&t->ver, v, *v + 1, 0, __ATOMIC_ACQUIRE,
+                                                 __ATOMIC_RELAXED))
+        return 0;
+    __atomic_thread_fence(__ATOMIC_RELEASE);
+    return 1;
+}
+
 static void on_start(DWORD version, const BYTE *data, ULONG len)
 {
     uint64_t lock_id = 0, assoc = 0, owner = 0;
@@ -89,12 +107,15 @@ static void on_start(DWORD version, const BYTE *data, ULONG len)
     }
     uint32_t tid = prof_self_tid();
     struct thr_slot *t = thr_slot(tid);
-    __atomic_store_n(&t->tid, 0, __ATOMIC_RELEASE);
+    uint32_t v;
+    if (!slot_claim(t, &v))
+        return;
     __atomic_store_n(&t->lock_id, lock_id, __ATOMIC_RELAXED);
     __atomic_store_n(&t->assoc, assoc, __ATOMIC_RELAXED);
     __atomic_store_n(&t->owner, owner, __ATOMIC_RELAXED);
     __atomic_store_n(&t->start_ns, prof_now_ns(), __ATOMIC_RELAXED);
-    __atomic_store_n(&t->tid, tid, __ATOMIC_RELEASE);
+    __atomic_store_n(&t->tid, tid, __ATOMIC_RELAXED);
+    __atomic_store_n(&t->ver, v + 2, __ATOMIC_RELEASE);
 }
 
 int prof_lock_waiting(uint32_t tid, uint64_t *lock_id, uint64_t *owner, int64_t *since_ns)
@@ -102,14 +123,16 @@ int prof_lock_waiting(uint32_t tid, uint64_t *lock_id, uint64_t *owner, int64_t 
     if (!tid)
         return 0;
     struct thr_slot *t = thr_slot(tid);
-    if (__atomic_load_n(&t->tid, __ATOMIC_ACQUIRE) != tid)
+    uint32_t v = __atomic_load_n(&t->ver, __ATOMIC_ACQUIRE);
+    if (v & 1)
         return 0;
+    uint32_t who = __atomic_load_n(&t->tid, __ATOMIC_RELAXED);
     *lock_id = __atomic_load_n(&t->lock_id, __ATOMIC_RELAXED);
     *owner = __atomic_load_n(&t->owner, __ATOMIC_RELAXED);
     *since_ns = __atomic_load_n(&t->start_ns, __ATOMIC_RELAXED);
-    /* still the same wait after the reads (on_start zeroes tid while it rewrites the slot) */
     __atomic_thread_fence(__ATOMIC_ACQUIRE);
-    return __atomic_load_n(&t->tid, __ATOMIC_RELAXED) == tid && *since_ns > 0;
+    /* one wait, read whole: no writer came between the two reads of the count */
+    return __atomic_load_n(&t->ver, __ATOMIC_RELAXED) == v && who == tid && *since_ns > 0;
 }
 
 static void on_stop(DWORD version, const BYTE *data, ULONG len)
@@ -119,15 +142,17 @@ static void on_stop(DWORD version, const BYTE *data, ULONG len)
     uint64_t lock_id = 0, assoc = 0, owner = 0;
     int64_t start = 0;
     int matched = 0;
-    if (__atomic_load_n(&t->tid, __ATOMIC_ACQUIRE) == tid) {
-        lock_id = __atomic_load_n(&t->lock_id, __ATOMIC_RELAXED);
-        assoc = __atomic_load_n(&t->assoc, __ATOMIC_RELAXED);
-        owner = __atomic_load_n(&t->owner, __ATOMIC_RELAXED);
-        start = __atomic_load_n(&t->start_ns, __ATOMIC_RELAXED);
-        /* still ours after the reads: nobody hashed onto the slot meanwhile */
-        uint32_t me = tid;
-        matched = __atomic_compare_exchange_n(&t->tid, &me, 0, 0, __ATOMIC_ACQ_REL,
-                                              __ATOMIC_RELAXED);
+    uint32_t v;
+    if (slot_claim(t, &v)) { /* the slot is ours while we read and free it */
+        if (__atomic_load_n(&t->tid, __ATOMIC_RELAXED) == tid) {
+            lock_id = __atomic_load_n(&t->lock_id, __ATOMIC_RELAXED);
+            assoc = __atomic_load_n(&t->assoc, __ATOMIC_RELAXED);
+            owner = __atomic_load_n(&t->owner, __ATOMIC_RELAXED);
+            start = __atomic_load_n(&t->start_ns, __ATOMIC_RELAXED);
+            __atomic_store_n(&t->tid, 0, __ATOMIC_RELAXED);
+            matched = 1;
+        }
+        __atomic_store_n(&t->ver, v + 2, __ATOMIC_RELEASE);
     }
     if (!matched) {
         lock_id = assoc = owner = 0;

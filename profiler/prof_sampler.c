@@ -54,6 +54,10 @@ struct captured {
     uint32_t os_tid;
     int nframes, truncated;
     int64_t cpu_ns; /* the thread's CPU clock right after its walk, still suspended */
+    /* thread dumps: the lock it waits for, read in the same suspension as its stack
+     * (prof_lock_waiting: atomics only); wait_since 0 = none */
+    uint64_t lock_id, lock_owner;
+    int64_t wait_since;
 };
 
 struct cpu_seen {
@@ -167,7 +171,7 @@ static void seen_sweep(uint32_t gen)
 }
 
 /* Walks all managed threads while the runtime is suspended. No malloc, no locks, no logging. */
-static int capture_all(ICorProfilerInfo15 *info, int *overflow, int read_cpu)
+static int capture_all(ICorProfilerInfo15 *info, int *overflow, int read_cpu, int read_locks)
 {
     ICorProfilerThreadEnum *en = NULL;
     int n = 0;
@@ -200,6 +204,10 @@ static int capture_all(ICorProfilerInfo15 *info, int *overflow, int read_cpu)
              * before this thread ran again moved CPU from one caller to the other); only when
              * the tick samples CPU, so that a wall tick's suspension is no longer than it was */
             S.caps[n].cpu_ns = read_cpu ? prof_thread_cpu_ns((pid_t)os_tid) : -1;
+            S.caps[n].wait_since = 0;
+            if (read_locks && !prof_lock_waiting(os_tid, &S.caps[n].lock_id,
+                                                 &S.caps[n].lock_owner, &S.caps[n].wait_since))
+                S.caps[n].wait_since = 0;
             n++;
         }
         if (got < 64)
@@ -293,18 +301,20 @@ static void dump_threads(ICorProfilerInfo15 *info, uint64_t want)
     qsort(tids, nt, sizeof *tids, cmp_u32);
     for (size_t i = 0; i < nt; i++)
         states[i] = os_state(tids[i]);
-    int n = 0, overflow = 0;
+    int n = 0, overflow = 0, busy_tries = 0, grown = 0;
     int64_t t0 = 0, t1 = 0;
     double t_unix = 0;
     uint32_t epoch = 0;
-    for (int attempt = 0;; attempt++) {
+    int locks = (g_core.profiles & PROFILE_LOCK) != 0;
+    for (;;) {
         epoch = prof_unload_epoch();
         t_unix = prof_unix_now();
         t0 = prof_now_ns();
         HRESULT hr = info->vt->SuspendRuntime(info);
         if (hr != S_OK) {
             /* a GC (or another suspension) in progress: it ends soon */
-            if (hr == CORPROF_E_SUSPENSION_IN_PROGRESS && attempt < 100) {
+            if (hr == CORPROF_E_SUSPENSION_IN_PROGRESS && ++busy_tries < 100 &&
+                !prof_core_stopping() && !__atomic_load_n(&g_stop, __ATOMIC_ACQUIRE)) {
                 struct timespec ts = {0, 5000000L};
                 nanosleep(&ts, NULL);
                 continue;
@@ -315,13 +325,16 @@ static void dump_threads(ICorProfilerInfo15 *info, uint64_t want)
             return;
         }
         overflow = 0;
-        n = capture_all(info, &overflow, 1);
+        n = capture_all(info, &overflow, 1, locks);
         info->vt->ResumeRuntime(info);
         t1 = prof_now_ns();
-        if (!overflow || attempt > 0 || S.cap_threads >= g_cfg.max_threads ||
-            ensure_capacity(S.cap_threads + overflow))
+        if (!overflow)
             break;
-        /* more threads than the sampler had room for: once more, with room */
+        int can_grow = S.cap_threads < g_cfg.max_threads;
+        ensure_capacity(S.cap_threads + overflow); /* for the next tick, whatever happens */
+        if (grown || !can_grow || S.cap_threads < n + overflow)
+            break;
+        grown = 1; /* more threads than the sampler had room for: once more, with room */
     }
     struct prof_tdump *d = calloc(1, sizeof *d);
     size_t total = 0;
@@ -361,20 +374,23 @@ static void dump_threads(ICorProfilerInfo15 *info, uint64_t want)
         prof_threads_name_of(th->tid, th->name, sizeof th->name);
         uint32_t *hit = bsearch(&th->tid, tids, nt, sizeof *tids, cmp_u32);
         th->state = hit ? states[hit - tids] : os_state(th->tid);
-        int64_t since = 0;
-        if ((g_core.profiles & PROFILE_LOCK) &&
-            prof_lock_waiting(th->tid, &th->lock_id, &th->lock_owner, &since))
-            th->wait_ns = t0 > since ? t0 - since : 1;
+        int64_t since = S.caps[t].wait_since;
+        if (since > 0 && since <= t1) { /* a wait that began after the walk is not on its stack */
+            th->lock_id = S.caps[t].lock_id;
+            th->lock_owner = S.caps[t].lock_owner;
+            th->wait_ns = t1 > since ? t1 - since : 1;
+        }
     }
     d->nthreads = (uint32_t)n;
     d->omitted = (uint32_t)overflow;
     d->t_unix = t_unix;
     d->t_mono_ns = t0;
     d->suspend_ns = t1 - t0;
-    if (prof_tdump_group(d, fr, off, len, trunc) || prof_tdump_find_deadlocks(d)) {
+    if (prof_tdump_group(d, fr, off, len, trunc)) {
         prof_tdump_free(d);
         prof_tdump_fail(want, "out of memory");
     } else {
+        prof_tdump_find_deadlocks(d); /* out of memory: the dump without them */
         prof_tdump_publish(want, d);
     }
     free(fr), free(off), free(len), free(trunc), free(tids), free(states);
@@ -557,7 +573,7 @@ static void *sampler_main(void *arg)
             continue;
         }
         int overflow = 0;
-        int n = capture_all(info, &overflow, cpu_suspend);
+        int n = capture_all(info, &overflow, cpu_suspend, 0);
         info->vt->ResumeRuntime(info);
         int64_t t1 = prof_now_ns();
         gen++;

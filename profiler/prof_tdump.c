@@ -18,6 +18,7 @@ static struct {
     uint64_t served;    /* the newest request answered, by a dump or a failure */
     const char *failure; /* why `served` failed, or NULL */
     struct prof_tdump *last;
+    int64_t published_ns, cost_ns; /* when the last dump was published; what it took */
     uint64_t seq;
     struct prof_tdump_stats st;
 } T = {.lock = PTHREAD_MUTEX_INITIALIZER};
@@ -71,7 +72,12 @@ int prof_tdump_take(int timeout_ms, struct prof_tdump **out, const char **why)
     pthread_mutex_lock(&T.lock);
     init_cond_locked();
     struct prof_tdump *d = T.last;
-    if (d && prof_now_ns() - d->t_mono_ns < (int64_t)TDUMP_REUSE_MS * 1000000) {
+    /* at least TDUMP_REUSE_MS after the last one was published, and ten times what it cost: a
+     * dump of thousands of threads that takes 100 ms is taken at most once a second */
+    int64_t reuse = (int64_t)TDUMP_REUSE_MS * 1000000;
+    if (reuse < 10 * T.cost_ns)
+        reuse = 10 * T.cost_ns;
+    if (d && prof_now_ns() - T.published_ns < reuse) {
         __atomic_add_fetch(&d->refs, 1, __ATOMIC_RELAXED);
         T.st.reused++;
         pthread_mutex_unlock(&T.lock);
@@ -154,6 +160,8 @@ void prof_tdump_publish(uint64_t want, struct prof_tdump *d)
     d->seq = ++T.seq;
     struct prof_tdump *old = T.last;
     T.last = d;
+    T.published_ns = prof_now_ns();
+    T.cost_ns = T.published_ns - d->t_mono_ns;
     T.failure = NULL;
     T.st.taken++;
     answered_locked(want);
@@ -341,8 +349,8 @@ int prof_tdump_find_deadlocks(struct prof_tdump *d)
     for (uint32_t i = 0; i < n; i++) {
         next[i] = UINT32_MAX;
         const struct prof_tdump_thread *th = &d->threads[i];
-        if (!th->wait_ns || !th->lock_owner || th->lock_owner > UINT32_MAX ||
-            th->lock_owner == th->tid)
+        if (th->wait_ns < TDUMP_DEADLOCK_MIN_NS || !th->lock_owner ||
+            th->lock_owner > UINT32_MAX || th->lock_owner == th->tid)
             continue;
         uint32_t lo = 0, hi = n;
         while (lo < hi) {
@@ -395,22 +403,54 @@ int prof_tdump_app_frame(const char *f)
     return 1;
 }
 
+/* Keeps `site` among the most frequent TDUMP_POOL_SITES, most first. */
+static void add_site(struct prof_tdump_pool *out, const char *site, uint32_t n)
+{
+    uint32_t k = 0;
+    while (k < out->nsites && strcmp(out->site[k], site))
+        k++;
+    if (k < out->nsites) {
+        out->site_count[k] += n;
+    } else if (out->nsites < TDUMP_POOL_SITES) {
+        k = out->nsites++;
+        out->site[k] = site;
+        out->site_count[k] = n;
+    } else if (n > out->site_count[TDUMP_POOL_SITES - 1]) {
+        k = TDUMP_POOL_SITES - 1;
+        out->site[k] = site;
+        out->site_count[k] = n;
+    } else {
+        return;
+    }
+    for (; k > 0 && out->site_count[k] > out->site_count[k - 1]; k--) {
+        const char *ts = out->site[k];
+        uint32_t tc = out->site_count[k];
+        out->site[k] = out->site[k - 1];
+        out->site_count[k] = out->site_count[k - 1];
+        out->site[k - 1] = ts;
+        out->site_count[k - 1] = tc;
+    }
+}
+
 void prof_tdump_pool(const struct prof_tdump *d, struct prof_tdump_pool *out)
 {
     memset(out, 0, sizeof *out);
-    /* blocked workers by group: a group is one stack, so one site */
-    for (uint32_t g = 0; g < d->ngroups; g++) {
+    /* d->threads are in group order: one group at a time */
+    for (uint32_t i = 0, g = UINT32_MAX; i < d->nthreads;) {
+        g = d->threads[i].group;
         const struct prof_tdump_group *gr = &d->groups[g];
-        if (!has_frame(d, gr, "System.Threading.PortableThreadPool.WorkerThread.WorkerThreadStart"))
-            continue;
+        int worker = has_frame(d, gr, "System.Threading.PortableThreadPool.WorkerThread.WorkerThreadStart");
         int busy = has_frame(d, gr, "System.Threading.ThreadPoolWorkQueue.Dispatch");
         uint32_t blocked = 0;
-        for (uint32_t i = 0; i < d->nthreads; i++) {
+        for (; i < d->nthreads && d->threads[i].group == g; i++) {
             const struct prof_tdump_thread *th = &d->threads[i];
-            if (th->group != g)
+            /* a stack deeper than CLRSCOPE_MAX_FRAMES lost its root side: a pool thread (by its
+             * name) that deep runs a work item */
+            int w = worker || (gr->truncated && !strcmp(th->name, ".NET TP Worker"));
+            if (!w)
                 continue;
             out->workers++;
-            if (!busy) {
+            if (!busy && !gr->truncated) {
                 out->idle++;
                 continue;
             }
@@ -422,36 +462,12 @@ void prof_tdump_pool(const struct prof_tdump *d, struct prof_tdump_pool *out)
             continue;
         out->blocked += blocked;
         const char *site = gr->nframes ? d->frames[gr->first_frame] : "[unknown]";
-        for (uint32_t i = 0; i < gr->nframes; i++)
-            if (prof_tdump_app_frame(d->frames[gr->first_frame + i])) {
-                site = d->frames[gr->first_frame + i];
+        for (uint32_t f = 0; f < gr->nframes; f++)
+            if (prof_tdump_app_frame(d->frames[gr->first_frame + f])) {
+                site = d->frames[gr->first_frame + f];
                 break;
             }
-        /* merge into the sites kept (same name from another stack), else keep the largest */
-        uint32_t k = 0;
-        while (k < out->nsites && strcmp(out->site[k], site))
-            k++;
-        if (k < out->nsites) {
-            out->site_count[k] += blocked;
-        } else if (out->nsites < TDUMP_POOL_SITES) {
-            out->site[out->nsites] = site;
-            out->site_count[out->nsites++] = blocked;
-        } else if (blocked > out->site_count[TDUMP_POOL_SITES - 1]) {
-            out->site[TDUMP_POOL_SITES - 1] = site;
-            out->site_count[TDUMP_POOL_SITES - 1] = blocked;
-        } else {
-            continue;
-        }
-        /* keep them most first (a few entries: insertion) */
-        for (uint32_t a = 1; a < out->nsites; a++)
-            for (uint32_t b = a; b > 0 && out->site_count[b] > out->site_count[b - 1]; b--) {
-                const char *ts = out->site[b];
-                uint32_t tc = out->site_count[b];
-                out->site[b] = out->site[b - 1];
-                out->site_count[b] = out->site_count[b - 1];
-                out->site[b - 1] = ts;
-                out->site_count[b - 1] = tc;
-            }
+        add_site(out, site, blocked);
     }
     out->starvation_likely = out->workers >= 2 && out->idle == 0 &&
                              (uint64_t)out->blocked * 4 >= (uint64_t)out->workers * 3;

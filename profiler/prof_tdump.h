@@ -7,8 +7,9 @@
  * walks every managed thread as its wall ticks do, resumes, names the frames and publishes the
  * dump here. Identical stacks are grouped (largest group first), as a reader scans them: "40
  * threads wait in the thread pool, 3 in Orders.Lock". The newest dump is kept (immutable,
- * reference-counted) and handed out again to requests made within TDUMP_REUSE_MS of it, so a
- * page reloaded in a loop stops the world at most a few times a second.
+ * reference-counted) and handed out again to requests made within TDUMP_REUSE_MS of its
+ * publication (or ten times what it took, when longer), so a page reloaded in a loop stops the
+ * world at most twice a second.
  *
  * ctx: prof_tdump_take and the getters on any clrscope or HTTP thread (never a runtime callback);
  * prof_tdump_wanted, prof_tdump_publish and prof_tdump_fail on the sampler thread only.
@@ -20,6 +21,9 @@
 #include <stdint.h>
 
 #define TDUMP_REUSE_MS 500
+/* A lock wait counts towards a deadlock once it has lasted this long: a cycle of waits that
+ * resolves within milliseconds (an owner that let go as the dump was taken) is none. */
+#define TDUMP_DEADLOCK_MIN_NS 1000000000LL
 
 struct prof_tdump_thread {
     uint32_t tid;     /* OS thread id */
@@ -76,9 +80,9 @@ void prof_tdump_fail(uint64_t want, const char *why);
  * Returns 0, or -1 out of memory (d untouched but for what it owned before). Exposed for tests. */
 int prof_tdump_group(struct prof_tdump *d, const char *const *frames, const uint32_t *off,
                      const uint32_t *len, const int *truncated);
-/* Finds the deadlocks among d->threads (their lock_owner links): numbers each cycle's threads
- * (deadlock = 1, 2, …) and sets d->ndeadlocks. A thread that waits for a deadlocked one is not
- * in the cycle itself. Returns -1 out of memory (nothing marked). Exposed for tests. */
+/* Finds the deadlocks among d->threads (their lock_owner links, waits of TDUMP_DEADLOCK_MIN_NS
+ * or more): numbers each cycle's threads (deadlock = 1, 2, …) and sets d->ndeadlocks. A thread
+ * that waits for a deadlocked one is not in the cycle itself. Returns -1 out of memory (nothing marked). Exposed for tests. */
 int prof_tdump_find_deadlocks(struct prof_tdump *d);
 /* The thread pool in a dump. A worker is a thread under the pool's WorkerThreadStart; it is busy
  * while it runs a work item (ThreadPoolWorkQueue.Dispatch is on its stack), idle otherwise, and

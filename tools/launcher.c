@@ -471,7 +471,8 @@ static int http_get_print(const char *url, const char *token, const char *path)
     int n = snprintf(req, sizeof req, "GET %s HTTP/1.0\r\nHost: %.*s\r\n%s%s%sConnection: close\r\n\r\n",
                      path, (int)(colon + 1 + pl - h), h, token[0] ? "Authorization: Bearer " : "",
                      token, token[0] ? "\r\n" : "");
-    if (n <= 0 || (size_t)n >= sizeof req || write(fd, req, (size_t)n) != n) {
+    if (n <= 0 || (size_t)n >= sizeof req ||
+        send(fd, req, (size_t)n, MSG_NOSIGNAL) != (ssize_t)n) {
         fprintf(stderr, "clrscope: cannot send the request to %s\n", url);
         close(fd);
         return 1;
@@ -480,7 +481,7 @@ static int http_get_print(const char *url, const char *token, const char *path)
     char buf[16384];
     size_t have = 0;
     char *body = NULL;
-    ssize_t r;
+    ssize_t r = 0;
     while (!body && have < sizeof buf - 1 && (r = read(fd, buf + have, sizeof buf - 1 - have)) > 0) {
         have += (size_t)r;
         buf[have] = 0;
@@ -488,20 +489,41 @@ static int http_get_print(const char *url, const char *token, const char *path)
     }
     int status = 0;
     if (!body || sscanf(buf, "HTTP/%*s %d", &status) != 1) {
-        fprintf(stderr, "clrscope: no reply from %s\n", url);
+        fprintf(stderr, "clrscope: %s from %s\n",
+                have >= sizeof buf - 1 ? "reply headers too long" : "no complete reply", url);
         close(fd);
         return 1;
     }
+    *body = 0; /* the headers alone, for Content-Length */
     body += 4;
+    long long want = -1;
+    for (char *hdr = strstr(buf, "\r\n"); hdr; hdr = strstr(hdr + 2, "\r\n"))
+        if (!strncasecmp(hdr + 2, "Content-Length:", 15))
+            want = strtoll(hdr + 17, NULL, 10);
     FILE *out = status == 200 ? stdout : stderr;
     if (status != 200)
         fprintf(stderr, "clrscope: %s answered %d: ", url, status);
-    fwrite(body, 1, have - (size_t)(body - buf), out);
-    while ((r = read(fd, buf, sizeof buf)) > 0)
-        fwrite(buf, 1, (size_t)r, out);
+    long long got = 0;
+    for (size_t len = have - (size_t)(body - buf);; len = (size_t)r, body = buf) {
+        /* no control bytes but line ends and tabs reach the terminal */
+        for (size_t i = 0; i < len; i++) {
+            unsigned char c = (unsigned char)body[i];
+            fputc(c >= 0x20 || c == '\n' || c == '\t' ? (c == 0x7f ? '?' : c) : '?', out);
+        }
+        got += (long long)len;
+        if ((r = read(fd, buf, sizeof buf)) <= 0)
+            break;
+    }
+    int failed = r < 0 || (want >= 0 && got != want);
     if (status != 200)
         fputc('\n', stderr);
     close(fd);
+    if (failed) {
+        fflush(stdout);
+        fprintf(stderr, "clrscope: the reply from %s ended early (%lld of %lld bytes)%s\n", url,
+                got, want, r < 0 ? ": timed out or failed" : "");
+        return 1;
+    }
     return status == 200 ? 0 : 1;
 bad_url:
     fprintf(stderr, "clrscope: the discovery file's url '%s' is not http://HOST:PORT/\n", url);
@@ -529,17 +551,31 @@ static int cmd_threads(int argc, char **argv)
                         "lists them)\n");
         return 2;
     }
+    /* the process must be there, and be the file's writer: a file a killed process left (whose
+     * port another process may have now), or one another user planted for root to follow, is
+     * not used */
+    char proc[32], own_ns[64] = "";
+    struct stat pst;
+    snprintf(proc, sizeof proc, "/proc/%ld", pid);
+    if ((kill((pid_t)pid, 0) && errno != EPERM) || stat(proc, &pst)) {
+        fprintf(stderr, "clrscope: no process %ld\n", pid);
+        return 1;
+    }
+    ssize_t nl = readlink("/proc/self/ns/pid", own_ns, sizeof own_ns - 1);
+    own_ns[nl > 0 ? nl : 0] = 0;
     char dirs[2][384];
     int nd = discovery_dirs(dirs);
     for (int i = 0; i < nd; i++) {
-        char path[PATH_MAX], buf[4096], url[256], token[256], fpid[16];
+        char path[PATH_MAX], buf[4096], url[256], token[256], fpid[16], pid_ns[64];
+        struct stat fst;
         snprintf(path, sizeof path, "%s/%ld.json", dirs[i], pid);
-        if (read_discovery(path, buf, sizeof buf, NULL))
+        if (read_discovery(path, buf, sizeof buf, &fst) || fst.st_uid != pst.st_uid)
             continue;
         json_field(buf, "pid", fpid, sizeof fpid);
         json_field(buf, "url", url, sizeof url);
         json_field(buf, "token", token, sizeof token);
-        if (strtol(fpid, NULL, 10) != pid || !url[0])
+        json_field(buf, "pid_ns", pid_ns, sizeof pid_ns);
+        if (strtol(fpid, NULL, 10) != pid || !url[0] || (pid_ns[0] && strcmp(pid_ns, own_ns)))
             continue;
         if (!strcmp(token, "null"))
             token[0] = 0;

@@ -69,10 +69,36 @@ static int is_loopback(const char *addr)
 
 /* The host of the URLs shown and written for discovery: the bound address itself when it is
  * one (127.0.0.2 answers there only), 127.0.0.1 for a loopback name. */
+static char g_listen_host[72]; /* the host part of civetweb's listening_ports */
+
 static const char *url_host(void)
 {
-    return !strcmp(g_cfg.bind, "localhost") || !strcmp(g_cfg.bind, "::1") ? "127.0.0.1"
-                                                                          : g_cfg.bind;
+    return !strcmp(g_listen_host, "localhost") ? "127.0.0.1" : g_listen_host;
+}
+
+/* What civetweb listens on for CLRSCOPE_BIND: an IPv6 literal in brackets where the civetweb
+ * library has IPv6. Debian's is built without it (mg_check_feature(8) == 0): there ::1 is served
+ * on 127.0.0.1 instead, with a line, and any other IPv6 address is refused. Returns -1 then. */
+static int choose_listen_host(void)
+{
+    if (!strchr(g_cfg.bind, ':')) {
+        snprintf(g_listen_host, sizeof g_listen_host, "%s", g_cfg.bind);
+        return 0;
+    }
+    if (mg_check_feature(8)) {
+        snprintf(g_listen_host, sizeof g_listen_host, "[%s]", g_cfg.bind);
+        return 0;
+    }
+    if (!strcmp(g_cfg.bind, "::1")) {
+        snprintf(g_listen_host, sizeof g_listen_host, "127.0.0.1");
+        prof_log(LOG_INFO, "CLRSCOPE_BIND=::1: the civetweb library here has no IPv6; the "
+                 "dashboard listens on 127.0.0.1 instead");
+        return 0;
+    }
+    prof_log(LOG_ERROR, "CLRSCOPE_BIND=%s is an IPv6 address and the civetweb library here is "
+             "built without IPv6: the dashboard stays off (use an IPv4 address; 0.0.0.0 for all)",
+             g_cfg.bind);
+    return -1;
 }
 
 static int method_bit(const char *m)
@@ -325,7 +351,7 @@ static void remove_discovery(void)
 static struct mg_context *try_start(int port, char *err, size_t errcap)
 {
     char listen[96], nthreads[8] = "6";
-    snprintf(listen, sizeof listen, "%s:%d", g_cfg.bind, port);
+    snprintf(listen, sizeof listen, "%s:%d", g_listen_host, port);
     const char *opts[] = {"listening_ports", listen,
                           "num_threads", nthreads,
                           "request_timeout_ms", "15000",
@@ -333,7 +359,7 @@ static struct mg_context *try_start(int port, char *err, size_t errcap)
                           "enable_keep_alive", "no",
                           "access_control_list", NULL,
                           NULL, NULL};
-    if (is_loopback(g_cfg.bind))
+    if (is_loopback(g_listen_host) && g_listen_host[0] != '[') /* an IPv4 list */
         opts[11] = "-0.0.0.0/0,+127.0.0.0/8";
     else
         opts[10] = NULL;
@@ -361,6 +387,8 @@ int web_server_start(void)
                  "unset: the dashboard stays off (set CLRSCOPE_TOKEN=auto)", g_cfg.bind);
         return -1;
     }
+    if (choose_listen_host())
+        return -1;
     mg_init_library(0);
     char err[256];
     int tries = g_cfg.port == 0 ? 1 : 16;
@@ -372,7 +400,7 @@ int web_server_start(void)
     }
     if (!g_ctx) {
         prof_log(LOG_ERROR, "dashboard not started: %s on %s ports %d..%d (%s); the app and the "
-                 "other profiles run on", "no free port", g_cfg.bind, g_cfg.port,
+                 "other profiles run on", "no free port", g_listen_host, g_cfg.port,
                  g_cfg.port + tries - 1, err[0] ? err : "unknown error");
         return -1;
     }

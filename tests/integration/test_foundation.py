@@ -282,6 +282,22 @@ class Dashboard(unittest.TestCase):
             r = subprocess.run([LAUNCHER, "ls"], capture_output=True, text=True)
             self.assertIn(app.url, r.stdout)
 
+    def test_ipv6_binds(self):
+        """Debian's civetweb has no IPv6. Before 2026-11-27 CLRSCOPE_BIND=::1 (a loopback
+        address, accepted without a token) failed every port ('Failed to setup server ports')
+        and the dashboard was off; now it is served on 127.0.0.1, with a line saying so. Any
+        other IPv6 address is refused with the reason."""
+        with ProfiledApp("wait", ["--seconds", "30"], env={"CLRSCOPE_BIND": "::1"}) as app:
+            app.wait_ready()
+            self.assertTrue(app.url.startswith("http://127.0.0.1:"), app.url)
+            self.assertEqual(app.json("/api/v1/status")["pid"], app.pid)
+            self.assertTrue(any("no IPv6" in l for l in app.stderr_lines), app.stderr_lines)
+        code, out, err = run_plain(["hello"], profile=True,
+                                   env={"CLRSCOPE_BIND": "::", "CLRSCOPE_TOKEN": "auto"})
+        self.assertEqual(code, 0, err)
+        self.assertIn("CLRSCOPE_BIND=:: is an IPv6 address", err)
+        self.assertNotIn("dashboard http", err)
+
     def test_token_auth(self):
         with ProfiledApp("wait", ["--seconds", "60"], env={"CLRSCOPE_TOKEN": "auto"}) as app:
             app.wait_ready()

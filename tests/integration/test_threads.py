@@ -49,6 +49,25 @@ class ThreadDump(unittest.TestCase):
                                      text=True, timeout=60)
             cls.cli_grouped = subprocess.run([LAUNCHER, "threads", "--grouped", str(app.pid)],
                                              capture_output=True, text=True, timeout=60)
+            cls.stale_results = []
+            for d in (os.path.join(os.environ.get("XDG_RUNTIME_DIR", "/nonexistent"), "clrscope"),
+                      "/tmp/clrscope"):
+                mine = os.path.join(d, f"{app.pid}.json")
+                if not os.path.exists(mine):
+                    continue
+                gone = subprocess.Popen(["true"])
+                gone.wait()  # a pid no process has now
+                stale = os.path.join(d, f"{gone.pid}.json")
+                with open(mine) as f:
+                    text = f.read().replace(f'"pid":{app.pid}', f'"pid":{gone.pid}')
+                with open(stale, "w") as f:
+                    f.write(text)
+                try:
+                    r = subprocess.run([LAUNCHER, "threads", str(gone.pid)], capture_output=True,
+                                       text=True, timeout=30)
+                    cls.stale_results.append((r.returncode, r.stderr))
+                finally:
+                    os.unlink(stale)
             cls.status_after = app.json("/api/v1/status")
         finally:
             cls.truth = None
@@ -201,7 +220,13 @@ class ThreadDump(unittest.TestCase):
         r = subprocess.run([LAUNCHER, "threads", "999999999"], capture_output=True, text=True,
                            timeout=30)
         self.assertEqual(r.returncode, 1)
-        self.assertIn("no profiled process 999999999", r.stderr)
+        self.assertIn("no process 999999999", r.stderr)
+        # a discovery file a killed process left behind is not followed to whatever now
+        # answers at its port (here: our app's)
+        self.assertEqual(len(self.stale_results), 1, self.stale_results)
+        code, err = self.stale_results[0]
+        self.assertEqual(code, 1, err)
+        self.assertIn("no process", err)
         r = subprocess.run([LAUNCHER, "threads", "x"], capture_output=True, text=True, timeout=30)
         self.assertEqual(r.returncode, 2)
 

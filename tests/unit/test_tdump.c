@@ -72,7 +72,7 @@ static void waits(struct prof_tdump *d, uint32_t tid, uint64_t owner)
         if (d->threads[i].tid == tid) {
             d->threads[i].lock_id = 0x1000 + owner;
             d->threads[i].lock_owner = owner;
-            d->threads[i].wait_ns = 1000000;
+            d->threads[i].wait_ns = 2 * TDUMP_DEADLOCK_MIN_NS;
         }
 }
 
@@ -106,6 +106,11 @@ static void test_deadlocks(void)
     CHECK(!cycle_of(d, 3) && !cycle_of(d, 7) && !cycle_of(d, 8) && !cycle_of(d, 9) &&
               !cycle_of(d, 10),
           "the others in none");
+    /* a wait shorter than TDUMP_DEADLOCK_MIN_NS (an owner letting go as we look) is no edge */
+    d->threads[4].wait_ns = TDUMP_DEADLOCK_MIN_NS / 2; /* tid 5 */
+    CHECK(prof_tdump_find_deadlocks(d) == 0 && d->ndeadlocks == 1 && !cycle_of(d, 4),
+          "a fresh wait closes no cycle (%u)", d->ndeadlocks);
+    d->threads[4].wait_ns = 2 * TDUMP_DEADLOCK_MIN_NS;
     /* a wait that ended (wait_ns 0) breaks the cycle */
     d->threads[5].wait_ns = 0; /* tid 6 */
     CHECK(prof_tdump_find_deadlocks(d) == 0 && d->ndeadlocks == 1 && !cycle_of(d, 4),
@@ -158,6 +163,18 @@ static void test_pool(void)
               p.starvation_likely);
         prof_tdump_free(e);
     }
+    /* a pool thread deeper than the frame cap lost WorkerThreadStart: known by its name */
+    const char *deep[] = {"System.Threading.Monitor.Wait", "App.Deep.Recurse", "App.Deep.Recurse"};
+    uint32_t off3[] = {0, 0}, len3[] = {3, 3};
+    int trunc3[] = {1, 1};
+    struct prof_tdump *f = new_dump(2, tids);
+    snprintf(f->threads[0].name, sizeof f->threads[0].name, ".NET TP Worker");
+    snprintf(f->threads[1].name, sizeof f->threads[1].name, "my-thread");
+    prof_tdump_group(f, deep, off3, len3, trunc3);
+    prof_tdump_pool(f, &p);
+    CHECK(p.workers == 1 && p.busy == 1 && p.blocked == 1 && !strcmp(p.site[0], "App.Deep.Recurse"),
+          "a truncated pool thread: a blocked worker (%u %u %u)", p.workers, p.busy, p.blocked);
+    prof_tdump_free(f);
     CHECK(prof_tdump_app_frame("App.X") && !prof_tdump_app_frame("System.X") &&
               !prof_tdump_app_frame("Microsoft.X") && !prof_tdump_app_frame("[native libc.so.6]"),
           "app frames");
