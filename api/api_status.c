@@ -12,6 +12,7 @@
 #include "prof_sampler.h"
 #include "prof_store.h"
 #include "prof_threads.h"
+#include "prof_tdump.h"
 #include "prof_unload.h"
 
 #define CLRSCOPE_VERSION "0.1.0"
@@ -127,6 +128,14 @@ int api_status(const struct web_req *r)
     cJSON_AddNumberToObject(un, "wait_ms_max", (double)us.wait_ns_max / 1e6);
     cJSON_AddNumberToObject(un, "timeouts", (double)us.timeouts);
     cJSON_AddNumberToObject(un, "unnamed_records", (double)us.refused);
+
+    struct prof_tdump_stats ts;
+    prof_tdump_get_stats(&ts);
+    cJSON *td = cJSON_AddObjectToObject(o, "thread_dumps");
+    cJSON_AddNumberToObject(td, "taken", (double)ts.taken);
+    cJSON_AddNumberToObject(td, "reused", (double)ts.reused);
+    cJSON_AddNumberToObject(td, "failed", (double)ts.failed);
+    cJSON_AddNumberToObject(td, "timeouts", (double)ts.timeouts);
 
     cJSON *ex = cJSON_AddObjectToObject(o, "export");
     prof_exporter_status_json(ex);

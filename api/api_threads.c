@@ -120,7 +120,8 @@ static const char *owner_name(const struct prof_tdump *d, uint64_t owner, char *
     return prof_threads_name_of((uint32_t)owner, buf, cap);
 }
 
-/* The threads of deadlock `k` in wait order (each waits for a lock the next one holds); n out. */
+/* The threads of deadlock `k` in wait order (each waits for a lock the next one holds), at most
+ * `cap` (d->nthreads holds any cycle); returns how many. */
 static uint32_t cycle_of(const struct prof_tdump *d, uint32_t k, const struct prof_tdump_thread **out,
                          uint32_t cap)
 {
@@ -137,7 +138,6 @@ static uint32_t cycle_of(const struct prof_tdump *d, uint32_t k, const struct pr
     return n;
 }
 
-#define CYCLE_MAX 64
 
 /* The runtime's latest threadpool-queue-length counter: work items waiting for a pool thread;
  * -1 when the counters are off or have not come yet. */
@@ -222,9 +222,9 @@ int api_threads(const struct web_req *r)
         jb_lit(&b, "}");
     }
     jb_lit(&b, "]},\"deadlocks\":[");
-    for (uint32_t k = 1; k <= d->ndeadlocks; k++) {
-        const struct prof_tdump_thread *cyc[CYCLE_MAX];
-        uint32_t m = cycle_of(d, k, cyc, CYCLE_MAX);
+    const struct prof_tdump_thread **cyc = malloc((d->nthreads ? d->nthreads : 1) * sizeof *cyc);
+    for (uint32_t k = 1; cyc && k <= d->ndeadlocks; k++) {
+        uint32_t m = cycle_of(d, k, cyc, d->nthreads);
         if (k > 1)
             jb_lit(&b, ",");
         jb_lit(&b, "{\"threads\":[");
@@ -245,6 +245,7 @@ int api_threads(const struct web_req *r)
         }
         jb_lit(&b, "]}");
     }
+    free(cyc);
     jb_lit(&b, "],\"groups\":[");
     uint32_t t = 0;
     for (uint32_t g = 0; g < d->ngroups; g++) {
@@ -352,9 +353,10 @@ static void text_header(struct jbuf *b, const struct prof_tdump *d, const char *
 {
     char when[32];
     iso_time(d->t_unix, when, sizeof when);
-    jb_printf(b, "threads %s: total %u in %u stacks%s; pid %d, .NET %s, taken %s "
-              "(runtime suspended %.2f ms)\n\n", what, d->nthreads, d->ngroups,
-              d->omitted ? " (more omitted: CLRSCOPE_MAX_THREADS)" : "", (int)g_core.pid,
+    jb_printf(b, "threads %s: total %u in %u stacks", what, d->nthreads, d->ngroups);
+    if (d->omitted)
+        jb_printf(b, " (%u more omitted: CLRSCOPE_MAX_THREADS)", d->omitted);
+    jb_printf(b, "; pid %d, .NET %s, taken %s (runtime suspended %.2f ms)\n\n", (int)g_core.pid,
               g_core.runtime_version, when, (double)d->suspend_ns / 1e6);
     struct prof_tdump_pool pool;
     prof_tdump_pool(d, &pool);
@@ -375,9 +377,9 @@ static void text_header(struct jbuf *b, const struct prof_tdump *d, const char *
         }
         tb_str(b, "\n");
     }
-    for (uint32_t k = 1; k <= d->ndeadlocks; k++) {
-        const struct prof_tdump_thread *cyc[CYCLE_MAX];
-        uint32_t m = cycle_of(d, k, cyc, CYCLE_MAX);
+    const struct prof_tdump_thread **cyc = malloc((d->nthreads ? d->nthreads : 1) * sizeof *cyc);
+    for (uint32_t k = 1; cyc && k <= d->ndeadlocks; k++) {
+        uint32_t m = cycle_of(d, k, cyc, d->nthreads);
         jb_printf(b, "DEADLOCK %u of %u: %u threads, each waiting for a lock the next one holds\n",
                   k, d->ndeadlocks, m);
         for (uint32_t i = 0; i < m; i++) {
@@ -389,6 +391,7 @@ static void text_header(struct jbuf *b, const struct prof_tdump *d, const char *
         }
         tb_str(b, "\n");
     }
+    free(cyc);
 }
 
 /* debug=1: one entry per distinct stack, with how many threads, their names and states. */
@@ -457,6 +460,15 @@ static int build_pprof(const struct prof_tdump *d, unsigned char **out, size_t *
     if (!pb)
         return -1;
     pprof_set_time(pb, (int64_t)(d->t_unix * 1e9), 0);
+    uint32_t deepest = 0;
+    for (uint32_t g = 0; g < d->ngroups; g++)
+        if (d->groups[g].nframes > deepest)
+            deepest = d->groups[g].nframes;
+    const char **stack = malloc((deepest + 1) * sizeof *stack);
+    if (!stack) {
+        pprof_free(pb);
+        return -1;
+    }
     int rc = 0;
     for (uint32_t i = 0; i < d->nthreads && rc == 0; i++) {
         const struct prof_tdump_thread *th = &d->threads[i];
@@ -466,8 +478,14 @@ static int build_pprof(const struct prof_tdump *d, unsigned char **out, size_t *
         const char *keys[3] = {"thread id", "state", "thread name"};
         const char *strs[3] = {tid, api_thread_state_name(th->state), th->name};
         int64_t one = 1;
-        if (pprof_add_sample(pb, d->frames + gr->first_frame, (int)gr->nframes, &one, keys, strs,
-                             NULL, th->name[0] ? 3 : 2) < 0)
+        const char *const *frames = d->frames + gr->first_frame;
+        int nf = (int)gr->nframes;
+        if (gr->truncated) { /* a [truncated] root, as in the CPU and wall profiles */
+            memcpy(stack, frames, (size_t)nf * sizeof *stack);
+            stack[nf++] = "[truncated]";
+            frames = stack;
+        }
+        if (pprof_add_sample(pb, frames, nf, &one, keys, strs, NULL, th->name[0] ? 3 : 2) < 0)
             rc = -1;
     }
     char comment[160];
@@ -477,6 +495,7 @@ static int build_pprof(const struct prof_tdump *d, unsigned char **out, size_t *
     if (rc == 0)
         rc = pprof_finish(pb, out, len);
     pprof_free(pb);
+    free(stack);
     return rc;
 }
 

@@ -20,6 +20,7 @@
 #include "prof_gc.h"
 #include "prof_live.h"
 #include "prof_sampler.h"
+#include "prof_lock.h"
 #include "prof_threads.h"
 #include "prof_unload.h"
 
@@ -84,7 +85,7 @@ static HRESULT cb_thread_created(void *self, ThreadID t)
 static HRESULT cb_thread_destroyed(void *self, ThreadID t)
 {
     (void)self;
-    prof_threads_destroyed(t);
+    prof_lock_thread_gone(prof_threads_destroyed(t));
     return S_OK;
 }
 

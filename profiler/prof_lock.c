@@ -32,7 +32,8 @@
 #include "prof_walk.h"
 
 #define LOCK_SLOTS 1024 /* distinct locks counted on their own (power of two) */
-#define THR_SLOTS 4096  /* in-flight contentions, direct-mapped by OS tid (power of two) */
+#define THR_SLOTS 4096  /* in-flight contentions, by OS tid (power of two) */
+#define THR_PROBE 16    /* slots a tid may use, from its hash on */
 #define WTAB_KEYS 8192  /* distinct (lock, owner) pairs */
 #define WTAB_PER_S 1024
 #define NAME_LEN 48
@@ -67,11 +68,12 @@ static struct {
     struct thr_slot thr[THR_SLOTS];
     uint64_t count, wait_ns, hist[PROF_LOCK_NHIST]; /* every contention, ever */
     uint64_t sampled, dropped, overflow, unmatched;
+    uint64_t slots_full; /* ContentionStarts not remembered: THR_PROBE slots held by others */
 } L;
 
-static struct thr_slot *thr_slot(uint32_t tid)
+static struct thr_slot *probe(uint32_t tid, int k)
 {
-    return &L.thr[esamp_mix(tid) & (THR_SLOTS - 1)];
+    return &L.thr[(esamp_mix(tid) + (uint32_t)k) & (THR_SLOTS - 1)];
 }
 
 static int hist_bucket(uint64_t ns)
@@ -95,6 +97,36 @@ static int slot_claim(struct thr_slot *t, uint32_t *v)
     return 1;
 }
 
+/* The slot of `tid`'s wait, claimed (*v its count), or NULL: the one holding tid, else (when
+ * `take_free`) a free one among the THR_PROBE from its hash on. Only a thread writes its own
+ * tid into a slot, so a slot seen holding it before the claim still holds it after, unless the
+ * thread's end (prof_lock_thread_gone) freed it meanwhile: checked under the claim. */
+static struct thr_slot *claim_for(uint32_t tid, int take_free, uint32_t *v)
+{
+    for (int pass = 0; pass < 1 + take_free; pass++) {
+        uint32_t want = pass == 0 ? tid : 0;
+        for (int k = 0; k < THR_PROBE; k++) {
+            struct thr_slot *t = probe(tid, k);
+            if (__atomic_load_n(&t->tid, __ATOMIC_RELAXED) != want || !slot_claim(t, v))
+                continue;
+            if (__atomic_load_n(&t->tid, __ATOMIC_RELAXED) == want)
+                return t;
+            __atomic_store_n(&t->ver, *v + 2, __ATOMIC_RELEASE); /* taken meanwhile */
+        }
+    }
+    return NULL;
+}
+
+void prof_lock_thread_gone(uint32_t tid)
+{
+    uint32_t v;
+    struct thr_slot *t = tid ? claim_for(tid, 0, &v) : NULL;
+    if (t) {
+        __atomic_store_n(&t->tid, 0, __ATOMIC_RELAXED);
+        __atomic_store_n(&t->ver, v + 2, __ATOMIC_RELEASE);
+    }
+}
+
 static void on_start(DWORD version, const BYTE *data, ULONG len)
 {
     uint64_t lock_id = 0, assoc = 0, owner = 0;
@@ -106,10 +138,12 @@ static void on_start(DWORD version, const BYTE *data, ULONG len)
         memcpy(&owner, data + 19, 8);
     }
     uint32_t tid = prof_self_tid();
-    struct thr_slot *t = thr_slot(tid);
     uint32_t v;
-    if (!slot_claim(t, &v))
+    struct thr_slot *t = claim_for(tid, 1, &v);
+    if (!t) { /* THR_PROBE slots busy with other threads' waits: this one is not remembered */
+        __atomic_add_fetch(&L.slots_full, 1, __ATOMIC_RELAXED);
         return;
+    }
     __atomic_store_n(&t->lock_id, lock_id, __ATOMIC_RELAXED);
     __atomic_store_n(&t->assoc, assoc, __ATOMIC_RELAXED);
     __atomic_store_n(&t->owner, owner, __ATOMIC_RELAXED);
@@ -122,37 +156,39 @@ int prof_lock_waiting(uint32_t tid, uint64_t *lock_id, uint64_t *owner, int64_t 
 {
     if (!tid)
         return 0;
-    struct thr_slot *t = thr_slot(tid);
-    uint32_t v = __atomic_load_n(&t->ver, __ATOMIC_ACQUIRE);
-    if (v & 1)
-        return 0;
-    uint32_t who = __atomic_load_n(&t->tid, __ATOMIC_RELAXED);
-    *lock_id = __atomic_load_n(&t->lock_id, __ATOMIC_RELAXED);
-    *owner = __atomic_load_n(&t->owner, __ATOMIC_RELAXED);
-    *since_ns = __atomic_load_n(&t->start_ns, __ATOMIC_RELAXED);
-    __atomic_thread_fence(__ATOMIC_ACQUIRE);
-    /* one wait, read whole: no writer came between the two reads of the count */
-    return __atomic_load_n(&t->ver, __ATOMIC_RELAXED) == v && who == tid && *since_ns > 0;
+    for (int k = 0; k < THR_PROBE; k++) {
+        struct thr_slot *t = probe(tid, k);
+        uint32_t v = __atomic_load_n(&t->ver, __ATOMIC_ACQUIRE);
+        if (v & 1)
+            continue;
+        uint32_t who = __atomic_load_n(&t->tid, __ATOMIC_RELAXED);
+        *lock_id = __atomic_load_n(&t->lock_id, __ATOMIC_RELAXED);
+        *owner = __atomic_load_n(&t->owner, __ATOMIC_RELAXED);
+        *since_ns = __atomic_load_n(&t->start_ns, __ATOMIC_RELAXED);
+        __atomic_thread_fence(__ATOMIC_ACQUIRE);
+        /* one wait, read whole: no writer came between the two reads of the count */
+        if (__atomic_load_n(&t->ver, __ATOMIC_RELAXED) == v && who == tid && *since_ns > 0)
+            return 1;
+    }
+    return 0;
 }
 
 static void on_stop(DWORD version, const BYTE *data, ULONG len)
 {
     uint32_t tid = prof_self_tid();
-    struct thr_slot *t = thr_slot(tid);
     uint64_t lock_id = 0, assoc = 0, owner = 0;
     int64_t start = 0;
     int matched = 0;
     uint32_t v;
-    if (slot_claim(t, &v)) { /* the slot is ours while we read and free it */
-        if (__atomic_load_n(&t->tid, __ATOMIC_RELAXED) == tid) {
-            lock_id = __atomic_load_n(&t->lock_id, __ATOMIC_RELAXED);
-            assoc = __atomic_load_n(&t->assoc, __ATOMIC_RELAXED);
-            owner = __atomic_load_n(&t->owner, __ATOMIC_RELAXED);
-            start = __atomic_load_n(&t->start_ns, __ATOMIC_RELAXED);
-            __atomic_store_n(&t->tid, 0, __ATOMIC_RELAXED);
-            matched = 1;
-        }
+    struct thr_slot *t = claim_for(tid, 0, &v);
+    if (t) { /* the slot is ours while we read and free it */
+        lock_id = __atomic_load_n(&t->lock_id, __ATOMIC_RELAXED);
+        assoc = __atomic_load_n(&t->assoc, __ATOMIC_RELAXED);
+        owner = __atomic_load_n(&t->owner, __ATOMIC_RELAXED);
+        start = __atomic_load_n(&t->start_ns, __ATOMIC_RELAXED);
+        __atomic_store_n(&t->tid, 0, __ATOMIC_RELAXED);
         __atomic_store_n(&t->ver, v + 2, __ATOMIC_RELEASE);
+        matched = 1;
     }
     if (!matched) {
         lock_id = assoc = owner = 0;
@@ -436,6 +472,7 @@ void prof_lock_get_stats(struct prof_lock_stats *out)
     out->dropped = __atomic_load_n(&L.dropped, __ATOMIC_RELAXED);
     out->overflow = __atomic_load_n(&L.overflow, __ATOMIC_RELAXED);
     out->unmatched = __atomic_load_n(&L.unmatched, __ATOMIC_RELAXED);
+    out->slots_full = __atomic_load_n(&L.slots_full, __ATOMIC_RELAXED);
     for (uint32_t i = 0; i < LOCK_SLOTS; i++)
         if (__atomic_load_n(&L.slots[i].key, __ATOMIC_RELAXED))
             out->locks++;

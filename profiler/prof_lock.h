@@ -24,6 +24,7 @@ struct prof_lock_stats {
     uint64_t dropped;       /* samples lost (event ring full); still upscaled into the others */
     uint64_t overflow;      /* contentions on locks past the lock table (counted together) */
     uint64_t unmatched;     /* stops without their start (no lock id / owner known) */
+    uint64_t slots_full;    /* starts not remembered (too many waits at once on nearby slots) */
     uint64_t locks;         /* distinct locks in the table */
     uint64_t table_dropped; /* (lock, owner) table entries folded into "[other]" */
 };
@@ -44,6 +45,9 @@ void prof_lock_get_stats(struct prof_lock_stats *out);
  * clrscope knows of (the lock profile off, or the thread's slot taken by another thread's wait).
  * Any thread; a racing ContentionStop makes it 0. */
 int prof_lock_waiting(uint32_t tid, uint64_t *lock_id, uint64_t *owner, int64_t *since_ns);
+/* A managed thread ended (the ThreadDestroyed callback): a wait it left without its
+ * ContentionStop (a timed-out TryEnter, an interrupted Enter) is forgotten with it. */
+void prof_lock_thread_gone(uint32_t tid);
 /* (lock name, owner thread name, owner tid) -> v0 est count, v1 est wait ns, v2 samples;
  * extra = the waiting method. NULL when out of memory. */
 struct prof_wtab *prof_lock_table(void);

@@ -283,6 +283,20 @@ static int cmp_u32(const void *a, const void *b)
     return x < y ? -1 : x > y;
 }
 
+/* Whether a thread whose ContentionStart clrscope holds still waits for the lock: its stack is
+ * in Monitor's or System.Threading.Lock's code (.NET 10 enters both in managed code), or, on .NET
+ * 8 and 9, whose Monitor.Enter is a runtime helper with no managed frame, it sleeps with the
+ * app's own code at its leaf. A wait that ended without its ContentionStop (a TryEnter that timed
+ * out, an interrupted Enter) leaves the thread elsewhere: it is not shown, and closes no cycle. */
+static int still_waits_for_lock(const char *const *f, uint32_t n, char state)
+{
+    for (uint32_t i = 0; i < n; i++)
+        if (!strncmp(f[i], "System.Threading.Monitor.", 25) ||
+            !strncmp(f[i], "System.Threading.Lock.", 22))
+            return 1;
+    return g_core.runtime_major < 10 && n && state != 'R' && prof_tdump_app_frame(f[0]);
+}
+
 /* Serves dump request `want`: the threads' states first (the world still runs), then every
  * managed thread's stack and CPU clock with the runtime suspended, as a wall tick walks them;
  * names after the resume. Sampler thread only. */
@@ -375,7 +389,8 @@ static void dump_threads(ICorProfilerInfo15 *info, uint64_t want)
         uint32_t *hit = bsearch(&th->tid, tids, nt, sizeof *tids, cmp_u32);
         th->state = hit ? states[hit - tids] : os_state(th->tid);
         int64_t since = S.caps[t].wait_since;
-        if (since > 0 && since <= t1) { /* a wait that began after the walk is not on its stack */
+        /* a wait that began after the walk is not on its stack, nor one that ended unseen */
+        if (since > 0 && since <= t1 && still_waits_for_lock(fr + off[t], len[t], th->state)) {
             th->lock_id = S.caps[t].lock_id;
             th->lock_owner = S.caps[t].lock_owner;
             th->wait_ns = t1 > since ? t1 - since : 1;

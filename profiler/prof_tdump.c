@@ -106,8 +106,8 @@ int prof_tdump_take(int timeout_ms, struct prof_tdump **out, const char **why)
         int64_t left = deadline - prof_now_ns();
         if (left <= 0) {
             rc = TDUMP_TIMEOUT;
-            *why = "the sampler thread did not take the dump in time (the runtime may be "
-                   "suspended for a long GC)";
+            *why = "the runtime did not stop for the dump in time (a long GC, or a thread "
+                   "that cannot reach a safe point)";
             T.st.timeouts++;
             break;
         }

@@ -65,11 +65,13 @@ void prof_threads_created(ThreadID t)
     pthread_mutex_unlock(&g_lock);
 }
 
-void prof_threads_destroyed(ThreadID t)
+uint32_t prof_threads_destroyed(ThreadID t)
 {
+    uint32_t os_tid = 0;
     pthread_mutex_lock(&g_lock);
     struct thread_entry *e = g_tab ? find_locked(t) : NULL;
     if (e) {
+        os_tid = e->os_tid;
         if (e->os_tid && e->name[0]) {
             struct gone_entry *g = &g_gone[g_gone_next++ % GONE_MAX];
             g->os_tid = e->os_tid;
@@ -79,6 +81,7 @@ void prof_threads_destroyed(ThreadID t)
         g_count--;
     }
     pthread_mutex_unlock(&g_lock);
+    return os_tid;
 }
 
 void prof_threads_assigned(ThreadID t, DWORD os_tid)

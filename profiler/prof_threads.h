@@ -15,7 +15,8 @@
 
 void prof_threads_init(int cap);
 void prof_threads_created(ThreadID t);
-void prof_threads_destroyed(ThreadID t);
+/* Returns the ended thread's OS tid (0 unknown). */
+uint32_t prof_threads_destroyed(ThreadID t);
 void prof_threads_assigned(ThreadID t, DWORD os_tid);
 void prof_threads_named(ThreadID t, ULONG cch, const WCHAR *name);
 /* Copies the name of OS thread `tid` (managed name, else /proc comm; for a managed thread that

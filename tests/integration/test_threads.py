@@ -5,10 +5,12 @@ Thread dumps: what every managed thread is doing now (GET /api/v1/threads,
 The `threads` app runs threads whose places it knows: even "blocker-N" threads wait on an event in
 Blocker.WaitOnEvent, odd ones sleep in Blocker.SleepLoop, "spinner-N" burn CPU in Blocker.Spin,
 "lock-waiter-N" wait in Blocker.WaitForLock for the lock "lock-holder" holds in Blocker.HoldLock,
-and each pair "deadlock-I-a"/"deadlock-I-b" holds one lock and waits for the other's. The dump
-must group them by stack with exactly those counts and names, say which run and which sleep, name
-the holder of the lock each waiter waits for, and report each pair as a deadlock, and no other
-thread as one.
+each pair "deadlock-I-a"/"deadlock-I-b" holds one lock and waits for the other's, and
+"stale-b", whose wait for "stale-a"'s lock was interrupted, holds the lock stale-a now waits for.
+The dump must group them by stack with exactly those counts and names, say which run and which
+sleep, name the holder of the lock each waiter waits for, and report each pair as a deadlock, and
+no other thread as one (not stale-a and stale-b, which a wait record left by the interrupted wait
+made look like one).
 """
 import os
 import re
@@ -31,7 +33,7 @@ class ThreadDump(unittest.TestCase):
     def setUpClass(cls):
         cls.app = app = ProfiledApp("threads", [
             "--threads", str(BLOCKERS), "--spinners", str(SPINNERS), "--lock-waiters",
-            str(WAITERS), "--deadlocks", str(DEADLOCKS), "--seconds", "30"])
+            str(WAITERS), "--deadlocks", str(DEADLOCKS), "--stale-wait", "--seconds", "30"])
         app.start()
         try:
             app.wait_ready()
@@ -139,6 +141,14 @@ class ThreadDump(unittest.TestCase):
             self.assertEqual(by_tid[a["tid"]]["waiting_for"]["lock"], a["waits_for_lock"])
         in_cycle = [t for t in by_tid.values() if t.get("deadlock")]
         self.assertEqual(len(in_cycle), 2 * DEADLOCKS, [t["name"] for t in in_cycle])
+        # stale-b's wait for stale-a's lock was interrupted (no ContentionStop comes then); it
+        # holds the lock stale-a waits for: a wait, not a deadlock
+        self.assertTrue(self.truth["stale_wait"])
+        by_name = {t["name"]: t for t in by_tid.values()}
+        a, b = by_name["stale-a"], by_name["stale-b"]
+        self.assertEqual(a["waiting_for"]["owner_tid"], b["tid"])
+        self.assertNotIn("waiting_for", b)
+        self.assertNotIn("deadlock", a)
         dgroups = groups_with(self.dump, frames["deadlock"])
         self.assertEqual(sum(g["count"] for g in dgroups), 2 * DEADLOCKS)
 
@@ -147,7 +157,7 @@ class ThreadDump(unittest.TestCase):
         self.assertEqual(len(tids), len(set(tids)))
         self.assertEqual(len(tids), self.dump["threads_total"])
         self.assertEqual(sum(g["count"] for g in self.dump["groups"]), len(tids))
-        app_threads = BLOCKERS + SPINNERS + WAITERS + 1 + 2 * DEADLOCKS + 1  # + holder, main
+        app_threads = BLOCKERS + SPINNERS + WAITERS + 1 + 2 * DEADLOCKS + 2 + 1  # holder, stale, main
         self.assertGreaterEqual(len(tids), app_threads)
         counts = [g["count"] for g in self.dump["groups"]]
         self.assertEqual(counts, sorted(counts, reverse=True), "largest group first")
@@ -202,9 +212,9 @@ class ThreadDump(unittest.TestCase):
         self.assertIn("json", headers["Content-Type"])
         self.assertIn(b"debug", body)
         # the app ran on: the waiters got the lock once the holder let go at the end
-        self.assertEqual(self.truth["lock_acquired"], WAITERS)
+        self.assertEqual(self.truth["lock_acquired"], WAITERS + 1)  # + stale-a
         self.assertEqual(self.truth["threads_started"],
-                         BLOCKERS + SPINNERS + WAITERS + 1)
+                         BLOCKERS + SPINNERS + WAITERS + 1 + 2)
 
 
     def test_cli(self):

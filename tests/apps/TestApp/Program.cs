@@ -242,6 +242,7 @@ public sealed class Options
     public int Spinners;
     public int LockWaiters;
     public int Deadlocks;
+    public bool StaleWait;
 
     public static Options Parse(string[] args)
     {
@@ -265,6 +266,11 @@ public sealed class Options
             if (name == "truth-every-second")
             {
                 o.TruthEverySecond = true;
+                continue;
+            }
+            if (name == "stale-wait")
+            {
+                o.StaleWait = true;
                 continue;
             }
             if (value == null)

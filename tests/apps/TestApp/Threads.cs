@@ -7,7 +7,9 @@
 // TestApp.Threads.Blocker.WaitForLock: a thread dump's known answer. With --deadlocks K, K pairs
 // of background threads ("deadlock-I-a", "deadlock-I-b") each take one lock of their pair in
 // TestApp.Threads.Blocker.Deadlock and then wait for the other's: deadlocked for good (the process
-// exits around them). On stop the event is set, the lock released and every other thread joined.
+// exits around them). With --stale-wait, "stale-b"'s wait for a lock "stale-a" holds is
+// interrupted, then stale-a waits for a lock stale-b took since: no deadlock. On stop the event is
+// set, the locks released and every other thread joined.
 using System.Diagnostics;
 using System.Runtime.CompilerServices;
 using System.Text.Json.Nodes;
@@ -54,6 +56,44 @@ public static class Blocker
     }
 
     public static long Acquired;
+
+    // --stale-wait: stale-b's wait for L1 is interrupted (the runtime sends no ContentionStop
+    // then), it takes L2 and sleeps holding it; stale-a, which holds L1, then waits for L2.
+    // A real wait of a for b, and a wait of b for a that ended: no deadlock.
+    public static readonly object StaleL1 = new(), StaleL2 = new();
+    public static readonly ManualResetEventSlim StaleAHolds = new(), StaleBHolds = new();
+
+    [MethodImpl(MethodImplOptions.NoInlining)]
+    public static void StaleA(CancellationToken stop)
+    {
+        lock (StaleL1)
+        {
+            StaleAHolds.Set();
+            StaleBHolds.Wait();
+            lock (StaleL2)
+                Interlocked.Increment(ref Acquired);
+        }
+    }
+
+    [MethodImpl(MethodImplOptions.NoInlining)]
+    public static void StaleB(CancellationToken stop)
+    {
+        StaleAHolds.Wait();
+        try
+        {
+            lock (StaleL1)
+                Interlocked.Increment(ref Acquired);
+        }
+        catch (ThreadInterruptedException)
+        {
+        }
+        lock (StaleL2)
+        {
+            StaleBHolds.Set();
+            while (!stop.IsCancellationRequested)
+                Thread.Sleep(200);
+        }
+    }
 
     [MethodImpl(MethodImplOptions.NoInlining)]
     public static void Deadlock(object mine, object theirs, Barrier both)
@@ -116,6 +156,20 @@ public sealed class ThreadsMode : Mode
         foreach (var th in list)
             th.Start();
         threads = [.. threads, .. list];
+        if (o.StaleWait)
+        {
+            var a = new Thread(() => { Interlocked.Increment(ref started); Blocker.StaleA(token); })
+                { Name = "stale-a" };
+            var b = new Thread(() => { Interlocked.Increment(ref started); Blocker.StaleB(token); })
+                { Name = "stale-b" };
+            a.Start();
+            b.Start();
+            Blocker.StaleAHolds.Wait();
+            Thread.Sleep(300); // b waits for L1 by now
+            b.Interrupt();
+            Blocker.StaleBHolds.Wait();
+            threads = [.. threads, a, b];
+        }
         deadlocks = o.Deadlocks;
         for (int i = 0; i < deadlocks; i++)
         {
@@ -152,11 +206,13 @@ public sealed class ThreadsMode : Mode
 
     public override void AddTruth(JsonObject t)
     {
-        int n = threads.Length - spinners - lockWaiters - (lockWaiters > 0 ? 1 : 0);
+        bool stale = threads.Any(th => th.Name == "stale-b");
+        int n = threads.Length - spinners - lockWaiters - (lockWaiters > 0 ? 1 : 0) - (stale ? 2 : 0);
         t["threads_requested"] = n;
         t["spinners"] = spinners;
         t["lock_waiters"] = lockWaiters;
         t["deadlocks"] = deadlocks;
+        t["stale_wait"] = stale;
         t["lock_acquired"] = Interlocked.Read(ref Blocker.Acquired);
         t["threads_started"] = Interlocked.Read(ref started);
         t["event_waiters"] = (n + 1) / 2;
