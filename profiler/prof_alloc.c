@@ -440,6 +440,8 @@ static int64_t count_units(double w)
     static _Thread_local uint64_t seq;
     if (!(w > 0))
         return 0;
+    if (w >= (double)PROF_VALUE_MAX) /* garbage in a payload; the store clamps there anyway */
+        return PROF_VALUE_MAX;
     double whole = floor(w);
     double frac = w - whole;
     if (frac > 0) {
@@ -453,7 +455,8 @@ static int64_t count_units(double w)
 /* The table by type's row of a sample, walked or not, at its own weight (no stack, no thread). */
 static void add_type_row(const struct prof_rec *rec, const char *label)
 {
-    int64_t v[PROF_NVALUES] = {count_units(rec->wcount), (int64_t)llround(rec->wbytes), 1};
+    double bytes = rec->wbytes < (double)PROF_VALUE_MAX ? rec->wbytes : (double)PROF_VALUE_MAX;
+    int64_t v[PROF_NVALUES] = {count_units(rec->wcount), bytes > 0 ? (int64_t)llround(bytes) : 0, 1};
     prof_store_add(PK_ALLOC_TYPE, rec->t_unix, NULL, 0, 0, label, v);
 }
 
