@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Sampling cost against thread count: `TestApp threads --threads N` (N blocked threads: half wait
-on an event, half sleep in 200 ms steps) for N in THREAD_COUNTS (default 10 100 500), with and without
+on an event, half sleep until the stop) for N in THREAD_COUNTS (default 10 100 500), with and without
 clrscope (all profiles), alternating, ROUNDS times. Over SECONDS after `ready`, the process's CPU
 time with the profiler minus without is what sampling that many threads costs; the wall sampler's
 stop-the-world time comes from /api/v1/status. Prints a table per N.

@@ -1,6 +1,6 @@
 // threads: --threads N (default 500) blocked threads for scale tests, started before `ready`.
 // Even-numbered threads ("blocker-0", "blocker-2", ...) wait on one ManualResetEvent in
-// TestApp.Threads.Blocker.WaitOnEvent; odd ones loop Thread.Sleep(200) in
+// TestApp.Threads.Blocker.WaitOnEvent; odd ones sleep until the stop interrupts them in
 // TestApp.Threads.Blocker.SleepLoop. With --spinners K, K threads ("spinner-0", ...) burn CPU in
 // TestApp.Threads.Blocker.Spin; with --lock-waiters K, one thread ("lock-holder") holds a lock in
 // TestApp.Threads.Blocker.HoldLock while K threads ("lock-waiter-0", ...) wait for it in
@@ -26,8 +26,13 @@ public static class Blocker
     [MethodImpl(MethodImplOptions.NoInlining)]
     public static void SleepLoop(CancellationToken stop)
     {
+        // Sleeps until the stop interrupts it: a sleeper that woke now and then would be running
+        // (or waiting for a core) at the moment of some dumps.
         while (!stop.IsCancellationRequested)
-            Thread.Sleep(200);
+        {
+            try { Thread.Sleep(Timeout.Infinite); }
+            catch (ThreadInterruptedException) { }
+        }
     }
 
     public static long Spun;
@@ -122,6 +127,7 @@ public sealed class ThreadsMode : Mode
     long started;
 
     int spinners, lockWaiters, deadlocks;
+    readonly List<Thread> sleepers = new();
 
     public override void Setup(Options o)
     {
@@ -133,11 +139,14 @@ public sealed class ThreadsMode : Mode
         for (int i = 0; i < n; i++)
         {
             Action body = i % 2 == 0 ? Blocker.WaitOnEvent : () => Blocker.SleepLoop(token);
-            list.Add(new Thread(() =>
+            var th = new Thread(() =>
             {
                 Interlocked.Increment(ref started);
                 body();
-            }) { Name = $"blocker-{i}" });
+            }) { Name = $"blocker-{i}" };
+            list.Add(th);
+            if (i % 2 == 1)
+                sleepers.Add(th);
         }
         for (int i = 0; i < spinners; i++)
             list.Add(new Thread(() => { Interlocked.Increment(ref started); Blocker.Spin(token); })
@@ -200,6 +209,8 @@ public sealed class ThreadsMode : Mode
         osThreadsAtStop = OsThreads();
         stopSource.Cancel();
         Blocker.Release.Set();
+        foreach (var th in sleepers)
+            th.Interrupt(); // pending until the thread sleeps, if it does not yet
         foreach (var th in threads)
             th.Join();
     }
