@@ -478,8 +478,13 @@ class HardenedEnvironment(unittest.TestCase):
 
     @staticmethod
     def diagnostic_sockets(pid):
+        # the runtime names its socket by pid and the process's start time (field 22 of
+        # /proc/PID/stat); a socket of an earlier process with the same pid (killed, so it left
+        # its socket behind; pids wrap at 32768 here) is not this process's
         tmp = os.environ.get("TMPDIR") or "/tmp"
-        return glob.glob(os.path.join(tmp, f"dotnet-diagnostic-{pid}-*"))
+        with open(f"/proc/{pid}/stat") as f:
+            start = f.read().rsplit(")", 1)[1].split()[19]
+        return glob.glob(os.path.join(tmp, f"dotnet-diagnostic-{pid}-{start}-*"))
 
     def test_enable_diagnostics_off(self):
         # the runtime's rule, which the launcher works around: the variables alone load nothing
