@@ -82,6 +82,20 @@ int api_status(const struct web_req *r)
             cJSON_AddStringToObject(sg, "timer_note", ss.sig.timer_off);
         cJSON_AddNumberToObject(sg, "perf_threads", (double)ss.sig.perf_threads);
         cJSON_AddNumberToObject(sg, "perf_fallbacks", (double)ss.sig.perf_fallbacks);
+        if (ss.sig.reviewing) { /* auto: what perf events cost the app (README, CPU sampler) */
+            cJSON *pc = cJSON_AddObjectToObject(sg, "perf_cost");
+            if (ss.sig.switch_cost_ns >= 0)
+                cJSON_AddNumberToObject(pc, "switch_ns", (double)ss.sig.switch_cost_ns);
+            else
+                cJSON_AddNullToObject(pc, "switch_ns");
+            cJSON_AddNumberToObject(pc, "switches_per_cpu_s", ss.sig.switch_rate);
+            if (ss.sig.switch_cost_ns >= 0)
+                cJSON_AddNumberToObject(pc, "share", ss.sig.perf_cost);
+            else
+                cJSON_AddNullToObject(pc, "share");
+            cJSON_AddNumberToObject(pc, "budget", g_cfg.cpu_timer_budget);
+            cJSON_AddNumberToObject(pc, "clock_changes", (double)ss.sig.clock_changes);
+        }
         cJSON_AddNumberToObject(sg, "perf_rearm_failures", (double)ss.sig.rearm_failures);
         cJSON_AddNumberToObject(sg, "drain_ms", (double)ss.tick_ns / 1e6);
         cJSON_AddNumberToObject(sg, "ring_entries", ss.ring_entries);

@@ -222,4 +222,5 @@ void prof_config_load(void)
     c->exception_rate = (int)prof_env_long("CLRSCOPE_EXCEPTION_SAMPLES_PER_S", 100, 1, 100000);
     c->lock_rate = (int)prof_env_long("CLRSCOPE_LOCK_SAMPLES_PER_S", 100, 1, 100000);
     c->alloc_stack_rate = (int)prof_env_long("CLRSCOPE_ALLOC_STACKS_PER_S", 200, 1, 1000000);
+    c->cpu_timer_budget = prof_env_double("CLRSCOPE_CPU_TIMER_BUDGET", 0.5, 0, 100) / 100;
 }

@@ -44,6 +44,7 @@ struct prof_config {
     int exception_rate;   /* CLRSCOPE_EXCEPTION_SAMPLES_PER_S (100) */
     int lock_rate;        /* CLRSCOPE_LOCK_SAMPLES_PER_S (100) */
     int alloc_stack_rate; /* CLRSCOPE_ALLOC_STACKS_PER_S (200) allocation stack walks */
+    double cpu_timer_budget; /* CLRSCOPE_CPU_TIMER_BUDGET (0.5 %) as a fraction of the app's CPU */
 };
 
 extern struct prof_config g_cfg;

@@ -485,6 +485,13 @@ static void signal_tick(int64_t now, int64_t *last_sync)
     prof_codemap_lock(); /* clrscope-agg resolves allocation stacks with the same tables */
     signal_tick_locked(now, last_sync);
     prof_codemap_unlock();
+    int perf = prof_sigsample_review(now); /* (its one measurement holds no lock) */
+    if (perf >= 0 && S.cpu_mode == CPU_SIGNAL) {
+        prof_codemap_lock();
+        S.sn.now_unix = prof_unix_now();
+        prof_sigsample_use_perf(perf, now, on_sig_sample, &S.sn);
+        prof_codemap_unlock();
+    }
 }
 
 /* What the sampler last told prof_unload it had drained (sampler thread only). */
@@ -626,13 +633,15 @@ static void choose_modes(void)
         prof_log(LOG_WARN, "CLRSCOPE_CPU_SAMPLER=\"%.40s\" is neither signal nor suspend; using "
                  "signal", m);
     const char *tm = getenv("CLRSCOPE_CPU_TIMER");
+    int timer = PROF_SIG_TIMER_AUTO;
     if (tm && !strcmp(tm, "posix"))
-        prof_sigsample_set_timer(PROF_SIG_TIMER_POSIX);
+        timer = PROF_SIG_TIMER_POSIX;
     else if (tm && !strcmp(tm, "perf"))
-        prof_sigsample_set_timer(PROF_SIG_TIMER_PERF);
+        timer = PROF_SIG_TIMER_PERF;
     else if (tm && *tm && strcmp(tm, "auto"))
         prof_log(LOG_WARN, "CLRSCOPE_CPU_TIMER=\"%.40s\" is not auto, perf or posix; using auto",
                  tm);
+    prof_sigsample_set_timer(timer, g_cfg.cpu_timer_budget);
     /* The stop-the-world walk costs the same whatever it records: while it runs every tick for
      * CPU, wall samples come free at the full rate; otherwise they are what it costs. */
     long def = S.cpu_mode == CPU_SUSPEND ? g_cfg.sampling_hz : 5;

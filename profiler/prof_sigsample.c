@@ -5,13 +5,16 @@
 #include <fcntl.h>
 #include <linux/perf_event.h>
 #include <pthread.h>
+#include <sched.h>
 #include <signal.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/ioctl.h>
 #include <sys/resource.h>
 #include <sys/syscall.h>
+#include <sys/time.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -68,6 +71,14 @@ static struct {
     int perf_user_only; /* the kernel refused events that count its time: exclude_kernel */
     const char *perf_off; /* why the POSIX timers are used (NULL: perf events) */
     uint64_t perf_fallbacks, clock_misses;
+    /* auto: what perf events cost the app (prof_sigsample_review) */
+    int perf_usable;      /* the kernel gives perf events here (auto may go back to them) */
+    double budget;        /* CLRSCOPE_CPU_TIMER_BUDGET as a fraction of the app's CPU */
+    int64_t switch_cost_ns; /* measured extra per context switch of a thread with one; -1 */
+    double switch_rate;   /* the app's context switches per CPU-second, last window */
+    double perf_cost;     /* switch_cost_ns * switch_rate: their share of the app's CPU */
+    int64_t review_at, rev_cpu_ns, changed_at;
+    uint64_t rev_switches, clock_changes;
     int max_rings;
     struct sthread *th; /* sorted by tid */
     size_t nth;
@@ -92,9 +103,10 @@ static struct {
 
 static int timer_failure_logged, maps_failure_logged, perf_logged;
 
-void prof_sigsample_set_timer(int mode)
+void prof_sigsample_set_timer(int mode, double budget)
 {
     S.timer_mode = mode;
+    S.budget = budget;
 }
 
 static int64_t mono_ns(void)
@@ -526,6 +538,8 @@ int prof_sigsample_start(int hz, int max_frames, int max_threads, int entries)
             g_sig.perf_period = (uint64_t)S.interval_ns;
             __atomic_store_n(&g_sig.fdmap, map, __ATOMIC_RELEASE);
             S.perf = 1;
+            S.perf_usable = 1;
+            S.switch_cost_ns = -1;
             S.perf_budget = (int)budget;
             S.perf_off = NULL;
         } else {
@@ -679,6 +693,7 @@ static int arm(struct sthread *t)
         if (!S.perf_open && rc != -EMFILE && rc != -ENFILE && rc != -ENOMEM) {
             /* refused outright (paranoid 3, seccomp, no perf events): timers from now on */
             S.perf = 0;
+            S.perf_usable = 0;
             S.perf_off = "perf_event_open refused";
             prof_log_once(perf_logged, LOG_INFO,
                           "cpu sampler: perf_event_open refused (%s): CPU samples come from "
@@ -870,6 +885,241 @@ int prof_sigsample_drain(prof_sigsample_fn fn, void *arg)
     return got;
 }
 
+/* ---- auto: perf events while they cost little ----
+ *
+ * A perf task-clock event is switched out and in with its thread: the kernel stops and restarts
+ * its high-resolution timer at every context switch (measured 2.2 us per switch on the bench's
+ * VM, against nothing for a POSIX CPU timer). An ASP.NET Core server switches threads about once
+ * per request, so there that cost reached 3 % of the server's CPU. With CLRSCOPE_CPU_TIMER=auto,
+ * the sampler thread measures that cost once on two threads of its own, reads the app's context
+ * switches per CPU-second (getrusage, every REVIEW_NS), and uses perf events while the product
+ * stays under CLRSCOPE_CPU_TIMER_BUDGET of the app's CPU, POSIX timers otherwise (back to perf
+ * below half the budget). The switch rate does not depend on the clock in use, so the review
+ * reads the same in either state. */
+#define REVIEW_NS 5000000000LL       /* the switch rate is read over windows this long */
+#define REVIEW_HOLD_NS 60000000000LL /* a clock, once changed, is kept at least this long */
+#define REVIEW_MIN_CPU 0.05          /* a window counts when the app used 5 % of a core */
+#define CALIB_WORST_NS 5000          /* no measuring while even this cost is under budget */
+/* Short batches, alternating clocks, the fastest of each counts: on a busy CPU most batches of
+ * 20 round trips (~0.2 ms) still run undisturbed, where whole seconds never would. */
+#define CALIB_ROUNDS 20              /* round trips per batch */
+#define CALIB_BATCHES 50             /* batches per clock */
+
+struct calib {
+    int to[2], from[2]; /* pipes: sampler -> helper, helper -> sampler */
+    int cpu;
+};
+
+/* A perf task-clock event on the calling thread as arm_perf makes them, without the signal. */
+static int calib_event(void)
+{
+    struct perf_event_attr a;
+    memset(&a, 0, sizeof a);
+    a.type = PERF_TYPE_SOFTWARE;
+    a.size = sizeof a;
+    a.config = PERF_COUNT_SW_TASK_CLOCK;
+    a.sample_period = (uint64_t)S.interval_ns;
+    a.exclude_hv = 1;
+    a.exclude_kernel = S.perf_user_only;
+    return (int)syscall(SYS_perf_event_open, &a, 0, -1, -1, PERF_FLAG_FD_CLOEXEC);
+}
+
+static void pin_to(int cpu)
+{
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    CPU_SET(cpu, &set);
+    sched_setaffinity(0, sizeof set, &set);
+}
+
+/* The helper answers each byte: 'p' opens an event on itself, 'c' closes it, 'x' ends. */
+static void *calib_helper(void *arg)
+{
+    struct calib *c = arg;
+    pthread_setname_np(pthread_self(), "clrscope-calib");
+    pin_to(c->cpu);
+    int fd = -1;
+    char b;
+    while (read(c->to[0], &b, 1) == 1) {
+        if (b == 'p' && fd < 0)
+            fd = calib_event();
+        else if (b == 'c' && fd >= 0) {
+            close(fd);
+            fd = -1;
+        }
+        if (b == 'x' || write(c->from[1], &b, 1) != 1)
+            break;
+    }
+    if (fd >= 0)
+        close(fd);
+    return NULL;
+}
+
+static int ask(struct calib *c, char b)
+{
+    return write(c->to[1], &b, 1) == 1 && read(c->from[0], &b, 1) == 1 ? 0 : -1;
+}
+
+/* What a perf event on each of two threads adds to a context switch between them on one CPU
+ * (ns), or -1. Runs ~2,000 round trips per clock: ~20 ms on the bench's VM. */
+static int64_t calibrate(void)
+{
+    struct calib c = {.to = {-1, -1}, .from = {-1, -1}, .cpu = sched_getcpu()};
+    cpu_set_t saved;
+    if (c.cpu < 0 || sched_getaffinity(0, sizeof saved, &saved))
+        return -1;
+    if (pipe2(c.to, O_CLOEXEC) || pipe2(c.from, O_CLOEXEC)) {
+        for (int i = 0; i < 2; i++) {
+            if (c.to[i] >= 0)
+                close(c.to[i]);
+            if (c.from[i] >= 0)
+                close(c.from[i]);
+        }
+        return -1;
+    }
+    pthread_t th;
+    int64_t best[2] = {INT64_MAX, INT64_MAX};
+    int ok = 0;
+    sigset_t all, old;
+    sigfillset(&all);
+    pthread_sigmask(SIG_BLOCK, &all, &old); /* the helper starts with every signal blocked */
+    int started = !pthread_create(&th, NULL, calib_helper, &c);
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    if (started) {
+        pin_to(c.cpu);
+        ok = 1;
+        for (int b = 0; b < CALIB_BATCHES && ok; b++) {
+            for (int perf = 0; perf < 2 && ok; perf++) {
+                int fd = perf ? calib_event() : -1;
+                if ((perf && fd < 0) || (perf && ask(&c, 'p'))) {
+                    ok = 0;
+                } else {
+                    char x = 'r';
+                    int64_t t0 = mono_ns();
+                    for (int i = 0; i < CALIB_ROUNDS && ok; i++)
+                        ok = write(c.to[1], &x, 1) == 1 && read(c.from[0], &x, 1) == 1;
+                    int64_t t = mono_ns() - t0;
+                    if (t < best[perf])
+                        best[perf] = t;
+                    if (perf && ask(&c, 'c'))
+                        ok = 0;
+                }
+                if (fd >= 0)
+                    close(fd);
+            }
+        }
+        char x = 'x';
+        if (write(c.to[1], &x, 1) != 1)
+            ok = 0; /* (the helper then ends on the closed pipe) */
+        close(c.to[1]);
+        c.to[1] = -1;
+        pthread_join(th, NULL);
+        sched_setaffinity(0, sizeof saved, &saved);
+    }
+    close(c.to[0]);
+    close(c.from[0]);
+    close(c.from[1]);
+    if (c.to[1] >= 0)
+        close(c.to[1]);
+    if (!ok)
+        return -1;
+    int64_t d = (best[1] - best[0]) / (2 * CALIB_ROUNDS); /* two switches per round trip */
+    return d > 0 ? d : 0;
+}
+
+static int64_t tv_ns(struct timeval tv)
+{
+    return (int64_t)tv.tv_sec * 1000000000LL + (int64_t)tv.tv_usec * 1000;
+}
+
+int prof_sigsample_review(int64_t now)
+{
+    if (!S.signo || S.timer_mode != PROF_SIG_TIMER_AUTO || !S.perf_usable ||
+        (S.review_at && now - S.review_at < REVIEW_NS))
+        return -1; /* (getrusage sums every thread's counts: once a window, not every tick) */
+    struct rusage ru;
+    if (getrusage(RUSAGE_SELF, &ru))
+        return -1;
+    uint64_t sw = (uint64_t)ru.ru_nvcsw + (uint64_t)ru.ru_nivcsw;
+    int64_t cpu = tv_ns(ru.ru_utime) + tv_ns(ru.ru_stime);
+    int64_t dt = now - S.review_at;
+    int whole = S.review_at && dt <= 10 * REVIEW_NS && cpu >= S.rev_cpu_ns &&
+                sw >= S.rev_switches;
+    uint64_t dsw = sw - S.rev_switches;
+    int64_t dcpu = cpu - S.rev_cpu_ns;
+    S.review_at = now;
+    S.rev_switches = sw;
+    S.rev_cpu_ns = cpu;
+    if (!whole)
+        return -1; /* the first window, or one the sampler slept through: a new one starts */
+    if ((double)dcpu < REVIEW_MIN_CPU * (double)dt)
+        return -1; /* too idle to tell, and nothing to save */
+    S.switch_rate = (double)dsw * 1e9 / (double)dcpu;
+    if (S.switch_cost_ns < 0) {
+        if (S.switch_rate * CALIB_WORST_NS / 1e9 <= S.budget)
+            return -1; /* cheap whatever a switch costs */
+        int64_t t0 = mono_ns();
+        S.switch_cost_ns = calibrate();
+        if (S.switch_cost_ns < 0) {
+            S.switch_cost_ns = CALIB_WORST_NS;
+            prof_log(LOG_INFO, "cpu sampler: could not measure what perf events add to a "
+                     "context switch; assuming %d ns", CALIB_WORST_NS);
+        } else {
+            prof_log(LOG_DEBUG, "cpu sampler: perf events add %lld ns to a context switch here",
+                     (long long)S.switch_cost_ns);
+        }
+        if (!getrusage(RUSAGE_SELF, &ru)) { /* the next window leaves the measurement out */
+            S.review_at = now + (mono_ns() - t0);
+            S.rev_switches = (uint64_t)ru.ru_nvcsw + (uint64_t)ru.ru_nivcsw;
+            S.rev_cpu_ns = tv_ns(ru.ru_utime) + tv_ns(ru.ru_stime);
+        }
+    }
+    S.perf_cost = S.switch_rate * (double)S.switch_cost_ns / 1e9;
+    if (S.changed_at && now - S.changed_at < REVIEW_HOLD_NS)
+        return -1;
+    if (S.perf && S.perf_cost > S.budget)
+        return 0;
+    if (!S.perf && S.perf_cost < S.budget / 2)
+        return 1;
+    return -1;
+}
+
+void prof_sigsample_use_perf(int on, int64_t now, prof_sigsample_fn fn, void *arg)
+{
+    if (!S.signo || !S.perf_usable || !on == !S.perf)
+        return;
+    for (size_t i = 0; i < S.nth; i++)
+        disarm(&S.th[i], fn, arg);
+    /* no timer is left to signal, so the handlers in flight end soon: their rings are reused */
+    for (int i = 0; i < 100 && __atomic_load_n(&g_sig.inflight, __ATOMIC_SEQ_CST); i++) {
+        struct timespec ts = {0, 100000};
+        nanosleep(&ts, NULL);
+    }
+    reclaim();
+    S.perf = on;
+    S.perf_off = on ? NULL : "auto: perf events would cost more than CLRSCOPE_CPU_TIMER_BUDGET "
+                             "of the app's CPU here (perf_cost)";
+    S.changed_at = now;
+    S.clock_changes++;
+    size_t armed_now = 0;
+    for (size_t i = 0; i < S.nth; i++) {
+        struct sthread *t = &S.th[i];
+        t->timer = -1;
+        t->fd = -1;
+        t->cpu_seen = -1;
+        int rc = arm(t);
+        if (!rc)
+            armed_now++;
+        else if (rc != -EINVAL && rc != -ESRCH)
+            S.timer_failures++; /* left without a clock, as a failed first arming is */
+    }
+    S.maps_dirty |= 2;
+    prof_log(LOG_INFO, "cpu sampler: %s for %zu threads: perf events cost ~%.2f %% of the app's "
+             "CPU here (%lld ns per context switch, %.0f switches per CPU-second; budget %.2f %%)",
+             on ? "perf events again" : "POSIX CPU timers", armed_now, 100 * S.perf_cost,
+             (long long)S.switch_cost_ns, S.switch_rate, 100 * S.budget);
+}
+
 int prof_sigsample_maps_start(void)
 {
     if (!__atomic_load_n(&g_sig.maps, __ATOMIC_SEQ_CST))
@@ -908,6 +1158,11 @@ void prof_sigsample_get_stats(struct prof_sigsample_stats *out)
     out->timer = S.perf ? (S.perf_user_only ? "perf-user" : "perf") : "posix";
     out->timer_off = S.perf_off;
     out->perf_fallbacks = S.perf_fallbacks;
+    out->reviewing = S.signo && S.timer_mode == PROF_SIG_TIMER_AUTO && S.perf_usable;
+    out->switch_cost_ns = S.switch_cost_ns;
+    out->switch_rate = S.switch_rate;
+    out->perf_cost = S.perf_cost;
+    out->clock_changes = S.clock_changes;
     out->clock_misses = S.clock_misses;
     out->rearm_failures = __atomic_load_n(&g_sig.rearm_failures, __ATOMIC_RELAXED);
     out->timer_failures = S.timer_failures;

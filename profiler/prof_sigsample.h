@@ -44,12 +44,18 @@ struct prof_sigsample_stats {
     uint64_t perf_fallbacks;   /* threads given a POSIX timer instead (descriptors) */
     uint64_t clock_misses;     /* perf drains without the thread's clock (weighed by period) */
     uint64_t rearm_failures;   /* perf events the handler could not re-enable */
+    int reviewing;             /* auto: the clock follows perf events' measured cost */
+    int64_t switch_cost_ns;    /* what a perf event adds to a context switch (-1: not measured) */
+    double switch_rate;        /* the app's context switches per CPU-second (last window) */
+    double perf_cost;          /* their product: perf events' share of the app's CPU */
+    uint64_t clock_changes;    /* times auto changed the clock */
 };
 
 enum { PROF_SIG_TIMER_AUTO = 0, PROF_SIG_TIMER_PERF = 1, PROF_SIG_TIMER_POSIX = 2 };
-/* CLRSCOPE_CPU_TIMER, before prof_sigsample_start: auto (perf events where the kernel allows,
- * else POSIX timers), perf (the same), posix. */
-void prof_sigsample_set_timer(int mode);
+/* CLRSCOPE_CPU_TIMER and CLRSCOPE_CPU_TIMER_BUDGET (a fraction), before prof_sigsample_start:
+ * auto (perf events where the kernel allows and while they cost the app less than `budget` of
+ * its CPU, else POSIX timers; prof_sigsample_review), perf (where the kernel allows), posix. */
+void prof_sigsample_set_timer(int mode, double budget);
 
 /* One captured sample, valid during the callback only. */
 struct prof_sigsample {
@@ -85,6 +91,13 @@ int prof_sigsample_intact(void);
 void prof_sigsample_sync(uint32_t *tids, size_t n, prof_sigsample_fn fn, void *arg);
 /* Hands every sample captured since the last call to fn; returns how many. */
 int prof_sigsample_drain(prof_sigsample_fn fn, void *arg);
+/* auto (sampler thread, without the code map's lock: it may measure for ~20 ms once): every few
+ * seconds, what perf events cost the app. 1 when they should be used again, 0 when POSIX timers
+ * should replace them, -1 to keep the clock (prof_sigsample_use_perf makes the change). */
+int prof_sigsample_review(int64_t now_ns);
+/* Re-arms every sampled thread with perf events (on) or POSIX timers (off); its samples so far go
+ * to fn. */
+void prof_sigsample_use_perf(int on, int64_t now_ns, prof_sigsample_fn fn, void *arg);
 /* Housekeeping: refreshes the maps snapshot when due, frees what the handler can no longer see. */
 void prof_sigsample_maintain(int64_t now_ns);
 /* "[native libfoo.so]" for an address in an executable file mapping, "[native code]" otherwise.

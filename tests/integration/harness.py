@@ -15,6 +15,7 @@ only: the uninstrumented `dotnet` must load libasan.so first and needs options t
 keep its signal handlers.
 """
 import gzip
+import importlib
 import json
 import os
 import re
@@ -23,6 +24,7 @@ import subprocess
 import tempfile
 import threading
 import time
+import unittest
 import urllib.error
 import urllib.request
 
@@ -273,3 +275,38 @@ def cpu_split(cpu, final):
     assert heavy + light > 0, sorted(totals)[:20]
     truth = final["heavy_cpu_ms"] / (final["heavy_cpu_ms"] + final["light_cpu_ms"])
     return heavy / (heavy + light), truth
+
+
+class _TimedResult(unittest.TextTestResult):
+    """unittest's verbose result that keeps each test class's wall time, its setUpClass (the app
+    run most classes share) included: CI's time budget is kept by these figures."""
+
+    def stopTest(self, test):
+        now = time.monotonic()
+        cls = type(test).__module__ + "." + type(test).__qualname__
+        self.timings[cls] = self.timings.get(cls, 0.0) + now - self.last
+        self.last = now
+        super().stopTest(test)
+
+
+def run_modules(names):
+    """Runs the named test modules; prints each test class's time, the slowest first, and
+    'N passed, N failed, N skipped'; returns the exit status (1 when any failed)."""
+    suite = unittest.TestSuite()
+    for n in names:
+        suite.addTests(unittest.defaultTestLoader.loadTestsFromModule(importlib.import_module(n)))
+    timings = {}
+
+    class Result(_TimedResult):
+        def __init__(self, *a, **kw):
+            super().__init__(*a, **kw)
+            self.timings = timings
+            self.last = time.monotonic()
+
+    res = unittest.TextTestRunner(verbosity=2, resultclass=Result).run(suite)
+    for cls, secs in sorted(timings.items(), key=lambda kv: -kv[1]):
+        print(f"{secs:7.1f} s  {cls}")
+    failed = len(res.failures) + len(res.errors)
+    skipped = len(res.skipped)
+    print(f"{res.testsRun - failed - skipped} passed, {failed} failed, {skipped} skipped")
+    return 1 if failed else 0

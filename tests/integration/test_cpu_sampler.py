@@ -91,6 +91,69 @@ class SuspendStillWorks(unittest.TestCase):
         self.assertGreater(tree_totals_by_name(cpu["root"]).get(LOOP, 0), 0.5 * cpu["total"])
 
 
+class ClockReview(unittest.TestCase):
+    """CLRSCOPE_CPU_TIMER=auto re-arms every thread with POSIX CPU timers once perf events would
+    cost the app more than CLRSCOPE_CPU_TIMER_BUDGET (the cost of a context switch it measures,
+    times the app's switches per CPU-second). A budget of 1e-6 % makes `bursts` (threads passing
+    tokens: hundreds of switches per CPU-second) cross it at the first review (~5 s); the
+    samples after the change must still stand for the CPU the threads burned."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.app = ProfiledApp("bursts", ["--seconds", "11"],
+                              env={"CLRSCOPE_PROFILES": "cpu",
+                                   "CLRSCOPE_CPU_TIMER_BUDGET": "0.000001"})
+        cls.app.start()
+        cls.app.wait_ready()
+        cls.first = cls.app.json("/api/v1/status")["self"]["signal_sampler"]
+        cls.changed = None
+        deadline = time.time() + 9
+        while time.time() < deadline:
+            sig = cls.app.json("/api/v1/status")["self"]["signal_sampler"]
+            if sig.get("perf_cost", {}).get("clock_changes"):
+                cls.changed = sig
+                break
+            time.sleep(0.2)
+        time.sleep(2.5)
+        cls.status = cls.app.json("/api/v1/status")
+        cls.cpu = cls.app.json("/api/v1/flamegraph?type=cpu&seconds=60")
+        cls.proc_cpu_ms = process_cpu_ms(cls.app.pid)
+        cls.truth = cls.app.wait_truth(timeout=60)
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.app.stop()
+
+    def setUp(self):
+        if not self.first["timer"].startswith("perf"):
+            self.skipTest(f"no perf events here: {self.first.get('timer_note')}")
+
+    def test_posix_timers_replace_perf_events(self):
+        self.assertIsNotNone(self.changed, "no clock change within 9 s of a 1e-6 % budget")
+        sig = self.status["self"]["signal_sampler"]
+        self.assertEqual(sig["timer"], "posix", sig)
+        self.assertTrue(sig["timer_note"].startswith("auto:"), sig)
+        self.assertEqual(sig["perf_threads"], 0, sig)
+        self.assertEqual(sig["timer_failures"], 0, sig)
+        self.assertGreaterEqual(sig["threads"], self.status["managed_threads"] - 3, sig)
+        cost = sig["perf_cost"]
+        self.assertEqual(cost["clock_changes"], 1, cost)  # held, not flapping
+        self.assertIsNotNone(cost["switch_ns"], cost)
+        self.assertGreater(cost["switches_per_cpu_s"], 0, cost)
+        self.assertGreater(cost["share"], cost["budget"], cost)
+        self.assertAlmostEqual(cost["budget"], 1e-8)
+        self.assertTrue(any("POSIX CPU timers for" in l for l in self.app.stderr_lines),
+                        self.app.stderr_lines[-10:])
+
+    def test_samples_go_on_and_stand_for_cpu(self):
+        self.assertGreater(self.status["self"]["signal_sampler"]["samples"],
+                           self.changed["samples"] + 50)
+        total_ms = self.cpu["total"] / 1e6
+        self.assertLessEqual(total_ms, self.proc_cpu_ms * 1.05 + 100)
+        self.assertGreaterEqual(total_ms, self.proc_cpu_ms * 0.6)
+        self.assertEqual(self.truth["stopped_by"], "duration")
+
+
 class Config(unittest.TestCase):
     def test_bad_sampler_name_falls_back_to_signal_with_a_warning(self):
         with ProfiledApp("cpu-only", ["--seconds", "3"],
