@@ -15,12 +15,16 @@ p99 is the requests' own latency rather than the length of a queue (which, satur
 throughput). Each figure is divided by the paired server's; the table gives the median and
 the interquartile range of those ratios over the rounds, plus the CPU share of clrscope's own
 threads (/api/v1/status; the signal handler's time is spent on the app's threads and shows in the
-CPU-per-request ratio) and the extra resident memory against the paired server.
+CPU-per-request ratio) and the extra resident memory against the paired server; the unprofiled
+servers' context switches per request (each one dearer with a perf event per thread:
+bench/switch_cost.c), and the CPU clock clrscope's sampler used at the end (auto: README, CPU
+sampler).
 
 The configuration "unprofiled" is a second server without any profiler, paired like the others:
 its row is the noise floor of the pairing itself (an A/A comparison), the size of difference this
 machine cannot tell from nothing.
 """
+import glob
 import json
 import os
 import re
@@ -79,6 +83,21 @@ def rss_bytes(pid):
             if line.startswith("VmRSS:"):
                 return int(line.split()[1]) * 1024
     return 0
+
+
+def context_switches(pid):
+    """The process's context switches so far (its live threads', voluntary and not): what a
+    perf event per thread makes dearer (bench/switch_cost.c)."""
+    n = 0
+    for st in glob.glob(f"/proc/{pid}/task/*/status"):
+        try:
+            with open(st) as f:
+                for line in f:
+                    if "ctxt_switches:" in line:
+                        n += int(line.split()[1])
+        except OSError:
+            pass  # a thread that ended meanwhile
+    return n
 
 
 def wrk(base, seconds, script):
@@ -142,8 +161,11 @@ class Server:
 
     def snapshot(self):
         st = json.loads(get(self.base + "/stats"))
+        st["switches"] = context_switches(self.proc.pid)
         if self.dash:
-            st["self_cpu_s"] = json.loads(get(self.dash + "api/v1/status"))["self"]["cpu_s"]
+            me = json.loads(get(self.dash + "api/v1/status"))["self"]
+            st["self_cpu_s"] = me["cpu_s"]
+            st["timer"] = me.get("signal_sampler", {}).get("timer", "-")
         return st
 
     def stop(self):
@@ -195,6 +217,9 @@ def paired_run(cfg, script, flip):
                  "rss": rss_bytes(srv.proc.pid)}
             if "gc_pause_ms" in a and b["gen0"] > a["gen0"]:
                 r["pause_per_gc_ms"] = (b["gc_pause_ms"] - a["gc_pause_ms"]) / (b["gen0"] - a["gen0"])
+            r["switches_per_req"] = (b["switches"] - a["switches"]) / max(1, b["served"] - a["served"])
+            if b.get("timer"):
+                r["timer"] = b["timer"]
             if "self_cpu_s" in a and "self_cpu_s" in b:
                 r["self_cpu_share"] = ((b["self_cpu_s"] - a["self_cpu_s"])
                                        / max(1e-9, b["cpu_s"] - a["cpu_s"]))
@@ -240,15 +265,17 @@ def main():
     print(f"no profiler: {statistics.median(x['rps'] for x in base):.0f} req/s, p99 "
           f"{statistics.median(x['p99_ms'] for x in base):.2f} ms, "
           f"{statistics.median(x['cpu_per_1k'] for x in base) * 1000:.1f} ms CPU per 1000 requests, "
-          f"RSS {statistics.median(x['rss'] for x in base) / 2**20:.0f} MiB")
+          f"RSS {statistics.median(x['rss'] for x in base) / 2**20:.0f} MiB, "
+          f"{statistics.median(x['switches_per_req'] for x in base):.2f} context switches per "
+          f"request")
     print()
     pauses = [x["pause_per_gc_ms"] for x in base if "pause_per_gc_ms" in x]
     if pauses:
         print(f"GC pause without profiler: {statistics.median(pauses) * 1000:.0f} us per collection")
     print()
     print("| profiles | throughput | p99 latency | server CPU per request | GC pause per collection "
-          "| clrscope threads' CPU share | RSS delta |")
-    print("|---|---|---|---|---|---|---|")
+          "| clrscope threads' CPU share | RSS delta | CPU clock at the end |")
+    print("|---|---|---|---|---|---|---|---|")
     for cfg in cfgs:
         cells = []
         for key in ("rps", "p99_ms", "cpu_per_1k"):
@@ -265,6 +292,8 @@ def main():
         drss = [a["rss"] - b["rss"] for a, b in zip(runs[cfg], base_of[cfg])]
         cells.append(f"{statistics.median(share) * 100:.2f} %" if share else "–")
         cells.append(f"{statistics.median(drss) / 2**20:+.1f} MiB")
+        timers = [x["timer"] for x in runs[cfg] if x.get("timer")]
+        cells.append(", ".join(f"{t} ×{timers.count(t)}" for t in sorted(set(timers))) or "–")
         name = {"all": "all (default)",
                 "unprofiled": "unprofiled (A/A: a second server without profiler)",
                 "dotnet-trace": "dotnet-trace (sampled-thread-time + common)"}.get(cfg, cfg)

@@ -6,7 +6,8 @@
 # sizes (what CI could afford; no figure from a smoke run means anything).
 # Benchmarks: aspnet_overhead.sh (a Kestrel server under wrk, each profile alone and all together,
 # dotnet-trace beside them; then all profiles in steady state beside an A/A pair), api_latency.py
-# (dashboard endpoints under that load), threads_bench.py (10/100/500 threads), startup.py,
+# (dashboard endpoints under that load), switch_cost.c (what a CPU-sampling clock adds to a
+# context switch), threads_bench.py (10/100/500 threads), startup.py,
 # first_paint.sh (dashboard in Chromium), rss_growth.py (RSS over RSS_SECONDS, default 600),
 # cpu_overhead.sh (CPU/wall samplers), gc_overhead.sh (GC monitoring), live_overhead.sh (live
 # objects), exceptions_overhead.sh (exception storm), alloc_walk_check.sh (frame-pointer vs runtime
@@ -71,6 +72,22 @@ want() { [ -z "${ONLY:-}" ] || [[ " $ONLY " == *" $1 "* ]]; }
       CONFIGS=unprofiled,all WARMUP=${STEADY_WARMUP:-60} DURATION=${STEADY_DURATION:-60} \
         ROUNDS=${STEADY_ROUNDS:-6} \
         bash bench/aspnet_overhead.sh "$build" 2>/dev/null || echo "(aspnet_steady failed: exit $?)"
+    fi
+    echo
+  fi
+  # What each CPU-sampling clock adds to a context switch (bench/switch_cost.c): the figure
+  # CLRSCOPE_CPU_TIMER=auto weighs against the app's switch rate (README, CPU sampler).
+  if want switch_cost; then
+    echo "## switch_cost"
+    echo
+    if cc -O2 -pthread -o "$build/switch_cost" bench/switch_cost.c; then
+      if [ "${SMOKE:-0}" = 1 ]; then
+        "$build/switch_cost" 2000 1 || echo "(switch_cost failed: exit $?)"
+      else
+        "$build/switch_cost" 100000 7 || echo "(switch_cost failed: exit $?)"
+      fi
+    else
+      echo "(switch_cost did not compile)"
     fi
     echo
   fi

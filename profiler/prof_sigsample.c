@@ -4,6 +4,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <linux/perf_event.h>
+#include <poll.h>
 #include <pthread.h>
 #include <sched.h>
 #include <signal.h>
@@ -48,6 +49,8 @@ struct sthread {
     int timer;        /* kernel timer id, -1 = none */
     int fd;           /* or a perf task-clock event, -1 = none */
     int64_t cpu_seen; /* perf: the thread's CPU clock when its samples were last weighed */
+    int retry;        /* its clock could not be changed: the next sync arms it again */
+    uint64_t ss_ins, ss_run; /* schedstat at the last review: switches in (0: none), CPU ns */
 };
 
 static int armed(const struct sthread *t)
@@ -73,12 +76,15 @@ static struct {
     uint64_t perf_fallbacks, clock_misses;
     /* auto: what perf events cost the app (prof_sigsample_review) */
     int perf_usable;      /* the kernel gives perf events here (auto may go back to them) */
+    int stopped;          /* prof_sigsample_stop was called: no clock is armed again */
     double budget;        /* CLRSCOPE_CPU_TIMER_BUDGET as a fraction of the app's CPU */
     int64_t switch_cost_ns; /* measured extra per context switch of a thread with one; -1 */
     double switch_rate;   /* the app's context switches per CPU-second, last window */
     double perf_cost;     /* switch_cost_ns * switch_rate: their share of the app's CPU */
     int64_t review_at, rev_cpu_ns, changed_at;
     uint64_t rev_switches, clock_changes;
+    size_t review_next; /* the next thread whose schedstat the review reads */
+    int calib_tried, over, under; /* windows in a row past the budget / under half of it */
     int max_rings;
     struct sthread *th; /* sorted by tid */
     size_t nth;
@@ -671,10 +677,21 @@ static int arm_perf(struct sthread *t, int idx, uint32_t gen)
     return 0;
 }
 
-/* Arms a perf event or a CPU-time timer on thread `tid` that signals that very thread. */
-static int arm(struct sthread *t)
+/* A ring arm() could not use: to the free list, or, when it was the thread's own ring (a late
+ * signal of its previous clock may still be writing to it), retired until no handler runs. */
+static void give_back(int idx, int own)
 {
-    int idx = ring_alloc();
+    if (own)
+        retire(NULL, idx);
+    else
+        S.free_rings[S.nfree++] = idx;
+}
+
+/* Arms a perf event or a CPU-time timer on thread `tid` that signals that very thread, on ring
+ * `own` (the thread's, when its clock changes) or a new one (own < 0). */
+static int arm(struct sthread *t, int own)
+{
+    int idx = own >= 0 ? own : ring_alloc();
     if (idx < 0)
         return -ENOSPC;
     struct prof_sig_ring *r = ring_at(idx);
@@ -687,7 +704,7 @@ static int arm(struct sthread *t)
             return 0;
         }
         if (rc == -ESRCH) {
-            S.free_rings[S.nfree++] = idx;
+            give_back(idx, own >= 0);
             return rc;
         }
         if (!S.perf_open && rc != -EMFILE && rc != -ENFILE && rc != -ENOMEM) {
@@ -717,7 +734,7 @@ static int arm(struct sthread *t)
     int kid = -1;
     if (syscall(SYS_timer_create, cid, &sev, &kid)) {
         int e = errno;
-        S.free_rings[S.nfree++] = idx;
+        give_back(idx, own >= 0);
         return -e;
     }
     struct itimerspec its = {
@@ -742,7 +759,7 @@ static int arm(struct sthread *t)
     if (syscall(SYS_timer_settime, kid, 0, &its, NULL)) {
         int e = errno;
         syscall(SYS_timer_delete, kid);
-        S.free_rings[S.nfree++] = idx;
+        give_back(idx, own >= 0);
         return -e;
     }
     t->ring = (uint32_t)idx;
@@ -854,7 +871,7 @@ void prof_sigsample_sync(uint32_t *tids, size_t n, prof_sigsample_fn fn, void *a
             struct sthread t = {.tid = tids[j++], .timer = -1, .fd = -1, .cpu_seen = -1};
             if (!t.tid)
                 continue;
-            int rc = arm(&t);
+            int rc = arm(&t, -1);
             if (rc == -EINVAL || rc == -ESRCH)
                 continue; /* the thread exited before the runtime told us: no failure */
             if (rc) { /* kept with no timer, so that it is not retried every sync */
@@ -867,8 +884,17 @@ void prof_sigsample_sync(uint32_t *tids, size_t n, prof_sigsample_fn fn, void *a
             }
             nt[k++] = t;
         } else {
-            nt[k++] = S.th[i++];
+            struct sthread t = S.th[i++];
             j++;
+            if (t.retry && !armed(&t)) {
+                t.retry = 0;
+                int rc = arm(&t, -1);
+                if (!rc)
+                    S.maps_dirty |= 2;
+                else if (rc != -EINVAL && rc != -ESRCH)
+                    S.timer_failures++;
+            }
+            nt[k++] = t;
         }
     }
     free(S.th);
@@ -900,15 +926,20 @@ int prof_sigsample_drain(prof_sigsample_fn fn, void *arg)
 #define REVIEW_HOLD_NS 60000000000LL /* a clock, once changed, is kept at least this long */
 #define REVIEW_MIN_CPU 0.05          /* a window counts when the app used 5 % of a core */
 #define CALIB_WORST_NS 5000          /* no measuring while even this cost is under budget */
+#define REVIEW_THREADS 256           /* schedstat files read per review, at most */
 /* Short batches, alternating clocks, the fastest of each counts: on a busy CPU most batches of
  * 20 round trips (~0.2 ms) still run undisturbed, where whole seconds never would. */
 #define CALIB_ROUNDS 20              /* round trips per batch */
 #define CALIB_BATCHES 50             /* batches per clock */
 
-struct calib {
+#define CALIB_LIMIT_NS 500000000LL /* the whole measurement, at most: else "not measured" */
+
+/* Shared with the helper thread; static, so that a helper left behind (below) never reads freed
+ * memory. One measurement per process. */
+static struct calib {
     int to[2], from[2]; /* pipes: sampler -> helper, helper -> sampler */
     int cpu;
-};
+} C = {.to = {-1, -1}, .from = {-1, -1}};
 
 /* A perf task-clock event on the calling thread as arm_perf makes them, without the signal. */
 static int calib_event(void)
@@ -924,103 +955,128 @@ static int calib_event(void)
     return (int)syscall(SYS_perf_event_open, &a, 0, -1, -1, PERF_FLAG_FD_CLOEXEC);
 }
 
-static void pin_to(int cpu)
+static int pin_to(int cpu)
 {
     cpu_set_t set;
     CPU_ZERO(&set);
     CPU_SET(cpu, &set);
-    sched_setaffinity(0, sizeof set, &set);
+    return sched_setaffinity(0, sizeof set, &set);
 }
 
-/* The helper answers each byte: 'p' opens an event on itself, 'c' closes it, 'x' ends. */
+/* The helper echoes each byte: 'p' opens an event on itself first ('f' comes back when it
+ * cannot), 'c' closes it; it ends when the pipe closes. */
 static void *calib_helper(void *arg)
 {
-    struct calib *c = arg;
+    (void)arg;
     pthread_setname_np(pthread_self(), "clrscope-calib");
-    pin_to(c->cpu);
+    pin_to(C.cpu);
     int fd = -1;
     char b;
-    while (read(c->to[0], &b, 1) == 1) {
-        if (b == 'p' && fd < 0)
-            fd = calib_event();
+    while (read(C.to[0], &b, 1) == 1) {
+        if (b == 'p' && fd < 0 && (fd = calib_event()) < 0)
+            b = 'f';
         else if (b == 'c' && fd >= 0) {
             close(fd);
             fd = -1;
         }
-        if (b == 'x' || write(c->from[1], &b, 1) != 1)
+        if (write(C.from[1], &b, 1) != 1)
             break;
     }
     if (fd >= 0)
         close(fd);
+    close(C.to[0]);
+    close(C.from[1]);
     return NULL;
 }
 
-static int ask(struct calib *c, char b)
+/* Sends b, waits for its echo until `deadline`: 0, or -1 (also when the echo is not b). */
+static int ask(char b, int64_t deadline)
 {
-    return write(c->to[1], &b, 1) == 1 && read(c->from[0], &b, 1) == 1 ? 0 : -1;
+    char got;
+    if (write(C.to[1], &b, 1) != 1)
+        return -1;
+    for (;;) {
+        int64_t left = deadline - mono_ns();
+        if (left <= 0)
+            return -1;
+        struct pollfd pf = {.fd = C.from[0], .events = POLLIN};
+        int n = poll(&pf, 1, (int)(left / 1000000 + 1));
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n != 1)
+            return -1;
+        return read(C.from[0], &got, 1) == 1 && got == b ? 0 : -1;
+    }
 }
 
 /* What a perf event on each of two threads adds to a context switch between them on one CPU
- * (ns), or -1. Runs ~2,000 round trips per clock: ~20 ms on the bench's VM. */
+ * (ns), or -1 when it could not be measured within CALIB_LIMIT_NS. 1,000 round trips per clock,
+ * ~15 ms on the bench's VM. The sampler thread is pinned meanwhile, then given its mask back. */
 static int64_t calibrate(void)
 {
-    struct calib c = {.to = {-1, -1}, .from = {-1, -1}, .cpu = sched_getcpu()};
+    C.cpu = sched_getcpu();
     cpu_set_t saved;
-    if (c.cpu < 0 || sched_getaffinity(0, sizeof saved, &saved))
+    if (C.cpu < 0 || sched_getaffinity(0, sizeof saved, &saved))
         return -1;
-    if (pipe2(c.to, O_CLOEXEC) || pipe2(c.from, O_CLOEXEC)) {
+    if (pipe2(C.to, O_CLOEXEC) || pipe2(C.from, O_CLOEXEC)) {
         for (int i = 0; i < 2; i++) {
-            if (c.to[i] >= 0)
-                close(c.to[i]);
-            if (c.from[i] >= 0)
-                close(c.from[i]);
+            if (C.to[i] >= 0)
+                close(C.to[i]);
+            if (C.from[i] >= 0)
+                close(C.from[i]);
+            C.to[i] = C.from[i] = -1;
         }
         return -1;
     }
     pthread_t th;
-    int64_t best[2] = {INT64_MAX, INT64_MAX};
-    int ok = 0;
     sigset_t all, old;
     sigfillset(&all);
     pthread_sigmask(SIG_BLOCK, &all, &old); /* the helper starts with every signal blocked */
-    int started = !pthread_create(&th, NULL, calib_helper, &c);
+    int started = !pthread_create(&th, NULL, calib_helper, NULL);
     pthread_sigmask(SIG_SETMASK, &old, NULL);
-    if (started) {
-        pin_to(c.cpu);
-        ok = 1;
-        for (int b = 0; b < CALIB_BATCHES && ok; b++) {
-            for (int perf = 0; perf < 2 && ok; perf++) {
-                int fd = perf ? calib_event() : -1;
-                if ((perf && fd < 0) || (perf && ask(&c, 'p'))) {
-                    ok = 0;
-                } else {
-                    char x = 'r';
-                    int64_t t0 = mono_ns();
-                    for (int i = 0; i < CALIB_ROUNDS && ok; i++)
-                        ok = write(c.to[1], &x, 1) == 1 && read(c.from[0], &x, 1) == 1;
-                    int64_t t = mono_ns() - t0;
-                    if (t < best[perf])
-                        best[perf] = t;
-                    if (perf && ask(&c, 'c'))
-                        ok = 0;
-                }
-                if (fd >= 0)
-                    close(fd);
-            }
-        }
-        char x = 'x';
-        if (write(c.to[1], &x, 1) != 1)
-            ok = 0; /* (the helper then ends on the closed pipe) */
-        close(c.to[1]);
-        c.to[1] = -1;
-        pthread_join(th, NULL);
-        sched_setaffinity(0, sizeof saved, &saved);
+    if (!started) {
+        close(C.to[0]);
+        close(C.to[1]);
+        close(C.from[0]);
+        close(C.from[1]);
+        return -1;
     }
-    close(c.to[0]);
-    close(c.from[0]);
-    close(c.from[1]);
-    if (c.to[1] >= 0)
-        close(c.to[1]);
+    int64_t best[2] = {INT64_MAX, INT64_MAX};
+    int64_t deadline = mono_ns() + CALIB_LIMIT_NS;
+    int ok = !pin_to(C.cpu);
+    for (int b = 0; b < CALIB_BATCHES && ok; b++) {
+        for (int perf = 0; perf < 2 && ok; perf++) {
+            int fd = perf ? calib_event() : -1;
+            if (perf && (fd < 0 || ask('p', deadline))) {
+                ok = 0;
+            } else {
+                int64_t t0 = mono_ns();
+                for (int i = 0; i < CALIB_ROUNDS && ok; i++)
+                    ok = !ask('r', deadline);
+                int64_t t = mono_ns() - t0;
+                if (ok && t < best[perf])
+                    best[perf] = t;
+                if (ok && perf && ask('c', deadline))
+                    ok = 0;
+            }
+            if (fd >= 0)
+                close(fd);
+        }
+    }
+    close(C.to[1]); /* the helper reads the end of its pipe and returns */
+    if (sched_setaffinity(0, sizeof saved, &saved)) {
+        cpu_set_t any; /* (the cpuset changed meanwhile: every CPU it allows) */
+        memset(&any, 0xff, sizeof any);
+        sched_setaffinity(0, sizeof any, &any);
+    }
+    struct timespec until;
+    clock_gettime(CLOCK_REALTIME, &until);
+    until.tv_sec += 1;
+    if (pthread_timedjoin_np(th, NULL, &until)) {
+        pthread_detach(th); /* starved on its CPU: it ends when it runs, closing its own ends */
+        ok = 0;
+    }
+    close(C.from[0]);
     if (!ok)
         return -1;
     int64_t d = (best[1] - best[0]) / (2 * CALIB_ROUNDS); /* two switches per round trip */
@@ -1032,92 +1088,161 @@ static int64_t tv_ns(struct timeval tv)
     return (int64_t)tv.tv_sec * 1000000000LL + (int64_t)tv.tv_usec * 1000;
 }
 
+/* A thread's time on CPU (ns) and the times it was switched in (/proc/.../schedstat). 0, -1. */
+static int schedstat(uint32_t tid, uint64_t *run_ns, uint64_t *ins)
+{
+    char path[64], buf[128];
+    snprintf(path, sizeof path, "/proc/self/task/%u/schedstat", tid);
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return -1;
+    ssize_t n = read(fd, buf, sizeof buf - 1);
+    close(fd);
+    if (n <= 0)
+        return -1;
+    buf[n] = 0;
+    unsigned long long run, wait, slices;
+    if (sscanf(buf, "%llu %llu %llu", &run, &wait, &slices) != 3)
+        return -1;
+    *run_ns = run;
+    *ins = slices;
+    return 0;
+}
+
+/* The sampled threads' switches and CPU since the last review (at most REVIEW_THREADS of them,
+ * in turn): those are the switches a perf event makes dearer (clrscope's own threads, the
+ * runtime's native ones carry none). 0, or -1 when no thread's schedstat could be read. */
+static int sampled_switches(uint64_t *dsw, int64_t *dcpu, size_t *counted)
+{
+    size_t n = S.nth < REVIEW_THREADS ? S.nth : REVIEW_THREADS, read_any = 0;
+    *dsw = 0;
+    *dcpu = 0;
+    *counted = 0;
+    for (size_t k = 0; k < n; k++) {
+        struct sthread *t = &S.th[(S.review_next + k) % S.nth];
+        uint64_t run, ins;
+        if (schedstat(t->tid, &run, &ins))
+            continue;
+        read_any++;
+        if (t->ss_ins && ins >= t->ss_ins && run >= t->ss_run) {
+            *dsw += ins - t->ss_ins;
+            *dcpu += (int64_t)(run - t->ss_run);
+            (*counted)++;
+        }
+        t->ss_ins = ins ? ins : 1;
+        t->ss_run = run;
+    }
+    if (S.nth)
+        S.review_next = (S.review_next + n) % S.nth;
+    return read_any ? 0 : -1;
+}
+
 int prof_sigsample_review(int64_t now)
 {
-    if (!S.signo || S.timer_mode != PROF_SIG_TIMER_AUTO || !S.perf_usable ||
+    if (!S.signo || S.stopped || S.timer_mode != PROF_SIG_TIMER_AUTO || !S.perf_usable ||
         (S.review_at && now - S.review_at < REVIEW_NS))
-        return -1; /* (getrusage sums every thread's counts: once a window, not every tick) */
-    struct rusage ru;
-    if (getrusage(RUSAGE_SELF, &ru))
         return -1;
-    uint64_t sw = (uint64_t)ru.ru_nvcsw + (uint64_t)ru.ru_nivcsw;
-    int64_t cpu = tv_ns(ru.ru_utime) + tv_ns(ru.ru_stime);
     int64_t dt = now - S.review_at;
-    int whole = S.review_at && dt <= 10 * REVIEW_NS && cpu >= S.rev_cpu_ns &&
-                sw >= S.rev_switches;
-    uint64_t dsw = sw - S.rev_switches;
-    int64_t dcpu = cpu - S.rev_cpu_ns;
+    int whole = S.review_at && dt <= 10 * REVIEW_NS; /* (else one the sampler slept through) */
     S.review_at = now;
-    S.rev_switches = sw;
-    S.rev_cpu_ns = cpu;
-    if (!whole)
-        return -1; /* the first window, or one the sampler slept through: a new one starts */
-    if ((double)dcpu < REVIEW_MIN_CPU * (double)dt)
-        return -1; /* too idle to tell, and nothing to save */
+    uint64_t dsw;
+    int64_t dcpu;
+    size_t counted;
+    if (sampled_switches(&dsw, &dcpu, &counted)) {
+        /* no schedstat (CONFIG_SCHED_INFO off): the whole process's counts, ours included */
+        struct rusage ru;
+        if (getrusage(RUSAGE_SELF, &ru))
+            return -1;
+        uint64_t sw = (uint64_t)ru.ru_nvcsw + (uint64_t)ru.ru_nivcsw;
+        int64_t cpu = tv_ns(ru.ru_utime) + tv_ns(ru.ru_stime);
+        whole = whole && S.rev_switches && cpu >= S.rev_cpu_ns && sw >= S.rev_switches;
+        dsw = sw - S.rev_switches;
+        dcpu = cpu - S.rev_cpu_ns;
+        counted = S.nth;
+        S.rev_switches = sw;
+        S.rev_cpu_ns = cpu;
+    }
+    if (!whole || !counted || !S.nth)
+        return -1;
+    /* too idle to tell, and nothing to save: under 5 % of a core (for the threads counted) */
+    if ((double)dcpu < REVIEW_MIN_CPU * (double)dt * (double)counted / (double)S.nth)
+        return -1;
     S.switch_rate = (double)dsw * 1e9 / (double)dcpu;
-    if (S.switch_cost_ns < 0) {
+    if (!S.calib_tried) {
         if (S.switch_rate * CALIB_WORST_NS / 1e9 <= S.budget)
             return -1; /* cheap whatever a switch costs */
+        S.calib_tried = 1;
         int64_t t0 = mono_ns();
         S.switch_cost_ns = calibrate();
-        if (S.switch_cost_ns < 0) {
-            S.switch_cost_ns = CALIB_WORST_NS;
+        if (S.switch_cost_ns < 0)
             prof_log(LOG_INFO, "cpu sampler: could not measure what perf events add to a "
-                     "context switch; assuming %d ns", CALIB_WORST_NS);
-        } else {
+                     "context switch here; they are kept (CLRSCOPE_CPU_TIMER=posix gives them up)");
+        else
             prof_log(LOG_DEBUG, "cpu sampler: perf events add %lld ns to a context switch here",
                      (long long)S.switch_cost_ns);
-        }
-        if (!getrusage(RUSAGE_SELF, &ru)) { /* the next window leaves the measurement out */
-            S.review_at = now + (mono_ns() - t0);
-            S.rev_switches = (uint64_t)ru.ru_nvcsw + (uint64_t)ru.ru_nivcsw;
-            S.rev_cpu_ns = tv_ns(ru.ru_utime) + tv_ns(ru.ru_stime);
-        }
+        S.review_at = now + (mono_ns() - t0); /* the next window leaves the measurement out */
+        sampled_switches(&dsw, &dcpu, &counted);
     }
+    if (S.switch_cost_ns < 0)
+        return -1;
     S.perf_cost = S.switch_rate * (double)S.switch_cost_ns / 1e9;
+    /* two windows in a row decide (a start-up's JIT or one burst of GCs alone does not) */
+    S.over = S.perf && S.perf_cost > S.budget ? S.over + 1 : 0;
+    S.under = !S.perf && S.perf_cost < S.budget / 2 ? S.under + 1 : 0;
     if (S.changed_at && now - S.changed_at < REVIEW_HOLD_NS)
         return -1;
-    if (S.perf && S.perf_cost > S.budget)
-        return 0;
-    if (!S.perf && S.perf_cost < S.budget / 2)
-        return 1;
+    if (S.over >= 2 || S.under >= 2) {
+        S.over = S.under = 0;
+        return !S.perf;
+    }
     return -1;
 }
 
 void prof_sigsample_use_perf(int on, int64_t now, prof_sigsample_fn fn, void *arg)
 {
-    if (!S.signo || !S.perf_usable || !on == !S.perf)
+    if (!S.signo || S.stopped || !S.perf_usable || !on == !S.perf)
         return;
-    for (size_t i = 0; i < S.nth; i++)
-        disarm(&S.th[i], fn, arg);
-    /* no timer is left to signal, so the handlers in flight end soon: their rings are reused */
-    for (int i = 0; i < 100 && __atomic_load_n(&g_sig.inflight, __ATOMIC_SEQ_CST); i++) {
-        struct timespec ts = {0, 100000};
-        nanosleep(&ts, NULL);
-    }
-    reclaim();
     S.perf = on;
-    S.perf_off = on ? NULL : "auto: perf events would cost more than CLRSCOPE_CPU_TIMER_BUDGET "
-                             "of the app's CPU here (perf_cost)";
     S.changed_at = now;
     S.clock_changes++;
-    size_t armed_now = 0;
     for (size_t i = 0; i < S.nth; i++) {
         struct sthread *t = &S.th[i];
-        t->timer = -1;
-        t->fd = -1;
+        int own = -1;
+        if (armed(t)) {
+            /* the same ring again: a signal of the old clock still in flight can only write
+             * this thread's own sample into it (and arm's new generation stops the rest) */
+            own = (int)t->ring;
+            if (t->timer >= 0)
+                syscall(SYS_timer_delete, t->timer);
+            t->timer = -1;
+            drain_ring(t, fn, arg); /* (a perf event's samples weighed while its fd is open) */
+            if (t->fd >= 0)
+                close_perf(t);
+        }
         t->cpu_seen = -1;
-        int rc = arm(t);
-        if (!rc)
-            armed_now++;
-        else if (rc != -EINVAL && rc != -ESRCH)
-            S.timer_failures++; /* left without a clock, as a failed first arming is */
+        t->retry = 0;
+        int rc = arm(t, own);
+        if (rc && rc != -EINVAL && rc != -ESRCH) {
+            S.timer_failures++;
+            t->retry = 1; /* the next sync tries again */
+        }
     }
     S.maps_dirty |= 2;
-    prof_log(LOG_INFO, "cpu sampler: %s for %zu threads: perf events cost ~%.2f %% of the app's "
-             "CPU here (%lld ns per context switch, %.0f switches per CPU-second; budget %.2f %%)",
-             on ? "perf events again" : "POSIX CPU timers", armed_now, 100 * S.perf_cost,
-             (long long)S.switch_cost_ns, S.switch_rate, 100 * S.budget);
+    size_t perf_threads = 0, armed_now = 0;
+    for (size_t i = 0; i < S.nth; i++) {
+        armed_now += armed(&S.th[i]);
+        perf_threads += S.th[i].fd >= 0;
+    }
+    S.perf_off = S.perf ? NULL : !on ? "auto: perf events would cost more than "
+                                       "CLRSCOPE_CPU_TIMER_BUDGET of the app's CPU here "
+                                       "(perf_cost)"
+                                     : S.perf_off; /* (refused meanwhile: arm said why) */
+    prof_log(LOG_INFO, "cpu sampler: %s (%zu of %zu threads on perf events): they would cost "
+             "~%.2f %% of the app's CPU here (%lld ns per context switch, %.0f switches per "
+             "CPU-second; budget %g %%)",
+             on ? "perf events again" : "POSIX CPU timers instead of perf events", perf_threads,
+             armed_now, 100 * S.perf_cost, (long long)S.switch_cost_ns, S.switch_rate,
+             100 * S.budget);
 }
 
 int prof_sigsample_maps_start(void)
@@ -1133,6 +1258,7 @@ int prof_sigsample_maps_start(void)
 
 void prof_sigsample_stop(void)
 {
+    S.stopped = 1;
     /* the snapshots are no longer refreshed: self-walks go back to the runtime's walk */
     __atomic_store_n(&g_sig.self_walk, 0, __ATOMIC_RELEASE);
     for (size_t i = 0; i < S.nth; i++) {
@@ -1158,7 +1284,8 @@ void prof_sigsample_get_stats(struct prof_sigsample_stats *out)
     out->timer = S.perf ? (S.perf_user_only ? "perf-user" : "perf") : "posix";
     out->timer_off = S.perf_off;
     out->perf_fallbacks = S.perf_fallbacks;
-    out->reviewing = S.signo && S.timer_mode == PROF_SIG_TIMER_AUTO && S.perf_usable;
+    out->reviewing = S.signo && !S.stopped && S.timer_mode == PROF_SIG_TIMER_AUTO &&
+                     S.perf_usable;
     out->switch_cost_ns = S.switch_cost_ns;
     out->switch_rate = S.switch_rate;
     out->perf_cost = S.perf_cost;

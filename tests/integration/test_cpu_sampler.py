@@ -94,20 +94,21 @@ class SuspendStillWorks(unittest.TestCase):
 class ClockReview(unittest.TestCase):
     """CLRSCOPE_CPU_TIMER=auto re-arms every thread with POSIX CPU timers once perf events would
     cost the app more than CLRSCOPE_CPU_TIMER_BUDGET (the cost of a context switch it measures,
-    times the app's switches per CPU-second). A budget of 1e-6 % makes `bursts` (threads passing
-    tokens: hundreds of switches per CPU-second) cross it at the first review (~5 s); the
-    samples after the change must still stand for the CPU the threads burned."""
+    times the sampled threads' switches per CPU-second, over two 5 s windows in a row). A budget
+    of 1e-6 % makes `bursts` (threads passing tokens: hundreds of switches per CPU-second) cross
+    it at the first two reviews (~10 s); the samples after the change must still stand for the
+    CPU the threads burned."""
 
     @classmethod
     def setUpClass(cls):
-        cls.app = ProfiledApp("bursts", ["--seconds", "11"],
+        cls.app = ProfiledApp("bursts", ["--seconds", "17"],
                               env={"CLRSCOPE_PROFILES": "cpu",
                                    "CLRSCOPE_CPU_TIMER_BUDGET": "0.000001"})
         cls.app.start()
         cls.app.wait_ready()
         cls.first = cls.app.json("/api/v1/status")["self"]["signal_sampler"]
         cls.changed = None
-        deadline = time.time() + 9
+        deadline = time.time() + 14
         while time.time() < deadline:
             sig = cls.app.json("/api/v1/status")["self"]["signal_sampler"]
             if sig.get("perf_cost", {}).get("clock_changes"):
@@ -129,8 +130,10 @@ class ClockReview(unittest.TestCase):
             self.skipTest(f"no perf events here: {self.first.get('timer_note')}")
 
     def test_posix_timers_replace_perf_events(self):
-        self.assertIsNotNone(self.changed, "no clock change within 9 s of a 1e-6 % budget")
         sig = self.status["self"]["signal_sampler"]
+        if sig["perf_cost"]["switch_ns"] == 0:
+            self.skipTest("perf events add nothing measurable to a context switch here")
+        self.assertIsNotNone(self.changed, "no clock change within 14 s of a 1e-6 % budget")
         self.assertEqual(sig["timer"], "posix", sig)
         self.assertTrue(sig["timer_note"].startswith("auto:"), sig)
         self.assertEqual(sig["perf_threads"], 0, sig)
@@ -142,10 +145,12 @@ class ClockReview(unittest.TestCase):
         self.assertGreater(cost["switches_per_cpu_s"], 0, cost)
         self.assertGreater(cost["share"], cost["budget"], cost)
         self.assertAlmostEqual(cost["budget"], 1e-8)
-        self.assertTrue(any("POSIX CPU timers for" in l for l in self.app.stderr_lines),
+        self.assertTrue(any("POSIX CPU timers instead of perf events" in l
+                            for l in self.app.stderr_lines),
                         self.app.stderr_lines[-10:])
 
     def test_samples_go_on_and_stand_for_cpu(self):
+        self.assertIsNotNone(self.changed, "no clock change")
         self.assertGreater(self.status["self"]["signal_sampler"]["samples"],
                            self.changed["samples"] + 50)
         total_ms = self.cpu["total"] / 1e6
