@@ -886,13 +886,11 @@ void prof_sigsample_sync(uint32_t *tids, size_t n, prof_sigsample_fn fn, void *a
         } else {
             struct sthread t = S.th[i++];
             j++;
-            if (t.retry && !armed(&t)) {
-                t.retry = 0;
+            if (t.retry && !armed(&t)) { /* (counted in timer_failures once, at the change) */
                 int rc = arm(&t, -1);
                 if (!rc)
                     S.maps_dirty |= 2;
-                else if (rc != -EINVAL && rc != -ESRCH)
-                    S.timer_failures++;
+                t.retry = rc && rc != -EINVAL && rc != -ESRCH;
             }
             nt[k++] = t;
         }
@@ -1071,7 +1069,11 @@ static int64_t calibrate(void)
     }
     struct timespec until;
     clock_gettime(CLOCK_REALTIME, &until);
-    until.tv_sec += 1;
+    until.tv_nsec += 100000000L;
+    if (until.tv_nsec >= 1000000000L) {
+        until.tv_sec++;
+        until.tv_nsec -= 1000000000L;
+    }
     if (pthread_timedjoin_np(th, NULL, &until)) {
         pthread_detach(th); /* starved on its CPU: it ends when it runs, closing its own ends */
         ok = 0;
@@ -1120,7 +1122,7 @@ static int sampled_switches(uint64_t *dsw, int64_t *dcpu, size_t *counted)
     *counted = 0;
     for (size_t k = 0; k < n; k++) {
         struct sthread *t = &S.th[(S.review_next + k) % S.nth];
-        uint64_t run, ins;
+        uint64_t run = 0, ins = 0;
         if (schedstat(t->tid, &run, &ins))
             continue;
         read_any++;
@@ -1140,8 +1142,8 @@ static int sampled_switches(uint64_t *dsw, int64_t *dcpu, size_t *counted)
 int prof_sigsample_review(int64_t now)
 {
     if (!S.signo || S.stopped || S.timer_mode != PROF_SIG_TIMER_AUTO || !S.perf_usable ||
-        (S.review_at && now - S.review_at < REVIEW_NS))
-        return -1;
+        (S.review_at && now - S.review_at < REVIEW_NS) || (S.calib_tried && S.switch_cost_ns < 0))
+        return -1; /* (a failed measurement keeps perf events for good) */
     int64_t dt = now - S.review_at;
     int whole = S.review_at && dt <= 10 * REVIEW_NS; /* (else one the sampler slept through) */
     S.review_at = now;
@@ -1162,11 +1164,13 @@ int prof_sigsample_review(int64_t now)
         S.rev_switches = sw;
         S.rev_cpu_ns = cpu;
     }
-    if (!whole || !counted || !S.nth)
+    /* a window that tells nothing breaks a run of windows past (or under) the budget; so does
+     * one too idle to tell, with nothing to save: under 5 % of a core (the threads counted) */
+    if (!whole || !counted || !S.nth ||
+        (double)dcpu < REVIEW_MIN_CPU * (double)dt * (double)counted / (double)S.nth) {
+        S.over = S.under = 0;
         return -1;
-    /* too idle to tell, and nothing to save: under 5 % of a core (for the threads counted) */
-    if ((double)dcpu < REVIEW_MIN_CPU * (double)dt * (double)counted / (double)S.nth)
-        return -1;
+    }
     S.switch_rate = (double)dsw * 1e9 / (double)dcpu;
     if (!S.calib_tried) {
         if (S.switch_rate * CALIB_WORST_NS / 1e9 <= S.budget)
@@ -1180,8 +1184,14 @@ int prof_sigsample_review(int64_t now)
         else
             prof_log(LOG_DEBUG, "cpu sampler: perf events add %lld ns to a context switch here",
                      (long long)S.switch_cost_ns);
-        S.review_at = now + (mono_ns() - t0); /* the next window leaves the measurement out */
-        sampled_switches(&dsw, &dcpu, &counted);
+        /* the next window leaves the measurement out: its own threads' switches count in the
+         * getrusage fallback (schedstat counts only the sampled threads, which it spares) */
+        S.review_at = now + (mono_ns() - t0);
+        struct rusage ru;
+        if (!getrusage(RUSAGE_SELF, &ru)) {
+            S.rev_switches = (uint64_t)ru.ru_nvcsw + (uint64_t)ru.ru_nivcsw;
+            S.rev_cpu_ns = tv_ns(ru.ru_utime) + tv_ns(ru.ru_stime);
+        }
     }
     if (S.switch_cost_ns < 0)
         return -1;
@@ -1212,6 +1222,8 @@ void prof_sigsample_use_perf(int on, int64_t now, prof_sigsample_fn fn, void *ar
             /* the same ring again: a signal of the old clock still in flight can only write
              * this thread's own sample into it (and arm's new generation stops the rest) */
             own = (int)t->ring;
+            /* late signals of the old clock miss from now on (arm bumps it again) */
+            __atomic_add_fetch(&ring_at(own)->gen, 1, __ATOMIC_SEQ_CST);
             if (t->timer >= 0)
                 syscall(SYS_timer_delete, t->timer);
             t->timer = -1;
