@@ -616,13 +616,21 @@ static int64_t thread_cpu(uint32_t tid)
 /* A perf task-clock event on thread t that signals that very thread every interval of its CPU
  * time (in user mode only where the kernel allows no more: perf_event_paranoid 2 without
  * CAP_PERFMON). 0, or -errno. */
+/* A perf task-clock event's attributes as the sampler uses them (arm_perf, calib_event). */
+static void task_clock_attr(struct perf_event_attr *a, uint64_t period)
+{
+    memset(a, 0, sizeof *a);
+    a->type = PERF_TYPE_SOFTWARE;
+    a->size = sizeof *a;
+    a->config = PERF_COUNT_SW_TASK_CLOCK;
+    a->sample_period = period;
+    a->exclude_hv = 1;
+}
+
 static int arm_perf(struct sthread *t, int idx, uint32_t gen)
 {
     struct perf_event_attr a;
-    memset(&a, 0, sizeof a);
-    a.type = PERF_TYPE_SOFTWARE;
-    a.size = sizeof a;
-    a.config = PERF_COUNT_SW_TASK_CLOCK;
+    task_clock_attr(&a, (uint64_t)S.interval_ns);
     /* the first period anywhere in the first interval, at least the 10 us the kernel allows
      * (as for the timers below); the handler sets the whole interval after it */
     uint64_t x = S.phase_rng ? S.phase_rng : (uint64_t)mono_ns() | 1u;
@@ -633,7 +641,6 @@ static int arm_perf(struct sthread *t, int idx, uint32_t gen)
     uint64_t first = 10000 + x % (uint64_t)S.interval_ns;
     a.sample_period = first < (uint64_t)S.interval_ns ? first : (uint64_t)S.interval_ns;
     a.disabled = 1;
-    a.exclude_hv = 1;
     /* Time in the kernel sampled too where allowed (perf_event_paranoid 1, CAP_PERFMON): the
      * signal then lands where the thread entered the kernel (a page fault, a system call), as a
      * POSIX timer's does. Else user time only; the thread's clock still weighs it all, shared
@@ -943,12 +950,7 @@ static struct calib {
 static int calib_event(void)
 {
     struct perf_event_attr a;
-    memset(&a, 0, sizeof a);
-    a.type = PERF_TYPE_SOFTWARE;
-    a.size = sizeof a;
-    a.config = PERF_COUNT_SW_TASK_CLOCK;
-    a.sample_period = (uint64_t)S.interval_ns;
-    a.exclude_hv = 1;
+    task_clock_attr(&a, (uint64_t)S.interval_ns);
     a.exclude_kernel = S.perf_user_only;
     return (int)syscall(SYS_perf_event_open, &a, 0, -1, -1, PERF_FLAG_FD_CLOEXEC);
 }
