@@ -169,6 +169,10 @@ static void read_process_facts(void)
         g_core.cmdline[n] = 0;
         fclose(f);
     }
+    /* both reach JSON and pprof labels: a name the kernel cut inside a character, arguments in
+     * any bytes, the command line cut at its buffer */
+    prof_utf8_clean(g_core.process_name);
+    prof_utf8_clean(g_core.cmdline);
     /* "dotnet app.dll": name the process after the app, as users think of it */
     if (!strcmp(g_core.process_name, "dotnet")) {
         const char *dll = strstr(g_core.cmdline, ".dll");

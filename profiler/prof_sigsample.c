@@ -58,10 +58,14 @@ static int armed(const struct sthread *t)
     return t->timer >= 0 || t->fd >= 0;
 }
 
-/* Something the handler may still be looking at: freed (or recycled) once inflight was 0. */
+/* Something the handler may still be looking at: freed (or recycled, or closed) once inflight
+ * was 0. */
 struct retired {
     void *mem; /* free it (a maps or codes snapshot) */
     int ring;  /* or recycle this ring (-1 = none) */
+    int fd;    /* or close this perf event (-1 = none): a handler that read its number from
+                * g_sig.fdmap before it was cleared may still ioctl it, and once closed the number
+                * could be the app's next file */
 };
 
 static struct {
@@ -243,17 +247,17 @@ static struct prof_sig_maps *build_maps(void)
     return m;
 }
 
-static void retire(void *mem, int ring)
+static void retire(void *mem, int ring, int fd)
 {
     if (S.nret == S.capret) {
         size_t nc = S.capret ? S.capret * 2 : 64;
         struct retired *r = realloc(S.ret, nc * sizeof *r);
         if (!r)
-            return; /* leak it rather than free what a handler may read */
+            return; /* leak it rather than free (or close) what a handler may read */
         S.ret = r;
         S.capret = nc;
     }
-    S.ret[S.nret++] = (struct retired){.mem = mem, .ring = ring};
+    S.ret[S.nret++] = (struct retired){.mem = mem, .ring = ring, .fd = fd};
 }
 
 static void recycle_ring(int idx)
@@ -274,6 +278,8 @@ static void reclaim(void)
         free(S.ret[i].mem);
         if (S.ret[i].ring >= 0)
             recycle_ring(S.ret[i].ring);
+        if (S.ret[i].fd >= 0)
+            close(S.ret[i].fd);
     }
     S.nret = 0;
 }
@@ -305,7 +311,7 @@ static int refresh_maps(int64_t now)
     int changed = !old || !same_ranges(old->exec, old->nexec, m->exec, m->nexec) ||
                   !same_ranges(old->rw, old->nrw, m->rw, m->nrw);
     if (old)
-        retire(old, -1);
+        retire(old, -1, -1);
     S.maps_refreshes++;
     return changed;
 }
@@ -362,7 +368,7 @@ void prof_sigsample_set_frameless(const uintptr_t (*ranges)[3], size_t n)
     qsort(c->c, n, sizeof c->c[0], cmp_code);
     struct prof_sig_codes *old = __atomic_exchange_n(&g_sig.codes, c, __ATOMIC_SEQ_CST);
     if (old)
-        retire(old, -1);
+        retire(old, -1, -1);
 }
 
 static int cmp_uintptr(const void *a, const void *b)
@@ -383,7 +389,7 @@ void prof_sigsample_set_osr(const uintptr_t *ra, size_t n)
     qsort(t->ra, n, sizeof t->ra[0], cmp_uintptr);
     struct prof_sig_osrs *old = __atomic_exchange_n(&g_sig.osr, t, __ATOMIC_SEQ_CST);
     if (old)
-        retire(old, -1);
+        retire(old, -1, -1);
     S.osr_returns = n;
 }
 
@@ -405,7 +411,7 @@ void prof_sigsample_set_hidden(const struct prof_sig_hidden *h, size_t n)
     qsort(t->h, n, sizeof t->h[0], cmp_hidden);
     struct prof_sig_hiddens *old = __atomic_exchange_n(&g_sig.hidden, t, __ATOMIC_SEQ_CST);
     if (old)
-        retire(old, -1);
+        retire(old, -1, -1);
 }
 
 static int64_t doubled(int64_t gap)
@@ -672,7 +678,9 @@ static int arm_perf(struct sthread *t, int idx, uint32_t gen)
         t->cpu_seen = thread_cpu(t->tid);
         if (ioctl(fd, PERF_EVENT_IOC_REFRESH, 1)) { /* enabled for one period at a time */
             e = errno;
-            __atomic_store_n(&g_sig.fdmap[fd], 0, __ATOMIC_RELEASE);
+            __atomic_store_n(&g_sig.fdmap[fd], 0, __ATOMIC_SEQ_CST);
+            retire(NULL, -1, fd); /* (it was in the map: closed as close_perf's are) */
+            return -e;
         }
     }
     if (e) {
@@ -689,7 +697,7 @@ static int arm_perf(struct sthread *t, int idx, uint32_t gen)
 static void give_back(int idx, int own)
 {
     if (own)
-        retire(NULL, idx);
+        retire(NULL, idx, -1);
     else
         S.free_rings[S.nfree++] = idx;
 }
@@ -827,12 +835,13 @@ static int drain_ring(struct sthread *t, prof_sigsample_fn fn, void *arg)
     return got;
 }
 
-/* Stops t's perf event: late signals for its fd map to nothing from now on. */
+/* Stops t's perf event: late signals for its fd map to nothing from now on. The fd is closed
+ * by reclaim(), once no handler runs that may have read it from the map before. */
 static void close_perf(struct sthread *t)
 {
     ioctl(t->fd, PERF_EVENT_IOC_DISABLE, 0);
-    __atomic_store_n(&g_sig.fdmap[t->fd], 0, __ATOMIC_RELEASE);
-    close(t->fd);
+    __atomic_store_n(&g_sig.fdmap[t->fd], 0, __ATOMIC_SEQ_CST);
+    retire(NULL, -1, t->fd);
     t->fd = -1;
     S.perf_open--;
 }
@@ -849,7 +858,7 @@ static void disarm(struct sthread *t, prof_sigsample_fn fn, void *arg)
         close_perf(t);
     struct prof_sig_ring *r = ring_at((int)t->ring);
     __atomic_add_fetch(&r->gen, 1, __ATOMIC_SEQ_CST); /* late signals now miss */
-    retire(NULL, (int)t->ring);
+    retire(NULL, (int)t->ring, -1);
 }
 
 static int cmp_u32(const void *a, const void *b)
@@ -862,7 +871,8 @@ void prof_sigsample_sync(uint32_t *tids, size_t n, prof_sigsample_fn fn, void *a
 {
     if (!S.signo)
         return;
-    qsort(tids, n, sizeof *tids, cmp_u32);
+    if (n)
+        qsort(tids, n, sizeof *tids, cmp_u32); /* (tids may be NULL when n is 0) */
     struct sthread *nt = malloc((n ? n : 1) * sizeof *nt);
     if (!nt)
         return;
@@ -1284,7 +1294,14 @@ void prof_sigsample_stop(void)
             close_perf(&S.th[i]);
     }
     S.nth = 0;
-    /* rings and snapshots stay allocated: a signal already queued may still read them */
+    /* the perf events' fds closed once no handler runs (one may have read a number from the
+     * map before it was cleared), waiting 50 ms at most; the rings and the current snapshots
+     * stay allocated: a signal already queued may still read them */
+    for (int i = 0; i < 50 && S.nret; i++) {
+        reclaim();
+        if (S.nret)
+            nanosleep(&(struct timespec){.tv_nsec = 1000000}, NULL);
+    }
 }
 
 void prof_sigsample_get_stats(struct prof_sigsample_stats *out)

@@ -133,6 +133,7 @@ const char *prof_threads_name_of(uint32_t os_tid, char *buf, size_t cap)
         if (fgets(buf, (int)cap, f))
             buf[strcspn(buf, "\n")] = 0;
         fclose(f);
+        prof_utf8_clean(buf);
     }
     return buf;
 }
@@ -154,6 +155,53 @@ size_t prof_threads_tids(uint32_t *out, size_t cap)
             out[n++] = g_tab[i].os_tid;
     pthread_mutex_unlock(&g_lock);
     return n;
+}
+
+/* The length of the well-formed UTF-8 sequence at p (RFC 3629: no overlong forms, no
+ * surrogates, nothing above U+10FFFF), 0 if there is none. */
+static size_t utf8_seq(const unsigned char *p)
+{
+    unsigned c = p[0];
+    if (c < 0x80)
+        return 1;
+    size_t k;
+    unsigned lo = 0x80, hi = 0xBF; /* the range of the second byte */
+    if (c >= 0xC2 && c <= 0xDF) {
+        k = 2;
+    } else if (c >= 0xE0 && c <= 0xEF) {
+        k = 3;
+        if (c == 0xE0)
+            lo = 0xA0;
+        else if (c == 0xED)
+            hi = 0x9F;
+    } else if (c >= 0xF0 && c <= 0xF4) {
+        k = 4;
+        if (c == 0xF0)
+            lo = 0x90;
+        else if (c == 0xF4)
+            hi = 0x8F;
+    } else {
+        return 0;
+    }
+    if (p[1] < lo || p[1] > hi) /* (a NUL ends it here too) */
+        return 0;
+    for (size_t i = 2; i < k; i++)
+        if ((p[i] & 0xC0) != 0x80)
+            return 0;
+    return k;
+}
+
+void prof_utf8_clean(char *s)
+{
+    unsigned char *p = (unsigned char *)s;
+    while (*p) {
+        size_t k = utf8_seq(p);
+        if (!k) {
+            *p++ = '?';
+            continue;
+        }
+        p += k;
+    }
 }
 
 size_t prof_utf16_to_utf8(const WCHAR *src, size_t n, char *dst, size_t cap)

@@ -38,7 +38,10 @@ ctest --test-dir "$build" --output-on-failure ${CTEST_ARGS:-}
 # allocations at exit are not ours) and the new[]/delete pairing (the .NET 9 runtime frees with
 # delete what it took with new[] when a collectible context unloads, with or without clrscope;
 # clrscope's code is C). Unit tests and the launcher run with the leak check. Reports
-# go to files: any file there fails the run, UBSan's recoverable ones included.
+# go to files: any file there fails the run. UBSan's reports too, but GCC's UBSan runtime beside
+# ASan's does not honour log_path (it prints to stderr), so every UBSan report stops the process
+# that made it (halt_on_error; CLRSCOPE_UBSAN_HALT=0 to collect them all), and the test harness
+# copies the ones it sees on an app's stderr into the same directory (CLRSCOPE_SANITIZER_LOGS).
 if [ "${CLRSCOPE_TEST_ASAN:-1}" = 1 ]; then
   asan=${CLRSCOPE_ASAN_BUILD_DIR:-build-asan}
   cmake -S . -B "$asan" -DCLRSCOPE_WERROR=ON -DCLRSCOPE_SANITIZER=address,undefined >/dev/null
@@ -50,7 +53,8 @@ if [ "${CLRSCOPE_TEST_ASAN:-1}" = 1 ]; then
   CLRSCOPE_TEST_APP_PRELOAD="$(gcc -print-file-name=libasan.so)" \
   CLRSCOPE_TEST_APP_ASAN_OPTIONS="handle_segv=0:handle_sigbus=0:handle_sigfpe=0:handle_sigill=0:allow_user_segv_handler=1:use_sigaltstack=0:detect_leaks=0:alloc_dealloc_mismatch=0:quarantine_size_mb=64:log_path=$logs/asan" \
   ASAN_OPTIONS="detect_leaks=1:log_path=$logs/asan" \
-  UBSAN_OPTIONS="print_stacktrace=1:log_path=$logs/ubsan" \
+  UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=${CLRSCOPE_UBSAN_HALT:-1}:log_path=$logs/ubsan" \
+  CLRSCOPE_SANITIZER_LOGS="$logs" \
     ctest --test-dir "$asan" --output-on-failure -E '^(integration\.test_browser|bench\.smoke)$' ${CTEST_ARGS:-}
   if [ -n "$(ls -A "$logs")" ]; then
     cat "$logs"/*

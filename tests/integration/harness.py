@@ -21,6 +21,7 @@ import os
 import re
 import signal
 import subprocess
+import sys
 import tempfile
 import threading
 import time
@@ -34,6 +35,24 @@ LAUNCHER = os.path.join(BUILD, "clrscope")
 LIB = os.path.join(BUILD, "libclrscope.so")
 CLSID = "{C1A5C09E-5C0E-4C1B-9A7E-0D5E7C1A5C0E}"
 URL_RE = re.compile(r"clrscope: dashboard (http://[^ ]+/)(\?token=\S+)? \(pid (\d+)\)")
+
+
+# UBSan's reports from libclrscope.so inside an app. GCC's UBSan runtime sits beside ASan's as a
+# plugin with its own copy of the common flags, so UBSAN_OPTIONS' log_path is not honoured there
+# and the reports go to the app's stderr: the harness copies them to CLRSCOPE_SANITIZER_LOGS,
+# where tools/test.sh fails the run on any file.
+UBSAN_RE = re.compile(r"runtime error: |UndefinedBehaviorSanitizer")
+_report_lock = threading.Lock()
+
+
+def sanitizer_report(cmd, line):
+    logs = os.environ.get("CLRSCOPE_SANITIZER_LOGS")
+    sys.stderr.write(f"sanitizer report from {cmd[-1] if cmd else '?'}: {line}")
+    if not logs:
+        return
+    with _report_lock:
+        with open(os.path.join(logs, f"ubsan-app.{os.getpid()}"), "a") as f:
+            f.write(f"{' '.join(cmd or [])}: {line}")
 
 
 def app_env(extra=None):
@@ -122,6 +141,8 @@ class ProfiledApp:
     def _pump(self, stream, sink, is_err):
         for line in stream:
             sink.append(line.rstrip("\n"))
+            if is_err and UBSAN_RE.search(line):
+                sanitizer_report(self.cmd, line)
             if is_err:
                 m = URL_RE.search(line)
                 if m:

@@ -10,7 +10,9 @@ each pair "deadlock-I-a"/"deadlock-I-b" holds one lock and waits for the other's
 The dump must group them by stack with exactly those counts and names, say which run and which
 sleep, name the holder of the lock each waiter waits for, and report each pair as a deadlock, and
 no other thread as one (not stale-a and stale-b, which a wait record left by the interrupted wait
-made look like one).
+made look like one). Threads without a managed name show the name they gave the OS, valid UTF-8
+where the app cut it inside a character (as /proc's 15-byte comm does): the JSON, the text forms
+and the pprof stay readable.
 """
 import os
 import re
@@ -21,7 +23,7 @@ import unittest
 from harness import LAUNCHER, ProfiledApp, go_pprof
 from pprofdec import read_pprof
 
-BLOCKERS, SPINNERS, WAITERS, DEADLOCKS = 10, 2, 3, 2
+BLOCKERS, SPINNERS, WAITERS, DEADLOCKS, OS_NAMED = 10, 2, 3, 2, 2
 
 
 def groups_with(dump, frame):
@@ -33,7 +35,8 @@ class ThreadDump(unittest.TestCase):
     def setUpClass(cls):
         cls.app = app = ProfiledApp("threads", [
             "--threads", str(BLOCKERS), "--spinners", str(SPINNERS), "--lock-waiters",
-            str(WAITERS), "--deadlocks", str(DEADLOCKS), "--stale-wait", "--seconds", "30"])
+            str(WAITERS), "--deadlocks", str(DEADLOCKS), "--stale-wait", "--os-named", str(OS_NAMED),
+            "--seconds", "30"])
         app.start()
         try:
             app.wait_ready()
@@ -152,12 +155,23 @@ class ThreadDump(unittest.TestCase):
         dgroups = groups_with(self.dump, frames["deadlock"])
         self.assertEqual(sum(g["count"] for g in dgroups), 2 * DEADLOCKS)
 
+    def test_os_name_cut_inside_a_character(self):
+        # app.json decoded the dump strictly; the OS names' cut character reads '?'
+        self.assertEqual(self.truth["os_named"], OS_NAMED)
+        groups = groups_with(self.dump, self.truth["frames"]["os_named"])
+        self.assertEqual(sum(g["count"] for g in groups), OS_NAMED)
+        for g in groups:
+            for t in g["threads"]:
+                self.assertEqual(t["name"], "ПотокРа?")
+        self.assertIn('"ПотокРа?"', self.text2[2].decode("utf-8"))
+
     def test_every_thread_once(self):
         tids = [t["tid"] for g in self.dump["groups"] for t in g["threads"]]
         self.assertEqual(len(tids), len(set(tids)))
         self.assertEqual(len(tids), self.dump["threads_total"])
         self.assertEqual(sum(g["count"] for g in self.dump["groups"]), len(tids))
-        app_threads = BLOCKERS + SPINNERS + WAITERS + 1 + 2 * DEADLOCKS + 2 + 1  # holder, stale, main
+        app_threads = (BLOCKERS + SPINNERS + WAITERS + 1 + 2 * DEADLOCKS + 2 + 1  # holder, stale, main
+                       + OS_NAMED)
         self.assertGreaterEqual(len(tids), app_threads)
         counts = [g["count"] for g in self.dump["groups"]]
         self.assertEqual(counts, sorted(counts, reverse=True), "largest group first")

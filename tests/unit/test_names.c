@@ -2,10 +2,13 @@
  * test_names.c - clrscope's spelling of runtime type names (prof_symbols): for frames,
  * compiler-generated nested types fold into what they implement; for the types of objects they
  * stay (a closure is an object of its display class, not of the class that declares the lambda).
+ * And names read from the system (/proc's comm, the command line) made valid UTF-8 before they
+ * reach JSON or pprof (prof_threads).
  */
 #include <string.h>
 
 #include "prof_symbols.h"
+#include "prof_threads.h"
 
 #include "unit_check.h"
 
@@ -18,8 +21,35 @@ static void both(const char *raw, const char *frame, const char *object)
     CHECK(!strcmp(b, object), "object %s -> %s, want %s", raw, b, object);
 }
 
+static void clean(const char *in, const char *want)
+{
+    char buf[64];
+    snprintf(buf, sizeof buf, "%s", in);
+    prof_utf8_clean(buf);
+    CHECK(!strcmp(buf, want), "utf8 clean: got '%s', want '%s'", buf, want);
+}
+
+static void test_utf8_clean(void)
+{
+    clean("", "");
+    clean("worker-7", "worker-7");
+    clean("h\xc3\xa9llo \xe2\x82\xac \xf0\x9f\x98\x80", "h\xc3\xa9llo \xe2\x82\xac \xf0\x9f\x98\x80");
+    /* a comm the kernel cut at 15 bytes inside the eighth Cyrillic letter */
+    clean("\xd0\xa0\xd0\xb0\xd0\xb1\xd0\xbe\xd1\x82\xd0\xbd\xd0", "\xd0\xa0\xd0\xb0\xd0\xb1\xd0\xbe\xd1\x82\xd0\xbd?");
+    clean("ab\xe2\x82", "ab??");              /* a three-byte character cut after two */
+    clean("\x80x\xbf", "?x?");                /* stray continuation bytes */
+    clean("\xc0\xaf\xc1\xbf", "????");        /* overlong forms */
+    clean("\xe0\x80\xaf", "???");             /* overlong in three bytes */
+    clean("\xed\xa0\x80", "???");             /* a UTF-16 surrogate */
+    clean("\xf4\x90\x80\x80", "????");        /* above U+10FFFF */
+    clean("\xf5\xff\xfe", "???");             /* bytes UTF-8 never has */
+    clean("\xe2x\x82\xac", "?x??");           /* a lead byte, then no continuation */
+    clean("\xf4\x8f\xbf\xbf.", "\xf4\x8f\xbf\xbf."); /* U+10FFFF itself */
+}
+
 int main(void)
 {
+    test_utf8_clean();
     both("Probe.Widget+<>c__DisplayClass1_0", "Probe.Widget", "Probe.Widget.<>c__DisplayClass1_0");
     both("Probe.Program+<>c", "Probe.Program", "Probe.Program.<>c");
     both("Ns.C+<Run>d__5", "Ns.C.Run", "Ns.C.<Run>d__5");

@@ -5,7 +5,8 @@
  * never fault: a fault here kills the test. Also: code mapped after the maps snapshot is walked
  * through within a fraction of a second, and a walk that ends at an address no refresh explains
  * does not make the sampler re-read /proc/self/maps at every tick. Threads that each burn less
- * CPU than one sampling interval are still sampled (the timers' first expiry is random).
+ * CPU than one sampling interval are still sampled (the timers' first expiry is random). A perf
+ * event's fd is closed only once no handler may still use it.
  */
 #include <pthread.h>
 #include <stdint.h>
@@ -576,6 +577,67 @@ static void test_brief_threads(void)
     CHECK(sampled >= 3, "threads burning 0.9 ms at a 1 ms interval: %d of 200 sampled", sampled);
 }
 
+/* perf events open now: the fds of /proc/self/fd that are perf events */
+static int perf_fds(void)
+{
+    int n = 0;
+    char path[64], target[64];
+    for (int fd = 0; fd < 4096; fd++) {
+        snprintf(path, sizeof path, "/proc/self/fd/%d", fd);
+        ssize_t l = readlink(path, target, sizeof target - 1);
+        if (l <= 0)
+            continue;
+        target[l] = 0;
+        n += !strcmp(target, "anon_inode:[perf_event]");
+    }
+    return n;
+}
+
+static int64_t now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000000000LL + ts.tv_nsec;
+}
+
+/* A handler that read a perf event's fd from the map may still ioctl it after the sampler let the
+ * event go (a clock change, a thread gone): the fd is closed only once no handler runs, else the
+ * handler's ioctl could reach whatever file the app opens next under that number. A handler in
+ * flight is played by raising the count the handlers keep. Then back to perf events. */
+static void test_perf_fds_retired(struct got *g, uint32_t armed_threads)
+{
+    struct prof_sigsample_stats st;
+    prof_sigsample_get_stats(&st);
+    if (!st.perf_threads) {
+        printf("skip: no perf events here (%s), their fds not checked\n",
+               st.timer_off ? st.timer_off : "?");
+        return;
+    }
+    int before = perf_fds();
+    CHECK(before >= (int)st.perf_threads, "%d perf fds open for %llu threads on perf events",
+          before, (unsigned long long)st.perf_threads);
+    __atomic_add_fetch(&g_sig.inflight, 1, __ATOMIC_SEQ_CST);
+    prof_sigsample_use_perf(0, now_ns(), on_sample, g);
+    prof_sigsample_maintain(now_ns());
+    struct prof_sigsample_stats mid;
+    prof_sigsample_get_stats(&mid);
+    CHECK(mid.perf_threads == 0 && mid.threads == armed_threads,
+          "POSIX timers on all %u threads: %llu armed, %llu on perf events", armed_threads,
+          (unsigned long long)mid.threads, (unsigned long long)mid.perf_threads);
+    int during = perf_fds();
+    CHECK(during == before, "perf fds while a handler runs: %d, before the change %d (closed "
+          "under a handler that may still use them)", during, before);
+    __atomic_sub_fetch(&g_sig.inflight, 1, __ATOMIC_SEQ_CST);
+    prof_sigsample_maintain(now_ns());
+    int after = perf_fds();
+    CHECK(after == before - (int)st.perf_threads, "perf fds once no handler runs: %d (%d before, "
+          "%llu let go)", after, before, (unsigned long long)st.perf_threads);
+    prof_sigsample_use_perf(1, now_ns(), on_sample, g);
+    prof_sigsample_get_stats(&mid);
+    CHECK(mid.perf_threads == st.perf_threads, "perf events again: %llu threads (were %llu)",
+          (unsigned long long)mid.perf_threads, (unsigned long long)st.perf_threads);
+}
+
 static void test_walks(void)
 {
     CHECK(prof_sigsample_start(1000, 64, 64, 2) == 0, "start");
@@ -635,6 +697,7 @@ static void test_walks(void)
         if (!(round % 2))
             pthread_join(t, NULL);
     }
+    test_perf_fds_retired(&g, 2);
     spin.stop = 1;
     stop_threads = 1;
     pthread_join(th[0], NULL);

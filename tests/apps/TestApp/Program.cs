@@ -240,6 +240,7 @@ public sealed class Options
     public int BigMb;
     public int LargeEvery;
     public int Spinners;
+    public int OsNamed;
     public int LockWaiters;
     public int Deadlocks;
     public bool StaleWait;
@@ -295,6 +296,7 @@ public sealed class Options
                 case "big-mb": o.BigMb = Math.Max(0, ParseInt(name, value)); break;
                 case "large-every": o.LargeEvery = Math.Max(0, ParseInt(name, value)); break;
                 case "spinners": o.Spinners = Math.Max(0, ParseInt(name, value)); break;
+                case "os-named": o.OsNamed = Math.Max(0, ParseInt(name, value)); break;
                 case "lock-waiters": o.LockWaiters = Math.Max(0, ParseInt(name, value)); break;
                 case "deadlocks": o.Deadlocks = Math.Max(0, ParseInt(name, value)); break;
                 case "lock-kind":

@@ -9,8 +9,12 @@
 // TestApp.Threads.Blocker.Deadlock and then wait for the other's: deadlocked for good (the process
 // exits around them). With --stale-wait, "stale-b"'s wait for a lock "stale-a" holds is
 // interrupted, then stale-a waits for a lock stale-b took since: no deadlock. On stop the event is
-// set, the locks released and every other thread joined.
+// set, the locks released and every other thread joined. With --os-named K, K background threads
+// without a managed name name themselves to the OS (pthread_setname_np) with the first 15 bytes of
+// "ПотокРабочий", which cut its eighth letter in two (as the kernel's 15-byte comm cuts long names),
+// and wait in TestApp.Threads.Blocker.WaitNamedByOs.
 using System.Diagnostics;
+using System.Runtime.InteropServices;
 using System.Runtime.CompilerServices;
 using System.Text.Json.Nodes;
 
@@ -22,6 +26,25 @@ public static class Blocker
 
     [MethodImpl(MethodImplOptions.NoInlining)]
     public static void WaitOnEvent() => Release.WaitOne();
+
+    [DllImport("libc", EntryPoint = "pthread_self")]
+    static extern nuint PthreadSelf();
+
+    [DllImport("libc", EntryPoint = "pthread_setname_np")]
+    static extern int PthreadSetName(nuint thread, byte[] name);
+
+    public static readonly string OsName = "ПотокРабочий";
+    public static int OsNamed;
+
+    [MethodImpl(MethodImplOptions.NoInlining)]
+    public static void WaitNamedByOs()
+    {
+        var name = new byte[16]; // 15 bytes and the NUL: the most a thread's OS name holds
+        Array.Copy(System.Text.Encoding.UTF8.GetBytes(OsName), name, 15);
+        if (PthreadSetName(PthreadSelf(), name) == 0)
+            Interlocked.Increment(ref OsNamed);
+        Release.WaitOne();
+    }
 
     [MethodImpl(MethodImplOptions.NoInlining)]
     public static void SleepLoop(CancellationToken stop)
@@ -126,7 +149,7 @@ public sealed class ThreadsMode : Mode
     volatile int osThreadsAtStop;
     long started;
 
-    int spinners, lockWaiters, deadlocks;
+    int spinners, lockWaiters, deadlocks, osNamed;
     readonly List<Thread> sleepers = new();
 
     public override void Setup(Options o)
@@ -187,7 +210,10 @@ public sealed class ThreadsMode : Mode
             new Thread(() => Blocker.Deadlock(la, lb, both)) { Name = $"deadlock-{i}-a", IsBackground = true }.Start();
             new Thread(() => Blocker.Deadlock(lb, la, both)) { Name = $"deadlock-{i}-b", IsBackground = true }.Start();
         }
-        while (Interlocked.Read(ref started) < threads.Length)
+        osNamed = o.OsNamed;
+        for (int i = 0; i < osNamed; i++)
+            new Thread(Blocker.WaitNamedByOs) { IsBackground = true }.Start();
+        while (Interlocked.Read(ref started) < threads.Length || Volatile.Read(ref Blocker.OsNamed) < osNamed)
             Thread.Sleep(5);
         osThreadsAtReady = OsThreads();
         Console.WriteLine($"started threads={n}");
@@ -223,6 +249,7 @@ public sealed class ThreadsMode : Mode
         t["spinners"] = spinners;
         t["lock_waiters"] = lockWaiters;
         t["deadlocks"] = deadlocks;
+        t["os_named"] = Volatile.Read(ref Blocker.OsNamed);
         t["stale_wait"] = stale;
         t["lock_acquired"] = Interlocked.Read(ref Blocker.Acquired);
         t["threads_started"] = Interlocked.Read(ref started);
@@ -238,6 +265,7 @@ public sealed class ThreadsMode : Mode
             ["hold"] = "TestApp.Threads.Blocker.HoldLock",
             ["wait_lock"] = "TestApp.Threads.Blocker.WaitForLock",
             ["deadlock"] = "TestApp.Threads.Blocker.Deadlock",
+            ["os_named"] = "TestApp.Threads.Blocker.WaitNamedByOs",
         };
     }
 }
