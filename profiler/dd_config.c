@@ -15,6 +15,7 @@
 
 #include "prof_config.h"
 #include "prof_log.h"
+#include "prof_threads.h"
 
 /* ---- small string helpers ---- */
 
@@ -34,9 +35,13 @@ static void copy_trim(char *dst, size_t cap, const char *src, const char *what)
     dst[n] = 0;
 }
 
-/* A tag value may not hold the separator of tags_profiler (',') nor control characters. */
+/* A tag value may not hold the separator of tags_profiler (',') nor control characters, and is
+ * UTF-8 (the intake's JSON and the pprof's strings): a byte outside a whole character (a value cut
+ * at its cap, another encoding) becomes '?'. */
 static void sanitize_tag(char *s)
 {
+    if (prof_utf8_clean(s))
+        prof_log(LOG_WARN, "export: a tag value is not valid UTF-8; sent as \"%s\"", s);
     for (; *s; s++)
         if (*s == ',' || (unsigned char)*s < 0x20 || *s == 0x7f)
             *s = '_';

@@ -191,17 +191,20 @@ static size_t utf8_seq(const unsigned char *p)
     return k;
 }
 
-void prof_utf8_clean(char *s)
+size_t prof_utf8_clean(char *s)
 {
+    size_t bad = 0;
     unsigned char *p = (unsigned char *)s;
     while (*p) {
         size_t k = utf8_seq(p);
         if (!k) {
             *p++ = '?';
+            bad++;
             continue;
         }
         p += k;
     }
+    return bad;
 }
 
 size_t prof_utf16_to_utf8(const WCHAR *src, size_t n, char *dst, size_t cap)

@@ -31,7 +31,8 @@ size_t prof_threads_tids(uint32_t *out, size_t cap);
 size_t prof_utf16_to_utf8(const WCHAR *src, size_t n, char *dst, size_t cap);
 /* Makes s valid UTF-8 in place: each byte that does not belong to a well-formed sequence (a
  * character the kernel cut at /proc's 15-byte comm, arbitrary bytes in a name or an argument)
- * becomes '?'. For text read from the system before it reaches JSON or pprof. */
-void prof_utf8_clean(char *s);
+ * becomes '?'. For text read from the system before it reaches JSON or pprof. Returns how many
+ * bytes it replaced. */
+size_t prof_utf8_clean(char *s);
 
 #endif

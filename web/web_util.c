@@ -12,6 +12,7 @@
 #include <strings.h>
 
 #include "prof_config.h"
+#include "prof_threads.h"
 
 /* API answers are never stored; a reply may name its own Cache-Control in extra (the dashboard's
  * files: "no-cache", kept and revalidated by ETag). */
@@ -78,6 +79,7 @@ int web_reply_error(struct mg_connection *c, int status, const char *fmt, ...)
     va_start(ap, fmt);
     vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
+    prof_utf8_clean(msg); /* it may quote the request's bytes, or cut a character at its cap */
     cJSON *o = cJSON_CreateObject();
     char *s = NULL;
     if (o && cJSON_AddStringToObject(o, "error", msg))
@@ -104,6 +106,11 @@ int web_query_str(const struct web_req *r, const char *name, char *buf, size_t c
     if (n < 0) {
         web_reply_error(r->conn, 400, "query parameter '%s' is too long (max %zu bytes)", name,
                         cap - 1);
+        return -1;
+    }
+    if (prof_utf8_clean(buf)) { /* (a filter is echoed in the JSON, which is UTF-8) */
+        web_reply_error(r->conn, 400, "query parameter '%s' is not valid UTF-8 (after "
+                        "percent-decoding: '%s')", name, buf);
         return -1;
     }
     return 1;

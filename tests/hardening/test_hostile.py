@@ -81,6 +81,22 @@ class HostileInput(unittest.TestCase):
                 json.loads(body)
         self.alive()
 
+    def test_bytes_that_are_not_utf8(self):
+        # percent-decoded bytes outside UTF-8 (a Latin-1 client, a cut character): a 4xx whose
+        # JSON is valid UTF-8 (json.loads decodes the bytes strictly), never the bytes echoed
+        for path, want in [("/api/v1/flamegraph?filter=%FF", 400),
+                           ("/api/v1/flamegraph?filter=%D0%9F%D0", 400),
+                           ("/api/v1/top?type=%FF%FE", 400),
+                           ("/debug/pprof/%FF%FEx", 404)]:
+            status, headers, body = self.app.request(path)
+            self.assertEqual(status, want, (path, body[:200]))
+            self.assertIn("json", headers.get("Content-Type", ""), path)
+            self.assertIn("error", json.loads(body.decode("utf-8")), path)
+        status, _, body = self.app.request("/api/v1/flamegraph?filter=%D0%9F")  # whole: fine
+        self.assertEqual(status, 200, body[:200])
+        self.assertEqual(json.loads(body.decode("utf-8"))["filter"], "\u041f")
+        self.alive()
+
     def test_repeated_parameters_and_long_urls(self):
         status, _, _ = self.app.request("/api/v1/flamegraph?type=cpu&type=wall&seconds=5&seconds=9")
         self.assertIn(status, (200, 400))

@@ -232,6 +232,14 @@ static void test_tags(void)
     setenv("DD_SERVICE", "my,svc", 1);
     dd_config_load(&c, "a");
     CHECK_STR(c.service, "my_svc");
+    /* values are UTF-8 in the intake's JSON: other bytes become '?', whole characters stay */
+    setenv("DD_SERVICE", "caf\xc3\xa9", 1);
+    setenv("DD_VERSION", "v\xff" "1", 1);
+    setenv("DD_TAGS", "team:\xd0\x9f\xd0,site:\xe2\x82\xac", 1);
+    dd_config_load(&c, "a");
+    CHECK_STR(c.service, "caf\xc3\xa9");
+    CHECK_STR(c.version, "v?1");
+    CHECK_STR(c.user_tags, "team:\xd0\x9f?,site:\xe2\x82\xac");
 }
 
 static void frame(const char *in, const char *want)
