@@ -21,6 +21,7 @@
 
 #include "prof_log.h"
 #include "prof_sighandler.h"
+#include "prof_threads.h"
 
 /* Reading /proc/self/maps (~1,100 lines in an ASP.NET Core server) costs ~1.5 ms of CPU, mostly
  * the kernel's: every 2 s that was 0.2 % of the server's CPU on the bench. Code mapped since the
@@ -187,6 +188,7 @@ static void exec_name(const char *path, size_t plen, char *out, size_t cap)
     } else {
         snprintf(out, cap, "[native code]");
     }
+    prof_utf8_clean(out); /* a file name in another encoding, or cut at cap inside a character */
 }
 
 /* Builds a snapshot in one allocation: header, rw ranges, exec ranges, then exec names. */
