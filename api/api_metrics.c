@@ -118,13 +118,15 @@ static void self_metrics(struct jbuf *b)
              "Resident memory of the process (clrscope included).",
              (uint64_t)(self.rss_bytes > 0 ? self.rss_bytes : 0));
     family(b, "clrscope_profiler_memory_bytes", "gauge",
-           "Memory held by clrscope, accounted by module (store, rings, tables, code map, queue).");
+           "Memory held by clrscope, accounted by module (store, rings, tables, code map, queue, "
+           "thread dump).");
     const struct {
         const char *name;
         int64_t v;
     } mods[] = {{"store", self.mem_store},     {"event_ring", self.mem_ring},
                 {"live_objects", self.mem_live}, {"exception_lock_tables", self.mem_tables},
-                {"code_map", self.mem_codemap},  {"export_queue", self.mem_export}};
+                {"code_map", self.mem_codemap},  {"export_queue", self.mem_export},
+                {"thread_dumps", self.mem_tdump}};
     for (size_t i = 0; i < sizeof mods / sizeof mods[0]; i++)
         jb_printf(b, "clrscope_profiler_memory_bytes{module=\"%s\"} %" PRId64 "\n", mods[i].name,
              mods[i].v > 0 ? mods[i].v : 0);

@@ -70,6 +70,7 @@ int api_status(const struct web_req *r)
     cJSON_AddNumberToObject(mem, "exception_lock_tables", (double)self.mem_tables);
     cJSON_AddNumberToObject(mem, "code_map", (double)self.mem_codemap);
     cJSON_AddNumberToObject(mem, "export_queue", (double)self.mem_export);
+    cJSON_AddNumberToObject(mem, "thread_dumps", (double)self.mem_tdump);
     cJSON_AddNumberToObject(so, "suspended_s", (double)ss.suspended_ns / 1e9);
     cJSON_AddNumberToObject(so, "sampler_ticks", (double)ss.ticks);
     cJSON_AddStringToObject(so, "cpu_sampler", ss.cpu_sampler ? ss.cpu_sampler : "off");

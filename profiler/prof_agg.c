@@ -22,6 +22,7 @@
 #include "prof_log.h"
 #include "prof_ring.h"
 #include "prof_store.h"
+#include "prof_tdump.h"
 #include "prof_unload.h"
 #include "prof_walk.h"
 #include "prof_wtab.h"
@@ -184,6 +185,7 @@ static void self_tick(void)
                                  prof_wtab_mem_bytes(prof_lock_table()));
     int64_t m_codemap = (int64_t)prof_codemap_mem_bytes();
     int64_t m_export = (int64_t)prof_exporter_queue_bytes();
+    int64_t m_tdump = (int64_t)prof_tdump_mem_bytes();
     double self = self_cpu_seconds();
     double proc = (double)prof_process_cpu_ns() / 1e9;
     pthread_mutex_lock(&A.lock);
@@ -201,7 +203,8 @@ static void self_tick(void)
     A.self.mem_tables = m_tables;
     A.self.mem_codemap = m_codemap;
     A.self.mem_export = m_export;
-    A.self.mem_bytes = m_store + m_ring + m_live + m_tables + m_codemap + m_export;
+    A.self.mem_tdump = m_tdump;
+    A.self.mem_bytes = m_store + m_ring + m_live + m_tables + m_codemap + m_export + m_tdump;
     A.self.ring_dropped = prof_ring_dropped(g_ring);
     A.self.ring_pushed = prof_ring_pushed(g_ring);
     pthread_mutex_unlock(&A.lock);

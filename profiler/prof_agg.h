@@ -16,7 +16,7 @@ struct prof_self_stats {
      * the profile store, the event ring, the live-object tracker, the exception and lock
      * tables, the JIT code map, the export queue; mem_bytes is their sum. */
     int64_t mem_bytes;
-    int64_t mem_store, mem_ring, mem_live, mem_tables, mem_codemap, mem_export;
+    int64_t mem_store, mem_ring, mem_live, mem_tables, mem_codemap, mem_export, mem_tdump;
     uint64_t ring_dropped, ring_pushed;
 };
 

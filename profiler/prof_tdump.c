@@ -18,6 +18,7 @@ static struct {
     uint64_t served;    /* the newest request answered, by a dump or a failure */
     const char *failure; /* why `served` failed, or NULL */
     struct prof_tdump *last;
+    size_t last_bytes; /* what `last` holds */
     int64_t published_ns, cost_ns; /* when the last dump was published; what it took */
     uint64_t seq;
     struct prof_tdump_stats st;
@@ -152,14 +153,28 @@ static void answered_locked(uint64_t want)
     pthread_cond_broadcast(&T.done);
 }
 
+/* The bytes a dump holds: itself, its threads, groups and frame pointers (the names are
+ * prof_symbols'). */
+static size_t dump_bytes(const struct prof_tdump *d)
+{
+    size_t frames = 0;
+    for (uint32_t g = 0; g < d->ngroups; g++)
+        if (d->groups[g].first_frame + d->groups[g].nframes > frames)
+            frames = d->groups[g].first_frame + d->groups[g].nframes;
+    return sizeof *d + d->nthreads * sizeof *d->threads + d->ngroups * sizeof *d->groups +
+           frames * sizeof *d->frames;
+}
+
 void prof_tdump_publish(uint64_t want, struct prof_tdump *d)
 {
+    size_t bytes = dump_bytes(d);
     pthread_mutex_lock(&T.lock);
     init_cond_locked();
     d->refs = 1; /* the module's */
     d->seq = ++T.seq;
     struct prof_tdump *old = T.last;
     T.last = d;
+    T.last_bytes = bytes;
     T.published_ns = prof_now_ns();
     T.cost_ns = T.published_ns - d->t_mono_ns;
     T.failure = NULL;
@@ -184,6 +199,14 @@ void prof_tdump_get_stats(struct prof_tdump_stats *out)
     pthread_mutex_lock(&T.lock);
     *out = T.st;
     pthread_mutex_unlock(&T.lock);
+}
+
+size_t prof_tdump_mem_bytes(void)
+{
+    pthread_mutex_lock(&T.lock);
+    size_t n = T.last ? T.last_bytes : 0;
+    pthread_mutex_unlock(&T.lock);
+    return n;
 }
 
 /* ---- grouping ---- */

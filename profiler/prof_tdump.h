@@ -111,5 +111,7 @@ struct prof_tdump_stats {
     uint64_t taken, reused, failed, timeouts;
 };
 void prof_tdump_get_stats(struct prof_tdump_stats *out);
+/* The bytes the newest dump holds (kept for reuse until the next one): self.mem.thread_dumps. */
+size_t prof_tdump_mem_bytes(void);
 
 #endif

@@ -165,6 +165,13 @@ class ThreadDump(unittest.TestCase):
                 self.assertEqual(t["name"], "ПотокРа?")
         self.assertIn('"ПотокРа?"', self.text2[2].decode("utf-8"))
 
+    def test_dump_memory_accounted(self):
+        # the newest dump stays for reuse: its threads (~100 bytes each) count in self.mem
+        me = self.status_after["self"]
+        self.assertEqual(me["mem_bytes"], sum(me["mem"].values()))
+        self.assertGreaterEqual(me["mem"]["thread_dumps"], 64 * self.later["threads_total"], me)
+        self.assertLess(me["mem"]["thread_dumps"], 1 << 20, me)
+
     def test_every_thread_once(self):
         tids = [t["tid"] for g in self.dump["groups"] for t in g["threads"]]
         self.assertEqual(len(tids), len(set(tids)))
