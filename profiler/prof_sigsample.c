@@ -621,9 +621,6 @@ static int64_t thread_cpu(uint32_t tid)
     return (int64_t)ts.tv_sec * 1000000000LL + ts.tv_nsec;
 }
 
-/* A perf task-clock event on thread t that signals that very thread every interval of its CPU
- * time (in user mode only where the kernel allows no more: perf_event_paranoid 2 without
- * CAP_PERFMON). 0, or -errno. */
 /* A perf task-clock event's attributes as the sampler uses them (arm_perf, calib_event). */
 static void task_clock_attr(struct perf_event_attr *a, uint64_t period)
 {
@@ -635,6 +632,9 @@ static void task_clock_attr(struct perf_event_attr *a, uint64_t period)
     a->exclude_hv = 1;
 }
 
+/* A perf task-clock event on thread t that signals that very thread every interval of its CPU
+ * time (in user mode only where the kernel allows no more: perf_event_paranoid 2 without
+ * CAP_PERFMON). 0, or -errno. */
 static int arm_perf(struct sthread *t, int idx, uint32_t gen)
 {
     struct perf_event_attr a;

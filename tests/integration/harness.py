@@ -141,9 +141,9 @@ class ProfiledApp:
     def _pump(self, stream, sink, is_err):
         for line in stream:
             sink.append(line.rstrip("\n"))
-            if is_err and UBSAN_RE.search(line):
-                sanitizer_report(self.cmd, line)
             if is_err:
+                if UBSAN_RE.search(line):
+                    sanitizer_report(self.cmd, line)
                 m = URL_RE.search(line)
                 if m:
                     self.url = m.group(1).rstrip("/")

@@ -11,8 +11,8 @@ The dump must group them by stack with exactly those counts and names, say which
 sleep, name the holder of the lock each waiter waits for, and report each pair as a deadlock, and
 no other thread as one (not stale-a and stale-b, which a wait record left by the interrupted wait
 made look like one). Threads without a managed name show the name they gave the OS, valid UTF-8
-where the app cut it inside a character (as /proc's 15-byte comm does): the JSON, the text forms
-and the pprof stay readable.
+where the app cut it inside a character (as /proc's 15-byte comm does): the JSON and the text
+forms stay readable.
 """
 import os
 import re

@@ -14,8 +14,8 @@
 // "ПотокРабочий", which cut its eighth letter in two (as the kernel's 15-byte comm cuts long names),
 // and wait in TestApp.Threads.Blocker.WaitNamedByOs.
 using System.Diagnostics;
-using System.Runtime.InteropServices;
 using System.Runtime.CompilerServices;
+using System.Runtime.InteropServices;
 using System.Text.Json.Nodes;
 
 namespace TestApp.Threads;
