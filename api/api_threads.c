@@ -43,12 +43,13 @@ const char *api_thread_state_name(char s)
     }
 }
 
-/* Takes (or reuses) a dump; replies the error itself and returns NULL when there is none. */
+/* Takes (or reuses) a dump; replies the error itself and returns NULL when there is none. HEAD
+ * is answered from the newest dump, whatever its age: a probe's HEAD does not stop the world. */
 static struct prof_tdump *take(const struct web_req *r)
 {
     struct prof_tdump *d = NULL;
     const char *why = NULL;
-    int rc = prof_tdump_take(TAKE_TIMEOUT_MS, &d, &why);
+    int rc = prof_tdump_take(TAKE_TIMEOUT_MS, !strcmp(r->method, "HEAD"), &d, &why);
     if (rc == TDUMP_OK)
         return d;
     web_reply_error(r->conn, 503, "no thread dump: %s", why ? why : "unknown reason");

@@ -65,7 +65,7 @@ void prof_tdump_release(struct prof_tdump *d)
         prof_tdump_free(d);
 }
 
-int prof_tdump_take(int timeout_ms, struct prof_tdump **out, const char **why)
+int prof_tdump_take(int timeout_ms, int any_age, struct prof_tdump **out, const char **why)
 {
     *out = NULL;
     *why = NULL;
@@ -78,7 +78,7 @@ int prof_tdump_take(int timeout_ms, struct prof_tdump **out, const char **why)
     int64_t reuse = (int64_t)TDUMP_REUSE_MS * 1000000;
     if (reuse < 10 * T.cost_ns)
         reuse = 10 * T.cost_ns;
-    if (d && prof_now_ns() - T.published_ns < reuse) {
+    if (d && (any_age || prof_now_ns() - T.published_ns < reuse)) {
         __atomic_add_fetch(&d->refs, 1, __ATOMIC_RELAXED);
         T.st.reused++;
         pthread_mutex_unlock(&T.lock);

@@ -62,9 +62,11 @@ enum { TDUMP_OK = 0, TDUMP_UNAVAILABLE = -1, TDUMP_TIMEOUT = -2, TDUMP_FAILED = 
 /* The sampler thread runs (prof_sampler_start): dumps can be taken. */
 void prof_tdump_enable(int on);
 /* Hands out a dump no older than TDUMP_REUSE_MS, asking the sampler thread for a new one when
- * there is none, and waiting up to timeout_ms. *out holds a reference (prof_tdump_release) when
- * TDUMP_OK; else *why says why (a static string). */
-int prof_tdump_take(int timeout_ms, struct prof_tdump **out, const char **why);
+ * there is none, and waiting up to timeout_ms. any_age: the newest dump whatever its age, a new
+ * one only when none was ever taken (a HEAD request, which wants the headers and must not stop
+ * the world for them). *out holds a reference (prof_tdump_release) when TDUMP_OK; else *why says
+ * why (a static string). */
+int prof_tdump_take(int timeout_ms, int any_age, struct prof_tdump **out, const char **why);
 void prof_tdump_release(struct prof_tdump *d);
 
 /* Sampler thread: the request to serve (0 = none). */

@@ -73,6 +73,10 @@ class ThreadDump(unittest.TestCase):
                     cls.stale_results.append((r.returncode, r.stderr))
                 finally:
                     os.unlink(stale)
+            time.sleep(0.7)  # the newest dump is past TDUMP_REUSE_MS: a GET would take anew
+            cls.dumps_before_head = app.json("/api/v1/status")["thread_dumps"]
+            cls.head = app.request("/api/v1/threads", method="HEAD")
+            cls.head_pprof = app.request("/debug/pprof/threads?debug=1", method="HEAD")
             cls.status_after = app.json("/api/v1/status")
         finally:
             cls.truth = None
@@ -190,6 +194,18 @@ class ThreadDump(unittest.TestCase):
         self.assertEqual(self.again["seq"], self.dump["seq"], "asked again at once: the same dump")
         self.assertGreater(self.later["seq"], self.dump["seq"], "asked 0.7 s later: a new one")
         self.assertGreater(self.later["t"], self.dump["t"])
+
+    def test_head_stops_nothing(self):
+        # HEAD answers from the newest dump however old: a probe does not stop the world
+        for status, headers, body in (self.head, self.head_pprof):
+            self.assertEqual(status, 200)
+            self.assertEqual(body, b"")
+            self.assertGreater(int(headers["Content-Length"]), 100)
+        self.assertIn("json", self.head[1]["Content-Type"])
+        self.assertIn("text/plain", self.head_pprof[1]["Content-Type"])
+        before, after = self.dumps_before_head, self.status_after["thread_dumps"]
+        self.assertEqual(after["taken"], before["taken"], (before, after))
+        self.assertEqual(after["reused"], before["reused"] + 2, (before, after))
 
     def test_text_forms(self):
         status, headers, body = self.text1

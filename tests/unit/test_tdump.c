@@ -216,7 +216,7 @@ static void *taker(void *arg)
 {
     struct prof_tdump **out = arg;
     const char *why;
-    if (prof_tdump_take(2000, out, &why) != TDUMP_OK)
+    if (prof_tdump_take(2000, 0, out, &why) != TDUMP_OK)
         *out = NULL;
     return NULL;
 }
@@ -225,7 +225,7 @@ static void test_handshake(void)
 {
     struct prof_tdump *d = NULL;
     const char *why = NULL;
-    CHECK(prof_tdump_take(100, &d, &why) == TDUMP_UNAVAILABLE && why && !d,
+    CHECK(prof_tdump_take(100, 0, &d, &why) == TDUMP_UNAVAILABLE && why && !d,
           "no sampler thread: unavailable, with a reason");
     prof_tdump_enable(1);
     pthread_t s;
@@ -242,23 +242,28 @@ static void test_handshake(void)
     CHECK(all, "every waiter got a dump");
     CHECK(g_served >= 1 && g_served <= 4, "at most one dump per waiter (%d)", g_served);
     int before = g_served;
-    CHECK(prof_tdump_take(2000, &d, &why) == TDUMP_OK && d, "a request right after");
+    CHECK(prof_tdump_take(2000, 0, &d, &why) == TDUMP_OK && d, "a request right after");
     CHECK(g_served == before, "is served the same dump (%d dumps)", g_served);
     for (int i = 0; i < 4; i++)
         prof_tdump_release(got[i]);
     prof_tdump_release(d);
     struct timespec wait = {0, (TDUMP_REUSE_MS + 100) * 1000000L};
     nanosleep(&wait, NULL);
-    CHECK(prof_tdump_take(2000, &d, &why) == TDUMP_OK && d && g_served == before + 1,
+    struct prof_tdump *old = NULL;
+    CHECK(prof_tdump_take(2000, 1, &old, &why) == TDUMP_OK && old && g_served == before,
+          "any age (HEAD): the newest dump past TDUMP_REUSE_MS, none taken (%d)", g_served);
+    CHECK(prof_tdump_take(2000, 0, &d, &why) == TDUMP_OK && d && g_served == before + 1,
           "after TDUMP_REUSE_MS a new one is taken (%d)", g_served);
+    CHECK(d != old, "a dump of its own");
+    prof_tdump_release(old);
     prof_tdump_release(d);
     __atomic_store_n(&g_serve_stop, 1, __ATOMIC_RELEASE);
     pthread_join(s, NULL);
     /* nobody serves now: a request times out, then the module is turned off */
     nanosleep(&wait, NULL);
-    CHECK(prof_tdump_take(50, &d, &why) == TDUMP_TIMEOUT && why, "unserved: a timeout");
+    CHECK(prof_tdump_take(50, 0, &d, &why) == TDUMP_TIMEOUT && why, "unserved: a timeout");
     prof_tdump_enable(0);
-    CHECK(prof_tdump_take(50, &d, &why) == TDUMP_UNAVAILABLE, "off: unavailable");
+    CHECK(prof_tdump_take(50, 0, &d, &why) == TDUMP_UNAVAILABLE, "off: unavailable");
     struct prof_tdump_stats st;
     prof_tdump_get_stats(&st);
     CHECK(st.taken == (uint64_t)g_served && st.timeouts == 1 && st.reused >= 1,
