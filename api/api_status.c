@@ -9,6 +9,7 @@
 #include "prof_counters.h"
 #include "prof_events.h"
 #include "prof_exporter.h"
+#include "prof_fdguard.h"
 #include "prof_sampler.h"
 #include "prof_store.h"
 #include "prof_threads.h"
@@ -151,6 +152,15 @@ int api_status(const struct web_req *r)
     cJSON_AddNumberToObject(td, "reused", (double)ts.reused);
     cJSON_AddNumberToObject(td, "failed", (double)ts.failed);
     cJSON_AddNumberToObject(td, "timeouts", (double)ts.timeouts);
+
+    struct prof_fdguard_stats fg;
+    prof_fdguard_get_stats(&fg);
+    cJSON *db = cJSON_AddObjectToObject(o, "dashboard");
+    cJSON_AddBoolToObject(db, "fd_guard", fg.guarded);
+    cJSON_AddBoolToObject(db, "spare_fd_held", fg.spare_held);
+    cJSON_AddBoolToObject(db, "out_of_fds", fg.out_of_fds);
+    cJSON_AddNumberToObject(db, "refused_out_of_fds", (double)fg.refused);
+    cJSON_AddNumberToObject(db, "queue_resets_out_of_fds", (double)fg.resets);
 
     cJSON *ex = cJSON_AddObjectToObject(o, "export");
     prof_exporter_status_json(ex);

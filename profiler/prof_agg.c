@@ -16,6 +16,7 @@
 #include "prof_codemap.h"
 #include "prof_exc.h"
 #include "prof_exporter.h"
+#include "prof_fdguard.h"
 #include "prof_gc.h"
 #include "prof_live.h"
 #include "prof_lock.h"
@@ -238,6 +239,7 @@ static void *agg_main(void *arg)
         if (sleep_ns > DRAIN_MAX_NS)
             sleep_ns = DRAIN_MAX_NS;
         int64_t now = prof_now_ns();
+        prof_fdguard_watch(now);
         if (now >= next_tick) {
             double u = prof_unix_now();
             prof_gc_tick(u);

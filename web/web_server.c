@@ -14,6 +14,7 @@
 #include "api.h"
 #include "prof_config.h"
 #include "prof_core.h"
+#include "prof_fdguard.h"
 #include "prof_files.h"
 #include "prof_log.h"
 #include "web_assets.h"
@@ -408,6 +409,7 @@ int web_server_start(void)
     int np = mg_get_server_ports(g_ctx, 4, ports);
     g_port = np > 0 ? ports[0].port : g_cfg.port;
     mg_set_request_handler(g_ctx, "/", handle, NULL);
+    prof_fdguard_start(g_port); /* logs when it cannot guard */
     write_discovery();
     atexit(remove_discovery);
     const char *host = url_host();

@@ -11,9 +11,16 @@ section 4.7) are out of reach:
   a redirect.
 - CVE-2026-29035 (websocket permessage-deflate): no websocket function is imported and an upgrade
   request is not switched.
+- When the process has no file descriptor left, civetweb's accept fails silently and its master
+  thread spins on the queued connection (a whole core, and the browser waits for nothing):
+  clrscope's guard (profiler/prof_fdguard.c) answers such connections 503 itself.
 """
 import concurrent.futures
+import glob
+import json
+import resource
 import subprocess
+import time
 import unittest
 
 from harness import LIB, ProfiledApp
@@ -28,6 +35,94 @@ def imported_civetweb_symbols():
                        check=True)
     return sorted(line.split()[-1] for line in r.stdout.splitlines()
                   if line.split() and line.split()[-1].startswith("mg_"))
+
+
+def thread_cpu_s(pid, name):
+    """CPU seconds of the process's threads named `name`."""
+    ticks = 0
+    for task in glob.glob(f"/proc/{pid}/task/*"):
+        try:
+            with open(task + "/comm") as f:
+                if f.read().strip() != name:
+                    continue
+            with open(task + "/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+            ticks += int(fields[11]) + int(fields[12])
+        except OSError:
+            pass
+    return ticks / 100.0
+
+
+def wait_line(app, prefix, timeout):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        for line in list(app.stdout_lines):
+            if line.startswith(prefix):
+                return line
+        time.sleep(0.05)
+    raise AssertionError(f"no '{prefix}' line in {timeout}s; stdout: {app.stdout_lines[-5:]}")
+
+
+class OutOfDescriptors(unittest.TestCase):
+    def test_answered_without_a_spin(self):
+        with ProfiledApp("wait", ["--seconds", "60", "--exhaust-fds", "5"]) as app:
+            app.wait_ready()
+            port = int(app.url.rsplit(":", 1)[1])
+            soft, hard = resource.prlimit(app.pid, resource.RLIMIT_NOFILE)
+            limit = 512 if hard == resource.RLIM_INFINITY else min(512, hard)
+            resource.prlimit(app.pid, resource.RLIMIT_NOFILE, (limit, hard))
+            wait_line(app, "exhausted fds=", 30)  # the app holds every descriptor from now on
+            time.sleep(0.5)  # and has taken back any that others closed meanwhile
+            web0 = thread_cpu_s(app.pid, "clrscope-web")
+            replies = []
+            for _ in range(3):
+                t0 = time.monotonic()
+                try:
+                    reply = raw_http(port, b"GET /api/v1/status HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+                                           b"Connection: close\r\n\r\n", timeout=5)
+                except ConnectionResetError:
+                    reply = b"reset"
+                replies.append((time.monotonic() - t0, reply))
+                time.sleep(0.3)
+            spun_s = thread_cpu_s(app.pid, "clrscope-web") - web0
+            wait_line(app, "released fds=", 30)
+            deadline = time.monotonic() + 5
+            while True:  # the dashboard serves again, and the spare is held again
+                dash = app.json("/api/v1/status").get("dashboard", {})
+                if (dash.get("spare_fd_held") and not dash.get("out_of_fds")) or \
+                        time.monotonic() > deadline:
+                    break
+                time.sleep(0.1)
+            app.stop()
+            truth = app.wait_truth(timeout=60)
+        # Each request is answered at once: 503 by the guard, through its spare descriptor; 200
+        # when civetweb's accept took the place the spare freed first; or a reset when the app
+        # had taken that place back (no spare: the queue is dropped). Before the guard: no answer
+        # at all and the accept loop spinning (0.9 of a core measured).
+        by_guard = 0
+        for took_s, reply in replies:
+            self.assertLess(took_s, 1.0, reply[:200])
+            if reply.startswith(b"HTTP/1.1 503 "):
+                err = json.loads(reply.split(b"\r\n\r\n", 1)[1])["error"]
+                self.assertIn("run out of file descriptors", err)
+                self.assertIn(f"RLIMIT_NOFILE {limit}", err)
+            else:
+                self.assertTrue(reply in (b"reset", b"") or reply.startswith(b"HTTP/1.1 200 "),
+                                reply[:200])
+            by_guard += not reply.startswith(b"HTTP/1.1 200 ")
+        self.assertLess(spun_s, 0.3, "civetweb's accept loop spun")
+        self.assertTrue(dash["fd_guard"], dash)
+        self.assertTrue(dash["spare_fd_held"], dash)
+        self.assertFalse(dash["out_of_fds"], dash)
+        # every answer but civetweb's own 200s came from the guard, and it counted them
+        self.assertEqual(dash["refused_out_of_fds"] + dash["queue_resets_out_of_fds"], by_guard,
+                         (dash, replies))
+        # the app's own count: it ran out (its last open failed) holding most of the limit
+        self.assertGreater(truth["fds_held"], limit // 2, truth)
+        self.assertTrue(truth["fds_error"], truth)
+        self.assertIn(truth["stopped_by"], ("SIGTERM", "stdin"), truth)
+        self.assertTrue(any("run out of file descriptors" in l for l in app.stderr_lines))
+        self.assertTrue(any("available again" in l for l in app.stderr_lines))
 
 
 class Civetweb(unittest.TestCase):

@@ -2,7 +2,10 @@
 // TestApp.Waiting.Idle.LittleWork on the main thread. It stops when the duration elapses
 // (--seconds 0 = never), on SIGTERM/SIGINT, or when stdin reaches end-of-file -- the latter only
 // when stdin is a pipe or socket, so running it with stdin on /dev/null or a terminal does not
-// end it at once.
+// end it at once. --exhaust-fds S: 1.5 s after `ready` (the runtime has started its threads by
+// then) the main thread opens /dev/null until the process has no file descriptor left, prints
+// `exhausted fds=N`, holds them S seconds (taking again, every 10 ms, any descriptor that others
+// closed meanwhile, as a leaking app does), closes them and prints `released fds=N`.
 using System.Diagnostics;
 using System.Runtime.CompilerServices;
 using System.Text.Json.Nodes;
@@ -27,6 +30,8 @@ public sealed class WaitMode : Mode
     long ticks;
     double workMs;
     bool watchingStdin;
+    int fdsHeld = -1;
+    string? fdsError;
 
     static bool StdinIsPipeOrSocket()
     {
@@ -67,8 +72,25 @@ public sealed class WaitMode : Mode
     public override void Run(Options o, CancellationToken stop)
     {
         long sink = 0;
+        var clock = Stopwatch.StartNew();
+        List<Microsoft.Win32.SafeHandles.SafeFileHandle>? held = null;
+        double releaseAt = -1;
         while (!stop.WaitHandle.WaitOne(10))
         {
+            if (o.ExhaustFds >= 0 && held == null && clock.Elapsed.TotalSeconds >= 1.5)
+            {
+                held = Exhaust();
+                releaseAt = clock.Elapsed.TotalSeconds + o.ExhaustFds;
+            }
+            if (held != null && releaseAt >= 0 && clock.Elapsed.TotalSeconds < releaseAt)
+                TopUp(held); /* as a leaking app does: a descriptor someone closed is taken again */
+            if (held != null && releaseAt >= 0 && clock.Elapsed.TotalSeconds >= releaseAt)
+            {
+                foreach (var h in held)
+                    h.Dispose();
+                Console.WriteLine($"released fds={held.Count}");
+                releaseAt = -1;
+            }
             long t0 = Stopwatch.GetTimestamp();
             sink ^= Idle.LittleWork(0.5);
             double ms = Stopwatch.GetElapsedTime(t0).TotalMilliseconds;
@@ -81,12 +103,47 @@ public sealed class WaitMode : Mode
         GC.KeepAlive(sink);
     }
 
+    List<Microsoft.Win32.SafeHandles.SafeFileHandle> Exhaust()
+    {
+        var held = new List<Microsoft.Win32.SafeHandles.SafeFileHandle>();
+        TopUp(held);
+        Console.WriteLine($"exhausted fds={held.Count}");
+        return held;
+    }
+
+    /// <summary>Opens /dev/null until the process has no descriptor left.</summary>
+    void TopUp(List<Microsoft.Win32.SafeHandles.SafeFileHandle> held)
+    {
+        string? error = null;
+        while (error == null && held.Count < 1_000_000)
+        {
+            try
+            {
+                held.Add(File.OpenHandle("/dev/null"));
+            }
+            catch (IOException e)
+            {
+                error = e.Message;
+            }
+        }
+        lock (this)
+        {
+            fdsHeld = held.Count;
+            fdsError = error;
+        }
+    }
+
     public override void AddTruth(JsonObject t)
     {
         lock (this)
         {
             t["ticks"] = ticks;
             t["work_ms"] = workMs;
+            if (fdsHeld >= 0)
+            {
+                t["fds_held"] = fdsHeld;
+                t["fds_error"] = fdsError;
+            }
         }
         t["stdin_watched"] = watchingStdin;
     }
