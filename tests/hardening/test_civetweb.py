@@ -101,7 +101,7 @@ class OutOfDescriptors(unittest.TestCase):
         # at all and the accept loop spinning (0.9 of a core measured).
         by_guard = 0
         for took_s, reply in replies:
-            self.assertLess(took_s, 1.0, reply[:200])
+            self.assertLess(took_s, 2.0, reply[:200])  # the guard looks every 50 ms
             if reply.startswith(b"HTTP/1.1 503 "):
                 err = json.loads(reply.split(b"\r\n\r\n", 1)[1])["error"]
                 self.assertIn("run out of file descriptors", err)
@@ -110,7 +110,7 @@ class OutOfDescriptors(unittest.TestCase):
                 self.assertTrue(reply in (b"reset", b"") or reply.startswith(b"HTTP/1.1 200 "),
                                 reply[:200])
             by_guard += not reply.startswith(b"HTTP/1.1 200 ")
-        self.assertLess(spun_s, 0.3, "civetweb's accept loop spun")
+        self.assertLess(spun_s, 0.5, "civetweb's accept loop spun")  # of 2.4 s
         self.assertTrue(dash["fd_guard"], dash)
         self.assertTrue(dash["spare_fd_held"], dash)
         self.assertFalse(dash["out_of_fds"], dash)
