@@ -467,7 +467,8 @@ static int send_file(const struct web_req *r, int id)
     prof_heapsnap_lock();
     const struct hs_snapshot *s = prof_heapsnap_find(id);
     int st = s ? __atomic_load_n(&s->status, __ATOMIC_ACQUIRE) : HS_FAILED;
-    int fd = s && s->file[0] ? open(s->file, O_RDONLY | O_CLOEXEC) : -1;
+    /* the file is opened only once the snapshot is done: a 409 leaves no descriptor behind */
+    int fd = s && st != HS_RUNNING && s->file[0] ? open(s->file, O_RDONLY | O_CLOEXEC) : -1;
     int err = errno;
     prof_heapsnap_unlock();
     if (!s)

@@ -574,9 +574,12 @@ static int write_file(struct hs_snapshot *s, const struct heap_graph *g, const c
         return -1;
     }
     struct stat st;
-    if (!stat(path, &st))
+    int have = !stat(path, &st);
+    pthread_mutex_lock(&g_lock); /* handlers read the name (prof_heapsnap_lock) */
+    if (have)
         s->file_bytes = (uint64_t)st.st_size;
     snprintf(s->file, sizeof s->file, "%s", path);
+    pthread_mutex_unlock(&g_lock);
     return 0;
 }
 

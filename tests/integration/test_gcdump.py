@@ -17,6 +17,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import unittest
 
@@ -96,7 +97,25 @@ class GcdumpTest(unittest.TestCase):
             else:
                 self.fail("never saw 409 while a snapshot ran")
 
-            a, seen = wait_done(app, first["id"])
+            # the file asked for while the snapshot runs, back to back: each 409 must leave no
+            # descriptor behind (before 2026-11-28 one was opened, and kept, whenever the file
+            # was written but the summary not yet done)
+            early, stop = [], threading.Event()
+
+            def ask_file():
+                while not stop.is_set():
+                    early.append(app.request(f"/api/v1/gcdump/{first['id']}/file",
+                                             method="HEAD")[0])
+            asker = threading.Thread(target=ask_file)
+            asker.start()
+            try:
+                a, seen = wait_done(app, first["id"])
+            finally:
+                stop.set()
+                asker.join()
+            self.assertIn(409, early)
+            held = [os.readlink(f"/proc/{app.pid}/fd/{n}") for n in os.listdir(f"/proc/{app.pid}/fd")]
+            self.assertEqual([h for h in held if h.startswith(dumps)], [], "descriptors left open")
             self.assertEqual(a["status"], "done", a.get("error"))
             self.assertIsNone(a["error"])
             self.assertEqual(a["progress"], 1)
