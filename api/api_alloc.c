@@ -175,8 +175,8 @@ int api_allocations(const struct web_req *r)
     cJSON *t;
     cJSON_ArrayForEach(t, types)
     {
-        double b = cJSON_GetObjectItem(t, "bytes")->valuedouble;
-        double c = cJSON_GetObjectItem(t, "count")->valuedouble;
+        const cJSON *bi = cJSON_GetObjectItem(t, "bytes"), *ci = cJSON_GetObjectItem(t, "count");
+        double b = bi ? bi->valuedouble : 0, c = ci ? ci->valuedouble : 0; /* (out of memory) */
         cJSON_AddNumberToObject(t, "share", tb > 0 ? b / (double)tb : 0);
         cJSON_AddNumberToObject(t, "count_share", tc > 0 ? c / (double)tc : 0);
     }

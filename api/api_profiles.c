@@ -283,6 +283,18 @@ static int wait_window(double seconds)
 int api_pprof(const struct web_req *r)
 {
     const char *sub = r->path + strlen("/debug/pprof");
+    if (!*sub) { /* the index's links are relative: from /debug/pprof they would miss, as in Go */
+        char loc[1040];
+        int qn = r->query ? (int)strlen(r->query) : 0;
+        snprintf(loc, sizeof loc, "/debug/pprof/%s%s", qn && qn < 1024 ? "?" : "",
+                 qn && qn < 1024 ? r->query : ""); /* (a ?token= kept) */
+        mg_response_header_start(r->conn, 301);
+        mg_response_header_add(r->conn, "Location", loc, -1);
+        mg_response_header_add(r->conn, "Content-Length", "0", -1);
+        mg_response_header_add(r->conn, "Cache-Control", "no-store", -1);
+        mg_response_header_send(r->conn);
+        return 301;
+    }
     if (*sub == '/')
         sub++;
     if (!*sub)

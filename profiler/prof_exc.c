@@ -31,6 +31,7 @@
 #include "prof_log.h"
 #include "prof_store.h"
 #include "prof_symbols.h"
+#include "prof_threads.h"
 #include "prof_unload.h"
 #include "prof_walk.h"
 
@@ -462,6 +463,7 @@ void prof_exc_consume(const struct prof_rec *rec, const char **names, int n)
     } else {
         prof_symbols_clean_type(rec->text, type, sizeof type);
     }
+    prof_utf8_clean(type); /* cut at TYPE_TEXT, perhaps inside a character */
     const char *site = throw_site(names, n);
 
     struct last_sample *l = A.last[slot];

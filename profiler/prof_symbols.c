@@ -268,7 +268,12 @@ static const char *intern_copy(const char *s)
         g_names_ready = 1;
     if (!g_names_ready)
         return "[out of memory]";
-    return prof_intern_str(&g_names, prof_intern(&g_names, s));
+    /* a name is cut at its buffer's size, which can fall inside a character (long non-ASCII
+     * identifiers, deep nesting): JSON and pprof get whole characters only, a cut one is '?' */
+    char whole[1024];
+    snprintf(whole, sizeof whole, "%s", s);
+    prof_utf8_clean(whole);
+    return prof_intern_str(&g_names, prof_intern(&g_names, whole));
 }
 
 static void cache_clear(struct cache *c)

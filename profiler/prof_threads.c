@@ -159,7 +159,7 @@ size_t prof_threads_tids(uint32_t *out, size_t cap)
 
 /* The length of the well-formed UTF-8 sequence at p (RFC 3629: no overlong forms, no
  * surrogates, nothing above U+10FFFF), 0 if there is none. */
-static size_t utf8_seq(const unsigned char *p)
+size_t prof_utf8_seq(const unsigned char *p)
 {
     unsigned c = p[0];
     if (c < 0x80)
@@ -196,7 +196,7 @@ size_t prof_utf8_clean(char *s)
     size_t bad = 0;
     unsigned char *p = (unsigned char *)s;
     while (*p) {
-        size_t k = utf8_seq(p);
+        size_t k = prof_utf8_seq(p);
         if (!k) {
             *p++ = '?';
             bad++;

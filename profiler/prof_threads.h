@@ -34,5 +34,8 @@ size_t prof_utf16_to_utf8(const WCHAR *src, size_t n, char *dst, size_t cap);
  * becomes '?'. For text read from the system before it reaches JSON or pprof. Returns how many
  * bytes it replaced. */
 size_t prof_utf8_clean(char *s);
+/* The length of the well-formed UTF-8 sequence (RFC 3629) that starts at p: 1 for an ASCII
+ * byte, 0 when the bytes there are no whole character. */
+size_t prof_utf8_seq(const unsigned char *p);
 
 #endif

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "prof_core.h"
+#include "prof_threads.h"
 
 #define MAX_STR 512 /* key strings are cut here */
 
@@ -59,6 +60,7 @@ static char *copy_str(const char *s)
     if (c) {
         memcpy(c, s, n);
         c[n] = 0;
+        prof_utf8_clean(c); /* cut at MAX_STR, or before, inside a character: a '?' */
     }
     return c;
 }

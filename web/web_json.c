@@ -8,6 +8,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "prof_threads.h"
+
 void jb_init(struct jbuf *b, size_t max)
 {
     memset(b, 0, sizeof *b);
@@ -64,6 +66,19 @@ void jb_str(struct jbuf *b, const char *s)
     const char *run = s;
     for (; *s; s++) {
         unsigned char c = (unsigned char)*s;
+        if (c >= 0x80) {
+            /* whole characters only: a byte of none (a name cut inside one, bytes from the
+             * system in another encoding) would make the reply undecodable; it becomes '?' */
+            size_t k = prof_utf8_seq((const unsigned char *)s);
+            if (k) {
+                s += k - 1;
+                continue;
+            }
+            jb_raw(b, run, (size_t)(s - run));
+            jb_raw(b, "?", 1);
+            run = s + 1;
+            continue;
+        }
         if (c >= 0x20 && c != '"' && c != '\\')
             continue;
         jb_raw(b, run, (size_t)(s - run));

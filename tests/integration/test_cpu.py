@@ -3,6 +3,7 @@ CPU and wall time (issue 3): a known 3:1 CPU split between two callers of one le
 thread that must show in wall time under Thread.Sleep and not in CPU time, and pprof downloads
 that `go tool pprof` reads.
 """
+import http.client
 import os
 import re
 import shutil
@@ -420,6 +421,13 @@ class Errors(unittest.TestCase):
             status, _, body = app.request("/debug/pprof/")
             self.assertEqual(status, 200)
             self.assertIn(b"profile", body)
+            # without its slash the index's relative links would miss: redirected, as in Go
+            conn = http.client.HTTPConnection(app.url.split("//", 1)[1].rstrip("/"), timeout=10)
+            conn.request("GET", "/debug/pprof?debug=1")
+            reply = conn.getresponse()
+            self.assertEqual(reply.status, 301)
+            self.assertEqual(reply.getheader("Location"), "/debug/pprof/?debug=1")
+            conn.close()
 
 
 if __name__ == "__main__":

@@ -3,12 +3,14 @@
  * compiler-generated nested types fold into what they implement; for the types of objects they
  * stay (a closure is an object of its display class, not of the class that declares the lambda).
  * And names read from the system (/proc's comm, the command line) made valid UTF-8 before they
- * reach JSON or pprof (prof_threads).
+ * reach JSON or pprof (prof_threads), and JSON strings written with whole characters only
+ * (web_json's jb_str: a name cut inside a character, a path in another encoding).
  */
 #include <string.h>
 
 #include "prof_symbols.h"
 #include "prof_threads.h"
+#include "web_json.h"
 
 #include "unit_check.h"
 
@@ -47,9 +49,29 @@ static void test_utf8_clean(void)
     clean("\xf4\x8f\xbf\xbf.", "\xf4\x8f\xbf\xbf."); /* U+10FFFF itself */
 }
 
+static void json(const char *in, const char *want)
+{
+    struct jbuf b;
+    jb_init(&b, 1024);
+    jb_str(&b, in);
+    jb_raw(&b, "", 1);
+    CHECK(b.p && !strcmp(b.p, want), "jb_str: got '%s', want '%s'", b.p ? b.p : "(null)", want);
+    jb_free(&b);
+}
+
+static void test_json_whole_characters(void)
+{
+    json("Ns.\xd0\x96\xd0\x96.Run", "\"Ns.\xd0\x96\xd0\x96.Run\"");
+    json("Ns.\xd0\x96\xd0", "\"Ns.\xd0\x96?\""); /* cut inside the second letter */
+    json("/tmp/x\xe9/y", "\"/tmp/x?/y\"");          /* Latin-1 bytes in a path */
+    json("a\"b\\c\n\x01\xf0\x9f\x98\x80", "\"a\\\"b\\\\c\\n\\u0001\xf0\x9f\x98\x80\"");
+    json("\xed\xa0\x80\xc0\xaf", "\"?????\"");     /* a surrogate, an overlong form */
+}
+
 int main(void)
 {
     test_utf8_clean();
+    test_json_whole_characters();
     both("Probe.Widget+<>c__DisplayClass1_0", "Probe.Widget", "Probe.Widget.<>c__DisplayClass1_0");
     both("Probe.Program+<>c", "Probe.Program", "Probe.Program.<>c");
     both("Ns.C+<Run>d__5", "Ns.C.Run", "Ns.C.<Run>d__5");
