@@ -256,6 +256,14 @@ static int log_message(const struct mg_connection *c, const char *msg)
     return 1;
 }
 
+/* civetweb's own refusals (a method it does not know, a request over max_request_size, a
+ * malformed request line) in the API's form: {"error": ...} as JSON. */
+static int http_error(struct mg_connection *c, int status, const char *msg)
+{
+    web_reply_error(c, status, "%s", msg && *msg ? msg : "bad request");
+    return 0;
+}
+
 static void *init_thread(const struct mg_context *ctx, int type)
 {
     (void)ctx;
@@ -368,6 +376,7 @@ static struct mg_context *try_start(int port, char *err, size_t errcap)
     memset(&cb, 0, sizeof cb);
     cb.log_message = log_message;
     cb.init_thread = init_thread;
+    cb.http_error = http_error;
     struct mg_init_data init = {.callbacks = &cb, .user_data = NULL, .configuration_options = opts};
     unsigned code = 0;
     struct mg_error_data ed = {.code = &code, .text = err, .text_buffer_size = errcap};

@@ -116,6 +116,15 @@ class HostileInput(unittest.TestCase):
         for p in payloads:
             reply = raw_http(self.port, p)
             self.assertNotIn(b"root:x:0:0", reply)
+        # civetweb's own refusals speak the API's form too: {"error": ...} as JSON
+        host = f"Host: 127.0.0.1:{self.port}\r\n".encode()
+        for p in (b"BREW /api/v1/status HTTP/1.1\r\n" + host + b"Connection: close\r\n\r\n",
+                  b"GET /api/v1/top?" + b"a" * 20000 + b" HTTP/1.1\r\n" + host + b"\r\n"):
+            reply = raw_http(self.port, p)
+            head, _, body = reply.partition(b"\r\n\r\n")
+            self.assertRegex(head, rb"^HTTP/1\.[01] 4\d\d ", reply[:200])
+            self.assertIn(b"Content-Type: application/json", head, reply[:300])
+            self.assertIn("error", json.loads(body), body)
         # a slow client that never finishes its request does not block others
         s = socket.create_connection(("127.0.0.1", self.port))
         s.sendall(b"GET /api/v1/status HTTP/1.1\r\nHost: 127.0.0.1\r\n")
