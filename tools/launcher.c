@@ -101,15 +101,24 @@ static int beside_another_profiler(const char *lib)
         setenv("CORECLR_ENABLE_PROFILING", "1", 1);
         setenv("CORECLR_PROFILER", CLSID_STR, 1);
         setenv("CORECLR_PROFILER_PATH", lib, 1);
-        /* a 64-bit runtime reads the _64 path before the plain one: left set, it would load
-         * whatever it names under clrscope's CLSID, or nothing at all */
+        /* a 64-bit runtime reads the _64 path before the plain one, an arm64 runtime the _ARM64
+         * path before both (Datadog's tracer sets it): left set, either would load whatever it
+         * names under clrscope's CLSID, or nothing at all */
         if (getenv("CORECLR_PROFILER_PATH_64"))
             setenv("CORECLR_PROFILER_PATH_64", lib, 1);
+        if (getenv("CORECLR_PROFILER_PATH_ARM64"))
+            setenv("CORECLR_PROFILER_PATH_ARM64", lib, 1);
         return 0;
     }
-    /* the runtime reads the _64 list instead of the plain one when it is set */
-    const char *var = getenv("CORECLR_NOTIFICATION_PROFILERS_64") ? "CORECLR_NOTIFICATION_PROFILERS_64"
-                                                                  : "CORECLR_NOTIFICATION_PROFILERS";
+    /* the runtime reads the first of these lists that is set (the _ARM64 one on arm64 only) */
+    const char *var = "CORECLR_NOTIFICATION_PROFILERS";
+#if defined(__aarch64__)
+    if (getenv("CORECLR_NOTIFICATION_PROFILERS_ARM64"))
+        var = "CORECLR_NOTIFICATION_PROFILERS_ARM64";
+    else
+#endif
+    if (getenv("CORECLR_NOTIFICATION_PROFILERS_64"))
+        var = "CORECLR_NOTIFICATION_PROFILERS_64";
     const char *list = getenv(var);
     char buf[8192];
     if (list && strcasestr(list, CLSID_STR)) {

@@ -112,12 +112,14 @@ class Behaviour(unittest.TestCase):
         r = subprocess.run([LAUNCHER, "--help"], capture_output=True, text=True)
         self.assertEqual(r.returncode, 0)
         self.assertIn("clrscope run", r.stdout)
-        # a 64-bit runtime reads CORECLR_PROFILER_PATH_64 before CORECLR_PROFILER_PATH: one left
-        # over in the environment must not keep clrscope out
+        # a 64-bit runtime reads CORECLR_PROFILER_PATH_64 before CORECLR_PROFILER_PATH, an arm64
+        # one CORECLR_PROFILER_PATH_ARM64 first: one left over must not keep clrscope out
         r = subprocess.run([LAUNCHER, "run", "--", "env"], capture_output=True, text=True,
-                           env=dict(os.environ, CORECLR_PROFILER_PATH_64="/opt/other/profiler.so"))
+                           env=dict(os.environ, CORECLR_PROFILER_PATH_64="/opt/other/profiler.so",
+                                    CORECLR_PROFILER_PATH_ARM64="/opt/other/arm64/profiler.so"))
         env = dict(l.split("=", 1) for l in r.stdout.splitlines() if "=" in l)
         self.assertEqual(env.get("CORECLR_PROFILER_PATH_64"), env.get("CORECLR_PROFILER_PATH"))
+        self.assertEqual(env.get("CORECLR_PROFILER_PATH_ARM64"), env.get("CORECLR_PROFILER_PATH"))
         self.assertTrue(env["CORECLR_PROFILER_PATH"].endswith("libclrscope.so"), env)
 
     def test_bad_environment_is_logged_not_fatal(self):
