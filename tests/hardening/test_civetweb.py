@@ -53,16 +53,6 @@ def thread_cpu_s(pid, name):
     return ticks / 100.0
 
 
-def wait_line(app, prefix, timeout):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        for line in list(app.stdout_lines):
-            if line.startswith(prefix):
-                return line
-        time.sleep(0.05)
-    raise AssertionError(f"no '{prefix}' line in {timeout}s; stdout: {app.stdout_lines[-5:]}")
-
-
 class OutOfDescriptors(unittest.TestCase):
     def test_answered_without_a_spin(self):
         with ProfiledApp("wait", ["--seconds", "60", "--exhaust-fds", "5"]) as app:
@@ -71,7 +61,7 @@ class OutOfDescriptors(unittest.TestCase):
             soft, hard = resource.prlimit(app.pid, resource.RLIMIT_NOFILE)
             limit = 512 if hard == resource.RLIM_INFINITY else min(512, hard)
             resource.prlimit(app.pid, resource.RLIMIT_NOFILE, (limit, hard))
-            wait_line(app, "exhausted fds=", 30)  # the app holds every descriptor from now on
+            app.wait_stdout("exhausted fds=", 30)  # the app holds every descriptor from now on
             time.sleep(0.5)  # and has taken back any that others closed meanwhile
             web0 = thread_cpu_s(app.pid, "clrscope-web")
             replies = []
@@ -85,7 +75,7 @@ class OutOfDescriptors(unittest.TestCase):
                 replies.append((time.monotonic() - t0, reply))
                 time.sleep(0.3)
             spun_s = thread_cpu_s(app.pid, "clrscope-web") - web0
-            wait_line(app, "released fds=", 30)
+            app.wait_stdout("released fds=", 30)
             deadline = time.monotonic() + 5
             while True:  # the dashboard serves again, and the spare is held again
                 dash = app.json("/api/v1/status").get("dashboard", {})

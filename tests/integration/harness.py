@@ -187,6 +187,17 @@ class ProfiledApp:
                                  + "\n".join(self.stderr_lines[-20:]))
         return self
 
+    def wait_stdout(self, prefix, timeout=60):
+        """The first line of the app's stdout that starts with `prefix`, waiting up to `timeout`."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            for line in list(self.stdout_lines):
+                if line.startswith(prefix):
+                    return line
+            time.sleep(0.05)
+        raise AssertionError(f"no '{prefix}' line from the app in {timeout}s: "
+                             f"{self.stdout_lines[-5:]}")
+
     def wait_truth(self, timeout=120):
         """Waits for the app to exit on its own and returns its ground-truth JSON."""
         self.wait_exit(timeout)

@@ -45,16 +45,6 @@ def types_by_name(details):
     return {t["type"]: t for t in details["types"]}
 
 
-def wait_line(app, prefix, timeout=60):
-    deadline = time.time() + timeout
-    while time.time() < deadline:
-        for line in list(app.stdout_lines):
-            if line.startswith(prefix):
-                return line
-        time.sleep(0.1)
-    raise AssertionError(f"no '{prefix}' line from the app: {app.stdout_lines[-5:]}")
-
-
 def byte_arrays_by_holder(dump):
     """(byte[] nodes that a TestApp.Heap.Leaf points at, the other byte[] nodes) in a dump."""
     types = dump["types"]
@@ -139,8 +129,8 @@ class GcdumpTest(unittest.TestCase):
             self.assertIsNone(listing["running"])
 
             # sizes: the app measured its own objects while building them (truth after the free)
-            wait_line(app, "freed leaves=")
-            truth = json.loads(wait_line(app, "truth: ")[len("truth: "):])
+            app.wait_stdout("freed leaves=")
+            truth = json.loads(app.wait_stdout("truth: ")[len("truth: "):])
             node, leaf, payload = (truth["tree_node_size"], truth["leaf_size"],
                                    truth["leaf_payload_size"])
             self.assertEqual(t[TREE]["bytes"], 100000 * node)
