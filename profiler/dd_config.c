@@ -2,6 +2,7 @@
 #include "dd_config.h"
 
 #include <ctype.h>
+#include <errno.h>
 #include <fcntl.h>
 #include <math.h>
 #include <stdint.h>
@@ -266,7 +267,20 @@ void dd_config_resolve_agent(struct dd_config *c, int socket_exists)
                  host);
         host = "localhost";
     }
-    long port = prof_env_long("DD_TRACE_AGENT_PORT", 8126, 1, 65535);
+    long port = 8126;
+    const char *ps = getenv("DD_TRACE_AGENT_PORT");
+    if (ps && *ps) { /* Datadog trims the value: " 9126 " is 9126 */
+        char *end;
+        errno = 0;
+        long v = strtol(ps, &end, 10);
+        while (*end == ' ' || *end == '\t')
+            end++;
+        if (!errno && end != ps && !*end && v >= 1 && v <= 65535)
+            port = v;
+        else
+            prof_log(LOG_WARN, "DD_TRACE_AGENT_PORT=\"%.40s\" is not a port (1..65535); using 8126",
+                     ps);
+    }
     int v6 = strchr(host, ':') && host[0] != '[';
     snprintf(c->url, sizeof c->url, "http://%s%s%s:%ld%s", v6 ? "[" : "", host, v6 ? "]" : "",
              port, DD_AGENT_PATH);
@@ -568,7 +582,12 @@ int dd_config_load(struct dd_config *c, const char *process_name)
     snprintf(c->site, sizeof c->site, "%s", DD_DEFAULT_SITE);
     struct stat st;
     dd_config_resolve_agent(c, stat(DD_AGENT_SOCKET, &st) == 0 && S_ISSOCK(st.st_mode));
-    if (prof_env_bool("DD_PROFILING_AGENTLESS", 0))
+    const char *al = getenv("DD_PROFILING_AGENTLESS");
+    int al_auto = 0, agentless = al && *al ? dd_bool(al, &al_auto) : 0;
+    if (agentless < 0)
+        prof_log(LOG_WARN, "DD_PROFILING_AGENTLESS=\"%.40s\" is not a boolean; profiles go to "
+                 "the agent", al);
+    if (agentless > 0) /* (with Datadog's spellings, blanks around them ignored) */
         resolve_agentless(c);
     /* For tests only: the same request (headers, API key) to another address. */
     const char *test_url = getenv("CLRSCOPE_INTERNAL_INTAKE_URL");

@@ -44,6 +44,7 @@
 #define BUILD_LAG_S 1.0                   /* a second is exported once it ended this long ago */
 #define MAX_QUEUE 64
 #define REPLY_KEEP 160                    /* bytes of an error reply kept for the log */
+#define REPLY_MAX (64u << 10)             /* bytes of a reply read at most */
 
 struct item {
     unsigned char *pprof; /* gzip'd */
@@ -80,7 +81,7 @@ static struct {
     CURL *easy;
     curl_mime *mime;
     char reply[REPLY_KEEP];
-    size_t reply_len;
+    size_t reply_len, reply_total;
     int64_t retry_at, deadline; /* CLOCK_MONOTONIC ns; deadline 0 = none */
     int backoff_s, failing;
     int64_t last_to_s;          /* last unix second exported */
@@ -287,6 +288,11 @@ static size_t on_reply(char *ptr, size_t size, size_t n, void *ud)
 {
     (void)ud;
     size_t bytes = size * n;
+    /* an agent's answer is a few bytes: one that does not end would keep this thread reading
+     * until the request's timeout; past REPLY_MAX the transfer stops (its status is known) */
+    X.reply_total += bytes;
+    if (X.reply_total > REPLY_MAX)
+        return 0;
     size_t room = sizeof X.reply - 1 - X.reply_len;
     size_t take = bytes < room ? bytes : room;
     memcpy(X.reply + X.reply_len, ptr, take);
@@ -409,7 +415,7 @@ static void start_upload(void)
         long left = (long)((X.deadline - prof_now_ns()) / 1000000);
         timeout_ms = left < 1 ? 1 : left < timeout_ms ? left : timeout_ms;
     }
-    X.reply_len = 0;
+    X.reply_len = X.reply_total = 0;
     X.reply[0] = 0;
     X.easy = make_request(X.cur, timeout_ms, &X.mime);
     if (!X.easy || CU.multi_add_handle(X.multi, X.easy)) {
@@ -459,6 +465,8 @@ static void finish_upload(CURLcode rc)
     end_request();
     struct item *it = X.cur;
     X.cur = NULL;
+    if (rc == CURLE_WRITE_ERROR && X.reply_total > REPLY_MAX && http)
+        rc = CURLE_OK; /* an endless answer cut short: its status stands */
     if (rc == CURLE_OK && http >= 200 && http < 300) {
         static int first, again;
         if (!first) {
@@ -492,10 +500,10 @@ static void finish_upload(CURLcode rc)
         if ((unsigned char)*p < 0x20)
             *p = ' ';
     int retry = rc != CURLE_OK || http == 408 || http == 429 || http >= 500 || http < 200;
-    /* no answer in time, but the whole request went out: the agent may well have taken it, and
+    /* the whole request went out but no answer came (a timeout, a reset, a close, a reply that
+     * is no HTTP: an agent restarting, a proxy failing): the agent may well have taken it, and
      * sending it again would count its samples twice (the intake does not deduplicate) */
-    int unanswered = rc == CURLE_OPERATION_TIMEDOUT &&
-                     (uint64_t)sent >= (uint64_t)it->len + strlen(it->event);
+    int unanswered = rc != CURLE_OK && (uint64_t)sent >= (uint64_t)it->len + strlen(it->event);
     if (unanswered)
         retry = 0;
     log_failure(rc != CURLE_OK ? (int)rc : (int)http, what,

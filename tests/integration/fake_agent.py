@@ -16,6 +16,7 @@ Modes (agent.set_mode(m) switches at any time, e.g. to show that uploads resume)
     500      "500 Internal Server Error"
     429      "429 Too Many Requests" with "Retry-After: 4"
     garbage  a few bytes that are not HTTP, then close
+    endless  200 with a Content-Length of 100 GB, then bytes until the client goes (120 s at most)
 
 Every request (also those answered with 500, garbage or left hanging) is recorded with its
 request line, headers, multipart parts, event.json and the profile bytes.
@@ -35,7 +36,7 @@ import time
 AGENT_PATH = "/profiling/v1/input"
 RFC3339_NS = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{9}Z$")
 UUID4 = re.compile(r"^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$")
-MODES = ("ok", "down", "hang", "500", "429", "garbage")
+MODES = ("ok", "down", "hang", "500", "429", "garbage", "endless")
 
 
 class Request:
@@ -147,6 +148,12 @@ class _Handler(socketserver.BaseRequestHandler):
                 agent._unhang.wait(600)
             elif mode == "garbage":
                 sock.sendall(b"\x00\x17 this is not HTTP at all \xff\xfe\r\n\r\n")
+            elif mode == "endless":
+                sock.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n"
+                             b"Content-Length: 100000000000\r\n\r\n")
+                chunk, end = b" " * 65536, time.monotonic() + 120
+                while time.monotonic() < end:
+                    sock.sendall(chunk)  # until the client closes (OSError)
             elif mode == "500":
                 self._reply(sock, "500 Internal Server Error", b'{"error":"fake agent: 500"}')
             elif mode == "429":

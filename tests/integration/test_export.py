@@ -207,8 +207,27 @@ def run_short(env, agent, mode="cpu-split", seconds="6"):
     return app, st, list(agent.requests) if agent else []
 
 
+def run_endless(agent):
+    """An agent whose 200 never ends: each upload must finish on its status, not read on until
+    the request's timeout (60 s here). Returns (status export block after two requests, the
+    requests' arrival times)."""
+    env = export_env(agent.url, DD_PROFILING_UPLOAD_PERIOD="2", CLRSCOPE_EXPORT_TIMEOUT_S="60")
+    app = ProfiledApp("wait", ["--seconds", "10"], env=env)
+    try:
+        app.start()
+        app.wait_ready()
+        agent.wait_requests(2, timeout=30)  # before 2026-11-28 the first took all 60 s
+        time.sleep(0.5)
+        st, _ = status_export(app)
+        app.wait_truth(timeout=120)
+    finally:
+        app.stop()
+        agent.stop()
+    return st, [q.time for q in agent.requests]
+
+
 class ExportOtherEndpoints(unittest.TestCase):
-    """unix socket, agentless and bad DD_* values, run side by side."""
+    """unix socket, agentless and bad DD_* values, an endless answer, run side by side."""
 
     @classmethod
     def setUpClass(cls):
@@ -233,10 +252,12 @@ class ExportOtherEndpoints(unittest.TestCase):
                      "DD_TRACE_AGENT_URL": "ftp://agent", "DD_TRACE_AGENT_PORT": "99999",
                      "DD_TAGS": "novalue,ok:1", "CLRSCOPE_EXPORT_QUEUE": "0"}, None),
         }
-        with concurrent.futures.ThreadPoolExecutor(len(jobs)) as ex:
+        with concurrent.futures.ThreadPoolExecutor(len(jobs) + 1) as ex:
             futs = {k: ex.submit(run_short, env, agent, *(("wait", "4") if k == "bad" else ()))
                     for k, (env, agent) in jobs.items()}
+            endless = ex.submit(run_endless, FakeAgent("endless").start())
             cls.res = {k: f.result() for k, f in futs.items()}
+            cls.endless = endless.result()
         cls.nocurl_agent.stop()
 
     def test_without_libcurl_only_uploads_stop(self):
@@ -283,6 +304,13 @@ class ExportOtherEndpoints(unittest.TestCase):
             self.assertEqual(check_request(r, pid=app.pid, path="/api/v2/profile",
                                            api_key="k3y-s3cr3t"), [])
         self.assertNotIn("k3y-s3cr3t", json.dumps(st), "the API key never shows in status")
+
+    def test_endless_answer_is_cut_short(self):
+        st, times = self.endless
+        self.assertGreaterEqual(len(times), 2)
+        self.assertLess(times[1] - times[0], 10, times)  # the period, not the 60 s timeout
+        self.assertGreaterEqual(st["uploads"], 1, st)
+        self.assertEqual(st["last_status"], 200, st)
 
     def test_bad_values_warn_once_and_fall_back(self):
         app, st, _ = self.res["bad"]
@@ -433,7 +461,13 @@ class ExportFailures(unittest.TestCase):
         self.assertEqual(before["last_status"], 500)
 
     def test_agent_answers_garbage(self):
-        self.check_mode("garbage")
+        before = self.check_mode("garbage")
+        # it read each request whole and answered no HTTP: none is sent twice (before
+        # 2026-11-28 each was sent again, its samples then counted twice by the intake)
+        self.assertGreaterEqual(before["drops"]["unanswered"], 1, before)
+        sent = [q.event.get("start") for q in self.res["garbage"]["agent"].requests
+                if q.mode == "garbage" and q.event]
+        self.assertEqual(len(sent), len(set(sent)), sent)
 
     def test_hanging_agent_does_not_hold_up_exit(self):
         r = self.hang_exit

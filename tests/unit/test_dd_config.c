@@ -119,7 +119,13 @@ static void test_agent_address(void)
     setenv("DD_AGENT_HOST", "::1", 1);
     dd_config_resolve_agent(&c, 0);
     CHECK_STR(c.url, "http://[::1]:9126/profiling/v1/input");
+    setenv("DD_TRACE_AGENT_PORT", " 9127 ", 1); /* blanks around it, trimmed as Datadog does */
+    dd_config_resolve_agent(&c, 0);
+    CHECK_STR(c.url, "http://[::1]:9127/profiling/v1/input");
     setenv("DD_TRACE_AGENT_PORT", "70000", 1);
+    dd_config_resolve_agent(&c, 0);
+    CHECK_STR(c.url, "http://[::1]:8126/profiling/v1/input");
+    setenv("DD_TRACE_AGENT_PORT", "91 26", 1);
     dd_config_resolve_agent(&c, 0);
     CHECK_STR(c.url, "http://[::1]:8126/profiling/v1/input");
 
@@ -171,6 +177,20 @@ static void test_agentless(void)
     setenv("DD_API_KEY", "abc", 1);
     dd_config_load(&c, "a");
     CHECK(c.agentless, "agentless");
+    /* Datadog's boolean spellings, blanks around them ignored, as for DD_PROFILING_ENABLED */
+    const char *yes[] = {" true", "t", "Y", "on ", "yes"}, *no[] = {"false", " 0", "n", "nope"};
+    for (size_t i = 0; i < sizeof yes / sizeof *yes; i++) {
+        setenv("DD_PROFILING_AGENTLESS", yes[i], 1);
+        dd_config_load(&c, "a");
+        CHECK(c.agentless, "DD_PROFILING_AGENTLESS='%s': agentless", yes[i]);
+    }
+    for (size_t i = 0; i < sizeof no / sizeof *no; i++) {
+        setenv("DD_PROFILING_AGENTLESS", no[i], 1);
+        dd_config_load(&c, "a");
+        CHECK(!c.agentless, "DD_PROFILING_AGENTLESS='%s': the agent", no[i]);
+    }
+    setenv("DD_PROFILING_AGENTLESS", "1", 1);
+    dd_config_load(&c, "a");
     CHECK_STR(c.url, "https://intake.profile.datadoghq.com/api/v2/profile");
     CHECK_STR(c.api_key, "abc");
     setenv("DD_SITE", "datadoghq.eu", 1);
