@@ -449,8 +449,9 @@ static int datadog_profiler_loaded(void)
     if (p && !strcasecmp(p, clsid))
         return 1;
     const char *lists[] = {getenv("CORECLR_NOTIFICATION_PROFILERS"),
-                           getenv("CORECLR_NOTIFICATION_PROFILERS_64")};
-    for (int i = 0; i < 2; i++)
+                           getenv("CORECLR_NOTIFICATION_PROFILERS_64"),
+                           getenv("CORECLR_NOTIFICATION_PROFILERS_ARM64")};
+    for (int i = 0; i < 3; i++)
         if (lists[i] && strcasestr(lists[i], clsid))
             return 1;
     return 0;

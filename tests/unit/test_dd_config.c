@@ -20,7 +20,8 @@ static const char *const vars[] = {
     "DD_PROFILING_AGENTLESS", "DD_API_KEY", "DD_SITE", "DD_INTERNAL_PROFILING_OUTPUT_DIR",
     "CLRSCOPE_EXPORT_DIR", "CLRSCOPE_EXPORT_QUEUE", "CLRSCOPE_EXPORT_FRAMES",
     "CLRSCOPE_INTERNAL_INTAKE_URL", "DD_EXTERNAL_ENV", "CLRSCOPE_EXPORT", "CORECLR_PROFILER",
-    "CORECLR_NOTIFICATION_PROFILERS", "CORECLR_NOTIFICATION_PROFILERS_64"};
+    "CORECLR_NOTIFICATION_PROFILERS", "CORECLR_NOTIFICATION_PROFILERS_64",
+    "CORECLR_NOTIFICATION_PROFILERS_ARM64"};
 
 static void clear_env(void)
 {
@@ -87,6 +88,12 @@ static void test_enabled_values(void)
     setenv("DD_PROFILING_ENABLED", "true", 1);
     dd_config_load(&c, "a");
     CHECK(!c.enabled, "off beside Datadog's profiler in the notification list");
+    clear_env();
+    setenv("CORECLR_NOTIFICATION_PROFILERS_ARM64", "/x/y.so={846f5f1c-f9ae-4b07-969e-05c26bc060d8};",
+           1);
+    setenv("DD_PROFILING_ENABLED", "true", 1);
+    dd_config_load(&c, "a");
+    CHECK(!c.enabled, "off beside Datadog's profiler in the arm64 notification list");
     /* a tracer whose profiler is off: clrscope exports when told to */
     clear_env();
     setenv("DD_PROFILING_ENABLED", "0", 1);
