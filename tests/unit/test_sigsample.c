@@ -613,6 +613,9 @@ static void test_perf_fds_retired(struct got *g, uint32_t armed_threads)
                st.timer_off ? st.timer_off : "?");
         return;
     }
+    /* an event let go earlier (a thread that ended) is closed by a maintain with no handler in
+     * flight: done first, so that what follows counts only this change's events */
+    prof_sigsample_maintain(now_ns());
     int before = perf_fds();
     CHECK(before >= (int)st.perf_threads, "%d perf fds open for %llu threads on perf events",
           before, (unsigned long long)st.perf_threads);
@@ -630,7 +633,8 @@ static void test_perf_fds_retired(struct got *g, uint32_t armed_threads)
     __atomic_sub_fetch(&g_sig.inflight, 1, __ATOMIC_SEQ_CST);
     prof_sigsample_maintain(now_ns());
     int after = perf_fds();
-    CHECK(after == before - (int)st.perf_threads, "perf fds once no handler runs: %d (%d before, "
+    /* (at most: one more let go meanwhile, a thread that ended, is closed with them) */
+    CHECK(after <= before - (int)st.perf_threads, "perf fds once no handler runs: %d (%d before, "
           "%llu let go)", after, before, (unsigned long long)st.perf_threads);
     prof_sigsample_use_perf(1, now_ns(), on_sample, g);
     prof_sigsample_get_stats(&mid);
