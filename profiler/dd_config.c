@@ -585,6 +585,8 @@ int dd_config_load(struct dd_config *c, const char *process_name)
     dd_config_resolve_agent(c, stat(DD_AGENT_SOCKET, &st) == 0 && S_ISSOCK(st.st_mode));
     const char *al = getenv("DD_PROFILING_AGENTLESS");
     int al_auto = 0, agentless = al && *al ? dd_bool(al, &al_auto) : 0;
+    if (al_auto) /* "auto" is DD_PROFILING_ENABLED's word only */
+        agentless = -1;
     if (agentless < 0)
         prof_log(LOG_WARN, "DD_PROFILING_AGENTLESS=\"%.40s\" is not a boolean; profiles go to "
                  "the agent", al);
