@@ -185,7 +185,8 @@ static void test_agentless(void)
     dd_config_load(&c, "a");
     CHECK(c.agentless, "agentless");
     /* Datadog's boolean spellings, blanks around them ignored, as for DD_PROFILING_ENABLED */
-    const char *yes[] = {" true", "t", "Y", "on ", "yes"}, *no[] = {"false", " 0", "n", "nope", "auto"};
+    const char *yes[] = {" true", "t", "Y", "on ", "yes"};
+    const char *no[] = {"false", " 0", "n", "nope", "auto"};
     for (size_t i = 0; i < sizeof yes / sizeof *yes; i++) {
         setenv("DD_PROFILING_AGENTLESS", yes[i], 1);
         dd_config_load(&c, "a");
