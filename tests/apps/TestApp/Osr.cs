@@ -7,7 +7,9 @@
 // Thread "osr-mixed" runs TestApp.Osr.Work.Mixed, entered once through a delegate from
 // TestApp.Osr.Work.MixedCaller: generic code, a generic virtual method and ordinary allocations
 // (collections, arrays, boxing) in OSR code, whose allocation stacks must keep MixedCaller.
-// Thread "osr-worker". Truth: the loop's passes and the worker thread's CPU.
+// Thread "osr-worker". Truth: the loop's passes, the share of its time in Mix (its own clock)
+// and the worker thread's CPU.
+using System.Diagnostics;
 using System.Runtime.CompilerServices;
 using System.Text.Json.Nodes;
 
@@ -46,6 +48,18 @@ public static class Work
     public static OsrPayload[]? Kept;
     static long sink;
     static long passes;
+    static long mixTicks, loopTicks;
+
+    // The share of the loop's time spent in Mix's passes, by the app's own clock: how much of
+    // the loop's samples a profiler should find in Mix (it depends on the CPU: 5-50 %).
+    public static double MixShare
+    {
+        get
+        {
+            long m = Interlocked.Read(ref mixTicks), l = Interlocked.Read(ref loopTicks);
+            return l > 0 ? (double)m / l : 0;
+        }
+    }
 
     public static long Passes => Interlocked.Read(ref passes);
 
@@ -62,15 +76,20 @@ public static class Work
         ulong x = 0x9E3779B97F4A7C15UL;
         while (!stop.IsCancellationRequested)
         {
+            long t0 = Stopwatch.GetTimestamp();
             for (int i = 0; i < 200_000; i++)
             {
                 x ^= x << 13;
                 x ^= x >> 7;
                 x ^= x << 17;
             }
+            long t1 = Stopwatch.GetTimestamp();
             for (int i = 0; i < 40_000; i++)
                 x = Mix(x);
+            long t2 = Stopwatch.GetTimestamp();
             Kept = Payload();
+            Interlocked.Add(ref mixTicks, t2 - t1);
+            Interlocked.Add(ref loopTicks, Stopwatch.GetTimestamp() - t0);
             Interlocked.Increment(ref passes);
         }
         return (long)x;
@@ -147,6 +166,7 @@ public sealed class OsrLoopMode : Mode
         lock (this)
             t["worker_cpu_ms"] = cpuMs;
         t["passes"] = Work.Passes;
+        t["mix_share"] = Work.MixShare;
         t["worker_thread"] = "osr-worker";
         t["frames"] = new JsonObject
         {
