@@ -437,7 +437,7 @@ const char *prof_alloc_type_label(uint64_t type_id, const char *raw_name)
  * count once, 14 % too few, while its bytes were right. */
 static int64_t count_units(double w)
 {
-    static _Thread_local uint64_t seq;
+    static PROF_TLS uint64_t seq;
     if (!(w > 0))
         return 0;
     if (w >= (double)PROF_VALUE_MAX) /* garbage in a payload; the store clamps there anyway */

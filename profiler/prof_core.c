@@ -37,7 +37,7 @@ int64_t prof_now_ns(void)
 
 uint32_t prof_self_tid(void)
 {
-    static __thread uint32_t tid;
+    static PROF_TLS uint32_t tid;
     if (!tid)
         tid = (uint32_t)gettid();
     return tid;

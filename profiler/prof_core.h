@@ -12,6 +12,14 @@
 
 #include "clr_abi.h"
 
+/* Thread-local storage for code the runtime calls on its threads (callbacks, events). The
+ * library is dlopen'ed, so by default each thread's first access goes through __tls_get_addr,
+ * which mallocs that thread's block: in a callback, maybe under the app's malloc lock. Initial-exec
+ * puts the few bytes in the static TLS block that every thread gets at creation (glibc keeps a
+ * reserve for dlopen'ed libraries); unit.tls_static checks that the library imports no
+ * __tls_get_addr. */
+#define PROF_TLS __thread __attribute__((tls_model("initial-exec")))
+
 struct prof_core {
     ICorProfilerInfo15 *info; /* runtime-owned; valid until Shutdown */
     int info_version;         /* highest ICorProfilerInfoN the runtime answered */

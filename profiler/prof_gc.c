@@ -132,8 +132,8 @@ static struct {
  * the kernel to switch to another thread (see on_suspend_begin). */
 static int self_kind(void)
 {
-    static __thread int kind = -1;
-    static __thread uint32_t calls;
+    static PROF_TLS int kind = -1;
+    static PROF_TLS uint32_t calls;
     if (kind > THR_OTHER)
         return kind;
     if (kind == THR_OTHER && ++calls != 64 && calls != 4096)

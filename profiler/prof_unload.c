@@ -22,8 +22,8 @@ static struct {
     int timeout_logged;
 } U;
 
-static __thread int t_depth;         /* successful enters not yet left */
-static __thread uint32_t t_parity[8]; /* their parities, innermost last */
+static PROF_TLS int t_depth;         /* successful enters not yet left */
+static PROF_TLS uint32_t t_parity[8]; /* their parities, innermost last */
 
 uint32_t prof_unload_epoch(void)
 {
