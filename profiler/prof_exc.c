@@ -52,30 +52,39 @@ static struct {
     struct esamp_global g;
     uint64_t events, sampled, dropped, overflow;
     uint64_t rethrows[EXC_SLOTS + 1]; /* atomic: of each slot's events, the same object again */
-    /* The objects thrown last, as (GC count << 48 | address): one thrown again before any GC
-     * (an await's ExceptionDispatchInfo.Throw, `throw;`) is a rethrow. After a GC an address may
-     * be another object's, so a GC forgets them all (a rethrow right after one counts as a first
-     * throw). Callback source only: the runtime's event does not say which object. */
-    uint64_t recent[RECENT]; /* atomic */
+    /* The objects thrown last, by address: one thrown again before any GC (an await's
+     * ExceptionDispatchInfo.Throw, `throw;`) is a rethrow. After a GC an address may be another
+     * object's, so a GC forgets them all (a rethrow right after one counts as a first throw).
+     * ExceptionThrown runs in cooperative mode, so no throw is being checked while the runtime
+     * has the threads suspended for a GC, when GarbageCollectionStarted clears the list. (Before
+     * 2026-11-28 each entry carried 16 bits of a GC count instead: after 65,536 GCs an entry left
+     * from long before matched a new exception at the same address.) Callback source only: the
+     * runtime's event does not say which object. */
+    uint64_t recent[RECENT]; /* atomic; 0 = empty */
     uint32_t recent_next;    /* atomic */
-    uint32_t gcs;            /* atomic: collections started */
+    int recent_dirty;        /* atomic: something remembered since the last clear */
 } E;
 
 void prof_exc_gc_started(void)
 {
-    __atomic_add_fetch(&E.gcs, 1, __ATOMIC_RELAXED);
+    if (!__atomic_exchange_n(&E.recent_dirty, 0, __ATOMIC_RELAXED))
+        return;
+    for (uint32_t i = 0; i < RECENT; i++)
+        __atomic_store_n(&E.recent[i], 0, __ATOMIC_RELAXED);
 }
 
-/* 1 when `obj` was thrown since the last GC (it is remembered now either way). */
-static int thrown_before(ObjectID obj)
+int prof_exc_thrown_before(ObjectID obj)
 {
-    uint64_t key = (uint64_t)(__atomic_load_n(&E.gcs, __ATOMIC_RELAXED) & 0xffffu) << 48 |
-                   ((uint64_t)obj & 0xffffffffffffull);
+    uint64_t key = (uint64_t)obj;
+    if (!key)
+        return 0;
     for (uint32_t i = 0; i < RECENT; i++)
         if (__atomic_load_n(&E.recent[i], __ATOMIC_RELAXED) == key)
             return 1;
     uint32_t at = __atomic_fetch_add(&E.recent_next, 1, __ATOMIC_RELAXED) & (RECENT - 1);
     __atomic_store_n(&E.recent[at], key, __ATOMIC_RELAXED);
+    if (!__atomic_load_n(&E.recent_dirty, __ATOMIC_RELAXED))
+        __atomic_store_n(&E.recent_dirty, 1, __ATOMIC_RELAXED);
     return 0;
 }
 
@@ -342,7 +351,7 @@ void prof_exc_on_throw(ObjectID obj)
         return;
     /* an odd multiplier maps distinct classes to distinct keys, none of them 0 */
     struct prof_rec *r = count_exception((uint64_t)cls * 0x9E3779B97F4A7C15ull,
-                                         thrown_before(obj));
+                                         prof_exc_thrown_before(obj));
     if (!r)
         return;
     r->c = (uint64_t)cls;

@@ -23,8 +23,12 @@ struct prof_exc_stats {
 DWORD prof_exc_event_mask(void);
 /* 1 when exceptions come from the runtime's events (CLRSCOPE_EXCEPTION_SOURCE=events). */
 int prof_exc_uses_events(void);
-/* GarbageCollectionStarted: exception objects thrown before it are forgotten (rethrows). */
+/* GarbageCollectionStarted (threads suspended): exception objects thrown before it are
+ * forgotten (rethrows). */
 void prof_exc_gc_started(void);
+/* ExceptionThrown's rethrow check: 1 when `obj` was thrown since the last GC; it is remembered
+ * now either way (the last 256 objects). */
+int prof_exc_thrown_before(ObjectID obj);
 /* ICorProfilerCallback::ExceptionThrown (the throwing thread, cooperative mode). */
 void prof_exc_on_throw(ObjectID obj);
 /* EventPipe callback (app thread): ExceptionThrown_V1. */
