@@ -60,11 +60,19 @@ static int provider_kind(EVENTPIPE_PROVIDER p)
     ULONG got = 0;
     ICorProfilerInfo15 *info = g_core.info;
     int kind = PK_OTHER;
-    if (info->vt->EventPipeGetProviderInfo(info, p, 64, &got, name) >= 0) {
+    HRESULT hr = info->vt->EventPipeGetProviderInfo(info, p, 64, &got, name);
+    if (hr >= 0) {
         if (name_is(name, got, "Microsoft-Windows-DotNETRuntime"))
             kind = PK_RUNTIME;
         else if (name_is(name, got, "System.Runtime"))
             kind = PK_COUNTERS;
+    } else if ((uint32_t)hr != 0x8007007Au) {
+        /* not "name longer than the buffer" (no provider of ours): asked again next event, so
+         * that one failed call cannot make a provider's events ignored for the process's life */
+        static int logged;
+        prof_log_once(logged, LOG_WARN, "EventPipeGetProviderInfo failed (0x%08x); that "
+                      "provider's event is ignored", (unsigned)hr);
+        return PK_OTHER;
     }
     for (int i = 0; i < MAX_PROVIDERS; i++) {
         EVENTPIPE_PROVIDER expected = 0;
