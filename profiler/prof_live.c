@@ -127,7 +127,13 @@ static struct {
     uint64_t *live_bits;       /* atomic words: bit i set while slot i is LIVE (the GC scan's index) */
     uint32_t shift;            /* atomic: admission probability 2^-shift */
     uint64_t rng;              /* atomic */
-    int condemned;             /* atomic: deepest generation condemned by the GC in progress */
+    /* The deepest generation each GC in progress condemned. GCs run one at a time except a
+     * background GC, inside which ephemeral GCs start and finish: [0] is the outer GC's, [1] the
+     * one inside it, `in_gc` how many have started and not finished (0..2). A single variable
+     * made a background GC's end look like its last nested GC's (gen0/gen1), so it never proved
+     * a generation 2 object alive (before 2026-11-28). */
+    int condemned[2];          /* atomic */
+    int in_gc;                 /* atomic */
     int gc_busy;               /* atomic flag */
     uint64_t untracked, overflow, handle_failures, gcs, evicted, full_events; /* atomic */
     uint64_t bumped_at;        /* atomic: GC epoch of the last overflow-driven halving */
@@ -214,7 +220,8 @@ void prof_live_init(void)
     L.types[0].name = "[other types]";
     L.ntypes = 1;
     L.rng = (uint64_t)prof_now_ns() ^ (uint64_t)g_core.pid << 32;
-    L.condemned = -1;
+    L.condemned[0] = L.condemned[1] = -1;
+    L.in_gc = 0;
     L.enabled = 1;
 }
 
@@ -281,11 +288,30 @@ int prof_live_track(uintptr_t address, uint64_t size, int kind, double count_w, 
 
 void prof_live_gc_started(int cgen, const BOOL *collected)
 {
+    if (!L.enabled)
+        return;
     int deepest = -1;
     for (int g = 0; collected && g < cgen && g < 3; g++)
         if (collected[g])
             deepest = g;
-    __atomic_store_n(&L.condemned, deepest, __ATOMIC_RELAXED);
+    int before = __atomic_fetch_add(&L.in_gc, 1, __ATOMIC_ACQ_REL);
+    if (before >= 2) /* a start whose finish never came: stay at two */
+        __atomic_fetch_sub(&L.in_gc, 1, __ATOMIC_ACQ_REL);
+    __atomic_store_n(&L.condemned[before > 0], deepest, __ATOMIC_RELEASE);
+}
+
+/* The generation condemned by the GC that is finishing: the nested one when two are in
+ * progress. (Should a background GC end while a nested GC runs, it takes the nested GC's
+ * generation and the nested GC, ending after it, the background GC's: its objects were proven
+ * alive by then anyway.) -1 when no start was seen. */
+static int finishing_condemned(void)
+{
+    int before = __atomic_fetch_sub(&L.in_gc, 1, __ATOMIC_ACQ_REL);
+    if (before <= 0) {
+        __atomic_store_n(&L.in_gc, 0, __ATOMIC_RELEASE);
+        return -1;
+    }
+    return __atomic_load_n(&L.condemned[before > 1], __ATOMIC_ACQUIRE);
 }
 
 static void free_slot(uint32_t i, uint32_t reason)
@@ -340,10 +366,10 @@ void prof_live_gc_finished(void)
 {
     if (!L.enabled)
         return;
+    int cond = finishing_condemned();
     if (__atomic_exchange_n(&L.gc_busy, 1, __ATOMIC_ACQUIRE))
         return; /* another GC's callback is checking the table right now */
     ICorProfilerInfo15 *info = g_core.info;
-    int cond = __atomic_load_n(&L.condemned, __ATOMIC_RELAXED);
     int64_t now = now_ms();
     uint32_t live = 0;
     for (uint32_t i = live_next(0); i < L.cap; i = live_next(i + 1)) {

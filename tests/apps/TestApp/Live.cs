@@ -5,6 +5,7 @@
 // - TestApp.Live.CachedItem: a static array of exactly 500, rebuilt entirely every 2 s on thread
 //   "cache" (the old 500 become garbage).
 // - TestApp.Live.TempItem: short-lived garbage on thread "garbage" (~20 MB/s), so GCs happen.
+using System.Diagnostics;
 using System.Runtime.CompilerServices;
 using System.Text.Json.Nodes;
 
@@ -187,5 +188,109 @@ public sealed class LeakMode : Mode
             ["cache"] = "TestApp.Live.CacheBuilder.Rebuild",
             ["garbage"] = "TestApp.Live.GarbageMaker.MakeGarbage",
         };
+    }
+}
+
+/// <summary>2 KiB arrays kept alive through the whole bgc-live run.</summary>
+public struct Block
+{
+    public long A, B, C, D;
+}
+
+/// <summary>A node of the object graph that gives bgc-live's background GCs marking to do.</summary>
+public sealed class Node
+{
+    public Node? Next;
+    public long Value;
+}
+
+// bgc-live: tracked objects in generation 2 through background GCs that have ephemeral GCs
+// inside them. 8,000 TestApp.Live.Block[] of 2 KiB (16 MB: ~160 sampled) are kept in a static
+// list, beside a chain of 1.5 M TestApp.Live.Node (so that each background GC marks for a while),
+// moved to generation 2 by two blocking full GCs; then the app prints "bgc: settled" and waits
+// for a line on stdin. Then thread "bgc-garbage" allocates garbage as fast as it can while the
+// app runs --rare (default 3) background GCs (GC.Collect(2, Forced, blocking: false)) one after
+// the other, so that ephemeral GCs run inside each; it prints "bgc: done" and runs until stdin
+// ends (or the duration).
+// Truth: gen2_gcs (full GCs after "settled"), background_gcs, nested_gcs (GCs counted while a
+// background GC ran), kept_blocks.
+public sealed class BgcLiveMode : Mode
+{
+    public static readonly List<Block[]> Kept = new();
+    public static Node? Chain;
+    int gen2, background, nested;
+
+    [MethodImpl(MethodImplOptions.NoInlining)]
+    static void KeepBlocks()
+    {
+        for (int i = 0; i < 8000; i++)
+            Kept.Add(new Block[64]);
+        Node? head = null;
+        for (int i = 0; i < 1_500_000; i++)
+            head = new Node { Next = head, Value = i };
+        Chain = head;
+    }
+
+    public override void Run(Options o, CancellationToken stop)
+    {
+        KeepBlocks();
+        GC.Collect(2, GCCollectionMode.Forced, blocking: true, compacting: true);
+        GC.Collect(2, GCCollectionMode.Forced, blocking: true, compacting: true);
+        int c0 = GC.CollectionCount(2);
+        Console.WriteLine("bgc: settled");
+        Console.Out.Flush();
+        string? line = Console.ReadLine();
+        if (line == null || stop.IsCancellationRequested)
+            return;
+        using var phase = new CancellationTokenSource();
+        var garbage = Program.StartThread("bgc-garbage", () =>
+        {
+            long sink = 0;
+            while (!phase.IsCancellationRequested)
+                sink += GarbageMaker.MakeGarbage(2000);
+            GC.KeepAlive(sink);
+        });
+        Thread.Sleep(100);
+        int runs = o.Rare > 0 ? o.Rare : 3;
+        for (int k = 0; k < runs && !stop.IsCancellationRequested; k++)
+        {
+            long bgIndex = GC.GetGCMemoryInfo(GCKind.Background).Index;
+            int before0 = GC.CollectionCount(0);
+            GC.Collect(2, GCCollectionMode.Forced, blocking: false);
+            // a background GC's information is published when it ends
+            var sw = Stopwatch.StartNew();
+            while (GC.GetGCMemoryInfo(GCKind.Background).Index == bgIndex &&
+                   sw.ElapsedMilliseconds < 10000)
+                Thread.Sleep(1);
+            lock (this)
+            {
+                if (GC.GetGCMemoryInfo(GCKind.Background).Index != bgIndex)
+                    background++;
+                // GCs counted while it ran (gen0's count includes the full GC itself)
+                nested += Math.Max(0, GC.CollectionCount(0) - before0 - 1);
+            }
+        }
+        phase.Cancel();
+        garbage.Join();
+        lock (this)
+            gen2 = GC.CollectionCount(2) - c0;
+        Console.WriteLine("bgc: done");
+        Console.Out.Flush();
+        while (!stop.IsCancellationRequested && Console.ReadLine() != null)
+        {
+        }
+        Program.RequestStop("stdin");
+    }
+
+    public override void AddTruth(JsonObject t)
+    {
+        lock (this)
+        {
+            t["gen2_gcs"] = gen2;
+            t["background_gcs"] = background;
+            t["nested_gcs"] = nested;
+        }
+        t["kept_blocks"] = Kept.Count;
+        t["type"] = "TestApp.Live.Block[]";
     }
 }

@@ -28,7 +28,7 @@ public static class Program
 {
     const string Usage =
         "usage: TestApp MODE [--seconds N] [--exit N] [--truth-every-second] [mode options]\n" +
-        "modes: hello, version, cpu-split, gc-heavy, cpu-only, alloc-mix, leak, exceptions,\n" +
+        "modes: hello, version, cpu-split, gc-heavy, cpu-only, alloc-mix, leak, bgc-live, exceptions,\n" +
         "       contention, heap, threads, wait, unload, thread-churn, osr-loop,\n" +
         "       dynamic-code, bursts, pool-starve   (see tests/apps/README.md)";
 
@@ -98,6 +98,7 @@ public static class Program
         "cpu-only" => new CpuOnlyMode(),
         "alloc-mix" => new Alloc.AllocMixMode(),
         "leak" => new Live.LeakMode(),
+        "bgc-live" => new Live.BgcLiveMode(),
         "exceptions" => new Errors.ExceptionsMode(),
         "exception-storm" => new Errors.ExceptionStormMode(),
         "contention" => new Locks.ContentionMode(),
