@@ -457,16 +457,20 @@ static void log_failure(int kind, const char *what, const char *fate)
 static void finish_upload(CURLcode rc)
 {
     long http = 0;
-    curl_off_t sent = 0, retry_after = 0;
+    curl_off_t sent = 0, body = -1, retry_after = 0;
     CU.easy_getinfo(X.easy, CURLINFO_RESPONSE_CODE, &http);
     CU.easy_getinfo(X.easy, CURLINFO_SIZE_UPLOAD_T, &sent);
+    CU.easy_getinfo(X.easy, CURLINFO_CONTENT_LENGTH_UPLOAD_T, &body); /* 7.55, -1: unknown */
     if (CU.version_num >= 0x074200) /* 7.66: Retry-After, in seconds (either of its forms) */
         CU.easy_getinfo(X.easy, CURLINFO_RETRY_AFTER, &retry_after);
     end_request();
     struct item *it = X.cur;
     X.cur = NULL;
-    if (rc == CURLE_WRITE_ERROR && X.reply_total > REPLY_MAX && http)
-        rc = CURLE_OK; /* an endless answer cut short: its status stands */
+    /* A final status came: it is the agent's verdict, whatever became of the rest of the
+     * answer (cut at REPLY_MAX, or a connection closed, reset or timed out in its body). A 2xx
+     * counted as a failure would say the profile was lost when the agent took it. */
+    if (rc != CURLE_OK && http >= 200)
+        rc = CURLE_OK;
     if (rc == CURLE_OK && http >= 200 && http < 300) {
         static int first, again;
         if (!first) {
@@ -503,7 +507,10 @@ static void finish_upload(CURLcode rc)
     /* the whole request went out but no answer came (a timeout, a reset, a close, a reply that
      * is no HTTP: an agent restarting, a proxy failing): the agent may well have taken it, and
      * sending it again would count its samples twice (the intake does not deduplicate) */
-    int unanswered = rc != CURLE_OK && (uint64_t)sent >= (uint64_t)it->len + strlen(it->event);
+    /* "whole" is the body with its multipart framing, as curl counts `sent`; the two parts
+     * alone (a lower bound) only when curl does not know it */
+    uint64_t whole = body > 0 ? (uint64_t)body : (uint64_t)it->len + strlen(it->event);
+    int unanswered = rc != CURLE_OK && (uint64_t)sent >= whole;
     if (unanswered)
         retry = 0;
     log_failure(rc != CURLE_OK ? (int)rc : (int)http, what,

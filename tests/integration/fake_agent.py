@@ -16,7 +16,9 @@ Modes (agent.set_mode(m) switches at any time, e.g. to show that uploads resume)
     500      "500 Internal Server Error"
     429      "429 Too Many Requests" with "Retry-After: 4"
     garbage  a few bytes that are not HTTP, then close
+    reset    reads the request whole, then resets the connection (SO_LINGER 0) without a word
     endless  200 with a Content-Length of 100 GB, then bytes until the client goes (120 s at most)
+    cut      200 with a Content-Length of 1000, its first 9 bytes, then close
 
 Every request (also those answered with 500, garbage or left hanging) is recorded with its
 request line, headers, multipart parts, event.json and the profile bytes.
@@ -29,14 +31,16 @@ import gzip
 import json
 import os
 import re
+import socket
 import socketserver
+import struct
 import threading
 import time
 
 AGENT_PATH = "/profiling/v1/input"
 RFC3339_NS = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{9}Z$")
 UUID4 = re.compile(r"^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$")
-MODES = ("ok", "down", "hang", "500", "429", "garbage", "endless")
+MODES = ("ok", "down", "hang", "500", "429", "garbage", "reset", "endless", "cut")
 
 
 class Request:
@@ -148,6 +152,15 @@ class _Handler(socketserver.BaseRequestHandler):
                 agent._unhang.wait(600)
             elif mode == "garbage":
                 sock.sendall(b"\x00\x17 this is not HTTP at all \xff\xfe\r\n\r\n")
+            elif mode == "reset":
+                # an RST, not a FIN: socketserver would shut the socket down (FIN) before
+                # closing it, so it is closed here, the makefile first (it holds the fd open)
+                f.close()
+                sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+                sock.close()
+            elif mode == "cut":
+                sock.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n"
+                             b"Content-Length: 1000\r\nConnection: close\r\n\r\n{\"ok\": 1,")
             elif mode == "endless":
                 sock.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n"
                              b"Content-Length: 100000000000\r\n\r\n")

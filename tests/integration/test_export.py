@@ -5,10 +5,12 @@ Continuous export to the Datadog agent (issue 8), against fake_agent.py playing 
   fields and tags); the profiles' windows are contiguous; `go tool pprof` decodes them and finds
   the CPU split of cpu-split that the app itself measured; the export directory gets the same
   profiles; /api/v1/status reports the health.
-- unix socket and agentless (the intake URL redirected to the fake receiver), and bad DD_* values.
-- the receiver down, hanging, answering 500 or garbage: the app runs on unaffected, the queue
-  stays capped and drops are counted, each failure kind is logged once, uploads resume when the
-  receiver comes back, and a hanging agent does not hold up the exit.
+- unix socket and agentless (the intake URL redirected to the fake receiver), and bad DD_* values;
+  a 200 whose body never ends or ends early counts as delivered, at once.
+- the receiver down, hanging, answering 500 or garbage, resetting the connection: the app runs on
+  unaffected, the queue stays capped and drops are counted, each failure kind is logged once, a
+  profile sent whole is never sent twice, uploads resume when the receiver comes back, and a
+  hanging agent does not hold up the exit.
 """
 import calendar
 import concurrent.futures
@@ -207,15 +209,34 @@ def run_short(env, agent, mode="cpu-split", seconds="6"):
     return app, st, list(agent.requests) if agent else []
 
 
-def run_endless(agent):
-    """An agent whose 200 never ends: each upload must finish on its status, not read on until
-    the request's timeout (60 s here). Returns (status export block after two requests, the
-    requests' arrival times)."""
+def thread_cpu_s(pid, name):
+    """CPU seconds (user + system) of the process's threads called `name`; None if none is."""
+    total = None
+    for path in glob.glob(f"/proc/{pid}/task/*/stat"):
+        try:
+            with open(path) as f:
+                s = f.read()
+        except OSError:
+            continue
+        if s[s.index("(") + 1:s.rindex(")")] == name:
+            fields = s[s.rindex(")") + 2:].split()  # from field 3 (state) on
+            total = (total or 0) + (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    return total
+
+
+def run_answer(agent):
+    """An agent whose 200 never ends (endless) or ends early (cut): each upload must finish on
+    its status, not read on until the request's timeout (60 s here). Returns (status export
+    block after two requests, the requests' arrival times, the export thread's CPU seconds 3 s
+    after the first request arrived)."""
     env = export_env(agent.url, DD_PROFILING_UPLOAD_PERIOD="2", CLRSCOPE_EXPORT_TIMEOUT_S="60")
     app = ProfiledApp("wait", ["--seconds", "10"], env=env)
     try:
         app.start()
         app.wait_ready()
+        agent.wait_requests(1, timeout=30)
+        time.sleep(3)  # before 2026-11-28 the export thread read the endless answer meanwhile
+        cpu = thread_cpu_s(app.pid, "clrscope-export")
         agent.wait_requests(2, timeout=30)  # before 2026-11-28 the first took all 60 s
         time.sleep(0.5)
         st, _ = status_export(app)
@@ -223,11 +244,11 @@ def run_endless(agent):
     finally:
         app.stop()
         agent.stop()
-    return st, [q.time for q in agent.requests]
+    return st, [q.time for q in agent.requests], cpu
 
 
 class ExportOtherEndpoints(unittest.TestCase):
-    """unix socket, agentless and bad DD_* values, an endless answer, run side by side."""
+    """unix socket, agentless and bad DD_* values, an endless and a cut answer, side by side."""
 
     @classmethod
     def setUpClass(cls):
@@ -252,12 +273,13 @@ class ExportOtherEndpoints(unittest.TestCase):
                      "DD_TRACE_AGENT_URL": "ftp://agent", "DD_TRACE_AGENT_PORT": "99999",
                      "DD_TAGS": "novalue,ok:1", "CLRSCOPE_EXPORT_QUEUE": "0"}, None),
         }
-        with concurrent.futures.ThreadPoolExecutor(len(jobs) + 1) as ex:
+        answers = ("endless", "cut")
+        with concurrent.futures.ThreadPoolExecutor(len(jobs) + len(answers)) as ex:
             futs = {k: ex.submit(run_short, env, agent, *(("wait", "4") if k == "bad" else ()))
                     for k, (env, agent) in jobs.items()}
-            endless = ex.submit(run_endless, FakeAgent("endless").start())
+            afuts = {m: ex.submit(run_answer, FakeAgent(m).start()) for m in answers}
             cls.res = {k: f.result() for k, f in futs.items()}
-            cls.endless = endless.result()
+            cls.answers = {m: f.result() for m, f in afuts.items()}
         cls.nocurl_agent.stop()
 
     def test_without_libcurl_only_uploads_stop(self):
@@ -306,11 +328,24 @@ class ExportOtherEndpoints(unittest.TestCase):
         self.assertNotIn("k3y-s3cr3t", json.dumps(st), "the API key never shows in status")
 
     def test_endless_answer_is_cut_short(self):
-        st, times = self.endless
+        st, times, cpu = self.answers["endless"]
         self.assertGreaterEqual(len(times), 2)
         self.assertLess(times[1] - times[0], 10, times)  # the period, not the 60 s timeout
         self.assertGreaterEqual(st["uploads"], 1, st)
         self.assertEqual(st["last_status"], 200, st)
+        self.assertEqual((st["failures"], st["dropped"]), (0, 0), st)  # delivered, not failed
+        # 64 KiB read, not a stream at full speed for seconds
+        self.assertIsNotNone(cpu, "no clrscope-export thread")
+        self.assertLess(cpu, 0.5, "the export thread's CPU seconds 3 s after the first upload")
+
+    def test_answer_cut_after_its_status_is_delivered(self):
+        # a 200 whose body ends early (the connection closed): the agent took the profile;
+        # until 2026-11-28 it counted as a failure and a profile dropped unanswered
+        st, times, _ = self.answers["cut"]
+        self.assertGreaterEqual(len(times), 2)
+        self.assertGreaterEqual(st["uploads"], 1, st)
+        self.assertEqual(st["last_status"], 200, st)
+        self.assertEqual((st["failures"], st["dropped"]), (0, 0), st)
 
     def test_bad_values_warn_once_and_fall_back(self):
         app, st, _ = self.res["bad"]
@@ -364,11 +399,12 @@ def failure_scenario(mode):
 
 
 class ExportFailures(unittest.TestCase):
-    """The receiver down, hanging, answering 500 or garbage, then back; all runs side by side."""
+    """The receiver down, hanging, answering 500 or garbage, resetting, then back; all runs side
+    by side."""
 
     @classmethod
     def setUpClass(cls):
-        modes = ["down", "hang", "500", "429", "garbage"]
+        modes = ["down", "hang", "500", "429", "garbage", "reset"]
         with concurrent.futures.ThreadPoolExecutor(len(modes) + 1) as ex:
             futs = {m: ex.submit(failure_scenario, m) for m in modes}
             hang_exit = ex.submit(cls.hang_at_exit)
@@ -460,14 +496,26 @@ class ExportFailures(unittest.TestCase):
         before = self.check_mode("500")
         self.assertEqual(before["last_status"], 500)
 
-    def test_agent_answers_garbage(self):
-        before = self.check_mode("garbage")
-        # it read each request whole and answered no HTTP: none is sent twice (before
-        # 2026-11-28 each was sent again, its samples then counted twice by the intake)
+    def check_sent_once(self, mode):
+        """The receiver read each request whole and gave no HTTP answer: every failure is a
+        profile dropped unanswered, and no profile arrives twice, also not once the receiver is
+        back (before 2026-11-28 each was sent again, its samples then counted twice by the
+        intake, which does not deduplicate)."""
+        before = self.check_mode(mode)
         self.assertGreaterEqual(before["drops"]["unanswered"], 1, before)
-        sent = [q.event.get("start") for q in self.res["garbage"]["agent"].requests
-                if q.mode == "garbage" and q.event]
-        self.assertEqual(len(sent), len(set(sent)), sent)
+        self.assertEqual(before["failures"], before["drops"]["unanswered"], before)
+        seqs = [int(q.tag("profile_seq")) for q in self.res[mode]["agent"].requests if q.event]
+        self.assertEqual(len(seqs), len(set(seqs)), sorted(seqs))
+        self.assertGreaterEqual(len(seqs), 2, "profiles offered while failing, then once back")
+
+    def test_agent_answers_garbage(self):
+        self.check_sent_once("garbage")
+
+    def test_agent_resets_the_connection(self):
+        self.check_sent_once("reset")
+        warns = [line for line in self.res["reset"]["app"].stderr_lines
+                 if "export: upload to" in line]
+        self.assertTrue(any("not sent again" in w for w in warns), "\n".join(warns))
 
     def test_hanging_agent_does_not_hold_up_exit(self):
         r = self.hang_exit
