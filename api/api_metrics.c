@@ -172,6 +172,8 @@ static void self_metrics(struct jbuf *b)
              st.string_bytes);
     metric_u(b, "clrscope_store_samples_total", "counter", "Samples added to the store.",
              st.samples_added);
+    metric_u(b, "clrscope_store_compactions_total", "counter",
+             "Call-path trie compactions (paths no longer in the history dropped).", st.compactions);
     family(b, "clrscope_store_dropped_total", "counter",
            "Samples or names the store had no room for, by what was full.");
     jb_printf(b, "clrscope_store_dropped_total{what=\"stack_nodes\"} %" PRIu64 "\n", st.dropped_nodes);

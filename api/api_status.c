@@ -133,6 +133,8 @@ int api_status(const struct web_req *r)
     cJSON_AddNumberToObject(sto, "stack_node_cap", (double)st.node_cap);
     cJSON_AddNumberToObject(sto, "entries", (double)st.entries);
     cJSON_AddNumberToObject(sto, "names", (double)st.strings);
+    cJSON_AddNumberToObject(sto, "compactions", (double)st.compactions);
+    cJSON_AddNumberToObject(sto, "compacted_nodes", (double)st.compacted_nodes);
 
     struct prof_unload_stats us;
     prof_unload_get_stats(&us);

@@ -40,6 +40,7 @@ static struct {
     struct bucket *buckets;
     int nbuckets;
     double t_init; /* unix time the store started: no window covers anything before it */
+    int64_t compacted_ns; /* CLOCK_MONOTONIC of the last compaction (0 = none yet) */
     struct prof_store_stats st;
 } S = {.lock = PTHREAD_MUTEX_INITIALIZER};
 
@@ -141,8 +142,9 @@ static int grow_nodes(void)
     return 0;
 }
 
-/* Returns the node for parent->frame, creating it; when the trie is full returns `parent`
- * (the stack is truncated there) and counts the drop. */
+/* Returns the node for parent->frame, creating it; UINT32_MAX when the trie is full (the
+ * caller truncates the stack at `parent`: going on from there would graft the rest of the stack
+ * onto an ancestor, a path that never ran) and counts the drop. */
 static uint32_t child(uint32_t parent, uint32_t frame)
 {
     uint32_t *slot = node_slot(parent, frame);
@@ -150,7 +152,7 @@ static uint32_t child(uint32_t parent, uint32_t frame)
         return *slot - 1;
     if (S.nnodes >= S.node_max || grow_nodes()) {
         S.st.dropped_nodes++;
-        return parent;
+        return UINT32_MAX;
     }
     slot = node_slot(parent, frame); /* the table may have been rebuilt */
     uint32_t id = S.nnodes++;
@@ -208,6 +210,100 @@ static struct bucket *bucket_for(int64_t second)
     return b;
 }
 
+static int64_t mono_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000000000LL + ts.tv_nsec;
+}
+
+/* Rehashes bucket b's entries after their nodes were renumbered (same capacity). */
+static int bucket_rehash(struct bucket *b)
+{
+    struct entry *ne = calloc(b->cap, sizeof *ne);
+    if (!ne)
+        return -1;
+    struct bucket nb = {.second = b->second, .e = ne, .n = b->n, .cap = b->cap};
+    for (uint32_t i = 0; i < b->cap; i++)
+        if (b->e[i].used)
+            *bucket_slot(&nb, &b->e[i]) = b->e[i];
+    free(b->e);
+    *b = nb;
+    return 0;
+}
+
+/* The trie only grows while samples come in, but the buckets that use its nodes expire after
+ * the history: over days, call paths seen once (lock ids, generated methods, short-lived code)
+ * filled it and every new path was cut (before 2026-11-28). When it is 7/8 full, at most every
+ * 10 s, the nodes no bucket within the history uses (nor any of their descendants) are dropped
+ * and the rest renumbered in their old order (a parent keeps a smaller number than its
+ * children); expired buckets are emptied. Names stay (views hold their pointers). Lock held. */
+static void maybe_compact(void)
+{
+    if (S.nnodes < S.node_max - S.node_max / 8)
+        return;
+    int64_t now_s = (int64_t)floor(unix_now());
+    int64_t now = mono_ns();
+    if (S.compacted_ns && now - S.compacted_ns < 10000000000LL)
+        return;
+    S.compacted_ns = now;
+    uint32_t *remap = calloc(S.nnodes, sizeof *remap); /* old -> new + 1; 0 = dropped */
+    if (!remap)
+        return;
+    int64_t oldest = now_s - S.nbuckets + 1;
+    for (int i = 0; i < S.nbuckets; i++) {
+        struct bucket *b = &S.buckets[i];
+        if (b->second < 0)
+            continue;
+        if (b->second < oldest) { /* expired: no window reaches it any more */
+            S.st.entries -= b->n;
+            free(b->e);
+            b->e = NULL;
+            b->cap = b->n = 0;
+            b->second = -1;
+            continue;
+        }
+        for (uint32_t k = 0; k < b->cap; k++)
+            if (b->e[k].used)
+                remap[b->e[k].node] = 1;
+    }
+    for (uint32_t i = S.nnodes; i-- > 1;)
+        if (remap[i])
+            remap[S.nodes[i].parent] = 1;
+    remap[0] = 1;
+    uint32_t n = 0;
+    for (uint32_t i = 0; i < S.nnodes; i++)
+        if (remap[i]) {
+            remap[i] = ++n;
+            S.nodes[n - 1].parent = i ? remap[S.nodes[i].parent] - 1 : 0;
+            S.nodes[n - 1].frame = S.nodes[i].frame;
+        }
+    uint32_t before = S.nnodes;
+    S.nnodes = n;
+    memset(S.node_slots, 0, S.nslots * sizeof *S.node_slots);
+    for (uint32_t i = 1; i < S.nnodes; i++)
+        *node_slot(S.nodes[i].parent, S.nodes[i].frame) = i + 1;
+    for (int i = 0; i < S.nbuckets; i++) {
+        struct bucket *b = &S.buckets[i];
+        if (b->second < 0 || !b->n)
+            continue;
+        for (uint32_t k = 0; k < b->cap; k++)
+            if (b->e[k].used)
+                b->e[k].node = remap[b->e[k].node] - 1;
+        if (bucket_rehash(b)) { /* out of memory: this second's stacks are lost, not mixed up */
+            S.st.entries -= b->n;
+            S.st.dropped_entries += b->n;
+            free(b->e);
+            b->e = NULL;
+            b->cap = b->n = 0;
+            b->second = -1;
+        }
+    }
+    free(remap);
+    S.st.compactions++;
+    S.st.compacted_nodes += before - n;
+}
+
 void prof_store_add(int kind, double t_unix, const char *const *frames, int nframes, uint32_t tid,
                     const char *label, const int64_t v[PROF_NVALUES])
 {
@@ -216,9 +312,14 @@ void prof_store_add(int kind, double t_unix, const char *const *frames, int nfra
     pthread_mutex_lock(&S.lock);
     if (!S.ready)
         goto out;
+    maybe_compact();
     uint32_t node = 0;
-    for (int i = 0; i < nframes; i++)
-        node = child(node, prof_intern(&S.names, frames[i] ? frames[i] : "[unknown]"));
+    for (int i = 0; i < nframes; i++) {
+        uint32_t c = child(node, prof_intern(&S.names, frames[i] ? frames[i] : "[unknown]"));
+        if (c == UINT32_MAX)
+            break;
+        node = c;
+    }
     struct entry key = {.node = node,
                         .tid = tid,
                         .label = label && *label ? prof_intern(&S.names, label) : 0,

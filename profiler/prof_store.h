@@ -6,7 +6,8 @@
  * guards it all; writers are clrscope's sampler and aggregator threads (never a runtime callback,
  * never while the runtime is suspended); readers are API handlers, which copy a view out.
  * Caps: CLRSCOPE_MAX_STACK_NODES trie nodes, 16 MiB of names, 32768 entries per bucket; what does
- * not fit is counted in prof_store_stats.
+ * not fit is counted in prof_store_stats. A trie 7/8 full drops the paths no bucket within the
+ * history uses (at most every 10 s); a stack that finds no room is cut where the trie ends.
  */
 #ifndef PROF_STORE_H
 #define PROF_STORE_H
@@ -51,6 +52,7 @@ struct prof_view {
 struct prof_store_stats {
     uint64_t nodes, node_cap, strings, string_bytes, entries;
     uint64_t dropped_nodes, dropped_entries, dropped_strings, samples_added;
+    uint64_t compactions, compacted_nodes; /* trie compactions, nodes they freed */
 };
 
 int prof_store_init(int history_s, int max_nodes);

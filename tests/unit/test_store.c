@@ -1,0 +1,121 @@
+/*
+ * test_store.c - prof_store's call-path trie at its cap (CLRSCOPE_MAX_STACK_NODES):
+ *   - paths that no bucket within the history uses any more are dropped when the trie is 7/8
+ *     full, and new paths get their whole stacks again (before 2026-11-28 the trie only grew:
+ *     after days, every new path was cut);
+ *   - a stack that finds no room is cut where the trie ends, never grafted onto an ancestor
+ *     (before, the frames after the missing one were looked up under the ancestor: a sample of
+ *     p -> q was shown as q, a path that never ran).
+ */
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+
+#include "prof_store.h"
+
+#include "unit_check.h"
+
+static double now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (double)ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+static void add(double t, const char *a, const char *b, int64_t value)
+{
+    const char *frames[2] = {a, b};
+    int64_t v[PROF_NVALUES] = {value, value, 0};
+    prof_store_add(PK_CPU, t, frames, b ? 2 : 1, 1, NULL, v);
+}
+
+/* The value of the view's rows whose path is exactly names[0..n) from the root. */
+static int64_t at_path(const struct prof_view *v, const char *const *names, int n)
+{
+    int64_t sum = 0;
+    for (size_t r = 0; r < v->nrows; r++) {
+        uint32_t path[8];
+        int depth = 0;
+        for (uint32_t k = v->rows[r].node; k && depth < 8; k = v->parent[k])
+            path[depth++] = k;
+        if (depth != n)
+            continue;
+        int same = 1;
+        for (int i = 0; i < n; i++)
+            same &= !strcmp(v->name[path[n - 1 - i]], names[i]);
+        if (same)
+            sum += v->rows[r].v[0];
+    }
+    return sum;
+}
+
+int main(void)
+{
+    CHECK(!prof_store_init(5, 1000), "init");
+    char a[32], b[32];
+
+    /* a minute ago (outside the 5-s history): 600 two-frame paths, ~1,200 nodes, more than fit */
+    double old = now() - 60;
+    for (int i = 0; i < 600; i++) {
+        snprintf(a, sizeof a, "Old.A%d", i);
+        snprintf(b, sizeof b, "Old.B%d", i);
+        add(old, a, b, 1);
+    }
+    struct prof_store_stats st;
+    prof_store_get_stats(&st);
+    CHECK(st.compactions >= 1, "the full trie was compacted (%llu)",
+          (unsigned long long)st.compactions);
+    uint64_t dropped_before = st.dropped_nodes;
+
+    /* now: 300 new paths, whole */
+    double t = now();
+    for (int i = 0; i < 300; i++) {
+        snprintf(a, sizeof a, "New.A%d", i);
+        snprintf(b, sizeof b, "New.B%d", i);
+        add(t, a, b, 1);
+    }
+    prof_store_get_stats(&st);
+    CHECK(st.dropped_nodes == dropped_before, "new paths all fit after compaction (%llu -> %llu)",
+          (unsigned long long)dropped_before, (unsigned long long)st.dropped_nodes);
+    CHECK(st.nodes <= 1000, "under the cap (%llu)", (unsigned long long)st.nodes);
+    struct prof_view v;
+    CHECK(!prof_store_view(PK_CPU, 5, NULL, &v), "view");
+    int whole = 0;
+    for (int i = 0; i < 300; i++) {
+        snprintf(a, sizeof a, "New.A%d", i);
+        snprintf(b, sizeof b, "New.B%d", i);
+        const char *p[2] = {a, b};
+        whole += at_path(&v, p, 2) == 1;
+    }
+    CHECK(whole == 300, "300 new stacks whole (%d)", whole);
+    prof_view_free(&v);
+
+    /* fill the trie with live paths (no compaction can help), then p -> q, p new, q a root
+     * frame already: the sample must not be shown under q */
+    add(t, "Q", NULL, 1);
+    for (int i = 0; i < 600; i++) {
+        snprintf(a, sizeof a, "Live.A%d", i);
+        snprintf(b, sizeof b, "Live.B%d", i);
+        add(t, a, b, 1);
+    }
+    prof_store_get_stats(&st);
+    CHECK(st.dropped_nodes > dropped_before, "the trie is full of live paths");
+    const char *none[1] = {NULL};
+    CHECK(!prof_store_view(PK_CPU, 5, NULL, &v), "view");
+    int64_t root0 = at_path(&v, none, 0);
+    prof_view_free(&v);
+    add(t, "P.NeverSeen", "Q", 1000);
+    CHECK(!prof_store_view(PK_CPU, 5, NULL, &v), "view");
+    const char *q[1] = {"Q"};
+    CHECK(at_path(&v, q, 1) == 1, "Q keeps its own sample only (%lld)",
+          (long long)at_path(&v, q, 1));
+    int64_t root = at_path(&v, none, 0) - root0;
+    CHECK(root == 1000, "the cut sample stays at the root, where the trie ended (%lld)",
+          (long long)root);
+    prof_view_free(&v);
+    prof_store_free();
+
+    printf("%d passed, %d failed\n", passed, failed);
+    return failed != 0;
+}
