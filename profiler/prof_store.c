@@ -41,6 +41,8 @@ static struct {
     int nbuckets;
     double t_init; /* unix time the store started: no window covers anything before it */
     int64_t compacted_ns; /* CLOCK_MONOTONIC of the last compaction (0 = none yet) */
+    int64_t compact_gap_ns; /* the least time to the next: 10 s, doubled (up to 10 min) after
+                             * each compaction that freed little (the paths are all in use) */
     struct prof_store_stats st;
 } S = {.lock = PTHREAD_MUTEX_INITIALIZER};
 
@@ -77,6 +79,7 @@ int prof_store_init(int history_s, int max_nodes)
     S.nslots = 8192;
     S.node_slots = calloc(S.nslots, sizeof *S.node_slots);
     S.nbuckets = history_s;
+    S.compact_gap_ns = 10000000000LL;
     S.t_init = unix_now();
     S.buckets = calloc((size_t)history_s, sizeof *S.buckets);
     if (!S.nodes || !S.node_slots || !S.buckets)
@@ -235,7 +238,7 @@ static int bucket_rehash(struct bucket *b)
 /* The trie only grows while samples come in, but the buckets that use its nodes expire after
  * the history: over days, call paths seen once (lock ids, generated methods, short-lived code)
  * filled it and every new path was cut (before 2026-11-28). When it is 7/8 full, at most every
- * 10 s, the nodes no bucket within the history uses (nor any of their descendants) are dropped
+ * 10 s (up to 10 min while compactions free little), the nodes no bucket within the history uses (nor any of their descendants) are dropped
  * and the rest renumbered in their old order (a parent keeps a smaller number than its
  * children); expired buckets are emptied. Names stay (views hold their pointers). Lock held. */
 static void maybe_compact(void)
@@ -244,7 +247,7 @@ static void maybe_compact(void)
         return;
     int64_t now_s = (int64_t)floor(unix_now());
     int64_t now = mono_ns();
-    if (S.compacted_ns && now - S.compacted_ns < 10000000000LL)
+    if (S.compacted_ns && now - S.compacted_ns < S.compact_gap_ns)
         return;
     S.compacted_ns = now;
     uint32_t *remap = calloc(S.nnodes, sizeof *remap); /* old -> new + 1; 0 = dropped */
@@ -302,6 +305,11 @@ static void maybe_compact(void)
     free(remap);
     S.st.compactions++;
     S.st.compacted_nodes += before - n;
+    if (before - n < S.node_max / 16)
+        S.compact_gap_ns = S.compact_gap_ns * 2 < 600000000000LL ? S.compact_gap_ns * 2
+                                                                  : 600000000000LL;
+    else
+        S.compact_gap_ns = 10000000000LL;
 }
 
 void prof_store_add(int kind, double t_unix, const char *const *frames, int nframes, uint32_t tid,

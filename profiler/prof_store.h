@@ -7,7 +7,8 @@
  * never while the runtime is suspended); readers are API handlers, which copy a view out.
  * Caps: CLRSCOPE_MAX_STACK_NODES trie nodes, 16 MiB of names, 32768 entries per bucket; what does
  * not fit is counted in prof_store_stats. A trie 7/8 full drops the paths no bucket within the
- * history uses (at most every 10 s); a stack that finds no room is cut where the trie ends.
+ * history uses (every 10 s at most, less often while that frees little); a stack that finds no
+ * room is cut where the trie ends.
  */
 #ifndef PROF_STORE_H
 #define PROF_STORE_H
