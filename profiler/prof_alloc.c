@@ -242,10 +242,12 @@ int prof_alloc_total_ci(int64_t from_s, int64_t to_s, double *lo, double *hi, ui
 
 /* ---- samples ---- */
 
-/* The probability of walking this sample (1 under the budget); see the top of the file. */
-static double walk_probability(double t_unix)
+/* The probability of walking this sample (1 under the budget); see the top of the file. The
+ * second is the monotonic clock's: with the wall clock's, a step back (NTP, a VM restored) kept
+ * counting into one window for the length of the step, and the walks fell towards none. */
+static double walk_probability(void)
 {
-    int64_t sec = (int64_t)t_unix;
+    int64_t sec = prof_now_ns() / 1000000000LL;
     int64_t cur = __atomic_load_n(&W.period, __ATOMIC_ACQUIRE);
     if (sec > cur && __atomic_compare_exchange_n(&W.period, &cur, sec, 0, __ATOMIC_ACQ_REL,
                                                  __ATOMIC_ACQUIRE)) {
@@ -267,7 +269,7 @@ static void take_sample(uint64_t type_id, const BYTE *d, ULONG len, size_t name_
     if (!g_ring)
         return;
     __atomic_fetch_add(&A.samples, 1, __ATOMIC_RELAXED);
-    double p = walk_probability(t_unix);
+    double p = walk_probability();
     int walk = 1;
     if (p < 1) {
         uint64_t z = esamp_mix(__atomic_fetch_add(&W.coin, 1, __ATOMIC_RELAXED) +
