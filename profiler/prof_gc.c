@@ -233,12 +233,27 @@ static int is_induced(uint32_t reason)
     return reason == 1 || reason == 7 || reason == 10 || reason == 17;
 }
 
+/* The events number GCs with 32 bits; clrscope with 64, the high half taken from the newest GC
+ * started (numbers within 2^31 of it): after 2^32 GCs (50 days at 1,000 a second) the numbers
+ * went on from 1 while everything waited for the next one after 4,294,967,295. */
+static uint64_t widen_number(uint32_t count)
+{
+    uint64_t last = LD(E.last_started);
+    uint64_t n = (last & ~0xffffffffull) | count;
+    if (n + 0x80000000ull < last)
+        n += 1ull << 32;
+    else if (n > last + 0x80000000ull && n >= 1ull << 32)
+        n -= 1ull << 32;
+    return n;
+}
+
 static void on_gc_start(const BYTE *d, ULONG len, int64_t now)
 {
-    uint32_t count = u32_at(d, len, 0), depth = u32_at(d, len, 4);
+    uint32_t count32 = u32_at(d, len, 0), depth = u32_at(d, len, 4);
     uint32_t reason = u32_at(d, len, 8), type = u32_at(d, len, 12);
-    if (!count)
+    if (!count32)
         return;
+    uint64_t count = widen_number(count32);
     if (depth > 2)
         depth = 2;
     struct gc_slot *s = &E.slots[count % GC_SLOTS];
@@ -280,7 +295,8 @@ static void on_gc_start(const BYTE *d, ULONG len, int64_t now)
 
 static void on_gc_end(const BYTE *d, ULONG len, int64_t now)
 {
-    struct gc_slot *s = slot_of(u32_at(d, len, 0));
+    uint32_t count32 = u32_at(d, len, 0);
+    struct gc_slot *s = count32 ? slot_of(widen_number(count32)) : NULL;
     if (!s)
         return;
     ST(s->t_end, now);
