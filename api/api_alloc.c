@@ -289,6 +289,7 @@ int api_live(const struct web_req *r)
         cJSON_AddItemToArray(types, j);
     }
     cJSON_AddNumberToObject(o, "types_total", (double)rep.ntypes);
+    cJSON_AddNumberToObject(o, "types_recycled", (double)rep.types_recycled);
     prof_live_report_free(&rep);
     return web_reply_json(r->conn, 200, o);
 }

@@ -399,8 +399,17 @@ const char *prof_alloc_type_label(uint64_t type_id, const char *raw_name)
         if (T.id[k] == type_id && T.name[k])
             return T.name[k];
         if (!T.name[k]) {
-            if (T.n >= TYPE_CACHE * 3 / 4)
-                break;
+            if (T.n >= TYPE_CACHE * 3 / 4) {
+                /* Full: start again (the names stay interned; the types still allocated come
+                 * back one sample each). Until 2026-11-28 every type first sampled after the
+                 * 6,144th was "[other types]" for the process's life. */
+                memset(T.id, 0, sizeof T.id);
+                memset(T.name, 0, sizeof T.name);
+                T.n = 0;
+                prof_log_once(T.full_logged, LOG_INFO, "more than %u allocated types: the type "
+                              "cache starts again", TYPE_CACHE * 3 / 4);
+                k = h;
+            }
             char clean[REC_TEXT + 64];
             const char *raw = raw_name && raw_name[0] ? raw_name : "[unknown type]";
             prof_symbols_clean_typename(raw, clean, sizeof clean);
@@ -429,9 +438,7 @@ const char *prof_alloc_type_label(uint64_t type_id, const char *raw_name)
             return copy;
         }
     }
-    prof_log_once(T.full_logged, LOG_WARN, "more than %u allocated types; the rest are shown as "
-                  "[other types]", TYPE_CACHE * 3 / 4);
-    return "[other types]";
+    return "[other types]"; /* not reached: the cache never holds more than 3/4 */
 }
 
 /* A sample's count weight as a whole number that is right on average: 1.17 (an object of

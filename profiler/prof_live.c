@@ -145,6 +145,7 @@ static struct {
     struct live_type *types;
     uint32_t ntypes;
     uint32_t type_hash[TYPE_HASH]; /* index + 1 */
+    uint64_t types_recycled;       /* rows given back by recycle_types */
     uint64_t deaths;
     double next_hist;
     double leak_window_s, leak_min_s;
@@ -178,6 +179,8 @@ static int64_t now_ms(void)
 {
     return (int64_t)(prof_unix_now() * 1000.0);
 }
+
+static void type_hash_put(uint32_t idx);
 
 void prof_live_init(void)
 {
@@ -219,6 +222,7 @@ void prof_live_init(void)
     }
     L.types[0].name = "[other types]";
     L.ntypes = 1;
+    type_hash_put(0); /* prof_alloc's own "[other types]" is this row too */
     L.rng = (uint64_t)prof_now_ns() ^ (uint64_t)g_core.pid << 32;
     L.condemned[0] = L.condemned[1] = -1;
     L.in_gc = 0;
@@ -421,6 +425,19 @@ static uint32_t str_hash(const char *s)
     return h;
 }
 
+/* L.lock held: puts type idx (named) in the name index. */
+static void type_hash_put(uint32_t idx)
+{
+    uint32_t h = str_hash(L.types[idx].name) & (TYPE_HASH - 1);
+    for (uint32_t i = 0; i < TYPE_HASH; i++) {
+        uint32_t k = (h + i) & (TYPE_HASH - 1);
+        if (!L.type_hash[k]) {
+            L.type_hash[k] = idx + 1;
+            return;
+        }
+    }
+}
+
 /* L.lock held. */
 static uint32_t type_index(const char *name)
 {
@@ -429,9 +446,14 @@ static uint32_t type_index(const char *name)
         uint32_t k = (h + i) & (TYPE_HASH - 1);
         uint32_t v = L.type_hash[k];
         if (!v) {
-            if (L.ntypes >= MAX_TYPES)
+            uint32_t idx = L.ntypes;
+            if (idx >= MAX_TYPES) /* a row history_step gave back */
+                for (idx = 1; idx < L.ntypes && L.types[idx].name; idx++)
+                    ;
+            if (idx >= MAX_TYPES)
                 break;
-            uint32_t idx = L.ntypes++;
+            if (idx == L.ntypes)
+                L.ntypes++;
             L.types[idx].name = name;
             L.type_hash[k] = idx + 1;
             return idx;
@@ -439,8 +461,8 @@ static uint32_t type_index(const char *name)
         if (!strcmp(L.types[v - 1].name, name))
             return v - 1;
     }
-    prof_log_once(L.types_full_logged, LOG_WARN, "more than %d live types; the rest are shown as "
-                  "[other types]", MAX_TYPES - 1);
+    prof_log_once(L.types_full_logged, LOG_WARN, "more than %d live types at once; new ones are "
+                  "shown as [other types] until idle types give their rows back", MAX_TYPES - 1);
     return 0;
 }
 
@@ -651,6 +673,47 @@ static void judge(struct live_type *t)
              (double)last->maxage, (double)first->p50, (double)last->p50);
 }
 
+/* L.lock held. With the type table 3/4 full, gives back the rows of types that have had no
+ * tracked object and no new sample for the last IDLE_POINTS history points (and that no slot's
+ * stack still names): over weeks, the types an app ever allocated (generic instantiations,
+ * closures, async state machines) filled the table and every type first seen after that was
+ * "[other types]" for the process's life, a leak in it never flagged (before 2026-11-28). */
+#define IDLE_POINTS 6
+static void recycle_types(const struct prof_live_type *sum)
+{
+    if (L.ntypes < MAX_TYPES - MAX_TYPES / 4)
+        return;
+    uint8_t *named = calloc(MAX_TYPES, 1);
+    if (!named)
+        return;
+    for (uint32_t i = 0; i < L.cap; i++)
+        if (L.meta[i].seq)
+            named[L.meta[i].type] = 1;
+    int freed = 0;
+    for (uint32_t k = 1; k < L.ntypes; k++) {
+        struct live_type *t = &L.types[k];
+        if (!t->name || named[k] || sum[k].tracked || t->n < IDLE_POINTS)
+            continue;
+        int idle = 1;
+        for (int j = 1; j <= IDLE_POINTS && idle; j++) {
+            const struct hist_point *p = &t->hist[(t->head + HIST_N - j) % HIST_N];
+            idle = !p->tracked && p->births == t->births;
+        }
+        if (!idle)
+            continue;
+        memset(t, 0, sizeof *t);
+        freed++;
+    }
+    if (freed) {
+        memset(L.type_hash, 0, sizeof L.type_hash);
+        for (uint32_t k = 0; k < L.ntypes; k++)
+            if (L.types[k].name)
+                type_hash_put(k);
+        L.types_recycled += (uint64_t)freed;
+    }
+    free(named);
+}
+
 /* L.lock held: appends a history point for every type and re-judges it. */
 static void history_step(double now)
 {
@@ -671,7 +734,7 @@ static void history_step(double now)
     }
     for (uint32_t k = 0; k < L.ntypes; k++) {
         struct live_type *t = &L.types[k];
-        if (!sum[k].tracked && !t->n && !t->births)
+        if (!t->name || (!sum[k].tracked && !t->n && !t->births))
             continue;
         struct hist_point *p = &t->hist[t->head];
         p->t = now;
@@ -686,6 +749,7 @@ static void history_step(double now)
             t->n++;
         judge(t);
     }
+    recycle_types(sum);
 out:
     free(objs);
     free(scratch);
@@ -743,6 +807,7 @@ int prof_live_report(struct prof_live_report *out)
     int rc = 0;
     pthread_mutex_lock(&L.lock);
     out->deaths = L.deaths;
+    out->types_recycled = L.types_recycled;
     size_t n = collect(objs, now, NULL);
     out->tracked = (uint32_t)n;
     qsort(objs, n, sizeof *objs, cmp_obj);

@@ -74,6 +74,7 @@ struct prof_live_report {
     uint32_t sampling_shift;    /* new samples are admitted with probability 2^-shift */
     uint64_t gcs;               /* GCs seen since start */
     uint64_t deaths;            /* tracked objects found collected */
+    uint64_t types_recycled;    /* type rows given back (idle types, the table 3/4 full) */
     int enabled;
     const char *disabled_reason;
     double leak_window_s, leak_min_s;
