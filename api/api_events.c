@@ -371,6 +371,7 @@ int api_locks(const struct web_req *r)
     cJSON_AddNumberToObject(d, "dropped_table_entries", (double)st.table_dropped);
     cJSON_AddNumberToObject(d, "locks", (double)st.locks);
     cJSON_AddNumberToObject(d, "overflow_events", (double)st.overflow);
+    cJSON_AddNumberToObject(d, "table_resets", (double)st.table_resets);
     cJSON_AddNumberToObject(d, "unmatched_stops", (double)st.unmatched);
     cJSON_AddNumberToObject(d, "waits_not_remembered", (double)st.slots_full);
     cJSON_AddNumberToObject(d, "samples_per_s", g_cfg.lock_rate);

@@ -44,6 +44,7 @@ const double prof_lock_hist_le_ms[PROF_LOCK_NHIST - 1] = {
 /* What a sample carries in rec->text (the ring record has no other room for it). */
 struct lock_meta {
     uint32_t slot;
+    uint32_t epoch;               /* L.epoch when the contention was counted */
     uint64_t cum_count, cum_wait; /* the lock slot's totals after this contention */
     uint64_t assoc;               /* AssociatedObjectID (informational) */
 };
@@ -69,6 +70,9 @@ static struct {
     uint64_t count, wait_ns, hist[PROF_LOCK_NHIST]; /* every contention, ever */
     uint64_t sampled, dropped, overflow, unmatched;
     uint64_t slots_full; /* ContentionStarts not remembered: THR_PROBE slots held by others */
+    /* Bumped each time clrscope-agg empties the lock table (reset_lock_table), after it did:
+     * a contention counted under an older epoch carries counts of a slot that is gone. */
+    uint32_t epoch;
 } L;
 
 static struct thr_slot *probe(uint32_t tid, int k)
@@ -209,6 +213,7 @@ static void on_stop(DWORD version, const BYTE *data, ULONG len)
     __atomic_add_fetch(&L.wait_ns, wait, __ATOMIC_RELAXED);
     __atomic_add_fetch(&L.hist[hist_bucket(wait)], 1, __ATOMIC_RELAXED);
 
+    uint32_t epoch = __atomic_load_n(&L.epoch, __ATOMIC_ACQUIRE); /* before the slot: above */
     int overflow = 0;
     uint64_t key = lock_id ? (esamp_mix(lock_id) | 2) : 1; /* 1 = locks of unknown id */
     struct esamp_slot *s = esamp_slot_for(L.slots, LOCK_SLOTS, key, &overflow);
@@ -234,8 +239,8 @@ static void on_stop(DWORD version, const BYTE *data, ULONG len)
     r->x = dur;
     r->t_unix = prof_unix_now();
     r->os_tid = tid;
-    struct lock_meta m = {.slot = (uint32_t)(s - L.slots), .cum_count = count, .cum_wait = wsum,
-                          .assoc = assoc};
+    struct lock_meta m = {.slot = (uint32_t)(s - L.slots), .epoch = epoch, .cum_count = count,
+                          .cum_wait = wsum, .assoc = assoc};
     memcpy(r->text, &m, sizeof m);
     int max = g_cfg.max_frames < REC_MAX_FRAMES ? g_cfg.max_frames : REC_MAX_FRAMES;
     r->nframes = (uint32_t)prof_walk_current(r->frames, max, &r->truncated);
@@ -285,6 +290,9 @@ static struct {
     uint64_t snap_count, snap_wait, snap_hist[PROF_LOCK_NHIST]; /* L.* at the last tick */
     uint64_t att_count[LOCK_SLOTS + 1], att_wait[LOCK_SLOTS + 1];
     struct last_sample *last[LOCK_SLOTS + 1];
+    uint64_t overflow_seen; /* L.overflow at the last reset (or start) */
+    int64_t reset_ns;       /* CLOCK_MONOTONIC of the last reset */
+    uint64_t resets;
     struct owner_name names[256];
 } A = {.once = PTHREAD_ONCE_INIT, .lock = PTHREAD_MUTEX_INITIALIZER};
 
@@ -355,12 +363,18 @@ void prof_lock_consume(const struct prof_rec *rec, const char **names, int n)
     memcpy(&m, rec->text, sizeof m);
     uint32_t slot = m.slot <= LOCK_SLOTS ? m.slot : LOCK_SLOTS;
     pthread_mutex_lock(&A.lock);
-    uint64_t wc = m.cum_count > A.att_count[slot] ? m.cum_count - A.att_count[slot] : 0;
-    uint64_t ww = m.cum_wait > A.att_wait[slot] ? m.cum_wait - A.att_wait[slot] : 0;
-    if (m.cum_count > A.att_count[slot])
-        A.att_count[slot] = m.cum_count;
-    if (m.cum_wait > A.att_wait[slot])
-        A.att_wait[slot] = m.cum_wait;
+    /* counted before the table was emptied: its slot's counts were attributed then; the sample
+     * stands for itself only */
+    int stale = m.epoch != __atomic_load_n(&L.epoch, __ATOMIC_ACQUIRE);
+    uint64_t wc = 0, ww = 0;
+    if (!stale) {
+        wc = m.cum_count > A.att_count[slot] ? m.cum_count - A.att_count[slot] : 0;
+        ww = m.cum_wait > A.att_wait[slot] ? m.cum_wait - A.att_wait[slot] : 0;
+        if (m.cum_count > A.att_count[slot])
+            A.att_count[slot] = m.cum_count;
+        if (m.cum_wait > A.att_wait[slot])
+            A.att_wait[slot] = m.cum_wait;
+    }
 
     char lname[NAME_LEN];
     lock_name(rec->b, lname, sizeof lname);
@@ -370,8 +384,8 @@ void prof_lock_consume(const struct prof_rec *rec, const char **names, int n)
     prof_store_add(PK_LOCK, rec->t_unix, names, n, rec->os_tid, lname, v);
     prof_wtab_add(tab, rec->t_unix, lname, oname, rec->c, site, v);
 
-    struct last_sample *l = A.last[slot];
-    if (!l)
+    struct last_sample *l = stale ? NULL : A.last[slot];
+    if (!l && !stale)
         l = A.last[slot] = malloc(sizeof *l);
     if (l) {
         l->n = n < REC_MAX_FRAMES + 2 ? n : REC_MAX_FRAMES + 2;
@@ -392,6 +406,39 @@ static void pending(uint64_t *count, uint64_t *wait, uint64_t hist[PROF_LOCK_NHI
     *wait = __atomic_load_n(&L.wait_ns, __ATOMIC_RELAXED) - A.snap_wait;
     for (int i = 0; i < PROF_LOCK_NHIST; i++)
         hist[i] = __atomic_load_n(&L.hist[i], __ATOMIC_RELAXED) - A.snap_hist[i];
+}
+
+/* The lock table keeps a slot per lock ever contended: in a server with per-object locks
+ * (connections, sessions, cache entries) it filled within hours or days and every later lock
+ * shared the extra slot, the waits of all of them charged to whichever was sampled last (before
+ * 2026-11-28). When locks overflow it, at most once a minute, clrscope-agg empties it, after the
+ * tick has attributed every slot's counts: the locks contended from then on get slots of their
+ * own again. A contention counted while the table is emptied may go to the next lock that
+ * takes its slot (a few events, once a minute at most); the totals stay exact. A.lock held. */
+#define RESET_GAP_NS 60000000000LL
+static void reset_lock_table(void)
+{
+    uint64_t overflow = __atomic_load_n(&L.overflow, __ATOMIC_RELAXED);
+    int64_t now = prof_now_ns();
+    if (overflow == A.overflow_seen || (A.reset_ns && now - A.reset_ns < RESET_GAP_NS))
+        return;
+    A.overflow_seen = overflow;
+    A.reset_ns = now;
+    for (uint32_t i = 0; i <= LOCK_SLOTS; i++) {
+        struct esamp_slot *s = &L.slots[i];
+        __atomic_store_n(&s->key, 0, __ATOMIC_RELAXED);
+        __atomic_store_n(&s->count, 0, __ATOMIC_RELAXED);
+        __atomic_store_n(&s->wsum, 0, __ATOMIC_RELAXED);
+        __atomic_store_n(&s->period, 0, __ATOMIC_RELAXED);
+        __atomic_store_n(&s->wstart, 0, __ATOMIC_RELAXED);
+        __atomic_store_n(&s->prev, 0, __ATOMIC_RELAXED);
+        __atomic_store_n(&s->retry, 0, __ATOMIC_RELAXED);
+        A.att_count[i] = A.att_wait[i] = 0;
+        free(A.last[i]);
+        A.last[i] = NULL;
+    }
+    __atomic_add_fetch(&L.epoch, 1, __ATOMIC_RELEASE);
+    A.resets++;
 }
 
 void prof_lock_tick(double now_unix)
@@ -431,6 +478,7 @@ void prof_lock_tick(double now_unix)
         prof_store_add(PK_LOCK, now_unix, l->names, l->n, l->tid, l->lock, v);
         prof_wtab_add(tab, now_unix, l->lock, l->owner_name, l->owner, l->site, v);
     }
+    reset_lock_table();
     pthread_mutex_unlock(&A.lock);
 }
 
@@ -473,6 +521,9 @@ void prof_lock_get_stats(struct prof_lock_stats *out)
     out->overflow = __atomic_load_n(&L.overflow, __ATOMIC_RELAXED);
     out->unmatched = __atomic_load_n(&L.unmatched, __ATOMIC_RELAXED);
     out->slots_full = __atomic_load_n(&L.slots_full, __ATOMIC_RELAXED);
+    pthread_mutex_lock(&A.lock);
+    out->table_resets = A.resets;
+    pthread_mutex_unlock(&A.lock);
     for (uint32_t i = 0; i < LOCK_SLOTS; i++)
         if (__atomic_load_n(&L.slots[i].key, __ATOMIC_RELAXED))
             out->locks++;

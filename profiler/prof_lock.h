@@ -26,6 +26,7 @@ struct prof_lock_stats {
     uint64_t unmatched;     /* stops without their start (no lock id / owner known) */
     uint64_t slots_full;    /* starts not remembered (too many waits at once on nearby slots) */
     uint64_t locks;         /* distinct locks in the table */
+    uint64_t table_resets;  /* times the full table was emptied (locks past it: at most 1/min) */
     uint64_t table_dropped; /* (lock, owner) table entries folded into "[other]" */
 };
 

@@ -204,5 +204,43 @@ class ThreadingLock(unittest.TestCase):
         self.assertTrue(any(o["thread"].startswith("contender-") for o in gate["owners"]), gate)
 
 
+class ManyLocks(unittest.TestCase):
+    """1,100 distinct locks contended once each fill the lock table (1,024 slots); after a pause,
+    300 more, once each. Before 2026-11-28 the table kept its first 1,024 locks for the process's
+    life: the later ones shared one slot, and the waits of all of them were charged to whichever
+    was sampled last (one lock with hundreds of contentions). Now the full table is emptied at
+    the next tick and each late lock counts on its own: exactly one contention per lock."""
+
+    def test_locks_past_the_table_count_on_their_own(self):
+        app = ProfiledApp("contention", ["--seconds", "40", "--many-locks", "1100",
+                                         "--threads", "2"],
+                          env={"CLRSCOPE_LOCK_SAMPLES_PER_S": str(RATE)})
+        app.start()
+        try:
+            app.wait_ready()
+            app.wait_stdout("many-locks: done", timeout=60)
+            time.sleep(1.5)  # the tick that attributes the last waits
+            locks = app.json("/api/v1/locks?seconds=900&limit=10000")
+            app.stop()
+            truth = app.wait_truth(timeout=60)
+        finally:
+            app.stop()
+        late = [l for l in locks["locks"] if l["site"] == truth["frames"]["late"]]
+        early = [l for l in locks["locks"] if l["site"] == truth["frames"]["early"]]
+        prof = locks["profiler"]
+        self.assertEqual(truth["many_locks_late"], 300, truth)
+        self.assertGreaterEqual(prof["overflow_events"], 1100 - 1024, prof)
+        self.assertGreaterEqual(prof["table_resets"], 1, prof)
+        # every late lock on its own, once (a few may be missing: a sample can be lost to a full
+        # ring, and its one wait then stays with no stack of its own)
+        counts = sorted(l["count"] for l in late)
+        self.assertGreaterEqual(len(late), 290, (len(late), counts[-5:]))
+        self.assertEqual(counts[-1], 1, counts[-10:])
+        self.assertEqual(len({l["name"] for l in late}), len(late))
+        # the early ones: their total is exact whatever slot they had
+        self.assertEqual(sum(l["count"] for l in early), truth["many_locks_early"],
+                         (len(early), prof))
+
+
 if __name__ == "__main__":
     unittest.main()

@@ -8,6 +8,11 @@
 // added to lock_wait_ms. The runtime's own contention events may count a few acquisitions
 // differently (a lock released between the TryEnter and the Enter is counted contended here
 // with ~0 wait), so compare counts approximately and wait time within a tolerance.
+//
+// --many-locks N: before that, thread "lock-holder" and the mode's thread contend on N distinct
+// objects, each exactly once (ManyLocks.ContendEarly), pause 2.5 s, then on 300 more, each
+// exactly once (ManyLocks.ContendLate), and print "many-locks: done". Truth: many_locks_early,
+// many_locks_late (contentions, one per object).
 using System.Diagnostics;
 using System.Runtime.CompilerServices;
 using System.Text.Json.Nodes;
@@ -67,8 +72,67 @@ public static class Contention
 #endif
 }
 
+public static class ManyLocks
+{
+    static readonly List<object> Kept = new();
+
+    [MethodImpl(MethodImplOptions.NoInlining)]
+    public static void ContendEarly(object o)
+    {
+        Monitor.Enter(o);
+        Monitor.Exit(o);
+    }
+
+    [MethodImpl(MethodImplOptions.NoInlining)]
+    public static void ContendLate(object o)
+    {
+        Monitor.Enter(o);
+        Monitor.Exit(o);
+    }
+
+    /// <summary>Each of n new objects held by another thread for ~3 ms while this thread
+    /// enters it: one contention per object.</summary>
+    public static int Run(int n, bool late)
+    {
+        var objs = new object[n];
+        for (int i = 0; i < n; i++)
+            objs[i] = new object();
+        lock (Kept)
+            Kept.AddRange(objs); // alive: each keeps its own lock (sync block) to the end
+        using var held = new SemaphoreSlim(0);
+        using var done = new SemaphoreSlim(0);
+        int contended = 0;
+        var holder = Program.StartThread("lock-holder", () =>
+        {
+            for (int i = 0; i < n; i++)
+            {
+                lock (objs[i])
+                {
+                    held.Release();
+                    Thread.Sleep(3);
+                }
+                done.Wait();
+            }
+        });
+        for (int i = 0; i < n; i++)
+        {
+            held.Wait();
+            if (late)
+                ContendLate(objs[i]);
+            else
+                ContendEarly(objs[i]);
+            contended++;
+            done.Release();
+        }
+        holder.Join();
+        return contended;
+    }
+}
+
 public sealed class ContentionMode : Mode
 {
+    int manyEarly = -1, manyLate = -1;
+
     int threads;
     int holdMs;
     bool useLock;
@@ -85,6 +149,19 @@ public sealed class ContentionMode : Mode
         if (useLock)
             throw new ArgumentException("--lock-kind lock needs .NET 9 or later");
 #endif
+        if (o.ManyLocks > 0)
+        {
+            int early = ManyLocks.Run(o.ManyLocks, late: false);
+            Thread.Sleep(2500);
+            int late = ManyLocks.Run(300, late: true);
+            lock (this)
+            {
+                manyEarly = early;
+                manyLate = late;
+            }
+            Console.WriteLine("many-locks: done");
+            Console.Out.Flush();
+        }
         var workers = new Thread[threads];
         for (int i = 0; i < threads; i++)
         {
@@ -122,6 +199,14 @@ public sealed class ContentionMode : Mode
             t["contended_acquisitions"] = contended;
             t["acquisitions"] = acquisitions;
         }
+        lock (this)
+        {
+            if (manyEarly >= 0)
+            {
+                t["many_locks_early"] = manyEarly;
+                t["many_locks_late"] = manyLate;
+            }
+        }
         t["threads"] = threads;
         t["hold_ms"] = holdMs;
         t["lock_type"] = useLock ? "System.Threading.Lock" : "System.Object";
@@ -129,6 +214,8 @@ public sealed class ContentionMode : Mode
         {
             ["acquire"] = useLock ? "TestApp.Locks.Contention.AcquireAndHoldLock"
                                   : "TestApp.Locks.Contention.AcquireAndHold",
+            ["early"] = "TestApp.Locks.ManyLocks.ContendEarly",
+            ["late"] = "TestApp.Locks.ManyLocks.ContendLate",
         };
     }
 }

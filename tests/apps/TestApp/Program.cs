@@ -246,6 +246,7 @@ public sealed class Options
     public int Deadlocks;
     public bool StaleWait;
     public double ExhaustFds = -1;
+    public int ManyLocks;
 
     public static Options Parse(string[] args)
     {
@@ -302,6 +303,7 @@ public sealed class Options
                 case "lock-waiters": o.LockWaiters = Math.Max(0, ParseInt(name, value)); break;
                 case "deadlocks": o.Deadlocks = Math.Max(0, ParseInt(name, value)); break;
                 case "exhaust-fds": o.ExhaustFds = ParseDouble(name, value); break;
+                case "many-locks": o.ManyLocks = Math.Max(0, ParseInt(name, value)); break;
                 case "lock-kind":
                     o.LockKind = value is "monitor" or "lock" ? value
                         : throw new ArgumentException($"--lock-kind: '{value}' is neither monitor nor lock");
