@@ -77,8 +77,14 @@ static const char *cache_get(struct cache *c, uintptr_t key)
 
 static void cache_put(struct cache *c, uintptr_t key, const char *val)
 {
-    if (c->n >= MAX_CACHE || !key)
-        return; /* keep answering, just stop remembering; key 0 is the empty mark */
+    if (!key)
+        return; /* key 0 is the empty mark */
+    if (c->n >= MAX_CACHE) {
+        /* full: start again (the names stay interned). It used to stop remembering, and every
+         * id not in it was looked up in the metadata again at each sample, under g_lock. */
+        memset(c->e, 0, (size_t)c->cap * sizeof *c->e);
+        c->n = 0;
+    }
     if ((c->n + 1) * 2 > c->cap) {
         uint32_t nc = c->cap ? c->cap * 2 : 1024;
         struct kv *ne = calloc(nc, sizeof *ne);
