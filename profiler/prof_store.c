@@ -197,8 +197,11 @@ static struct bucket *bucket_for(int64_t second)
 {
     struct bucket *b = &S.buckets[(uint64_t)second % (uint64_t)S.nbuckets];
     if (b->second != second) {
-        if (b->second > second)
-            return NULL; /* older than the history we keep */
+        /* older than the history we keep; unless the bucket is from the future: the wall
+         * clock was set back (NTP step, VM restored), and every sample was dropped for the
+         * length of the step (before 2026-11-28) */
+        if (b->second > second && b->second <= (int64_t)floor(unix_now()) + 1)
+            return NULL;
         S.st.entries -= b->n;
         if (b->cap > 1024) { /* give back memory after a burst */
             free(b->e);
@@ -258,7 +261,8 @@ static void maybe_compact(void)
         struct bucket *b = &S.buckets[i];
         if (b->second < 0)
             continue;
-        if (b->second < oldest) { /* expired: no window reaches it any more */
+        if (b->second < oldest || b->second > now_s + 1) { /* expired, or from before a clock
+                                                              * step back: no window reaches it */
             S.st.entries -= b->n;
             free(b->e);
             b->e = NULL;

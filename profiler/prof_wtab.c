@@ -240,7 +240,9 @@ void prof_wtab_add(struct prof_wtab *t, double t_unix, const char *a, const char
     pthread_mutex_lock(&t->lock);
     struct bucket *bk = &t->buckets[((sec % t->nbuckets) + t->nbuckets) % t->nbuckets];
     if (bk->sec != sec) {
-        if (bk->sec > sec) /* older than the history: nowhere to put it */
+        /* older than the history: nowhere to put it (but a bucket from the future is from
+         * before the wall clock was set back: reused) */
+        if (bk->sec > sec && bk->sec <= (int64_t)floor(prof_unix_now()) + 1)
             goto drop;
         bk->sec = sec;
         bk->n = 0;

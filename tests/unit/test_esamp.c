@@ -4,6 +4,7 @@
  * second sampled, heavy events are favoured, upscaling by "weight since the previous sample"
  * adds up exactly, and the table windows, filters, caps and folds as documented.
  */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -208,6 +209,30 @@ static void test_wtab_reclaim(void)
     prof_wtab_free(t);
 }
 
+/* The wall clock set back further than the history: the bucket a second maps to holds a second
+ * "from the future", which is taken over (before 2026-11-28 every entry was dropped until the
+ * clock caught up). */
+static void test_wtab_clock_step_back(void)
+{
+    struct prof_wtab *t = prof_wtab_new(10, 8, 8);
+    if (!t) {
+        CHECK(0, "wtab created");
+        return;
+    }
+    int64_t v[WTAB_NV] = {3, 0, 0};
+    double now = floor(prof_unix_now());
+    prof_wtab_add(t, now + 1000, "Before", "", 0, NULL, v); /* 1000 % 10: now's bucket */
+    prof_wtab_add(t, now, "After", "", 0, NULL, v);
+    struct prof_wtab_row *rows;
+    size_t n;
+    CHECK(prof_wtab_sum(t, 10, NULL, &rows, &n) == 0 && n == 1, "one row after the step: %zu", n);
+    if (n == 1)
+        CHECK(!strcmp(rows[0].a, "After") && rows[0].v[0] == 3, "the entry after the step: %s",
+              rows[0].a);
+    free(rows);
+    prof_wtab_free(t);
+}
+
 int main(void)
 {
     test_cap_fairness_upscaling();
@@ -215,6 +240,7 @@ int main(void)
     test_overflow();
     test_wtab();
     test_wtab_reclaim();
+    test_wtab_clock_step_back();
     printf("%d passed, %d failed\n", g_pass, g_fail);
     return g_fail ? 1 : 0;
 }

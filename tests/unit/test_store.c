@@ -5,7 +5,9 @@
  *     after days, every new path was cut);
  *   - a stack that finds no room is cut where the trie ends, never grafted onto an ancestor
  *     (before, the frames after the missing one were looked up under the ancestor: a sample of
- *     p -> q was shown as q, a path that never ran).
+ *     p -> q was shown as q, a path that never ran);
+ *   - after the wall clock is set back further than the history, samples are stored again at
+ *     once (before, every sample was dropped until the clock caught up with the old buckets).
  */
 #include <math.h>
 #include <stdio.h>
@@ -113,6 +115,25 @@ int main(void)
     int64_t root = at_path(&v, none, 0) - root0;
     CHECK(root == 1000, "the cut sample stays at the root, where the trie ended (%lld)",
           (long long)root);
+    prof_view_free(&v);
+    prof_store_free();
+
+    /* the clock set back by 2,000 s: buckets from "the future" are taken over, not in the way */
+    CHECK(!prof_store_init(5, 1000), "init again");
+    double later = floor(now()) + 2000; /* 2000 % 5 == 0: the same bucket as now */
+    add(later, "Before.Step", NULL, 7);
+    prof_store_get_stats(&st);
+    uint64_t dropped = st.dropped_entries;
+    t = floor(now());
+    add(t, "After.Step", NULL, 5);
+    prof_store_get_stats(&st);
+    CHECK(st.dropped_entries == dropped, "nothing dropped after the step (%llu)",
+          (unsigned long long)(st.dropped_entries - dropped));
+    CHECK(!prof_store_view(PK_CPU, 5, NULL, &v), "view");
+    const char *after[1] = {"After.Step"}, *before[1] = {"Before.Step"};
+    CHECK(at_path(&v, after, 1) == 5, "the sample after the step is there (%lld)",
+          (long long)at_path(&v, after, 1));
+    CHECK(at_path(&v, before, 1) == 0, "the one from before it is not in the window");
     prof_view_free(&v);
     prof_store_free();
 
