@@ -7,6 +7,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "prof_core.h"
 #include "prof_intern.h"
 #include "prof_log.h"
 
@@ -178,9 +179,10 @@ static struct entry *bucket_slot(struct bucket *b, const struct entry *key)
     }
 }
 
-static int bucket_grow(struct bucket *b)
+/* Reinserts bucket b's entries into a table of nc slots (grown, or the same size after the
+ * nodes were renumbered). */
+static int bucket_rehash(struct bucket *b, uint32_t nc)
 {
-    uint32_t nc = b->cap ? b->cap * 2 : 64;
     struct entry *ne = calloc(nc, sizeof *ne);
     if (!ne)
         return -1;
@@ -216,26 +218,20 @@ static struct bucket *bucket_for(int64_t second)
     return b;
 }
 
-static int64_t mono_ns(void)
+/* remap[i] != 0 marks the nodes in use: marks their ancestors too, then numbers them all in
+ * increasing old order (remap[i] = new index + 1; a parent stays before its children). Returns
+ * how many. Lock held. */
+static uint32_t number_used(uint32_t *remap)
 {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000000000LL + ts.tv_nsec;
-}
-
-/* Rehashes bucket b's entries after their nodes were renumbered (same capacity). */
-static int bucket_rehash(struct bucket *b)
-{
-    struct entry *ne = calloc(b->cap, sizeof *ne);
-    if (!ne)
-        return -1;
-    struct bucket nb = {.second = b->second, .e = ne, .n = b->n, .cap = b->cap};
-    for (uint32_t i = 0; i < b->cap; i++)
-        if (b->e[i].used)
-            *bucket_slot(&nb, &b->e[i]) = b->e[i];
-    free(b->e);
-    *b = nb;
-    return 0;
+    for (uint32_t i = S.nnodes; i-- > 1;)
+        if (remap[i])
+            remap[S.nodes[i].parent] = 1;
+    remap[0] = 1;
+    uint32_t n = 0;
+    for (uint32_t i = 0; i < S.nnodes; i++)
+        if (remap[i])
+            remap[i] = ++n;
+    return n;
 }
 
 /* The trie only grows while samples come in, but the buckets that use its nodes expire after
@@ -249,7 +245,7 @@ static void maybe_compact(void)
     if (S.nnodes < S.node_max - S.node_max / 8)
         return;
     int64_t now_s = (int64_t)floor(unix_now());
-    int64_t now = mono_ns();
+    int64_t now = prof_now_ns();
     if (S.compacted_ns && now - S.compacted_ns < S.compact_gap_ns)
         return;
     S.compacted_ns = now;
@@ -274,16 +270,11 @@ static void maybe_compact(void)
             if (b->e[k].used)
                 remap[b->e[k].node] = 1;
     }
-    for (uint32_t i = S.nnodes; i-- > 1;)
-        if (remap[i])
-            remap[S.nodes[i].parent] = 1;
-    remap[0] = 1;
-    uint32_t n = 0;
-    for (uint32_t i = 0; i < S.nnodes; i++)
+    uint32_t n = number_used(remap);
+    for (uint32_t i = 0; i < S.nnodes; i++) /* new index <= old: moves only downwards */
         if (remap[i]) {
-            remap[i] = ++n;
-            S.nodes[n - 1].parent = i ? remap[S.nodes[i].parent] - 1 : 0;
-            S.nodes[n - 1].frame = S.nodes[i].frame;
+            S.nodes[remap[i] - 1].parent = i ? remap[S.nodes[i].parent] - 1 : 0;
+            S.nodes[remap[i] - 1].frame = S.nodes[i].frame;
         }
     uint32_t before = S.nnodes;
     S.nnodes = n;
@@ -297,7 +288,7 @@ static void maybe_compact(void)
         for (uint32_t k = 0; k < b->cap; k++)
             if (b->e[k].used)
                 b->e[k].node = remap[b->e[k].node] - 1;
-        if (bucket_rehash(b)) { /* out of memory: this second's stacks are lost, not mixed up */
+        if (bucket_rehash(b, b->cap)) { /* out of memory: this second's stacks are lost, not mixed up */
             S.st.entries -= b->n;
             S.st.dropped_entries += b->n;
             free(b->e);
@@ -343,7 +334,7 @@ void prof_store_add(int kind, double t_unix, const char *const *frames, int nfra
         goto out;
     }
     if ((b->n + 1) * 4 > b->cap * 3) {
-        if (b->cap >= BUCKET_MAX_ENTRIES || bucket_grow(b)) {
+        if (b->cap >= BUCKET_MAX_ENTRIES || bucket_rehash(b, b->cap ? b->cap * 2 : 64)) {
             /* Full: fold the sample into the root so totals stay right, lose only the stack. */
             key.node = 0;
             key.tid = 0;
@@ -444,15 +435,7 @@ static int view_window(int kind, double seconds, int range, int64_t from_s, int6
         }
     }
     out->nrows = nrows;
-    /* Mark ancestors, then number the used nodes in increasing old order (keeps parent < child). */
-    for (uint32_t i = S.nnodes; i-- > 1;)
-        if (remap[i])
-            remap[S.nodes[i].parent] = 1;
-    remap[0] = 1;
-    size_t nn = 0;
-    for (uint32_t i = 0; i < S.nnodes; i++)
-        if (remap[i])
-            remap[i] = (uint32_t)++nn;
+    size_t nn = number_used(remap);
     out->parent = malloc(nn * sizeof *out->parent);
     out->name = malloc(nn * sizeof *out->name);
     if (!out->parent || !out->name)
