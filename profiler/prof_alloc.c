@@ -268,7 +268,8 @@ static void take_sample(uint64_t type_id, const BYTE *d, ULONG len, size_t name_
 {
     if (!g_ring)
         return;
-    __atomic_fetch_add(&A.samples, 1, __ATOMIC_RELAXED);
+    /* A.samples is counted next to the walked/thinned/dropped counter of the sample, so that a
+     * reader of the stats (any thread) finds them apart only for an instant */
     double p = walk_probability();
     int walk = 1;
     if (p < 1) {
@@ -278,14 +279,17 @@ static void take_sample(uint64_t type_id, const BYTE *d, ULONG len, size_t name_
     }
     if (!walk && !(g_core.profiles & PROFILE_ALLOC)) { /* live objects alone: nothing to add */
         __atomic_fetch_add(&W.thinned, 1, __ATOMIC_RELAXED);
+        __atomic_fetch_add(&A.samples, 1, __ATOMIC_RELAXED);
         return;
     }
     struct prof_rec *r = prof_ring_reserve(g_ring);
     if (!r) {
         __atomic_fetch_add(&A.dropped, 1, __ATOMIC_RELAXED);
+        __atomic_fetch_add(&A.samples, 1, __ATOMIC_RELAXED);
         return;
     }
     __atomic_fetch_add(walk ? &W.walked : &W.thinned, 1, __ATOMIC_RELAXED);
+    __atomic_fetch_add(&A.samples, 1, __ATOMIC_RELAXED);
     r->kind = walk ? REC_ALLOC : REC_ALLOC_TYPE;
     r->a = type_id;
     r->b = size;
