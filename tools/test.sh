@@ -5,7 +5,8 @@
 # the suite again under AddressSanitizer + UndefinedBehaviorSanitizer (build-asan) and a short run
 # of every libFuzzer target (build-fuzz, tools/fuzz.sh). Options: CLRSCOPE_BUILD_DIR (build),
 # CTEST_ARGS (extra ctest arguments, e.g. "-L unit"), CLRSCOPE_TEST_ASAN=0 / CLRSCOPE_TEST_FUZZ=0
-# (skip those stages), CLRSCOPE_FUZZ_SECONDS (15 per target).
+# (skip those stages), CLRSCOPE_FUZZ_SECONDS (15 per target), CLRSCOPE_TEST_JOBS (3: tests run
+# side by side as their weight in tests/CMakeLists.txt allows; 1 runs them one by one).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 build=${CLRSCOPE_BUILD_DIR:-build}
@@ -29,7 +30,8 @@ if [ -z "${CLRSCOPE_GCDUMP_TOOL:-}" ] && [ -x "$tooldir/dotnet-gcdump" ]; then
   CLRSCOPE_GCDUMP_TOOL="$(cd "$tooldir" && pwd)/dotnet-gcdump"
   export CLRSCOPE_GCDUMP_TOOL
 fi
-ctest --test-dir "$build" --output-on-failure ${CTEST_ARGS:-}
+jobs=${CLRSCOPE_TEST_JOBS:-3}
+ctest --test-dir "$build" --output-on-failure -j"$jobs" ${CTEST_ARGS:-}
 
 # The same suite (but the browser test and the bench smoke run, whose apps get no sanitizer
 # preload) with ASan + UBSan. libclrscope.so is loaded into the
@@ -55,7 +57,7 @@ if [ "${CLRSCOPE_TEST_ASAN:-1}" = 1 ]; then
   ASAN_OPTIONS="detect_leaks=1:log_path=$logs/asan" \
   UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=${CLRSCOPE_UBSAN_HALT:-1}:log_path=$logs/ubsan" \
   CLRSCOPE_SANITIZER_LOGS="$logs" \
-    ctest --test-dir "$asan" --output-on-failure -E '^(integration\.test_browser|bench\.smoke)$' ${CTEST_ARGS:-}
+    ctest --test-dir "$asan" --output-on-failure -j"$jobs" -E '^(integration\.test_browser|bench\.smoke)$' ${CTEST_ARGS:-}
   if [ -n "$(ls -A "$logs")" ]; then
     cat "$logs"/*
     echo "sanitizer reports above (in $logs)" >&2
