@@ -320,6 +320,73 @@ class DynamicCode(unittest.TestCase):
                            self.final["churn_made"] // 3, (len(churn), self.final["churn_made"]))
 
 
+class TrieCompaction(unittest.TestCase):
+    """A process that keeps making new call paths (dynamic-code: ~25 new methods a second) in a
+    small call-path trie (CLRSCOPE_MAX_STACK_NODES=1000, the least allowed, and 10 s of history).
+    Before 2026-11-28 the trie only grew: once full, every new path was cut where the trie ended
+    (the new methods' CPU went to their caller) for the process's life. Now the paths no second
+    within the history uses are dropped when it is 7/8 full: after a compaction the newest
+    methods are named again, with their share of the CPU, and no node is ever refused."""
+
+    @classmethod
+    def setUpClass(cls):
+        app = ProfiledApp("dynamic-code", ["--seconds", "150"], env={
+            "CLRSCOPE_PROFILES": "cpu", "CLRSCOPE_SAMPLING_HZ": "200",
+            "CLRSCOPE_MAX_STACK_NODES": "1000", "CLRSCOPE_HISTORY_S": "10"})
+        app.start()
+        cls.polls = []
+        try:
+            app.wait_ready()
+            deadline = time.monotonic() + 120
+            while time.monotonic() < deadline:
+                st = app.json("/api/v1/status")
+                cls.polls.append(st)
+                if st["store"]["compactions"] >= 1:
+                    break
+                time.sleep(1)
+            time.sleep(8)  # a window wholly after the first compaction
+            cls.cpu = app.json("/api/v1/flamegraph?type=cpu&seconds=7")
+            cls.status = app.json("/api/v1/status")
+            app.stop()
+            cls.final = app.wait_truth(timeout=60)
+        finally:
+            app.stop()
+        cls.frames = cls.final["frames"]
+
+    def under(self, caller):
+        out = {}
+        for path, v, node in find_nodes(self.cpu["root"], caller):
+            for c in node.get("children", []):
+                out[c["name"]] = out.get(c["name"], 0) + c["value"] / 1e6
+        return out
+
+    def test_the_trie_was_compacted_and_never_refused_a_node(self):
+        store, dropped = self.status["store"], self.status["dropped"]
+        self.assertGreaterEqual(store["compactions"], 1, [p["store"] for p in self.polls[-3:]])
+        self.assertGreater(store["compacted_nodes"], 0, store)
+        self.assertLessEqual(store["stack_nodes"], store["stack_node_cap"], store)
+        self.assertEqual(store["stack_node_cap"], 1000, store)
+        self.assertEqual(dropped["stack_nodes"], 0, (store, dropped))
+        # it did fill: the trie grew to 7/8 of its cap before the first compaction
+        self.assertGreaterEqual(max(p["store"]["stack_nodes"] for p in self.polls), 875 - 50,
+                                [p["store"] for p in self.polls[-3:]])
+
+    def test_new_methods_after_the_compaction_are_named_with_their_cpu(self):
+        prefix = self.frames["churn_prefix"]
+        churn = self.under(self.frames["churn_caller"])
+        burn = self.under(self.frames["burn_caller"]).get(self.frames["burn"], 0)
+        named = sum(v for k, v in churn.items() if k.startswith(prefix))
+        total = sum(churn.values())
+        # a cut path leaves the new method's CPU on its caller (or "[truncated]" below it)
+        self.assertGreater(total, 0, self.cpu["root"].get("children"))
+        self.assertGreater(named / total, 0.75, churn)
+        # the window's split between the long-lived method and the new ones is the app's (the
+        # loop alternates ~20 ms in each, so the whole run's split holds for any 7 s of it)
+        truth = self.final["churn_cpu_ms"] / (self.final["churn_cpu_ms"] + self.final["burn_cpu_ms"])
+        got = named / (named + burn)
+        self.assertLess(abs(got - truth), 0.12, (got, truth, named, burn))
+
+
 class OsrFrames(unittest.TestCase):
     """A method entered once that loops for the whole run (osr-loop) runs as OSR code on its
     Tier0 frame. The OSR frame's record chains straight to the method's caller's caller, so the
