@@ -263,6 +263,16 @@ class BurstSplit(unittest.TestCase):
         self.assertGreater(truth["short_bursts"], 1000, truth)
 
 
+def cpu_ms_below(flame, caller):
+    """CPU (ms) of a flame graph's samples under `caller`, by the name of the frame right below
+    it."""
+    out = {}
+    for path, v, node in find_nodes(flame["root"], caller):
+        for c in node.get("children", []):
+            out[c["name"]] = out.get(c["name"], 0) + c["value"] / 1e6
+    return out
+
+
 class DynamicCode(unittest.TestCase):
     """CPU in dynamic methods (dynamic-code: DynamicMethod, the kind compiled Regex and
     expression trees run as). They have no metadata, so GetFunctionFromIP2 does not answer for
@@ -286,12 +296,7 @@ class DynamicCode(unittest.TestCase):
         cls.frames = cls.final["frames"]
 
     def under(self, caller):
-        """CPU (ms) of the samples under `caller`, by the name of the frame right below it."""
-        out = {}
-        for path, v, node in find_nodes(self.cpu["root"], caller):
-            for c in node.get("children", []):
-                out[c["name"]] = out.get(c["name"], 0) + c["value"] / 1e6
-        return out
+        return cpu_ms_below(self.cpu, caller)
 
     def test_runtime_told_compilations_and_collections(self):
         self.assertGreaterEqual(self.dyn["compiled"], 2, self.dyn)
@@ -354,11 +359,7 @@ class TrieCompaction(unittest.TestCase):
         cls.frames = cls.final["frames"]
 
     def under(self, caller):
-        out = {}
-        for path, v, node in find_nodes(self.cpu["root"], caller):
-            for c in node.get("children", []):
-                out[c["name"]] = out.get(c["name"], 0) + c["value"] / 1e6
-        return out
+        return cpu_ms_below(self.cpu, caller)
 
     def test_the_trie_was_compacted_and_never_refused_a_node(self):
         store, dropped = self.status["store"], self.status["dropped"]
