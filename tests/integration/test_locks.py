@@ -229,8 +229,14 @@ class ManyLocks(unittest.TestCase):
         early = [l for l in locks["locks"] if l["site"] == truth["frames"]["early"]]
         prof = locks["profiler"]
         self.assertEqual(truth["many_locks_late"], 300, truth)
-        self.assertGreaterEqual(prof["overflow_events"], 1100 - 1024, prof)
-        self.assertGreaterEqual(prof["table_resets"], 1, prof)
+        # 76 of the 1,100 early locks find the table full, unless the tick that empties it comes
+        # before the app's last early contentions (a slow run, as under the sanitizers): those
+        # then get slots of their own. The runtime contends too while the table is full (its
+        # EventCounters poller, CounterGroup.PollForValues, about once a second): a few more.
+        # The late 300 come after the reset, into a table with room. One reset a minute.
+        self.assertGreaterEqual(prof["overflow_events"], 1, prof)
+        self.assertLessEqual(prof["overflow_events"], 1100 - 1024 + 10, prof)
+        self.assertEqual(prof["table_resets"], 1, prof)
         # every late lock on its own, once (a few may be missing: a sample can be lost to a full
         # ring, and its one wait then stays with no stack of its own)
         counts = sorted(l["count"] for l in late)
