@@ -219,6 +219,7 @@ int api_exceptions(const struct web_req *r)
     cJSON_AddNumberToObject(d, "dropped_table_entries", (double)st.table_dropped);
     cJSON_AddNumberToObject(d, "types", (double)st.types);
     cJSON_AddNumberToObject(d, "overflow_events", (double)st.overflow_events);
+    cJSON_AddNumberToObject(d, "table_resets", (double)st.table_resets);
     cJSON_AddNumberToObject(d, "samples_without_message", (double)st.no_message);
     cJSON_AddStringToObject(d, "source", prof_exc_uses_events() ? "events" : "callback");
     cJSON_AddNumberToObject(d, "samples_per_s", g_cfg.exception_rate);

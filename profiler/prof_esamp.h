@@ -128,6 +128,47 @@ static inline int esamp_decide(struct esamp_global *g, struct esamp_slot *s, uin
     return ESAMP_YES;
 }
 
+/* Empties slot s, when clrscope-agg resets a full table: an event counted in it meanwhile may
+ * stay in the count of the slot's next key (its total is never lost). */
+static inline void esamp_slot_clear(struct esamp_slot *s)
+{
+    __atomic_store_n(&s->key, 0, __ATOMIC_RELAXED);
+    __atomic_store_n(&s->count, 0, __ATOMIC_RELAXED);
+    __atomic_store_n(&s->wsum, 0, __ATOMIC_RELAXED);
+    __atomic_store_n(&s->period, 0, __ATOMIC_RELAXED);
+    __atomic_store_n(&s->wstart, 0, __ATOMIC_RELAXED);
+    __atomic_store_n(&s->prev, 0, __ATOMIC_RELAXED);
+    __atomic_store_n(&s->retry, 0, __ATOMIC_RELAXED);
+}
+
+/* When a full table is emptied, the events of a slot whose samples were all still on their way
+ * to clrscope-agg (none consumed yet, so nothing to charge them to) are kept here for the first
+ * of those samples, which arrives stale: before, they were lost to the totals. (The events are
+ * the slot's, one type or lock; only their split between the samples' stacks is lost.)
+ * clrscope-agg only. */
+struct esamp_orphan {
+    uint64_t count, wsum; /* not attributed when the table was emptied */
+};
+
+/* At the reset, before s is cleared: `sampled` says whether the slot has a sample to charge its
+ * events to (then the tick just did); att_*: what was attributed of s so far. */
+static inline void esamp_orphan_keep(struct esamp_orphan *o, const struct esamp_slot *s,
+                                     int sampled, uint64_t att_count, uint64_t att_wsum)
+{
+    uint64_t c = __atomic_load_n(&s->count, __ATOMIC_RELAXED);
+    uint64_t w = __atomic_load_n(&s->wsum, __ATOMIC_RELAXED);
+    o->count = !sampled && c > att_count ? c - att_count : 0;
+    o->wsum = !sampled && w > att_wsum ? w - att_wsum : 0;
+}
+
+/* A stale sample of the slot: the events kept for it (then none are left). */
+static inline void esamp_orphan_take(struct esamp_orphan *o, uint64_t *count, uint64_t *wsum)
+{
+    *count = o->count;
+    *wsum = o->wsum;
+    o->count = o->wsum = 0;
+}
+
 /* The sample of an ESAMP_FIRST decision could not be handed off: sample the group's next event. */
 static inline void esamp_retry(struct esamp_slot *s)
 {

@@ -63,6 +63,9 @@ static struct {
     uint64_t recent[RECENT]; /* atomic; 0 = empty */
     uint32_t recent_next;    /* atomic */
     int recent_dirty;        /* atomic: something remembered since the last clear */
+    /* Bumped each time clrscope-agg empties the type table (reset_type_table), after it did:
+     * a sample counted under an older one carries counts of a slot that is gone. */
+    uint32_t reset_epoch;
 } E;
 
 void prof_exc_gc_started(void)
@@ -172,6 +175,7 @@ static uint64_t u16_hash(const BYTE *p, size_t units)
 static struct prof_rec *count_exception(uint64_t key, int again)
 {
     int overflow = 0;
+    uint32_t reset = __atomic_load_n(&E.reset_epoch, __ATOMIC_ACQUIRE); /* before the slot */
     struct esamp_slot *s = esamp_slot_for(E.slots, EXC_SLOTS, key, &overflow);
     __atomic_add_fetch(&E.events, 1, __ATOMIC_RELAXED);
     uint64_t *re = &E.rethrows[s - E.slots];
@@ -201,7 +205,7 @@ static struct prof_rec *count_exception(uint64_t key, int again)
         return NULL;
     }
     r->kind = REC_EXCEPTION;
-    r->a = (uint64_t)(s - E.slots);
+    r->a = (uint64_t)(s - E.slots) | (uint64_t)reset << 32;
     r->b = count;
     r->c = r->d = 0;
     r->x = (double)rethrows; /* the slot's rethrows so far, as b its events */
@@ -404,6 +408,11 @@ static struct {
     uint64_t attributed_re[EXC_SLOTS + 1]; /* the same for the rethrows */
     struct last_sample *last[EXC_SLOTS + 1];
     uint32_t epoch[EXC_SLOTS + 1]; /* the unload epoch of each slot's last sample */
+    uint64_t overflow_seen; /* E.overflow at the last reset (or start) */
+    int64_t reset_ns;       /* CLOCK_MONOTONIC of the last reset */
+    uint64_t resets;
+    struct esamp_orphan orphan[EXC_SLOTS + 1];    /* left by the last reset (reset_type_table) */
+    struct esamp_orphan orphan_re[EXC_SLOTS + 1]; /* the same for the rethrows (count only) */
 } A = {.once = PTHREAD_ONCE_INIT, .lock = PTHREAD_MUTEX_INITIALIZER};
 
 static void init_tables(void)
@@ -453,11 +462,23 @@ static const char *throw_site(const char **names, int n)
 void prof_exc_consume(const struct prof_rec *rec, const char **names, int n)
 {
     struct prof_wtab *tab = prof_exc_table();
-    uint32_t slot = rec->a <= EXC_SLOTS ? (uint32_t)rec->a : EXC_SLOTS;
+    uint32_t slot = (uint32_t)rec->a <= EXC_SLOTS ? (uint32_t)rec->a : EXC_SLOTS;
     pthread_mutex_lock(&A.lock);
-    uint64_t w = rec->b > A.attributed[slot] ? rec->b - A.attributed[slot] : 0;
-    if (rec->b > A.attributed[slot])
-        A.attributed[slot] = rec->b;
+    /* counted before the table was emptied: its slot's events were attributed then (to the
+     * slot's previous sample; when it had none, they were kept for this one) */
+    uint32_t rec_reset = (uint32_t)(rec->a >> 32);
+    uint32_t now_reset = __atomic_load_n(&E.reset_epoch, __ATOMIC_ACQUIRE);
+    int stale = rec_reset != now_reset;
+    uint64_t w = 0, stale_re = 0, unused;
+    if (stale && rec_reset + 1 == now_reset) {
+        esamp_orphan_take(&A.orphan[slot], &w, &unused);
+        esamp_orphan_take(&A.orphan_re[slot], &stale_re, &unused);
+    }
+    if (!stale) {
+        w = rec->b > A.attributed[slot] ? rec->b - A.attributed[slot] : 0;
+        if (rec->b > A.attributed[slot])
+            A.attributed[slot] = rec->b;
+    }
 
     size_t tl = strnlen(rec->text, REC_TEXT - 1);
     const char *msg = tl + 1 < REC_TEXT ? rec->text + tl + 1 : "";
@@ -475,7 +496,7 @@ void prof_exc_consume(const struct prof_rec *rec, const char **names, int n)
     prof_utf8_clean(type); /* cut at TYPE_TEXT, perhaps inside a character */
     const char *site = throw_site(names, n);
 
-    struct last_sample *l = A.last[slot];
+    struct last_sample *l = stale ? NULL : A.last[slot];
     if (l && rec->epoch != A.epoch[slot] && w > 1) {
         /* the slot's first sample since a module unload, whose ClassID may have been another
          * exception type's before: what it counted since its last sample was that type's */
@@ -485,20 +506,23 @@ void prof_exc_consume(const struct prof_rec *rec, const char **names, int n)
         prof_wtab_add(tab, rec->t_unix, l->type, l->msg, 0, l->site, otv);
         w = 1;
     }
-    A.epoch[slot] = rec->epoch;
+    if (!stale)
+        A.epoch[slot] = rec->epoch;
     int64_t v[PROF_NVALUES] = {(int64_t)w, 1, 0};
     prof_store_add(PK_EXC, rec->t_unix, names, n, rec->os_tid, type, v);
     /* of the events this sample stands for, the rethrows (never more than the events: one
      * counted on another thread between the two counters waits for the next sample) */
     uint64_t re = (uint64_t)rec->x;
-    int64_t rw = re > A.attributed_re[slot] ? (int64_t)(re - A.attributed_re[slot]) : 0;
+    int64_t rw = stale ? (int64_t)stale_re
+                       : re > A.attributed_re[slot] ? (int64_t)(re - A.attributed_re[slot]) : 0;
     if (rw > (int64_t)w)
         rw = (int64_t)w;
-    A.attributed_re[slot] += (uint64_t)rw;
+    if (!stale)
+        A.attributed_re[slot] += (uint64_t)rw;
     int64_t tv[WTAB_NV] = {(int64_t)w, 1, rw};
     prof_wtab_add(tab, rec->t_unix, type, msg, 0, site, tv);
 
-    if (!l)
+    if (!l && !stale)
         l = A.last[slot] = malloc(sizeof *l);
     if (l) {
         l->n = n < REC_MAX_FRAMES + 2 ? n : REC_MAX_FRAMES + 2;
@@ -509,6 +533,41 @@ void prof_exc_consume(const struct prof_rec *rec, const char **names, int n)
         snprintf(l->msg, sizeof l->msg, "%s", msg);
     }
     pthread_mutex_unlock(&A.lock);
+}
+
+/* The type table keeps a slot per exception type (ClassID) ever thrown: types past it share one
+ * slot, whose events go to whichever of them was sampled last, and each of their throws probes
+ * the whole table. Collectible code (plugins, scripts) reloaded gets new ClassIDs for the same
+ * types, and generic exception types one per instantiation, so a long-running process could
+ * fill it (before 2026-11-28 for good). When types overflow it, at most once a minute,
+ * clrscope-agg empties it after the tick has attributed every slot's events: the types thrown
+ * from then on get slots of their own again. An event counted while the table is emptied may go
+ * to the next type that takes its slot (a few, once a minute at most); the totals stay exact.
+ * A.lock held. */
+#define RESET_GAP_NS 60000000000LL
+static void reset_type_table(void)
+{
+    uint64_t overflow = __atomic_load_n(&E.overflow, __ATOMIC_RELAXED);
+    int64_t now = prof_now_ns();
+    if (overflow == A.overflow_seen || (A.reset_ns && now - A.reset_ns < RESET_GAP_NS))
+        return;
+    A.overflow_seen = overflow;
+    A.reset_ns = now;
+    for (uint32_t i = 0; i <= EXC_SLOTS; i++) {
+        esamp_orphan_keep(&A.orphan[i], &E.slots[i], A.last[i] != NULL, A.attributed[i],
+                          A.attributed[i]);
+        struct esamp_slot re = {.count = __atomic_load_n(&E.rethrows[i], __ATOMIC_RELAXED)};
+        esamp_orphan_keep(&A.orphan_re[i], &re, A.last[i] != NULL, A.attributed_re[i], 0);
+        esamp_slot_clear(&E.slots[i]);
+        __atomic_store_n(&E.rethrows[i], 0, __ATOMIC_RELAXED);
+        __atomic_store_n(&E.slot_epoch[i], 0, __ATOMIC_RELAXED);
+        A.attributed[i] = A.attributed_re[i] = 0;
+        A.epoch[i] = 0;
+        free(A.last[i]);
+        A.last[i] = NULL;
+    }
+    __atomic_add_fetch(&E.reset_epoch, 1, __ATOMIC_RELEASE);
+    A.resets++;
 }
 
 void prof_exc_tick(double now_unix)
@@ -534,6 +593,7 @@ void prof_exc_tick(double now_unix)
         int64_t tv[WTAB_NV] = {w, 0, rw};
         prof_wtab_add(tab, now_unix, l->type, l->msg, 0, l->site, tv);
     }
+    reset_type_table();
     pthread_mutex_unlock(&A.lock);
 }
 
@@ -545,6 +605,9 @@ void prof_exc_get_stats(struct prof_exc_stats *out)
     out->dropped = __atomic_load_n(&E.dropped, __ATOMIC_RELAXED);
     out->overflow_events = __atomic_load_n(&E.overflow, __ATOMIC_RELAXED);
     out->no_message = __atomic_load_n(&C.no_message, __ATOMIC_RELAXED);
+    pthread_mutex_lock(&A.lock);
+    out->table_resets = A.resets;
+    pthread_mutex_unlock(&A.lock);
     for (uint32_t i = 0; i < EXC_SLOTS; i++)
         if (__atomic_load_n(&E.slots[i].key, __ATOMIC_RELAXED))
             out->types++;

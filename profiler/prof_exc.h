@@ -14,6 +14,7 @@ struct prof_exc_stats {
     uint64_t dropped;         /* samples lost (event ring full); their counts are still upscaled */
     uint64_t overflow_events; /* events of types past the type table (counted together) */
     uint64_t types;           /* distinct exception types in the table */
+    uint64_t table_resets;    /* times the full type table was emptied (prof_exc.c) */
     uint64_t table_dropped;   /* type/message table entries folded into "[other]" */
     uint64_t no_message;      /* samples taken before the message field was known (callback) */
 };

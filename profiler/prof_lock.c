@@ -289,6 +289,7 @@ static struct {
     int nsec;
     uint64_t snap_count, snap_wait, snap_hist[PROF_LOCK_NHIST]; /* L.* at the last tick */
     uint64_t att_count[LOCK_SLOTS + 1], att_wait[LOCK_SLOTS + 1];
+    struct esamp_orphan orphan[LOCK_SLOTS + 1]; /* left by the last reset (reset_lock_table) */
     struct last_sample *last[LOCK_SLOTS + 1];
     uint64_t overflow_seen; /* L.overflow at the last reset (or start) */
     int64_t reset_ns;       /* CLOCK_MONOTONIC of the last reset */
@@ -363,10 +364,13 @@ void prof_lock_consume(const struct prof_rec *rec, const char **names, int n)
     memcpy(&m, rec->text, sizeof m);
     uint32_t slot = m.slot <= LOCK_SLOTS ? m.slot : LOCK_SLOTS;
     pthread_mutex_lock(&A.lock);
-    /* counted before the table was emptied: its slot's counts were attributed then; the sample
-     * stands for itself only */
-    int stale = m.epoch != __atomic_load_n(&L.epoch, __ATOMIC_ACQUIRE);
+    /* counted before the table was emptied: its slot's counts were attributed then (to the
+     * slot's previous sample; when it had none, they were kept for this one) */
+    uint32_t now_epoch = __atomic_load_n(&L.epoch, __ATOMIC_ACQUIRE);
+    int stale = m.epoch != now_epoch;
     uint64_t wc = 0, ww = 0;
+    if (stale && m.epoch + 1 == now_epoch)
+        esamp_orphan_take(&A.orphan[slot], &wc, &ww);
     if (!stale) {
         wc = m.cum_count > A.att_count[slot] ? m.cum_count - A.att_count[slot] : 0;
         ww = m.cum_wait > A.att_wait[slot] ? m.cum_wait - A.att_wait[slot] : 0;
@@ -425,14 +429,9 @@ static void reset_lock_table(void)
     A.overflow_seen = overflow;
     A.reset_ns = now;
     for (uint32_t i = 0; i <= LOCK_SLOTS; i++) {
-        struct esamp_slot *s = &L.slots[i];
-        __atomic_store_n(&s->key, 0, __ATOMIC_RELAXED);
-        __atomic_store_n(&s->count, 0, __ATOMIC_RELAXED);
-        __atomic_store_n(&s->wsum, 0, __ATOMIC_RELAXED);
-        __atomic_store_n(&s->period, 0, __ATOMIC_RELAXED);
-        __atomic_store_n(&s->wstart, 0, __ATOMIC_RELAXED);
-        __atomic_store_n(&s->prev, 0, __ATOMIC_RELAXED);
-        __atomic_store_n(&s->retry, 0, __ATOMIC_RELAXED);
+        esamp_orphan_keep(&A.orphan[i], &L.slots[i], A.last[i] != NULL, A.att_count[i],
+                          A.att_wait[i]);
+        esamp_slot_clear(&L.slots[i]);
         A.att_count[i] = A.att_wait[i] = 0;
         free(A.last[i]);
         A.last[i] = NULL;

@@ -239,6 +239,18 @@ class ProfiledApp:
             raise AssertionError(f"{path}: HTTP {status}, want {expect}: {body[:300]!r}")
         return json.loads(body)
 
+    def wait_json(self, path, pred, timeout=60):
+        """The reply to GET `path` once pred(reply) holds, asking every 0.2 s up to `timeout`."""
+        deadline = time.monotonic() + timeout
+        while True:
+            got = self.json(path)
+            if pred(got):
+                return got
+            if time.monotonic() > deadline:
+                shown = got.get("profiler", got) if isinstance(got, dict) else got
+                raise AssertionError(f"{path}: not there in {timeout}s: {str(shown)[:400]}")
+            time.sleep(0.2)
+
     def pprof(self, path, out_path=None):
         status, headers, body = self.request(path, timeout=300)
         if status != 200:

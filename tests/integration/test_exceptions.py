@@ -237,6 +237,64 @@ class AfterHeapSnapshot(unittest.TestCase):
             self.assertEqual(seen[name]["messages"], {want})
 
 
+class ManyTypes(unittest.TestCase):
+    """600 exception types thrown once each (instantiations of one generic exception: a ClassID
+    each, as collectible code reloaded makes too) fill the type table (512 slots); once clrscope
+    has counted them and emptied the full table, 300 more, once each. Before 2026-11-28 the table kept its first 512 types for the process's
+    life: the later ones shared one slot, whose throws went to whichever type was sampled last
+    (one type with hundreds of throws). Now the full table is emptied at the next tick and each
+    late type counts on its own: exactly one throw each."""
+
+    EARLY = 600
+
+    def test_types_past_the_table_count_on_their_own(self):
+        app = ProfiledApp("exceptions", ["--seconds", "12", "--storm", "0", "--arguments", "0",
+                                         "--rare", "0", "--many-types", str(self.EARLY)],
+                          env={"CLRSCOPE_EXCEPTION_SAMPLES_PER_S": str(RATE)})
+        app.start()
+        try:
+            app.wait_ready()
+            app.wait_stdout("many-types: early", timeout=60)
+            app.wait_json("/api/v1/exceptions?seconds=5&limit=1",
+                          lambda j: j["profiler"]["events"] >= self.EARLY
+                          and j["profiler"]["table_resets"] >= 1)
+            time.sleep(1.1)  # the late ones in a second of their own (512 table rows a second)
+            app.proc.stdin.write("go\n")
+            app.proc.stdin.flush()
+            app.wait_stdout("many-types: done", timeout=60)
+            time.sleep(1.5)  # the last samples out of the ring, the tick that attributes them
+            table = app.json("/api/v1/exceptions?seconds=900&limit=10000")
+            truth = app.wait_truth(timeout=60)
+        finally:
+            app.stop()
+        frames = truth["many_types_frames"]
+        late = [r for r in table["types"] if r["method"] == frames["late"]]
+        early = [r for r in table["types"] if r["method"] == frames["early"]]
+        prof = table["profiler"]
+        self.assertEqual(truth["many_types_early"], self.EARLY, truth)
+        self.assertEqual(truth["many_types_late"], 300, truth)
+        # 88 of the early types find the table full (a few more if the runtime threw before the
+        # app did; fewer if a tick emptied the table before the app's last early throws). The
+        # late 300 come after the reset, into a table with room. One reset a minute.
+        self.assertGreaterEqual(prof["overflow_events"], 1, prof)
+        self.assertLessEqual(prof["overflow_events"], self.EARLY - 512 + 5, prof)
+        self.assertEqual(prof["table_resets"], 1, prof)
+        # every late type on its own, once (a few may be missing: a sample can be lost to a full
+        # ring, and its one throw then stays with no row of its own)
+        counts = sorted(r["count"] for r in late)
+        self.assertGreaterEqual(len(late), 290, (len(late), counts[-5:], prof))
+        self.assertEqual(counts[-1], 1, counts[-10:])
+        self.assertEqual(len({r["type"] for r in late}), len(late))
+        self.assertTrue(all(r["type"].startswith("TestApp.Errors.ManyEx") for r in late), late[:3])
+        # the early ones: their total is exact whatever slot they had (600 types in well under a
+        # second: past the table's 512 rows a second, the rest are summed as "[other]")
+        other = sum(r["count"] for r in table["types"] if r["type"] == "[other]")
+        if prof["dropped_samples"] == 0:
+            self.assertEqual(sum(r["count"] for r in early) + other, self.EARLY,
+                             (len(early), other, prof))
+            self.assertEqual(len(late), 300, prof)
+
+
 class OtherRuntimes(unittest.TestCase):
     """The same counts on every other runtime the build has (net8, net9)."""
 

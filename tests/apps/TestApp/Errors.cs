@@ -2,6 +2,11 @@
 // method, on thread "thrower". The throws are spread evenly over the first 70% of --seconds
 // (5 s when --seconds is 0), then the thread idles until the end; `thrown` is printed when all
 // are done.
+// --many-types N: before that, N exception types thrown once each (ManyTypes.ThrowEarly),
+// "many-types: early" and a wait for a line on stdin, then 300 more types once each
+// (ManyTypes.ThrowLate), and "many-types: done".
+// Each type is an instantiation of ManyEx<,>, a ClassID of its own. Truth: many_types_early,
+// many_types_late (throws caught, one per type).
 using System.Diagnostics;
 using System.Runtime.CompilerServices;
 using System.Text.Json.Nodes;
@@ -16,6 +21,55 @@ public sealed class UnnamedException : Exception;
 // Thrown once and thrown again twice, as an await does (ExceptionDispatchInfo.Throw) and as
 // `throw;` does: three first-chance exceptions of one object.
 public sealed class RethrownException(string message) : Exception(message);
+
+public sealed class ManyEx<T1, T2>(string message) : Exception(message);
+
+public static class ManyTypes
+{
+    public const string Message = "clrscope test: one of many types";
+    public const int Late = 300;
+
+    static readonly Type[] Args =
+    [
+        typeof(int), typeof(uint), typeof(long), typeof(ulong), typeof(short), typeof(ushort),
+        typeof(byte), typeof(sbyte), typeof(char), typeof(bool), typeof(float), typeof(double),
+        typeof(decimal), typeof(string), typeof(object), typeof(DateTime), typeof(TimeSpan),
+        typeof(Guid), typeof(Uri), typeof(Version), typeof(System.Text.StringBuilder),
+        typeof(Stream), typeof(Exception), typeof(Thread), typeof(Task), typeof(Random),
+        typeof(Stopwatch), typeof(CancellationToken), typeof(DateTimeOffset), typeof(Half),
+    ];
+
+    public static int MaxTypes => Args.Length * Args.Length;
+
+    [MethodImpl(MethodImplOptions.NoInlining)]
+    public static void ThrowEarly(Exception e) => throw e;
+
+    [MethodImpl(MethodImplOptions.NoInlining)]
+    public static void ThrowLate(Exception e) => throw e;
+
+    /// <summary>Throws and catches one exception of each of the types first..first+n-1.</summary>
+    public static int Run(int first, int n, bool late)
+    {
+        int caught = 0;
+        for (int i = first; i < first + n; i++)
+        {
+            var t = typeof(ManyEx<,>).MakeGenericType(Args[i / Args.Length], Args[i % Args.Length]);
+            var e = (Exception)Activator.CreateInstance(t, Message)!;
+            try
+            {
+                if (late)
+                    ThrowLate(e);
+                else
+                    ThrowEarly(e);
+            }
+            catch (Exception c) when (c.Message == Message)
+            {
+                caught++;
+            }
+        }
+        return caught;
+    }
+}
 
 public static class Thrower
 {
@@ -82,6 +136,7 @@ public sealed class ExceptionsMode : Mode
 
     Kind[] kinds = [];
     volatile bool allThrown;
+    int manyEarly = -1, manyLate = -1;
     // Every first-chance exception in the process, by type: shows nothing else was thrown.
     readonly Dictionary<string, long> firstChance = new();
 
@@ -105,6 +160,24 @@ public sealed class ExceptionsMode : Mode
 
     public override void Run(Options o, CancellationToken stop)
     {
+        if (o.ManyTypes > 0)
+        {
+            if (o.ManyTypes + ManyTypes.Late > ManyTypes.MaxTypes)
+                throw new ArgumentException($"--many-types: at most {ManyTypes.MaxTypes - ManyTypes.Late}");
+            int early = ManyTypes.Run(0, o.ManyTypes, late: false);
+            Console.WriteLine("many-types: early");
+            Console.Out.Flush();
+            if (Console.ReadLine() == null || stop.IsCancellationRequested)
+                return;
+            int late = ManyTypes.Run(o.ManyTypes, ManyTypes.Late, late: true);
+            lock (firstChance)
+            {
+                manyEarly = early;
+                manyLate = late;
+            }
+            Console.WriteLine("many-types: done");
+            Console.Out.Flush();
+        }
         double spreadMs = (o.Seconds > 0 ? o.Seconds * 0.7 : 5) * 1000;
         var th = Program.StartThread("thrower", () => Work(spreadMs, stop));
         th.Join();
@@ -193,6 +266,19 @@ public sealed class ExceptionsMode : Mode
                 fc[name] = n;
         }
         t["first_chance"] = fc;
+        lock (firstChance)
+        {
+            if (manyEarly >= 0)
+            {
+                t["many_types_early"] = manyEarly;
+                t["many_types_late"] = manyLate;
+                t["many_types_frames"] = new JsonObject
+                {
+                    ["early"] = "TestApp.Errors.ManyTypes.ThrowEarly",
+                    ["late"] = "TestApp.Errors.ManyTypes.ThrowLate",
+                };
+            }
+        }
         t["total"] = total;
         t["all_thrown"] = allThrown;
         t["thrower_thread"] = "thrower";

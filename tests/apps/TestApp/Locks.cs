@@ -10,9 +10,9 @@
 // with ~0 wait), so compare counts approximately and wait time within a tolerance.
 //
 // --many-locks N: before that, thread "lock-holder" and the mode's thread contend on N distinct
-// objects, each exactly once (ManyLocks.ContendEarly), pause 2.5 s, then on 300 more, each
-// exactly once (ManyLocks.ContendLate), and print "many-locks: done". Truth: many_locks_early,
-// many_locks_late (contentions, one per object).
+// objects, each exactly once (ManyLocks.ContendEarly), print "many-locks: early" and wait for a
+// line on stdin, then contend on 300 more, each exactly once (ManyLocks.ContendLate), and print
+// "many-locks: done". Truth: many_locks_early, many_locks_late (contentions, one per object).
 using System.Diagnostics;
 using System.Runtime.CompilerServices;
 using System.Text.Json.Nodes;
@@ -152,7 +152,10 @@ public sealed class ContentionMode : Mode
         if (o.ManyLocks > 0)
         {
             int early = ManyLocks.Run(o.ManyLocks, late: false);
-            Thread.Sleep(2500);
+            Console.WriteLine("many-locks: early");
+            Console.Out.Flush();
+            if (Console.ReadLine() == null || stop.IsCancellationRequested)
+                return;
             int late = ManyLocks.Run(300, late: true);
             lock (this)
             {

@@ -247,6 +247,7 @@ public sealed class Options
     public bool StaleWait;
     public double ExhaustFds = -1;
     public int ManyLocks;
+    public int ManyTypes;
 
     public static Options Parse(string[] args)
     {
@@ -304,6 +305,7 @@ public sealed class Options
                 case "deadlocks": o.Deadlocks = Math.Max(0, ParseInt(name, value)); break;
                 case "exhaust-fds": o.ExhaustFds = ParseDouble(name, value); break;
                 case "many-locks": o.ManyLocks = Math.Max(0, ParseInt(name, value)); break;
+                case "many-types": o.ManyTypes = Math.Max(0, ParseInt(name, value)); break;
                 case "lock-kind":
                     o.LockKind = value is "monitor" or "lock" ? value
                         : throw new ArgumentException($"--lock-kind: '{value}' is neither monitor nor lock");
