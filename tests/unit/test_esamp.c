@@ -129,6 +129,42 @@ static void test_overflow(void)
     CHECK(s == &slots[4] && ov, "fifth key overflows");
 }
 
+/* Emptying a full table (what clrscope-agg does when it overflows): every slot is free again and
+ * new keys get slots of their own; the events of a slot that no consumed sample stood for are
+ * kept, once, for the first stale sample; a slot that had one keeps nothing (the tick charged
+ * its events to that sample). */
+static void test_reset(void)
+{
+    static struct esamp_slot slots[4 + 1];
+    memset(slots, 0, sizeof slots);
+    struct esamp_global g = {0};
+    int ov = 0;
+    uint64_t count, wsum;
+    for (uint64_t k = 1; k <= 5; k++)
+        for (int i = 0; i < 3; i++)
+            esamp_decide(&g, esamp_slot_for(slots, 4, k * 977, &ov), 10, 100, 1, &count, &wsum);
+    CHECK(ov && slots[4].count == 3, "overflow slot: %llu events",
+          (unsigned long long)slots[4].count);
+    struct esamp_orphan kept[4 + 1];
+    for (int i = 0; i <= 4; i++) {
+        /* slot 0 had a sample consumed with 1 event attributed (the tick then did the rest) */
+        esamp_orphan_keep(&kept[i], &slots[i], i == 0, i == 0 ? 1 : 0, i == 0 ? 10 : 0);
+        esamp_slot_clear(&slots[i]);
+    }
+    CHECK(kept[0].count == 0 && kept[0].wsum == 0, "a sampled slot keeps nothing");
+    CHECK(kept[2].count == 3 && kept[2].wsum == 30, "an unsampled slot keeps %llu / %llu",
+          (unsigned long long)kept[2].count, (unsigned long long)kept[2].wsum);
+    esamp_orphan_take(&kept[2], &count, &wsum);
+    CHECK(count == 3 && wsum == 30, "the first stale sample takes them");
+    esamp_orphan_take(&kept[2], &count, &wsum);
+    CHECK(count == 0 && wsum == 0, "the next takes nothing");
+    ov = 0;
+    for (uint64_t k = 6; k <= 9; k++)
+        CHECK(esamp_slot_for(slots, 4, k * 977, &ov) < &slots[4] && !ov,
+              "after the reset key %llu gets a slot", (unsigned long long)k);
+    CHECK(slots[0].count == 0 && slots[4].count == 0, "counts start again");
+}
+
 static void test_wtab(void)
 {
     struct prof_wtab *t = prof_wtab_new(60, 4, 3);
@@ -238,6 +274,7 @@ int main(void)
     test_cap_fairness_upscaling();
     test_weight_bias();
     test_overflow();
+    test_reset();
     test_wtab();
     test_wtab_reclaim();
     test_wtab_clock_step_back();
