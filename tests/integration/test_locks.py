@@ -204,10 +204,25 @@ class ThreadingLock(unittest.TestCase):
         self.assertTrue(any(o["thread"].startswith("contender-") for o in gate["owners"]), gate)
 
 
+LATE_SITE = "TestApp.Locks.ManyLocks.ContendLate"
+
+
+def settled_events(app, pred, timeout=60):
+    """profiler.events of /api/v1/locks once pred(reply) holds and the count has not moved for a
+    second (the runtime delivers contention events in batches)."""
+    seen = []
+
+    def settled(j):
+        seen.append(j["profiler"]["events"])
+        return pred(j) and len(seen) >= 6 and seen[-1] == seen[-6]
+
+    return app.wait_json("/api/v1/locks?seconds=5&limit=1", settled, timeout)["profiler"]["events"]
+
+
 class ManyLocks(unittest.TestCase):
     """1,100 distinct locks contended once each fill the lock table (1,024 slots); once clrscope
-    has counted them all and emptied the full table, 300 more, once each. Before 2026-11-28 the table kept its first 1,024 locks for the process's
-    life: the later ones shared one slot, and the waits of all of them were charged to whichever
+    has counted them all and emptied the full table, 300 more, once each. Before 2026-11-28 the
+    table kept its first 1,024 locks for the process's life: the later ones shared one slot, and the waits of all of them were charged to whichever
     was sampled last (one lock with hundreds of contentions). Now the full table is emptied at
     the next tick and each late lock counts on its own: exactly one contention per lock."""
 
@@ -220,16 +235,21 @@ class ManyLocks(unittest.TestCase):
             app.wait_ready()
             app.wait_stdout("many-locks: early", timeout=60)
             # the runtime hands contention events over in batches, late on a busy machine: the
-            # late locks start once every early one is counted and the table was emptied
-            app.wait_json("/api/v1/locks?seconds=5&limit=1",
-                          lambda j: j["profiler"]["events"] >= 1100
-                          and j["profiler"]["table_resets"] >= 1)
+            # late locks start once the early ones are all counted (the count stays put for a
+            # second) and the full table was emptied
+            early_events = settled_events(app, lambda j: j["profiler"]["table_resets"] >= 1)
             app.proc.stdin.write("go\n")
             app.proc.stdin.flush()
             app.wait_stdout("many-locks: done", timeout=60)
-            app.wait_json("/api/v1/locks?seconds=5&limit=1",
-                          lambda j: j["profiler"]["events"] >= 1400)
-            time.sleep(1.5)  # the last samples out of the ring, the tick that attributes them
+            # then the app's contenders go on: the late locks' rows, once they stop coming
+            late_rows = []
+
+            def late_settled(j):
+                late_rows.append(sum(l["site"] == LATE_SITE for l in j["locks"]))
+                return late_rows[-1] > 0 and len(late_rows) >= 6 and late_rows[-1] == late_rows[-6]
+
+            app.wait_json("/api/v1/locks?seconds=900&limit=10000", late_settled)
+            time.sleep(1.5)  # the tick that attributes the last waits
             locks = app.json("/api/v1/locks?seconds=900&limit=10000")
             app.stop()
             truth = app.wait_truth(timeout=60)
@@ -238,10 +258,11 @@ class ManyLocks(unittest.TestCase):
         late = [l for l in locks["locks"] if l["site"] == truth["frames"]["late"]]
         early = [l for l in locks["locks"] if l["site"] == truth["frames"]["early"]]
         prof = locks["profiler"]
-        self.assertEqual(truth["many_locks_late"], 300, truth)
-        # 76 of the 1,100 early locks find the table full, unless the tick that empties it comes
-        # between two of the runtime's batches of early events (on a slow run, as under the
-        # sanitizers: CI saw 75): those then get slots of their own. The runtime contends too
+        self.assertEqual(truth["many_locks_late"], 300, truth)  # each seen blocked
+        self.assertEqual(truth["frames"]["late"], LATE_SITE)
+        # 76 of the 1,100 early locks find the table full, fewer when the runtime reported fewer
+        # contentions (below) or the tick that empties the table came between two of its batches
+        # of early events (then the rest get slots of their own; CI once saw 75). The runtime contends too
         # while the table is full (its EventCounters poller, CounterGroup.PollForValues, about
         # once a second): a few more. The late 300 come after the reset, into a table with room.
         # One reset a minute.
@@ -254,9 +275,13 @@ class ManyLocks(unittest.TestCase):
         self.assertGreaterEqual(len(late), 290, (len(late), counts[-5:]))
         self.assertEqual(counts[-1], 1, counts[-10:])
         self.assertEqual(len({l["name"] for l in late}), len(late))
-        # the early ones: their total is exact whatever slot they had
-        self.assertEqual(sum(l["count"] for l in early), truth["many_locks_early"],
-                         (len(early), prof))
+        # the early ones: their total is exact whatever slot they had. The app counts the
+        # contentions its holder saw the other thread blocked in (all, unless one took over 1 s:
+        # then that lock may or may not have been contended)
+        early_sum = sum(l["count"] for l in early)
+        self.assertGreaterEqual(truth["many_locks_early"], 1090, truth)
+        self.assertGreaterEqual(early_sum, truth["many_locks_early"], (len(early), prof))
+        self.assertLessEqual(early_sum, 1100, (len(early), prof))
 
 
 if __name__ == "__main__":

@@ -12,7 +12,8 @@
 // --many-locks N: before that, thread "lock-holder" and the mode's thread contend on N distinct
 // objects, each exactly once (ManyLocks.ContendEarly), print "many-locks: early" and wait for a
 // line on stdin, then contend on 300 more, each exactly once (ManyLocks.ContendLate), and print
-// "many-locks: done". Truth: many_locks_early, many_locks_late (contentions, one per object).
+// "many-locks: done". Truth: many_locks_early, many_locks_late (contentions the holder saw the
+// mode's thread blocked in, one per object).
 using System.Diagnostics;
 using System.Runtime.CompilerServices;
 using System.Text.Json.Nodes;
@@ -90,8 +91,10 @@ public static class ManyLocks
         Monitor.Exit(o);
     }
 
-    /// <summary>Each of n new objects held by another thread for ~3 ms while this thread
-    /// enters it: one contention per object.</summary>
+    /// <summary>Each of n new objects held by another thread until this thread is blocked
+    /// entering it (its ThreadState says WaitSleepJoin after it said it is entering; at least
+    /// 3 ms, at most 1 s): one contention per object, however busy the machine. Returns how
+    /// many it saw blocked.</summary>
     public static int Run(int n, bool late)
     {
         var objs = new object[n];
@@ -101,7 +104,8 @@ public static class ManyLocks
             Kept.AddRange(objs); // alive: each keeps its own lock (sync block) to the end
         using var held = new SemaphoreSlim(0);
         using var done = new SemaphoreSlim(0);
-        int contended = 0;
+        var contender = Thread.CurrentThread;
+        int entering = -1, blocked = 0;
         var holder = Program.StartThread("lock-holder", () =>
         {
             for (int i = 0; i < n; i++)
@@ -109,7 +113,18 @@ public static class ManyLocks
                 lock (objs[i])
                 {
                     held.Release();
-                    Thread.Sleep(3);
+                    var clock = Stopwatch.StartNew();
+                    bool seen = false;
+                    while (clock.ElapsedMilliseconds < 1000)
+                    {
+                        seen = Volatile.Read(ref entering) == i &&
+                               (contender.ThreadState & System.Threading.ThreadState.WaitSleepJoin) != 0;
+                        if (seen && clock.ElapsedMilliseconds >= 3)
+                            break;
+                        Thread.Sleep(1);
+                    }
+                    if (seen)
+                        blocked++;
                 }
                 done.Wait();
             }
@@ -117,15 +132,15 @@ public static class ManyLocks
         for (int i = 0; i < n; i++)
         {
             held.Wait();
+            Volatile.Write(ref entering, i);
             if (late)
                 ContendLate(objs[i]);
             else
                 ContendEarly(objs[i]);
-            contended++;
             done.Release();
         }
         holder.Join();
-        return contended;
+        return blocked;
     }
 }
 
