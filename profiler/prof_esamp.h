@@ -141,6 +141,26 @@ static inline void esamp_slot_clear(struct esamp_slot *s)
     __atomic_store_n(&s->retry, 0, __ATOMIC_RELAXED);
 }
 
+/* A full table is emptied by clrscope-agg at its tick when groups overflowed it since the last
+ * time, and at most once a minute (the groups seen now get slots of their own again). */
+#define ESAMP_RESET_GAP_NS 60000000000LL
+struct esamp_reset {
+    uint64_t overflow_seen; /* the overflow count at the last reset (or start) */
+    int64_t at_ns;          /* CLOCK_MONOTONIC of the last reset (0 = none yet) */
+    uint64_t resets;
+};
+
+/* Whether to empty the table now, given its overflow count; if so, counts the reset. */
+static inline int esamp_reset_due(struct esamp_reset *r, uint64_t overflow, int64_t now_ns)
+{
+    if (overflow == r->overflow_seen || (r->at_ns && now_ns - r->at_ns < ESAMP_RESET_GAP_NS))
+        return 0;
+    r->overflow_seen = overflow;
+    r->at_ns = now_ns;
+    r->resets++;
+    return 1;
+}
+
 /* When a full table is emptied, the events of a slot whose samples were all still on their way
  * to clrscope-agg (none consumed yet, so nothing to charge them to) are kept here for the first
  * of those samples, which arrives stale: before, they were lost to the totals. (The events are

@@ -408,9 +408,7 @@ static struct {
     uint64_t attributed_re[EXC_SLOTS + 1]; /* the same for the rethrows */
     struct last_sample *last[EXC_SLOTS + 1];
     uint32_t epoch[EXC_SLOTS + 1]; /* the unload epoch of each slot's last sample */
-    uint64_t overflow_seen; /* E.overflow at the last reset (or start) */
-    int64_t reset_ns;       /* CLOCK_MONOTONIC of the last reset */
-    uint64_t resets;
+    struct esamp_reset reset;
     struct esamp_orphan orphan[EXC_SLOTS + 1];    /* left by the last reset (reset_type_table) */
     struct esamp_orphan orphan_re[EXC_SLOTS + 1]; /* the same for the rethrows (count only) */
 } A = {.once = PTHREAD_ONCE_INIT, .lock = PTHREAD_MUTEX_INITIALIZER};
@@ -544,15 +542,10 @@ void prof_exc_consume(const struct prof_rec *rec, const char **names, int n)
  * from then on get slots of their own again. An event counted while the table is emptied may go
  * to the next type that takes its slot (a few, once a minute at most); the totals stay exact.
  * A.lock held. */
-#define RESET_GAP_NS 60000000000LL
 static void reset_type_table(void)
 {
-    uint64_t overflow = __atomic_load_n(&E.overflow, __ATOMIC_RELAXED);
-    int64_t now = prof_now_ns();
-    if (overflow == A.overflow_seen || (A.reset_ns && now - A.reset_ns < RESET_GAP_NS))
+    if (!esamp_reset_due(&A.reset, __atomic_load_n(&E.overflow, __ATOMIC_RELAXED), prof_now_ns()))
         return;
-    A.overflow_seen = overflow;
-    A.reset_ns = now;
     for (uint32_t i = 0; i <= EXC_SLOTS; i++) {
         esamp_orphan_keep(&A.orphan[i], &E.slots[i], A.last[i] != NULL, A.attributed[i],
                           A.attributed[i]);
@@ -567,7 +560,6 @@ static void reset_type_table(void)
         A.last[i] = NULL;
     }
     __atomic_add_fetch(&E.reset_epoch, 1, __ATOMIC_RELEASE);
-    A.resets++;
 }
 
 void prof_exc_tick(double now_unix)
@@ -606,7 +598,7 @@ void prof_exc_get_stats(struct prof_exc_stats *out)
     out->overflow_events = __atomic_load_n(&E.overflow, __ATOMIC_RELAXED);
     out->no_message = __atomic_load_n(&C.no_message, __ATOMIC_RELAXED);
     pthread_mutex_lock(&A.lock);
-    out->table_resets = A.resets;
+    out->table_resets = A.reset.resets;
     pthread_mutex_unlock(&A.lock);
     for (uint32_t i = 0; i < EXC_SLOTS; i++)
         if (__atomic_load_n(&E.slots[i].key, __ATOMIC_RELAXED))

@@ -291,9 +291,7 @@ static struct {
     uint64_t att_count[LOCK_SLOTS + 1], att_wait[LOCK_SLOTS + 1];
     struct esamp_orphan orphan[LOCK_SLOTS + 1]; /* left by the last reset (reset_lock_table) */
     struct last_sample *last[LOCK_SLOTS + 1];
-    uint64_t overflow_seen; /* L.overflow at the last reset (or start) */
-    int64_t reset_ns;       /* CLOCK_MONOTONIC of the last reset */
-    uint64_t resets;
+    struct esamp_reset reset;
     struct owner_name names[256];
 } A = {.once = PTHREAD_ONCE_INIT, .lock = PTHREAD_MUTEX_INITIALIZER};
 
@@ -419,15 +417,10 @@ static void pending(uint64_t *count, uint64_t *wait, uint64_t hist[PROF_LOCK_NHI
  * tick has attributed every slot's counts: the locks contended from then on get slots of their
  * own again. A contention counted while the table is emptied may go to the next lock that
  * takes its slot (a few events, once a minute at most); the totals stay exact. A.lock held. */
-#define RESET_GAP_NS 60000000000LL
 static void reset_lock_table(void)
 {
-    uint64_t overflow = __atomic_load_n(&L.overflow, __ATOMIC_RELAXED);
-    int64_t now = prof_now_ns();
-    if (overflow == A.overflow_seen || (A.reset_ns && now - A.reset_ns < RESET_GAP_NS))
+    if (!esamp_reset_due(&A.reset, __atomic_load_n(&L.overflow, __ATOMIC_RELAXED), prof_now_ns()))
         return;
-    A.overflow_seen = overflow;
-    A.reset_ns = now;
     for (uint32_t i = 0; i <= LOCK_SLOTS; i++) {
         esamp_orphan_keep(&A.orphan[i], &L.slots[i], A.last[i] != NULL, A.att_count[i],
                           A.att_wait[i]);
@@ -437,7 +430,6 @@ static void reset_lock_table(void)
         A.last[i] = NULL;
     }
     __atomic_add_fetch(&L.epoch, 1, __ATOMIC_RELEASE);
-    A.resets++;
 }
 
 void prof_lock_tick(double now_unix)
@@ -521,7 +513,7 @@ void prof_lock_get_stats(struct prof_lock_stats *out)
     out->unmatched = __atomic_load_n(&L.unmatched, __ATOMIC_RELAXED);
     out->slots_full = __atomic_load_n(&L.slots_full, __ATOMIC_RELAXED);
     pthread_mutex_lock(&A.lock);
-    out->table_resets = A.resets;
+    out->table_resets = A.reset.resets;
     pthread_mutex_unlock(&A.lock);
     for (uint32_t i = 0; i < LOCK_SLOTS; i++)
         if (__atomic_load_n(&L.slots[i].key, __ATOMIC_RELAXED))

@@ -163,6 +163,15 @@ static void test_reset(void)
         CHECK(esamp_slot_for(slots, 4, k * 977, &ov) < &slots[4] && !ov,
               "after the reset key %llu gets a slot", (unsigned long long)k);
     CHECK(slots[0].count == 0 && slots[4].count == 0, "counts start again");
+
+    /* when: new overflow since the last reset, and a minute since it */
+    struct esamp_reset r = {0};
+    int64_t t = 5000000000LL;
+    CHECK(!esamp_reset_due(&r, 0, t), "no overflow, no reset");
+    CHECK(esamp_reset_due(&r, 3, t) && r.resets == 1, "the first overflow: at once");
+    CHECK(!esamp_reset_due(&r, 3, t + ESAMP_RESET_GAP_NS), "no new overflow, no reset");
+    CHECK(!esamp_reset_due(&r, 9, t + ESAMP_RESET_GAP_NS / 2), "new overflow within the minute");
+    CHECK(esamp_reset_due(&r, 9, t + ESAMP_RESET_GAP_NS) && r.resets == 2, "a minute later");
 }
 
 static void test_wtab(void)
