@@ -207,24 +207,29 @@ class ThreadingLock(unittest.TestCase):
 LATE_SITE = "TestApp.Locks.ManyLocks.ContendLate"
 
 
-def settled_events(app, pred, timeout=60):
-    """profiler.events of /api/v1/locks once pred(reply) holds and the count has not moved for a
-    second (the runtime delivers contention events in batches)."""
+def settled(measure, also):
+    """A predicate for app.wait_json: also(reply) holds and measure(reply) has not moved over the
+    last six replies (a second: the runtime delivers contention events in batches)."""
     seen = []
 
-    def settled(j):
-        seen.append(j["profiler"]["events"])
-        return pred(j) and len(seen) >= 6 and seen[-1] == seen[-6]
+    def pred(j):
+        seen.append(measure(j))
+        return also(j) and len(seen) >= 6 and seen[-1] == seen[-6]
 
-    return app.wait_json("/api/v1/locks?seconds=5&limit=1", settled, timeout)["profiler"]["events"]
+    return pred
+
+
+def late_rows(j):
+    return sum(l["site"] == LATE_SITE for l in j["locks"])
 
 
 class ManyLocks(unittest.TestCase):
     """1,100 distinct locks contended once each fill the lock table (1,024 slots); once clrscope
     has counted them all and emptied the full table, 300 more, once each. Before 2026-11-28 the
-    table kept its first 1,024 locks for the process's life: the later ones shared one slot, and the waits of all of them were charged to whichever
-    was sampled last (one lock with hundreds of contentions). Now the full table is emptied at
-    the next tick and each late lock counts on its own: exactly one contention per lock."""
+    table kept its first 1,024 locks for the process's life: the later ones shared one slot, and
+    the waits of all of them were charged to whichever was sampled last (one lock with hundreds
+    of contentions). Now the full table is emptied at the next tick and each late lock counts on
+    its own: exactly one contention per lock."""
 
     def test_locks_past_the_table_count_on_their_own(self):
         app = ProfiledApp("contention", ["--seconds", "40", "--many-locks", "1100",
@@ -237,18 +242,15 @@ class ManyLocks(unittest.TestCase):
             # the runtime hands contention events over in batches, late on a busy machine: the
             # late locks start once the early ones are all counted (the count stays put for a
             # second) and the full table was emptied
-            early_events = settled_events(app, lambda j: j["profiler"]["table_resets"] >= 1)
+            app.wait_json("/api/v1/locks?seconds=5&limit=1",
+                          settled(lambda j: j["profiler"]["events"],
+                                  lambda j: j["profiler"]["table_resets"] >= 1))
             app.proc.stdin.write("go\n")
             app.proc.stdin.flush()
             app.wait_stdout("many-locks: done", timeout=60)
             # then the app's contenders go on: the late locks' rows, once they stop coming
-            late_rows = []
-
-            def late_settled(j):
-                late_rows.append(sum(l["site"] == LATE_SITE for l in j["locks"]))
-                return late_rows[-1] > 0 and len(late_rows) >= 6 and late_rows[-1] == late_rows[-6]
-
-            app.wait_json("/api/v1/locks?seconds=900&limit=10000", late_settled)
+            app.wait_json("/api/v1/locks?seconds=900&limit=10000",
+                          settled(late_rows, lambda j: late_rows(j) > 0))
             time.sleep(1.5)  # the tick that attributes the last waits
             locks = app.json("/api/v1/locks?seconds=900&limit=10000")
             app.stop()
