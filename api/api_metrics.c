@@ -170,6 +170,10 @@ static void self_metrics(struct jbuf *b)
              st.strings);
     metric_u(b, "clrscope_store_name_bytes", "gauge", "Bytes of frame and label names held.",
              st.string_bytes);
+    metric_u(b, "clrscope_store_name_bytes_limit", "gauge",
+             "Cap of the names' bytes (CLRSCOPE_MAX_NAME_BYTES).", st.string_cap);
+    metric_u(b, "clrscope_store_name_compactions_total", "counter",
+             "Names compactions (names no longer in the history freed).", st.name_compactions);
     metric_u(b, "clrscope_store_samples_total", "counter", "Samples added to the store.",
              st.samples_added);
     metric_u(b, "clrscope_store_compactions_total", "counter",

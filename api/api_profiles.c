@@ -144,11 +144,11 @@ int api_flamegraph(const struct web_req *r)
         free(filter);
         return web_reply_error(r->conn, 503, "profile data unavailable (out of memory)");
     }
-    struct prof_tree tree;
+    struct prof_tree tree; /* its names point into the view's: freed after the reply is written */
     int rc = prof_tree_build(&v, t->slot, (size_t)max_nodes, &tree);
     double t_from = v.t_from, t_to = v.t_to;
-    prof_view_free(&v);
     if (rc) {
+        prof_view_free(&v);
         free(filter);
         return web_reply_error(r->conn, 503, "out of memory building the tree");
     }
@@ -178,6 +178,7 @@ int api_flamegraph(const struct web_req *r)
     api_flame_emit(&b, &tree);
     jb_lit(&b, "}");
     prof_tree_free(&tree);
+    prof_view_free(&v);
     free(filter);
     rc = reply_jbuf(r->conn, &b);
     jb_free(&b);

@@ -135,6 +135,10 @@ int api_status(const struct web_req *r)
     cJSON_AddNumberToObject(sto, "names", (double)st.strings);
     cJSON_AddNumberToObject(sto, "compactions", (double)st.compactions);
     cJSON_AddNumberToObject(sto, "compacted_nodes", (double)st.compacted_nodes);
+    cJSON_AddNumberToObject(sto, "name_bytes", (double)st.string_bytes);
+    cJSON_AddNumberToObject(sto, "name_cap", (double)st.string_cap);
+    cJSON_AddNumberToObject(sto, "name_compactions", (double)st.name_compactions);
+    cJSON_AddNumberToObject(sto, "freed_names", (double)st.freed_names);
 
     struct prof_unload_stats us;
     prof_unload_get_stats(&us);

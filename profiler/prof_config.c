@@ -201,6 +201,8 @@ void prof_config_load(void)
     c->max_frames = (int)prof_env_long("CLRSCOPE_MAX_FRAMES", 128, 8, 512);
     c->live_max = (int)prof_env_long("CLRSCOPE_LIVE_MAX", 4096, 0, 1 << 20);
     c->max_stack_nodes = (int)prof_env_long("CLRSCOPE_MAX_STACK_NODES", 200000, 1000, 1 << 24);
+    c->max_name_bytes = (size_t)prof_env_long("CLRSCOPE_MAX_NAME_BYTES", 16L << 20, 64L << 10,
+                                              1L << 30);
     c->max_threads = (int)prof_env_long("CLRSCOPE_MAX_THREADS", 4096, 1, 1 << 16);
     c->gc_warn = prof_env_double("CLRSCOPE_GC_WARN", 0.30, 0.0, 1.0);
     c->profiles = parse_profiles();

@@ -6,6 +6,7 @@
 #ifndef PROF_CONFIG_H
 #define PROF_CONFIG_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 enum prof_profile_bit {
@@ -34,6 +35,7 @@ struct prof_config {
     int max_frames;       /* CLRSCOPE_MAX_FRAMES (128) */
     int live_max;         /* CLRSCOPE_LIVE_MAX (4096) */
     int max_stack_nodes;  /* CLRSCOPE_MAX_STACK_NODES (200000) */
+    size_t max_name_bytes; /* CLRSCOPE_MAX_NAME_BYTES (16 MiB) of the store's frame and label names */
     int max_threads;      /* CLRSCOPE_MAX_THREADS (4096) sampled per tick */
     double gc_warn;       /* CLRSCOPE_GC_WARN (0.30) */
     unsigned profiles;    /* CLRSCOPE_PROFILES (all) */

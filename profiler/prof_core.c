@@ -316,7 +316,7 @@ HRESULT prof_core_initialize(void *info_unknown)
     prof_threads_init(g_cfg.max_threads);
     prof_symbols_init();
     prof_walk_init();
-    if (prof_store_init(g_cfg.history_s, g_cfg.max_stack_nodes)) {
+    if (prof_store_init(g_cfg.history_s, g_cfg.max_stack_nodes, g_cfg.max_name_bytes)) {
         prof_log(LOG_ERROR, "out of memory for the profile store; clrscope stays passive");
         return S_OK;
     }

@@ -12,7 +12,8 @@
 #include "prof_log.h"
 
 #define BUCKET_MAX_ENTRIES 32768u
-#define NAME_BYTES_CAP (16u << 20)
+#define GAP_MIN_NS 10000000000LL   /* compactions: at most every 10 s ... */
+#define GAP_MAX_NS 600000000000LL  /* ... up to every 10 min while they free little */
 
 struct node {
     uint32_t parent, frame;
@@ -24,6 +25,14 @@ struct entry {
     int64_t v[PROF_NVALUES];
 };
 
+/* One generation of the names: the store holds the current one, every view holds the one its
+ * names point into, so a generation emptied by a name compaction is freed by the last of them
+ * (refs counted under S.lock). */
+struct names_gen {
+    struct prof_intern t;
+    uint32_t refs;
+};
+
 struct bucket {
     int64_t second;        /* which second this bucket holds; -1 = empty */
     struct entry *e;
@@ -33,7 +42,8 @@ struct bucket {
 static struct {
     pthread_mutex_t lock;
     int ready;
-    struct prof_intern names;
+    struct names_gen *gen; /* the current names; S.gen->t below */
+    size_t name_cap;       /* bytes (CLRSCOPE_MAX_NAME_BYTES) */
     struct node *nodes;
     uint32_t nnodes, node_cap, node_max;
     uint32_t *node_slots; /* hash (parent, frame) -> node+1 */
@@ -44,6 +54,8 @@ static struct {
     int64_t compacted_ns; /* CLOCK_MONOTONIC of the last compaction (0 = none yet) */
     int64_t compact_gap_ns; /* the least time to the next: 10 s, doubled (up to 10 min) after
                              * each compaction that freed little (the paths are all in use) */
+    int64_t names_compacted_ns, names_gap_ns; /* the same for the names */
+    uint64_t dropped_names; /* of the generations before the current one */
     struct prof_store_stats st;
 } S = {.lock = PTHREAD_MUTEX_INITIALIZER};
 
@@ -64,7 +76,30 @@ static double unix_now(void)
     return (double)ts.tv_sec + ts.tv_nsec / 1e9;
 }
 
-int prof_store_init(int history_s, int max_nodes)
+static struct names_gen *gen_new(size_t cap)
+{
+    struct names_gen *g = calloc(1, sizeof *g);
+    if (!g)
+        return NULL;
+    if (prof_intern_init(&g->t, cap)) {
+        prof_intern_free(&g->t);
+        free(g);
+        return NULL;
+    }
+    g->refs = 1;
+    return g;
+}
+
+/* Lock held. */
+static void gen_unref(struct names_gen *g)
+{
+    if (g && --g->refs == 0) {
+        prof_intern_free(&g->t);
+        free(g);
+    }
+}
+
+int prof_store_init(int history_s, int max_nodes, size_t max_name_bytes)
 {
     pthread_mutex_lock(&S.lock);
     int rc = -1;
@@ -72,7 +107,9 @@ int prof_store_init(int history_s, int max_nodes)
         rc = 0;
         goto out;
     }
-    if (prof_intern_init(&S.names, NAME_BYTES_CAP))
+    S.name_cap = max_name_bytes;
+    S.gen = gen_new(S.name_cap);
+    if (!S.gen)
         goto out;
     S.node_max = (uint32_t)max_nodes;
     S.node_cap = 4096;
@@ -80,7 +117,8 @@ int prof_store_init(int history_s, int max_nodes)
     S.nslots = 8192;
     S.node_slots = calloc(S.nslots, sizeof *S.node_slots);
     S.nbuckets = history_s;
-    S.compact_gap_ns = 10000000000LL;
+    S.compact_gap_ns = GAP_MIN_NS;
+    S.names_gap_ns = GAP_MIN_NS;
     S.t_init = unix_now();
     S.buckets = calloc((size_t)history_s, sizeof *S.buckets);
     if (!S.nodes || !S.node_slots || !S.buckets)
@@ -88,11 +126,21 @@ int prof_store_init(int history_s, int max_nodes)
     for (int i = 0; i < S.nbuckets; i++)
         S.buckets[i].second = -1;
     S.nodes[0].parent = 0;
-    S.nodes[0].frame = prof_intern(&S.names, "all");
+    S.nodes[0].frame = prof_intern(&S.gen->t, "all");
     S.nnodes = 1;
     S.ready = 1;
     rc = 0;
 out:
+    if (rc) { /* nothing half made is kept: a later init starts clean */
+        free(S.buckets);
+        free(S.nodes);
+        free(S.node_slots);
+        gen_unref(S.gen);
+        S.buckets = NULL;
+        S.nodes = NULL;
+        S.node_slots = NULL;
+        S.gen = NULL;
+    }
     pthread_mutex_unlock(&S.lock);
     return rc;
 }
@@ -106,7 +154,11 @@ void prof_store_free(void)
         free(S.buckets);
         free(S.nodes);
         free(S.node_slots);
-        prof_intern_free(&S.names);
+        gen_unref(S.gen); /* a view still out frees it when it is freed */
+        S.gen = NULL;
+        S.buckets = NULL;
+        S.nodes = NULL;
+        S.node_slots = NULL;
         S.ready = 0;
     }
     pthread_mutex_unlock(&S.lock);
@@ -234,24 +286,45 @@ static uint32_t number_used(uint32_t *remap)
     return n;
 }
 
-/* The trie only grows while samples come in, but the buckets that use its nodes expire after
- * the history: over days, call paths seen once (lock ids, generated methods, short-lived code)
- * filled it and every new path was cut (before 2026-11-28). When it is 7/8 full, at most every
- * 10 s (up to 10 min while compactions free little), the nodes no bucket within the history uses (nor any of their descendants) are dropped
- * and the rest renumbered in their old order (a parent keeps a smaller number than its
- * children); expired buckets are emptied. Names stay (views hold their pointers). Lock held. */
-static void maybe_compact(void)
+/* Rebuilds the node index and every bucket's table after nodes or ids were renumbered. A bucket
+ * that finds no memory loses its second's stacks rather than mix them up. Lock held. */
+static void reindex(void)
 {
-    if (S.nnodes < S.node_max - S.node_max / 8)
-        return;
-    int64_t now_s = (int64_t)floor(unix_now());
-    int64_t now = prof_now_ns();
-    if (S.compacted_ns && now - S.compacted_ns < S.compact_gap_ns)
-        return;
-    S.compacted_ns = now;
+    memset(S.node_slots, 0, S.nslots * sizeof *S.node_slots);
+    for (uint32_t i = 1; i < S.nnodes; i++)
+        *node_slot(S.nodes[i].parent, S.nodes[i].frame) = i + 1;
+    for (int i = 0; i < S.nbuckets; i++) {
+        struct bucket *b = &S.buckets[i];
+        if (b->second < 0 || !b->n)
+            continue;
+        if (bucket_rehash(b, b->cap)) {
+            S.st.entries -= b->n;
+            S.st.dropped_entries += b->n;
+            free(b->e);
+            b->e = NULL;
+            b->cap = b->n = 0;
+            b->second = -1;
+        }
+    }
+}
+
+/* The next pause after a compaction: 10 s when it freed much, doubled (up to 10 min) while
+ * compactions free little (what is held is all in use). */
+static int64_t next_gap(int64_t gap, int freed_much)
+{
+    if (freed_much)
+        return GAP_MIN_NS;
+    return gap * 2 < GAP_MAX_NS ? gap * 2 : GAP_MAX_NS;
+}
+
+/* Drops the nodes no bucket within the history uses (nor any of their descendants), renumbers
+ * the rest in their old order (a parent keeps a smaller number than its children) and empties
+ * expired buckets. Returns how many nodes went, -1 when out of memory. Lock held. */
+static int64_t compact_nodes(int64_t now_s)
+{
     uint32_t *remap = calloc(S.nnodes, sizeof *remap); /* old -> new + 1; 0 = dropped */
     if (!remap)
-        return;
+        return -1;
     int64_t oldest = now_s - S.nbuckets + 1;
     for (int i = 0; i < S.nbuckets; i++) {
         struct bucket *b = &S.buckets[i];
@@ -278,33 +351,92 @@ static void maybe_compact(void)
         }
     uint32_t before = S.nnodes;
     S.nnodes = n;
-    memset(S.node_slots, 0, S.nslots * sizeof *S.node_slots);
-    for (uint32_t i = 1; i < S.nnodes; i++)
-        *node_slot(S.nodes[i].parent, S.nodes[i].frame) = i + 1;
     for (int i = 0; i < S.nbuckets; i++) {
         struct bucket *b = &S.buckets[i];
-        if (b->second < 0 || !b->n)
-            continue;
-        for (uint32_t k = 0; k < b->cap; k++)
+        for (uint32_t k = 0; b->second >= 0 && k < b->cap; k++)
             if (b->e[k].used)
                 b->e[k].node = remap[b->e[k].node] - 1;
-        if (bucket_rehash(b, b->cap)) { /* out of memory: this second's stacks are lost, not mixed up */
-            S.st.entries -= b->n;
-            S.st.dropped_entries += b->n;
-            free(b->e);
-            b->e = NULL;
-            b->cap = b->n = 0;
-            b->second = -1;
-        }
     }
+    reindex();
     free(remap);
     S.st.compactions++;
     S.st.compacted_nodes += before - n;
-    if (before - n < S.node_max / 16)
-        S.compact_gap_ns = S.compact_gap_ns * 2 < 600000000000LL ? S.compact_gap_ns * 2
-                                                                  : 600000000000LL;
-    else
-        S.compact_gap_ns = 10000000000LL;
+    return before - n;
+}
+
+/* The trie only grows while samples come in, but the buckets that use its nodes expire after
+ * the history: over days, call paths seen once (lock ids, generated methods, short-lived code)
+ * filled it and every new path was cut (before 2026-11-28). When it is 7/8 full, at most every
+ * 10 s (up to 10 min while compactions free little), it is compacted. Lock held. */
+static void maybe_compact(void)
+{
+    if (S.nnodes < S.node_max - S.node_max / 8)
+        return;
+    int64_t now = prof_now_ns();
+    if (S.compacted_ns && now - S.compacted_ns < S.compact_gap_ns)
+        return;
+    S.compacted_ns = now;
+    int64_t freed = compact_nodes((int64_t)floor(unix_now()));
+    if (freed >= 0)
+        S.compact_gap_ns = next_gap(S.compact_gap_ns, freed >= S.node_max / 16);
+}
+
+/* Id `id` of generation `from` in generation `to`, interned there on first use (remap[id] =
+ * new id + 1). Lock held. */
+static uint32_t carry(const struct prof_intern *from, struct prof_intern *to, uint32_t *remap,
+                      uint32_t id)
+{
+    if (id >= from->n)
+        return 0;
+    if (!remap[id])
+        remap[id] = (id == from->overflow_id ? to->overflow_id
+                                             : prof_intern(to, prof_intern_str(from, id))) + 1;
+    return remap[id] - 1;
+}
+
+/* The names only grow too: every frame and label ever stored stayed, and once their bytes
+ * reached the cap every new one was "[overflow]" for the process's life (before 2026-11-28;
+ * lock labels, one per contended lock, and generated methods filled them). When they pass 7/8
+ * of CLRSCOPE_MAX_NAME_BYTES (paced as the trie's compactions), the trie is compacted, then the
+ * names its nodes and the buckets within the history still use are copied into a new generation
+ * and renumbered there. Views hold the generation their names point into: the old one is freed
+ * by the last of them. Lock held. */
+static void maybe_compact_names(void)
+{
+    struct prof_intern *old = &S.gen->t;
+    if (old->bytes < S.name_cap - S.name_cap / 8)
+        return;
+    int64_t now = prof_now_ns();
+    if (S.names_compacted_ns && now - S.names_compacted_ns < S.names_gap_ns)
+        return;
+    S.names_compacted_ns = now;
+    if (compact_nodes((int64_t)floor(unix_now())) < 0)
+        return;
+    struct names_gen *g = gen_new(S.name_cap);
+    uint32_t *remap = calloc(old->n, sizeof *remap);
+    if (!g || !remap) {
+        free(remap);
+        gen_unref(g);
+        return;
+    }
+    remap[0] = 1; /* "" (no label) stays id 0 */
+    for (uint32_t i = 0; i < S.nnodes; i++)
+        S.nodes[i].frame = carry(old, &g->t, remap, S.nodes[i].frame);
+    for (int i = 0; i < S.nbuckets; i++) {
+        struct bucket *b = &S.buckets[i];
+        for (uint32_t k = 0; b->second >= 0 && k < b->cap; k++)
+            if (b->e[k].used)
+                b->e[k].label = carry(old, &g->t, remap, b->e[k].label);
+    }
+    free(remap);
+    reindex(); /* the nodes' and entries' hashes changed with their ids */
+    size_t freed = old->bytes - g->t.bytes;
+    S.st.name_compactions++;
+    S.st.freed_names += old->n - g->t.n;
+    S.dropped_names += old->dropped;
+    gen_unref(S.gen);
+    S.gen = g;
+    S.names_gap_ns = next_gap(S.names_gap_ns, freed >= S.name_cap / 16);
 }
 
 void prof_store_add(int kind, double t_unix, const char *const *frames, int nframes, uint32_t tid,
@@ -316,16 +448,18 @@ void prof_store_add(int kind, double t_unix, const char *const *frames, int nfra
     if (!S.ready)
         goto out;
     maybe_compact();
+    maybe_compact_names();
+    struct prof_intern *names = &S.gen->t;
     uint32_t node = 0;
     for (int i = 0; i < nframes; i++) {
-        uint32_t c = child(node, prof_intern(&S.names, frames[i] ? frames[i] : "[unknown]"));
+        uint32_t c = child(node, prof_intern(names, frames[i] ? frames[i] : "[unknown]"));
         if (c == UINT32_MAX)
             break;
         node = c;
     }
     struct entry key = {.node = node,
                         .tid = tid,
-                        .label = label && *label ? prof_intern(&S.names, label) : 0,
+                        .label = label && *label ? prof_intern(names, label) : 0,
                         .kind = (uint8_t)kind,
                         .used = 1};
     struct bucket *b = bucket_for((int64_t)floor(t_unix));
@@ -384,6 +518,8 @@ static int view_window(int kind, double seconds, int range, int64_t from_s, int6
     uint32_t *remap = NULL;
     if (!S.ready)
         goto out;
+    out->names = S.gen; /* its names point into this generation: it lives as long as the view */
+    S.gen->refs++;
     int64_t from, to;
     window(seconds, &from, &to, now);
     out->t_from = (double)from;
@@ -400,7 +536,7 @@ static int view_window(int kind, double seconds, int range, int64_t from_s, int6
         out->t_from = S.t_init;
     uint32_t want_label = UINT32_MAX;
     if (filter) {
-        want_label = prof_intern_find(&S.names, filter);
+        want_label = prof_intern_find(&S.gen->t, filter);
         if (want_label == UINT32_MAX) { /* nothing has that label: an empty view */
             rc = 0;
             goto alloc_root;
@@ -429,7 +565,7 @@ static int view_window(int kind, double seconds, int range, int64_t from_s, int6
             struct prof_row *r = &out->rows[nrows++];
             r->node = e->node;
             r->tid = e->tid;
-            r->label = prof_intern_str(&S.names, e->label);
+            r->label = prof_intern_str(&S.gen->t, e->label);
             memcpy(r->v, e->v, sizeof r->v);
             remap[e->node] = 1;
         }
@@ -444,7 +580,7 @@ static int view_window(int kind, double seconds, int range, int64_t from_s, int6
         if (remap[i]) {
             uint32_t k = remap[i] - 1;
             out->parent[k] = i ? remap[S.nodes[i].parent] - 1 : 0;
-            out->name[k] = prof_intern_str(&S.names, S.nodes[i].frame);
+            out->name[k] = prof_intern_str(&S.gen->t, S.nodes[i].frame);
         }
     out->nnodes = nn;
     for (size_t i = 0; i < nrows; i++)
@@ -481,6 +617,11 @@ int prof_store_view_range(int kind, int64_t from_s, int64_t to_s, const char *fi
 
 void prof_view_free(struct prof_view *v)
 {
+    if (v->names) {
+        pthread_mutex_lock(&S.lock);
+        gen_unref(v->names);
+        pthread_mutex_unlock(&S.lock);
+    }
     free(v->parent);
     free(v->name);
     free(v->rows);
@@ -496,8 +637,9 @@ size_t prof_store_mem_bytes(void)
             (size_t)S.nbuckets * sizeof *S.buckets;
         for (int i = 0; i < S.nbuckets; i++)
             b += (size_t)S.buckets[i].cap * sizeof(struct entry);
-        b += (size_t)S.names.cap * sizeof *S.names.strs +
-             (size_t)S.names.nslots * sizeof *S.names.slots + S.names.bytes + S.names.n;
+        const struct prof_intern *t = &S.gen->t;
+        b += (size_t)t->cap * sizeof *t->strs + (size_t)t->nslots * sizeof *t->slots + t->bytes +
+             t->n;
     }
     pthread_mutex_unlock(&S.lock);
     return b;
@@ -508,9 +650,12 @@ void prof_store_get_stats(struct prof_store_stats *s)
     pthread_mutex_lock(&S.lock);
     S.st.nodes = S.nnodes;
     S.st.node_cap = S.node_max;
-    S.st.strings = S.names.n;
-    S.st.string_bytes = S.names.bytes;
-    S.st.dropped_strings = S.names.dropped;
+    if (S.ready) {
+        S.st.strings = S.gen->t.n;
+        S.st.string_bytes = S.gen->t.bytes;
+        S.st.dropped_strings = S.dropped_names + S.gen->t.dropped;
+    }
+    S.st.string_cap = S.name_cap;
     *s = S.st;
     pthread_mutex_unlock(&S.lock);
 }

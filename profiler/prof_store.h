@@ -5,10 +5,12 @@
  * into a ring of CLRSCOPE_HISTORY_S buckets keyed by (kind, leaf node, thread, label). One mutex
  * guards it all; writers are clrscope's sampler and aggregator threads (never a runtime callback,
  * never while the runtime is suspended); readers are API handlers, which copy a view out.
- * Caps: CLRSCOPE_MAX_STACK_NODES trie nodes, 16 MiB of names, 32768 entries per bucket; what does
- * not fit is counted in prof_store_stats. A trie 7/8 full drops the paths no bucket within the
- * history uses (every 10 s at most, less often while that frees little); a stack that finds no
- * room is cut where the trie ends.
+ * Caps: CLRSCOPE_MAX_STACK_NODES trie nodes, CLRSCOPE_MAX_NAME_BYTES of names (16 MiB), 32768
+ * entries per bucket; what does not fit is counted in prof_store_stats. A trie 7/8 full drops the
+ * paths no bucket within the history uses (every 10 s at most, less often while that frees
+ * little); a stack that finds no room is cut where the trie ends. Names 7/8 full are copied, those
+ * still in use only, into a new generation (paced alike); a view keeps the generation its names
+ * point into until prof_view_free, so the old one lives until its last view is freed.
  */
 #ifndef PROF_STORE_H
 #define PROF_STORE_H
@@ -40,23 +42,28 @@ struct prof_row {
     int64_t v[PROF_NVALUES];
 };
 
+struct names_gen;
+
 struct prof_view {
     int kind;
     double t_from, t_to;   /* unix seconds covered */
     size_t nnodes;         /* node 0 is the root ("all") */
     uint32_t *parent;      /* parent[i] < i for i > 0 */
-    const char **name;     /* frame names; stable for the process lifetime */
+    const char **name;     /* frame names; valid until prof_view_free */
     size_t nrows;
-    struct prof_row *rows;
+    struct prof_row *rows; /* their labels too */
+    struct names_gen *names; /* the store's names the pointers above point into (NULL: none) */
 };
 
 struct prof_store_stats {
     uint64_t nodes, node_cap, strings, string_bytes, entries;
     uint64_t dropped_nodes, dropped_entries, dropped_strings, samples_added;
     uint64_t compactions, compacted_nodes; /* trie compactions, nodes they freed */
+    uint64_t string_cap;                   /* bytes (CLRSCOPE_MAX_NAME_BYTES) */
+    uint64_t name_compactions, freed_names; /* names compactions, names they freed */
 };
 
-int prof_store_init(int history_s, int max_nodes);
+int prof_store_init(int history_s, int max_nodes, size_t max_name_bytes);
 void prof_store_free(void);
 /* frames[0] is the outermost (root-side) frame. `label` may be NULL. */
 void prof_store_add(int kind, double t_unix, const char *const *frames, int nframes, uint32_t tid,

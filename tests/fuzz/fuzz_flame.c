@@ -133,7 +133,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         pool[i] = fin_str(&in, 48);
     check_scalars(&in, pool);
     prof_store_free();
-    if (prof_store_init(30, 64 + fin_u8(&in) * 4))
+    int max_store_nodes = 64 + fin_u8(&in) * 4;
+    size_t max_name_bytes = (size_t)(64 + fin_u8(&in)) << 10;
+    if (prof_store_init(30, max_store_nodes, max_name_bytes))
         abort();
     size_t max_nodes = 16 + fin_u8(&in) * 2;
     int slot = fin_u8(&in) % PROF_NVALUES;

@@ -326,30 +326,34 @@ class DynamicCode(unittest.TestCase):
 
 
 class TrieCompaction(unittest.TestCase):
-    """A process that keeps making new call paths (dynamic-code: ~25 new methods a second) in a
-    small call-path trie (CLRSCOPE_MAX_STACK_NODES=1000, the least allowed, and 10 s of history).
-    Before 2026-11-28 the trie only grew: once full, every new path was cut where the trie ended
-    (the new methods' CPU went to their caller) for the process's life. Now the paths no second
-    within the history uses are dropped when it is 7/8 full: after a compaction the newest
-    methods are named again, with their share of the CPU, and no node is ever refused."""
+    """A process that keeps making new call paths (dynamic-code: ~50 new methods a second) in a
+    small call-path trie (CLRSCOPE_MAX_STACK_NODES=1500, ~500 paths within the 10 s of history)
+    and with little room for names (CLRSCOPE_MAX_NAME_BYTES=64 KiB, the least, ~1,800 of the
+    methods' names). Before 2026-11-28 both only grew: once the trie was full, every new path
+    was cut where it ended (the new methods' CPU went to their caller), and once the names were,
+    every new method was "[overflow]", for the process's life. Now the paths no second within the
+    history uses are dropped when the trie is 7/8 full, and the names no longer used when they
+    are: after the compactions the newest methods are named again, with their share of the CPU,
+    and no node or name is ever refused."""
 
     @classmethod
     def setUpClass(cls):
-        app = ProfiledApp("dynamic-code", ["--seconds", "150"], env={
+        app = ProfiledApp("dynamic-code", ["--seconds", "150", "--call-ms", "1"], env={
             "CLRSCOPE_PROFILES": "cpu", "CLRSCOPE_SAMPLING_HZ": "200",
-            "CLRSCOPE_MAX_STACK_NODES": "1000", "CLRSCOPE_HISTORY_S": "10"})
+            "CLRSCOPE_MAX_STACK_NODES": "1500", "CLRSCOPE_HISTORY_S": "10",
+            "CLRSCOPE_MAX_NAME_BYTES": "65536"})
         app.start()
         cls.polls = []
         try:
             app.wait_ready()
-            deadline = time.monotonic() + 120
+            deadline = time.monotonic() + 135
             while time.monotonic() < deadline:
                 st = app.json("/api/v1/status")
                 cls.polls.append(st)
-                if st["store"]["compactions"] >= 1:
+                if st["store"]["compactions"] >= 1 and st["store"].get("name_compactions", 0) >= 1:
                     break
                 time.sleep(1)
-            time.sleep(8)  # a window wholly after the first compaction
+            time.sleep(8)  # a window wholly after the first compaction of each
             cls.cpu = app.json("/api/v1/flamegraph?type=cpu&seconds=7")
             cls.status = app.json("/api/v1/status")
             app.stop()
@@ -366,11 +370,25 @@ class TrieCompaction(unittest.TestCase):
         self.assertGreaterEqual(store["compactions"], 1, [p["store"] for p in self.polls[-3:]])
         self.assertGreater(store["compacted_nodes"], 0, store)
         self.assertLessEqual(store["stack_nodes"], store["stack_node_cap"], store)
-        self.assertEqual(store["stack_node_cap"], 1000, store)
+        self.assertEqual(store["stack_node_cap"], 1500, store)
         self.assertEqual(dropped["stack_nodes"], 0, (store, dropped))
         # it did fill: the trie grew to 7/8 of its cap before the first compaction
-        self.assertGreaterEqual(max(p["store"]["stack_nodes"] for p in self.polls), 875 - 50,
+        self.assertGreaterEqual(max(p["store"]["stack_nodes"] for p in self.polls), 1312 - 50,
                                 [p["store"] for p in self.polls[-3:]])
+
+    def test_the_names_were_compacted_and_never_refused(self):
+        store, dropped = self.status["store"], self.status["dropped"]
+        last = [p["store"] for p in self.polls[-3:]]
+        self.assertGreaterEqual(store["name_compactions"], 1, last)
+        self.assertEqual(store["name_cap"], 65536, store)
+        # the names of the methods no second within the history ran were freed (at ~50 a second
+        # ~1,500 names fill 56 KiB, ~500 of them within the 10 s of history)
+        self.assertGreater(store["freed_names"], 500, store)
+        self.assertLessEqual(store["name_bytes"], store["name_cap"], store)
+        self.assertEqual(dropped["names"], 0, (store, dropped))
+        # it did fill: the names grew to 7/8 of their cap before the first compaction
+        self.assertGreaterEqual(max(p["store"]["name_bytes"] for p in self.polls),
+                                65536 * 7 // 8 - 2048, last)
 
     def test_new_methods_after_the_compaction_are_named_with_their_cpu(self):
         prefix = self.frames["churn_prefix"]
@@ -378,6 +396,7 @@ class TrieCompaction(unittest.TestCase):
         burn = self.under(self.frames["burn_caller"]).get(self.frames["burn"], 0)
         named = sum(v for k, v in churn.items() if k.startswith(prefix))
         total = sum(churn.values())
+        self.assertNotIn("[overflow]", churn, churn)
         # a cut path leaves the new method's CPU on its caller (or "[truncated]" below it)
         self.assertGreater(total, 0, self.cpu["root"].get("children"))
         self.assertGreater(named / total, 0.75, churn)

@@ -7,7 +7,11 @@
  *     (before, the frames after the missing one were looked up under the ancestor: a sample of
  *     p -> q was shown as q, a path that never ran);
  *   - after the wall clock is set back further than the history, samples are stored again at
- *     once (before, every sample was dropped until the clock caught up with the old buckets).
+ *     once (before, every sample was dropped until the clock caught up with the old buckets);
+ *   - names (frames, labels) past 7/8 of their cap are copied, those still in use only, into a
+ *     new generation: new names are stored again instead of "[overflow]" (before 2026-11-28 the
+ *     names only grew), and a view taken before keeps its names readable until it is freed
+ *     (under ASan a freed name read here fails the test).
  */
 #include <math.h>
 #include <stdio.h>
@@ -52,9 +56,84 @@ static int64_t at_path(const struct prof_view *v, const char *const *names, int 
     return sum;
 }
 
+static const char *label_of(const struct prof_view *v, const char *frame)
+{
+    for (size_t r = 0; r < v->nrows; r++)
+        if (!strcmp(v->name[v->rows[r].node], frame))
+            return v->rows[r].label;
+    return NULL;
+}
+
+static void add_lock(double t, const char *frame, const char *label, int64_t value)
+{
+    const char *frames[1] = {frame};
+    int64_t v[PROF_NVALUES] = {value, value, 1};
+    prof_store_add(PK_LOCK, t, frames, 1, 1, label, v);
+}
+
+static void test_names(void)
+{
+    CHECK(!prof_store_init(5, 100000, 64u << 10), "init with 64 KiB of names");
+    double t = floor(now()), old = t - 60;
+    add_lock(t, "Live.Keep", "lock 0xkeep", 3);
+    struct prof_view before;
+    CHECK(!prof_store_view(PK_LOCK, 5, NULL, &before), "view before");
+    const char *kept_frame = before.nnodes > 1 ? before.name[1] : "";
+    const char *kept_label = label_of(&before, "Live.Keep");
+
+    /* 1,400 x 75 bytes of names a minute old (outside the history): one compaction at 56 KiB
+     * frees them, the rest fit after it */
+    char f[64], l[64];
+    for (int i = 0; i < 1400; i++) {
+        snprintf(f, sizeof f, "Old.Generated.Method_%05d", i);
+        snprintf(l, sizeof l, "lock 0x%08x", 0x10000000 + i);
+        add_lock(old, f, l, 1);
+    }
+    struct prof_store_stats st;
+    prof_store_get_stats(&st);
+    CHECK(st.name_compactions == 1, "one names compaction (%llu)",
+          (unsigned long long)st.name_compactions);
+    CHECK(st.freed_names > 1000, "it freed the old names (%llu)", (unsigned long long)st.freed_names);
+    CHECK(st.dropped_strings == 0, "no name refused (%llu)", (unsigned long long)st.dropped_strings);
+    CHECK(st.string_bytes <= st.string_cap && st.string_cap == 64u << 10, "within the cap (%llu)",
+          (unsigned long long)st.string_bytes);
+
+    /* the view taken before still reads its names */
+    CHECK(kept_label && !strcmp(kept_label, "lock 0xkeep"), "the old view's label");
+    CHECK(!strcmp(kept_frame, "Live.Keep"), "the old view's frame (%s)", kept_frame);
+    prof_view_free(&before);
+
+    /* new names now, and the live one kept with its label, findable by it */
+    for (int i = 0; i < 200; i++) {
+        snprintf(f, sizeof f, "New.Method_%d", i);
+        snprintf(l, sizeof l, "lock 0xnew%d", i);
+        add_lock(t, f, l, 1);
+    }
+    struct prof_view v;
+    CHECK(!prof_store_view(PK_LOCK, 5, NULL, &v), "view");
+    int named = 0, overflow = 0;
+    for (size_t r = 0; r < v.nrows; r++) {
+        const char *name = v.name[v.rows[r].node];
+        overflow += !strcmp(name, "[overflow]") || !strcmp(v.rows[r].label, "[overflow]");
+        if (!strncmp(name, "New.Method_", 11)) {
+            snprintf(l, sizeof l, "lock 0xnew%s", name + 11);
+            named += !strcmp(v.rows[r].label, l);
+        }
+    }
+    CHECK(named == 200 && overflow == 0, "200 new frames with their labels (%d, %d overflow)",
+          named, overflow);
+    const char *keep = label_of(&v, "Live.Keep");
+    CHECK(keep && !strcmp(keep, "lock 0xkeep"), "the live row kept its label");
+    prof_view_free(&v);
+    CHECK(!prof_store_view(PK_LOCK, 5, "lock 0xkeep", &v), "filtered view");
+    CHECK(v.nrows == 1 && v.rows[0].v[0] == 3, "the filter finds the live row (%zu rows)", v.nrows);
+    prof_view_free(&v);
+    prof_store_free();
+}
+
 int main(void)
 {
-    CHECK(!prof_store_init(5, 1000), "init");
+    CHECK(!prof_store_init(5, 1000, 16u << 20), "init");
     char a[32], b[32];
 
     /* a minute ago (outside the 5-s history): 600 two-frame paths, ~1,200 nodes, more than fit */
@@ -119,7 +198,7 @@ int main(void)
     prof_store_free();
 
     /* the clock set back by 2,000 s: buckets from "the future" are taken over, not in the way */
-    CHECK(!prof_store_init(5, 1000), "init again");
+    CHECK(!prof_store_init(5, 1000, 16u << 20), "init again");
     double later = floor(now()) + 2000; /* 2000 % 5 == 0: the same bucket as now */
     add(later, "Before.Step", NULL, 7);
     prof_store_get_stats(&st);
@@ -137,6 +216,7 @@ int main(void)
     prof_view_free(&v);
     prof_store_free();
 
+    test_names();
     printf("%d passed, %d failed\n", passed, failed);
     return failed != 0;
 }

@@ -72,7 +72,8 @@ public sealed class DynamicCodeMode : Mode
             long n = 200_000;
             while (!stop.IsCancellationRequested)
             {
-                // ~20 ms in the long-lived method, then ~20 ms in a new short-lived one
+                // ~20 ms in the long-lived method, then ~20 ms in a new short-lived one (ten
+                // calls each of --call-ms, 2 by default)
                 double c0 = ThreadCpu.NowMs();
                 for (int k = 0; k < 10; k++)
                     Work.Sink ^= Work.CallsDynBurn(burn, n);
@@ -94,9 +95,8 @@ public sealed class DynamicCodeMode : Mode
                     GC.Collect();
                     GC.WaitForPendingFinalizers();
                 }
-                // each call ~2 ms
                 double per = (c1 - c0) / 10;
-                n = Math.Clamp((long)(n * 2.0 / Math.Max(per, 0.05)), 10_000, 50_000_000);
+                n = Math.Clamp((long)(n * o.CallMs / Math.Max(per, 0.05)), 1_000, 50_000_000);
             }
         }).Join();
     }

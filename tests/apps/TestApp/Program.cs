@@ -248,6 +248,7 @@ public sealed class Options
     public double ExhaustFds = -1;
     public int ManyLocks;
     public int ManyTypes;
+    public double CallMs = 2;    // dynamic-code: CPU of one call of a dynamic method
 
     public static Options Parse(string[] args)
     {
@@ -306,6 +307,7 @@ public sealed class Options
                 case "exhaust-fds": o.ExhaustFds = ParseDouble(name, value); break;
                 case "many-locks": o.ManyLocks = Math.Max(0, ParseInt(name, value)); break;
                 case "many-types": o.ManyTypes = Math.Max(0, ParseInt(name, value)); break;
+                case "call-ms": o.CallMs = Math.Clamp(ParseDouble(name, value), 0.05, 100); break;
                 case "lock-kind":
                     o.LockKind = value is "monitor" or "lock" ? value
                         : throw new ArgumentException($"--lock-kind: '{value}' is neither monitor nor lock");
