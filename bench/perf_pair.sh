@@ -5,7 +5,9 @@
 # `perf record -e cpu-clock -g` on both for MEASURE s (default 20) after WARM s (default 20). Prints
 # CPU microseconds per request of each server by shared object, then the functions whose
 # inclusive time differs most (libcoreclr, which ships without symbols, is grouped by the function
-# ranges of its .eh_frame), then clrscope's own functions. Needs perf (VMs: software clock only)
+# ranges of its .eh_frame), then clrscope's own functions, then the profiled server's CPU by cause
+# (clrscope's threads, its callbacks, the runtime's code that never ran without it: a lower bound
+# of the cost that the two servers' noise does not blur). Needs perf (VMs: software clock only)
 # and wrk; JIT-compiled code is named through DOTNET_PerfMapEnabled=1. KEEP=DIR keeps the data.
 #   CLRSCOPE_PROFILES=alloc bench/perf_pair.sh build
 set -euo pipefail

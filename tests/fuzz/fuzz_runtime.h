@@ -39,7 +39,7 @@ static void fuzz_runtime_init(unsigned profiles)
     g_core.start_unix = prof_unix_now();
     g_core.start_mono_ns = prof_now_ns();
     prof_symbols_init();
-    if (prof_store_init(60, 20000)) {
+    if (prof_store_init(60, 20000, 64u << 10)) { /* little room for names: compactions run */
         fprintf(stderr, "prof_store_init failed\n");
         abort();
     }
