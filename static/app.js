@@ -372,6 +372,9 @@
     });
   }
 
+  var DROPPED = [['events', 'events'], ['stack_nodes', 'stack nodes'], ['entries', 'profile entries'],
+    ['names', 'names']];
+
   function renderStatus(s) {
     var name = s.process && s.process.name || 'process';
     $('h-name').textContent = name;
@@ -385,8 +388,17 @@
     if (s.sampling_hz) foot.push('sampling ' + s.sampling_hz + ' Hz');
     if (s.self) foot.push('clrscope CPU ' + F.pct(s.self.cpu_share) + (s.self.mem_bytes != null ? ', memory ' +
       F.bytes(s.self.mem_bytes) : '') + ' · process RSS ' + F.bytes(s.self.rss_bytes));
-    if (s.dropped && s.dropped.samples) foot.push(F.int(s.dropped.samples) + ' samples dropped');
+    // what did not fit in clrscope's bounded buffers (the status's "dropped"; until 2026-11-28
+    // the footer read a field the server never sent, and said nothing)
+    var lost = [];
+    DROPPED.forEach(function (d) {
+      var n = s.dropped && s.dropped[d[0]];
+      if (n > 0) lost.push(F.int(n) + ' ' + d[1]);
+    });
+    if (lost.length) foot.push('dropped: ' + lost.join(', '));
     $('footer').textContent = foot.join(' · ');
+    $('footer').title = lost.length ? 'Data that did not fit in clrscope\'s bounded buffers and tables ' +
+      '(/api/v1/status "dropped"; the caps are CLRSCOPE_* settings, see the README).' : '';
     document.title = name + ' (' + s.pid + ') · clrscope';
     hook.pid = s.pid;
     hook.status = s;

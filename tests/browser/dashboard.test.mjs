@@ -132,6 +132,16 @@ test('header shows the profiled process and its pid', async () => {
   await shot('01-overview');
 });
 
+test('the footer says what clrscope dropped, as the status does', async () => {
+  const dropped = await page.evaluate(() => window.__clrscope.status.dropped);
+  const footer = (await page.textContent('#footer')).trim();
+  const want = [['events', 'events'], ['stack_nodes', 'stack nodes'], ['entries', 'profile entries'],
+    ['names', 'names']].filter(([k]) => dropped[k] > 0).map(([k, label]) => dropped[k].toLocaleString('en-US') + ' ' + label);
+  if (want.length) assert.ok(footer.includes('dropped: ' + want.join(', ')), footer + ' / ' + JSON.stringify(dropped));
+  else assert.ok(!footer.includes('dropped'), footer);
+  if (!process.env.BASE_URL) assert.ok(footer.includes('dropped: 12 events, 3 names'), footer); // the mock's
+});
+
 test('CPU flame graph draws, shows a tooltip and searches', async (t) => {
   await openTab('cpu', 'CPU');
   await page.waitForFunction(() => window.__clrscope.framesDrawn > 0, null, {timeout: TIMEOUT});

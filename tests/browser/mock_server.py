@@ -438,7 +438,8 @@ class Handler(BaseHTTPRequestHandler):
                          "rss_bytes": 23 * 1024 * 1024},
                 "export": {"enabled": True, "last_upload": time.time() - 42, "last_status": 202,
                            "failures": 1, "bytes_sent": 3_400_000, "dropped": 0},
-                "dropped": {"samples": 0}})
+                "dropped": {"events": 12, "stack_nodes": 0, "entries": 0, "names": 3,
+                            "skipped_ticks": 0, "truncated_stacks": 5}})
         if path == "/api/v1/flamegraph":
             ftype = q.get("type", ["cpu"])[0]
             if ftype not in ("cpu", "wall", "alloc-bytes", "alloc-count", "live-bytes", "live-count",
