@@ -103,6 +103,11 @@ static int add_raw(struct prof_intern *t, const char *s, uint32_t *id_out)
     return 0;
 }
 
+size_t prof_intern_cost(const struct prof_intern *t, uint32_t id)
+{
+    return id < t->n ? entry_bytes(t->strs[id]) : 0;
+}
+
 uint32_t prof_intern_find(const struct prof_intern *t, const char *s)
 {
     if (!t->slots)

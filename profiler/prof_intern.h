@@ -23,6 +23,8 @@ struct prof_intern {
 int prof_intern_init(struct prof_intern *t, size_t max_bytes);
 void prof_intern_free(struct prof_intern *t);
 uint32_t prof_intern(struct prof_intern *t, const char *s);
+/* What string `id` costs the table (its copy, its pointer, its hash slots), as counted in bytes. */
+size_t prof_intern_cost(const struct prof_intern *t, uint32_t id);
 /* Returns UINT32_MAX when s was never interned. */
 uint32_t prof_intern_find(const struct prof_intern *t, const char *s);
 static inline const char *prof_intern_str(const struct prof_intern *t, uint32_t id)

@@ -399,7 +399,7 @@ static uint32_t carry(const struct prof_intern *from, struct prof_intern *to, ui
  * lock labels, one per contended lock, and generated methods filled them). When they pass 7/8
  * of CLRSCOPE_MAX_NAME_BYTES (paced as the trie's compactions), the trie is compacted, then the
  * names its nodes and the buckets within the history still use are copied into a new generation
- * and renumbered there. Views hold the generation their names point into: the old one is freed
+ * and renumbered there, when that frees at least 1/16 of the cap. Views hold the generation their names point into: the old one is freed
  * by the last of them. Lock held. */
 static void maybe_compact_names(void)
 {
@@ -412,13 +412,30 @@ static void maybe_compact_names(void)
     S.names_compacted_ns = now;
     if (compact_nodes((int64_t)floor(unix_now())) < 0)
         return;
-    struct names_gen *g = gen_new(S.name_cap);
     uint32_t *remap = calloc(old->n, sizeof *remap);
-    if (!g || !remap) {
+    if (!remap)
+        return;
+    /* First what a copy would free, marking the ids in use (no hashing): with 16 MiB of names
+     * all in use the copy holds the lock ~0.1 s, not worth it when it frees little */
+    for (uint32_t i = 0; i < S.nnodes; i++)
+        remap[S.nodes[i].frame] = 1;
+    for (int i = 0; i < S.nbuckets; i++) {
+        struct bucket *b = &S.buckets[i];
+        for (uint32_t k = 0; b->second >= 0 && k < b->cap; k++)
+            if (b->e[k].used)
+                remap[b->e[k].label] = 1;
+    }
+    size_t unused = 0;
+    for (uint32_t id = 0; id < old->n; id++)
+        if (!remap[id] && id != old->overflow_id)
+            unused += prof_intern_cost(old, id);
+    struct names_gen *g = unused >= S.name_cap / 16 ? gen_new(S.name_cap) : NULL;
+    if (!g) {
         free(remap);
-        gen_unref(g);
+        S.names_gap_ns = next_gap(S.names_gap_ns, 0);
         return;
     }
+    memset(remap, 0, old->n * sizeof *remap);
     remap[0] = 1; /* "" (no label) stays id 0 */
     for (uint32_t i = 0; i < S.nnodes; i++)
         S.nodes[i].frame = carry(old, &g->t, remap, S.nodes[i].frame);
