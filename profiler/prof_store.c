@@ -399,8 +399,8 @@ static uint32_t carry(const struct prof_intern *from, struct prof_intern *to, ui
  * lock labels, one per contended lock, and generated methods filled them). When they pass 7/8
  * of CLRSCOPE_MAX_NAME_BYTES (paced as the trie's compactions), the trie is compacted, then the
  * names its nodes and the buckets within the history still use are copied into a new generation
- * and renumbered there, when that frees at least 1/16 of the cap. Views hold the generation their names point into: the old one is freed
- * by the last of them. Lock held. */
+ * and renumbered there, when that frees at least 1/16 of the cap. Views hold the generation their
+ * names point into: the old one is freed by the last of them. Lock held. */
 static void maybe_compact_names(void)
 {
     struct prof_intern *old = &S.gen->t;
@@ -447,13 +447,12 @@ static void maybe_compact_names(void)
     }
     free(remap);
     reindex(); /* the nodes' and entries' hashes changed with their ids */
-    size_t freed = old->bytes - g->t.bytes;
     S.st.name_compactions++;
     S.st.freed_names += old->n - g->t.n;
     S.dropped_names += old->dropped;
     gen_unref(S.gen);
     S.gen = g;
-    S.names_gap_ns = next_gap(S.names_gap_ns, freed >= S.name_cap / 16);
+    S.names_gap_ns = GAP_MIN_NS; /* it freed at least 1/16 of the cap, counted above */
 }
 
 void prof_store_add(int kind, double t_unix, const char *const *frames, int nframes, uint32_t tid,
