@@ -132,16 +132,22 @@ def by_cause(incl_without, n, total):
     on the profiled one alone. A lower bound of clrscope's cost: its effects on the app's own
     code (caches, longer GC pauses, the allocation slow path taken more often) are not in it."""
     causes = collections.Counter()
+    entries = collections.Counter()  # the runtime's code only with clrscope, by where it starts
     for comm, period, frames in read_samples(os.path.join(D, "with.script")):
         dsos = {d for _, d in frames}
+        only = [i for i, (f, _) in enumerate(frames)
+                if f.startswith("libcoreclr:") and not incl_without[f]]
         if comm.startswith("clrscope"):
             cause = "clrscope's threads"
         elif "libclrscope.so" in dsos:
             cause = "clrscope's callbacks (on the app's threads)"
         elif "libm.so.6" in dsos:
             cause = "libm (the runtime's allocation sampling draws)"
-        elif any(f.startswith("libcoreclr:") and not incl_without[f] for f, _ in frames):
+        elif only:
             cause = "runtime code that ran only with clrscope (events)"
+            top = max(only)  # the outermost such function, and the one that called it
+            caller = frames[top + 1][0] if top + 1 < len(frames) else "-"
+            entries[f"{frames[top][0]} called by {caller}"] += period
         else:
             cause = "the rest"
         causes[cause] += period
@@ -151,6 +157,11 @@ def by_cause(incl_without, n, total):
     ours = total - causes["the rest"]
     print(f"  {'clrscope, all causes above the rest':48s} {ours / 1e3 / n:8.3f} "
           f"{ours / total * 100:6.2f} %")
+    # Where the runtime's extra code starts: with the allocation profiles, two functions that the
+    # allocation helper calls only when it takes a sample (README, "What it costs") lead
+    print("\nthe runtime's code that ran only with clrscope, by its outermost function (us per request)")
+    for entry, v in entries.most_common(6):
+        print(f"  {entry[:64]:64s} {v / 1e3 / n:8.3f} {v / total * 100:6.2f} %")
 
 
 if __name__ == "__main__":

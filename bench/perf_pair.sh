@@ -7,8 +7,9 @@
 # inclusive time differs most (libcoreclr, which ships without symbols, is grouped by the function
 # ranges of its .eh_frame), then clrscope's own functions, then the profiled server's CPU by cause
 # (clrscope's threads, its callbacks, the runtime's code that never ran without it: a lower bound
-# of the cost that the two servers' noise does not blur). Needs perf (VMs: software clock only)
-# and wrk; JIT-compiled code is named through DOTNET_PerfMapEnabled=1. KEEP=DIR keeps the data.
+# of the cost that the two servers' noise does not blur) and where that runtime code starts.
+# Needs perf (VMs: software clock only) and wrk; JIT-compiled code is named through
+# DOTNET_PerfMapEnabled=1. KEEP=DIR keeps the data.
 #   CLRSCOPE_PROFILES=alloc bench/perf_pair.sh build
 set -euo pipefail
 cd "$(dirname "$0")/.."
