@@ -18,6 +18,8 @@ int api_exceptions(const struct web_req *r);
 int api_locks(const struct web_req *r);
 int api_gcdump(const struct web_req *r);   /* /api/v1/gcdump and below; GET, POST, DELETE */
 int api_pprof(const struct web_req *r);    /* /debug/pprof/ and below */
+/* /debug/pprof/profile and wall waiting out their window now, and those whose client left */
+void api_pprof_waits(int *waiting, uint64_t *abandoned);
 int api_metrics(const struct web_req *r);
 int api_counters(const struct web_req *r);
 int api_threads(const struct web_req *r);  /* /api/v1/threads: a thread dump */

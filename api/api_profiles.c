@@ -14,10 +14,12 @@
 #include "prof_config.h"
 #include "prof_core.h"
 #include "prof_live.h"
+#include "prof_log.h"
 #include "prof_pprof.h"
 #include "prof_store.h"
 #include "prof_tree.h"
 #include "web_json.h"
+#include "web_peer.h"
 
 struct flame_type {
     const char *name;
@@ -243,6 +245,13 @@ int api_top(const struct web_req *r)
 /* ---- /debug/pprof ---- */
 
 static int g_waiting; /* profile requests currently waiting out their window */
+static uint64_t g_abandoned; /* waits ended early because their client went away */
+
+void api_pprof_waits(int *waiting, uint64_t *abandoned)
+{
+    *waiting = __atomic_load_n(&g_waiting, __ATOMIC_RELAXED);
+    *abandoned = __atomic_load_n(&g_abandoned, __ATOMIC_RELAXED);
+}
 
 static int pprof_index(const struct web_req *r)
 {
@@ -268,17 +277,23 @@ static int pprof_index(const struct web_req *r)
     return web_reply_bytes(r->conn, 200, "text/html; charset=utf-8", page, sizeof page - 1, NULL);
 }
 
-/* Sleeps `seconds`, waking every 100 ms to notice shutdown. Returns 0 when interrupted. */
-static int wait_window(double seconds)
+enum wait_end { WAITED, STOPPING, CLIENT_GONE };
+
+/* Sleeps `seconds`, waking every 100 ms to notice shutdown and a client that went away (its
+ * socket `fd`, -1 when unknown): a `go tool pprof` stopped with ^C gives its place back at
+ * once instead of holding one of the two waits for the rest of its window. */
+static enum wait_end wait_window(double seconds, int fd)
 {
     int64_t end = prof_now_ns() + (int64_t)(seconds * 1e9);
     while (prof_now_ns() < end) {
         if (prof_core_stopping())
-            return 0;
+            return STOPPING;
+        if (web_peer_gone(fd))
+            return CLIENT_GONE;
         struct timespec ts = {0, 100 * 1000000L};
         nanosleep(&ts, NULL);
     }
-    return 1;
+    return WAITED;
 }
 
 int api_pprof(const struct web_req *r)
@@ -334,10 +349,16 @@ int api_pprof(const struct web_req *r)
             return web_reply_error(r->conn, 429, "two profiles are already being collected; "
                                    "retry later or use wait=0 for the past window");
         }
-        int ok = wait_window(seconds);
+        enum wait_end how = wait_window(seconds, web_peer_socket(r->conn));
         __atomic_sub_fetch(&g_waiting, 1, __ATOMIC_RELAXED);
-        if (!ok)
+        if (how == STOPPING)
             return web_reply_error(r->conn, 503, "the process is shutting down");
+        if (how == CLIENT_GONE) { /* nobody to answer: the connection is closed, no reply */
+            __atomic_fetch_add(&g_abandoned, 1, __ATOMIC_RELAXED);
+            prof_log(LOG_DEBUG, "web: %s abandoned by its client during its window", r->path);
+            mg_disable_connection_keep_alive(r->conn);
+            return 499;
+        }
     }
     unsigned char *buf = NULL;
     size_t len = 0;

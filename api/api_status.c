@@ -43,6 +43,12 @@ int api_status(const struct web_req *r)
                             prof_events_state() > 0 ? "running"
                             : prof_events_state() < 0 ? "refused" : "off");
     cJSON_AddNumberToObject(o, "managed_threads", (double)prof_threads_count());
+    int waiting;
+    uint64_t abandoned;
+    api_pprof_waits(&waiting, &abandoned);
+    cJSON *pw = cJSON_AddObjectToObject(o, "pprof_waits");
+    cJSON_AddNumberToObject(pw, "waiting", waiting);
+    cJSON_AddNumberToObject(pw, "abandoned", (double)abandoned);
     struct prof_counters_stats cs;
     prof_counters_get_stats(&cs);
     cJSON *rc = cJSON_AddObjectToObject(o, "runtime_counters");

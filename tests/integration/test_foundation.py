@@ -259,6 +259,40 @@ class Dashboard(unittest.TestCase):
                 if os.path.exists(path):
                     os.unlink(path)
 
+    def test_abandoned_profile_gives_its_wait_back(self):
+        """/debug/pprof/profile?seconds=N waits out N seconds, two such waits at a time (a third
+        gets 429). A client that leaves during its window (go tool pprof stopped with ^C) gives
+        its place back within a tick, as in Go; before 2026-11-28 it kept it for the rest of the
+        window, and two abandoned waits refused every profile for up to N seconds."""
+        with ProfiledApp("wait", ["--seconds", "60"]) as app:
+            app.wait_ready()
+            host, port = app.url.split("//", 1)[1].rsplit(":", 1)
+            gone = []
+            for _ in range(2):
+                s = socket.create_connection((host, int(port)), timeout=10)
+                s.sendall(f"GET /debug/pprof/profile?seconds=50 HTTP/1.1\r\n"
+                          f"Host: {host}:{port}\r\n\r\n".encode())
+                gone.append(s)
+            app.wait_json("/api/v1/status", lambda st: st["pprof_waits"]["waiting"] == 2,
+                          timeout=10)
+            status, _, body = app.request("/debug/pprof/profile?seconds=1")
+            self.assertEqual(status, 429, body[:200])
+            self.assertIn("error", json.loads(body))
+            for s in gone:
+                s.close()
+            t0 = time.monotonic()
+            st = app.wait_json("/api/v1/status", lambda st: st["pprof_waits"]["waiting"] == 0,
+                               timeout=10)
+            self.assertLess(time.monotonic() - t0, 5)
+            self.assertEqual(st["pprof_waits"]["abandoned"], 2)
+            # a client that stays gets its profile at the end of its window
+            t0 = time.monotonic()
+            status, headers, body = app.request("/debug/pprof/profile?seconds=2")
+            self.assertEqual(status, 200, body[:200])
+            self.assertGreaterEqual(time.monotonic() - t0, 1.9)
+            self.assertEqual(body[:2], b"\x1f\x8b")  # gzip, as Go's
+            self.assertEqual(app.json("/api/v1/status")["pprof_waits"]["abandoned"], 2)
+
     def test_port_taken_falls_back_to_next(self):
         s = socket.socket()
         s.bind(("127.0.0.1", 0))

@@ -1,0 +1,77 @@
+/* web_peer.c - see web_peer.h. */
+#include "web_peer.h"
+
+#include <arpa/inet.h>
+#include <civetweb.h>
+#include <dirent.h>
+#include <errno.h>
+#include <netinet/in.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+
+/* The port and printed address of a socket end; -1 when it is no IP socket. */
+static int end_of(const struct sockaddr_storage *ss, char *addr, size_t cap, int *port)
+{
+    if (ss->ss_family == AF_INET) {
+        const struct sockaddr_in *a = (const struct sockaddr_in *)ss;
+        *port = ntohs(a->sin_port);
+        return inet_ntop(AF_INET, &a->sin_addr, addr, (socklen_t)cap) ? 0 : -1;
+    }
+    if (ss->ss_family == AF_INET6) {
+        const struct sockaddr_in6 *a = (const struct sockaddr_in6 *)ss;
+        *port = ntohs(a->sin6_port);
+        return inet_ntop(AF_INET6, &a->sin6_addr, addr, (socklen_t)cap) ? 0 : -1;
+    }
+    return -1;
+}
+
+static int is_the_request(int fd, const struct mg_request_info *ri)
+{
+    struct sockaddr_storage ss;
+    socklen_t sl = sizeof ss;
+    char addr[INET6_ADDRSTRLEN];
+    int port;
+    if (getpeername(fd, (struct sockaddr *)&ss, &sl) || end_of(&ss, addr, sizeof addr, &port) ||
+        port != ri->remote_port || strcmp(addr, ri->remote_addr))
+        return 0;
+    sl = sizeof ss;
+    if (getsockname(fd, (struct sockaddr *)&ss, &sl) || end_of(&ss, addr, sizeof addr, &port))
+        return 0;
+    return port == ri->server_port;
+}
+
+int web_peer_socket(const struct mg_connection *c)
+{
+    const struct mg_request_info *ri = mg_get_request_info(c);
+    if (!ri || ri->remote_port <= 0 || !ri->remote_addr[0])
+        return -1;
+    DIR *d = opendir("/proc/self/fd"); /* its buffer is on the heap, not the worker's stack */
+    if (!d)
+        return -1;
+    int own = dirfd(d), found = -1;
+    struct dirent *e;
+    while (found < 0 && (e = readdir(d))) {
+        char *end;
+        long fd = strtol(e->d_name, &end, 10);
+        if (*end || end == e->d_name || fd < 0 || fd == own)
+            continue;
+        if (is_the_request((int)fd, ri))
+            found = (int)fd;
+    }
+    closedir(d);
+    return found;
+}
+
+int web_peer_gone(int fd)
+{
+    if (fd < 0)
+        return 0;
+    char b;
+    ssize_t n = recv(fd, &b, 1, MSG_PEEK | MSG_DONTWAIT);
+    if (n == 0)
+        return 1; /* the client's FIN: it sends nothing more, and it asked for nothing more */
+    if (n < 0 && (errno == ECONNRESET || errno == ENOTCONN || errno == EPIPE))
+        return 1;
+    return 0;
+}
