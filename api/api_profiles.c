@@ -249,8 +249,8 @@ static uint64_t g_abandoned; /* waits ended early because their client went away
 
 void api_pprof_waits(int *waiting, uint64_t *abandoned)
 {
-    *waiting = __atomic_load_n(&g_waiting, __ATOMIC_RELAXED);
-    *abandoned = __atomic_load_n(&g_abandoned, __ATOMIC_RELAXED);
+    *waiting = __atomic_load_n(&g_waiting, __ATOMIC_ACQUIRE);
+    *abandoned = __atomic_load_n(&g_abandoned, __ATOMIC_ACQUIRE);
 }
 
 static int pprof_index(const struct web_req *r)
@@ -350,11 +350,13 @@ int api_pprof(const struct web_req *r)
                                    "retry later or use wait=0 for the past window");
         }
         enum wait_end how = wait_window(seconds, web_peer_socket(r->conn));
-        __atomic_sub_fetch(&g_waiting, 1, __ATOMIC_RELAXED);
+        if (how == CLIENT_GONE) /* counted before the wait is given back: a reader of both
+                                 * never sees the wait gone and not yet counted */
+            __atomic_fetch_add(&g_abandoned, 1, __ATOMIC_RELEASE);
+        __atomic_sub_fetch(&g_waiting, 1, __ATOMIC_RELEASE);
         if (how == STOPPING)
             return web_reply_error(r->conn, 503, "the process is shutting down");
         if (how == CLIENT_GONE) { /* nobody to answer: the connection is closed, no reply */
-            __atomic_fetch_add(&g_abandoned, 1, __ATOMIC_RELAXED);
             prof_log(LOG_DEBUG, "web: %s abandoned by its client during its window", r->path);
             mg_disable_connection_keep_alive(r->conn);
             return 499;

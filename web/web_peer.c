@@ -28,6 +28,10 @@ static int end_of(const struct sockaddr_storage *ss, char *addr, size_t cap, int
 
 static int is_the_request(int fd, const struct mg_request_info *ri)
 {
+    int type = 0;
+    socklen_t tl = sizeof type;
+    if (getsockopt(fd, SOL_SOCKET, SO_TYPE, &type, &tl) || type != SOCK_STREAM)
+        return 0;
     struct sockaddr_storage ss;
     socklen_t sl = sizeof ss;
     char addr[INET6_ADDRSTRLEN];
@@ -49,18 +53,23 @@ int web_peer_socket(const struct mg_connection *c)
     DIR *d = opendir("/proc/self/fd"); /* its buffer is on the heap, not the worker's stack */
     if (!d)
         return -1;
-    int own = dirfd(d), found = -1;
+    int own = dirfd(d), found = -1, matches = 0;
     struct dirent *e;
-    while (found < 0 && (e = readdir(d))) {
+    while (matches < 2 && (e = readdir(d))) {
         char *end;
         long fd = strtol(e->d_name, &end, 10);
         if (*end || end == e->d_name || fd < 0 || fd == own)
             continue;
-        if (is_the_request((int)fd, ri))
+        if (is_the_request((int)fd, ri)) {
             found = (int)fd;
+            matches++;
+        }
     }
     closedir(d);
-    return found;
+    /* Two sockets with these ends (the app listening on the same port number at another
+     * address, reached from the same client port): which one is ours cannot be told, and
+     * the wrong one's close would end a wait whose client is still there. */
+    return matches == 1 ? found : -1;
 }
 
 int web_peer_gone(int fd)

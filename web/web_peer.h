@@ -12,7 +12,9 @@
 struct mg_connection;
 
 /* The descriptor of the request's socket, or -1 when it cannot be told (no /proc, no spare
- * descriptor to list it with, no socket with both ends): then nothing is known of the client. */
+ * descriptor to list it with, no stream socket with both ends, or two of them): then nothing
+ * is known of the client. A client that shuts its sending side after the request counts as
+ * gone (as in Go); one whose unread bytes are still queued counts as there. */
 int web_peer_socket(const struct mg_connection *c);
 
 /* 1 when the client has closed its side or reset the connection, 0 while it is open (or data

@@ -264,22 +264,25 @@ class Dashboard(unittest.TestCase):
         gets 429). A client that leaves during its window (go tool pprof stopped with ^C) gives
         its place back within a tick, as in Go; before 2026-11-28 it kept it for the rest of the
         window, and two abandoned waits refused every profile for up to N seconds."""
-        with ProfiledApp("wait", ["--seconds", "60"]) as app:
+        with ProfiledApp("wait", ["--seconds", "60"], env={"CLRSCOPE_HISTORY_S": "300"}) as app:
             app.wait_ready()
             host, port = app.url.split("//", 1)[1].rsplit(":", 1)
+            auth = f"Authorization: Bearer {app.token}\r\n" if app.token else ""
             gone = []
-            for _ in range(2):
-                s = socket.create_connection((host, int(port)), timeout=10)
-                s.sendall(f"GET /debug/pprof/profile?seconds=50 HTTP/1.1\r\n"
-                          f"Host: {host}:{port}\r\n\r\n".encode())
-                gone.append(s)
-            app.wait_json("/api/v1/status", lambda st: st["pprof_waits"]["waiting"] == 2,
-                          timeout=10)
-            status, _, body = app.request("/debug/pprof/profile?seconds=1")
-            self.assertEqual(status, 429, body[:200])
-            self.assertIn("error", json.loads(body))
-            for s in gone:
-                s.close()
+            try:
+                for _ in range(2):
+                    s = socket.create_connection((host, int(port)), timeout=10)
+                    gone.append(s)
+                    s.sendall(f"GET /debug/pprof/profile?seconds=50 HTTP/1.1\r\n"
+                              f"Host: {host}:{port}\r\n{auth}\r\n".encode())
+                app.wait_json("/api/v1/status", lambda st: st["pprof_waits"]["waiting"] == 2,
+                              timeout=10)
+                status, _, body = app.request("/debug/pprof/profile?seconds=1")
+                self.assertEqual(status, 429, body[:200])
+                self.assertIn("error", json.loads(body))
+            finally:
+                for s in gone:
+                    s.close()
             t0 = time.monotonic()
             st = app.wait_json("/api/v1/status", lambda st: st["pprof_waits"]["waiting"] == 0,
                                timeout=10)
