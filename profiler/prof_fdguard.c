@@ -57,23 +57,42 @@ static int port_of(int fd, struct sockaddr_storage *ss, socklen_t *sl)
     return -1;
 }
 
-static int find_listener(int port)
+int prof_fdguard_find(int (*match)(int fd, void *arg), void *arg, int *matches)
 {
-    DIR *d = opendir("/proc/self/fd");
+    *matches = 0;
+    DIR *d = opendir("/proc/self/fd"); /* its buffer is on the heap, not a worker's stack */
     if (!d)
         return -1;
     int found = -1;
     struct dirent *e;
-    while (found < 0 && (e = readdir(d))) {
+    while (*matches < 2 && (e = readdir(d))) {
         char *end;
         long fd = strtol(e->d_name, &end, 10);
         if (end == e->d_name || *end || fd < 0 || fd > 1 << 30 || fd == dirfd(d))
             continue;
-        if (port_of((int)fd, &G.addr, &G.addr_len) == port)
-            found = (int)fd;
+        if (match((int)fd, arg)) {
+            if (found < 0)
+                found = (int)fd;
+            ++*matches;
+        }
     }
     closedir(d);
     return found;
+}
+
+static int is_listener(int fd, void *port)
+{
+    struct sockaddr_storage ss;
+    socklen_t sl;
+    return port_of(fd, &ss, &sl) == *(int *)port;
+}
+
+/* The listening socket on `port`, its address kept in G for listening again */
+static int find_listener(int port)
+{
+    int matches;
+    int fd = prof_fdguard_find(is_listener, &port, &matches);
+    return fd >= 0 && port_of(fd, &G.addr, &G.addr_len) == port ? fd : -1;
 }
 
 int prof_fdguard_start(int port)

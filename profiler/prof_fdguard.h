@@ -44,6 +44,10 @@ struct prof_fdguard_stats {
     uint64_t resets;        /* queues dropped for want of a spare to answer with */
 };
 void prof_fdguard_get_stats(struct prof_fdguard_stats *out);
+/* The first of the process's descriptors for which match(fd, arg) holds, or -1 (none, or no
+ * descriptor to list them with); *matches counts them, up to 2 (the listing stops there). For
+ * sockets clrscope's code holds but civetweb does not hand out. Any clrscope thread. */
+int prof_fdguard_find(int (*match)(int fd, void *arg), void *arg, int *matches);
 /* Tests: gives the spare up (closed), as when the app took its place. */
 void prof_fdguard_lose_spare(void);
 

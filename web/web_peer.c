@@ -3,12 +3,12 @@
 
 #include <arpa/inet.h>
 #include <civetweb.h>
-#include <dirent.h>
 #include <errno.h>
 #include <netinet/in.h>
-#include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+
+#include "prof_fdguard.h"
 
 /* The port and printed address of a socket end; -1 when it is no IP socket. */
 static int end_of(const struct sockaddr_storage *ss, char *addr, size_t cap, int *port)
@@ -26,8 +26,9 @@ static int end_of(const struct sockaddr_storage *ss, char *addr, size_t cap, int
     return -1;
 }
 
-static int is_the_request(int fd, const struct mg_request_info *ri)
+static int is_the_request(int fd, void *arg)
 {
+    const struct mg_request_info *ri = arg;
     int type = 0;
     socklen_t tl = sizeof type;
     if (getsockopt(fd, SOL_SOCKET, SO_TYPE, &type, &tl) || type != SOCK_STREAM)
@@ -50,26 +51,12 @@ int web_peer_socket(const struct mg_connection *c)
     const struct mg_request_info *ri = mg_get_request_info(c);
     if (!ri || ri->remote_port <= 0 || !ri->remote_addr[0])
         return -1;
-    DIR *d = opendir("/proc/self/fd"); /* its buffer is on the heap, not the worker's stack */
-    if (!d)
-        return -1;
-    int own = dirfd(d), found = -1, matches = 0;
-    struct dirent *e;
-    while (matches < 2 && (e = readdir(d))) {
-        char *end;
-        long fd = strtol(e->d_name, &end, 10);
-        if (*end || end == e->d_name || fd < 0 || fd == own)
-            continue;
-        if (is_the_request((int)fd, ri)) {
-            found = (int)fd;
-            matches++;
-        }
-    }
-    closedir(d);
+    int matches;
+    int fd = prof_fdguard_find(is_the_request, (void *)ri, &matches);
     /* Two sockets with these ends (the app listening on the same port number at another
      * address, reached from the same client port): which one is ours cannot be told, and
      * the wrong one's close would end a wait whose client is still there. */
-    return matches == 1 ? found : -1;
+    return matches == 1 ? fd : -1;
 }
 
 int web_peer_gone(int fd)
