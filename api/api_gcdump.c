@@ -493,6 +493,12 @@ static int send_file(const struct web_req *r, int id)
     snprintf(len, sizeof len, "%lld", (long long)sb.st_size);
     snprintf(disp, sizeof disp, "attachment; filename=\"clrscope-%d-%d.gcdump\"", (int)g_core.pid,
              id);
+    int head = !strcmp(r->method, "HEAD");
+    if (head) {
+        /* closed before the reply: a client that has its headers finds no descriptor left */
+        close(fd);
+        fd = -1;
+    }
     mg_response_header_start(r->conn, 200);
     mg_response_header_add(r->conn, "Content-Type", "application/octet-stream", -1);
     mg_response_header_add(r->conn, "Content-Length", len, -1);
@@ -500,15 +506,15 @@ static int send_file(const struct web_req *r, int id)
     mg_response_header_add(r->conn, "Cache-Control", "no-store", -1);
     mg_response_header_add(r->conn, "X-Content-Type-Options", "nosniff", -1);
     mg_response_header_send(r->conn);
-    if (strcmp(r->method, "HEAD")) {
+    if (!head) {
         char *buf = malloc(65536);
         ssize_t n;
         while (buf && (n = read(fd, buf, 65536)) > 0)
             if (mg_write(r->conn, buf, (size_t)n) <= 0)
                 break;
         free(buf);
+        close(fd);
     }
-    close(fd);
     return 200;
 }
 

@@ -57,6 +57,17 @@ def byte_arrays_by_holder(dump):
     return len(held), total - len(held)
 
 
+def open_files(pid):
+    """What the process's descriptors point at; one closed while listed is skipped."""
+    held = []
+    for n in os.listdir(f"/proc/{pid}/fd"):
+        try:
+            held.append(os.readlink(f"/proc/{pid}/fd/{n}"))
+        except FileNotFoundError:
+            pass
+    return held
+
+
 def gcdump_tool():
     tool = os.environ.get("CLRSCOPE_GCDUMP_TOOL") or shutil.which("dotnet-gcdump")
     return tool if tool and os.path.exists(tool) else None
@@ -104,8 +115,9 @@ class GcdumpTest(unittest.TestCase):
                 stop.set()
                 asker.join()
             self.assertIn(409, early)
-            held = [os.readlink(f"/proc/{app.pid}/fd/{n}") for n in os.listdir(f"/proc/{app.pid}/fd")]
-            self.assertEqual([h for h in held if h.startswith(dumps)], [], "descriptors left open")
+            # (a HEAD that got its 200 closed its descriptor before replying, so none may be open)
+            self.assertEqual([h for h in open_files(app.pid) if h.startswith(dumps)], [],
+                             "descriptors left open")
             self.assertEqual(a["status"], "done", a.get("error"))
             self.assertIsNone(a["error"])
             self.assertEqual(a["progress"], 1)
