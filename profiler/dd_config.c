@@ -15,8 +15,8 @@
 #include <unistd.h>
 
 #include "prof_config.h"
+#include "prof_utf8.h"
 #include "prof_log.h"
-#include "prof_threads.h"
 
 /* ---- small string helpers ---- */
 

@@ -1,5 +1,6 @@
 /* prof_core.c - see prof_core.h. Initialize/Shutdown sequencing for every module. */
 #include "prof_core.h"
+#include "prof_utf8.h"
 
 #include <errno.h>
 #include <pthread.h>

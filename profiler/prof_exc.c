@@ -18,6 +18,7 @@
  * exceptions keep their message (prof_exc_poll), for the callback.
  */
 #include "prof_exc.h"
+#include "prof_utf8.h"
 
 #include <pthread.h>
 #include <stdio.h>
@@ -31,7 +32,6 @@
 #include "prof_log.h"
 #include "prof_store.h"
 #include "prof_symbols.h"
-#include "prof_threads.h"
 #include "prof_unload.h"
 #include "prof_walk.h"
 

@@ -1,5 +1,6 @@
 /* prof_sigsample.c - see prof_sigsample.h. Nothing in this file runs in signal context. */
 #include "prof_sigsample.h"
+#include "prof_utf8.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -21,7 +22,6 @@
 
 #include "prof_log.h"
 #include "prof_sighandler.h"
-#include "prof_threads.h"
 
 /* Reading /proc/self/maps (~1,100 lines in an ASP.NET Core server) costs ~1.5 ms of CPU, mostly
  * the kernel's: every 2 s that was 0.2 % of the server's CPU on the bench. Code mapped since the

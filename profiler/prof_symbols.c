@@ -1,5 +1,6 @@
 /* prof_symbols.c - see prof_symbols.h. */
 #include "prof_symbols.h"
+#include "prof_utf8.h"
 
 #include <dlfcn.h>
 #include <pthread.h>
@@ -9,7 +10,6 @@
 
 #include "prof_core.h"
 #include "prof_intern.h"
-#include "prof_threads.h"
 #include "prof_unload.h"
 
 #define NAME_MAX_LEN 512

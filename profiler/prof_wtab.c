@@ -1,5 +1,6 @@
 /* prof_wtab.c - see prof_wtab.h. */
 #include "prof_wtab.h"
+#include "prof_utf8.h"
 
 #include <math.h>
 #include <pthread.h>
@@ -7,7 +8,6 @@
 #include <string.h>
 
 #include "prof_core.h"
-#include "prof_threads.h"
 
 #define MAX_STR 512 /* key strings are cut here */
 

@@ -8,7 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "prof_threads.h"
+#include "prof_utf8.h"
 
 void jb_init(struct jbuf *b, size_t max)
 {

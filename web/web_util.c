@@ -12,7 +12,7 @@
 #include <strings.h>
 
 #include "prof_config.h"
-#include "prof_threads.h"
+#include "prof_utf8.h"
 
 /* API answers are never stored; a reply may name its own Cache-Control in extra (the dashboard's
  * files: "no-cache", kept and revalidated by ETag). */

@@ -18,7 +18,7 @@
 #include "api_flame.h"
 #include "fuzz_input.h"
 #include "fuzz_runtime.h"
-#include "prof_threads.h"
+#include "prof_utf8.h"
 #include "prof_tree.h"
 #include "web_json.h"
 

@@ -3,13 +3,13 @@
  * compiler-generated nested types fold into what they implement; for the types of objects they
  * stay (a closure is an object of its display class, not of the class that declares the lambda).
  * And names read from the system (/proc's comm, the command line) made valid UTF-8 before they
- * reach JSON or pprof (prof_threads), and JSON strings written with whole characters only
+ * reach JSON or pprof (prof_utf8), and JSON strings written with whole characters only
  * (web_json's jb_str: a name cut inside a character, a path in another encoding).
  */
 #include <string.h>
 
 #include "prof_symbols.h"
-#include "prof_threads.h"
+#include "prof_utf8.h"
 #include "web_json.h"
 
 #include "unit_check.h"
