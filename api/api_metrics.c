@@ -120,16 +120,9 @@ static void self_metrics(struct jbuf *b)
     family(b, "clrscope_profiler_memory_bytes", "gauge",
            "Memory held by clrscope, accounted by module (store, rings, tables, code map, queue, "
            "thread dump).");
-    const struct {
-        const char *name;
-        int64_t v;
-    } mods[] = {{"store", self.mem_store},     {"event_ring", self.mem_ring},
-                {"live_objects", self.mem_live}, {"exception_lock_tables", self.mem_tables},
-                {"code_map", self.mem_codemap},  {"export_queue", self.mem_export},
-                {"thread_dumps", self.mem_tdump}};
-    for (size_t i = 0; i < sizeof mods / sizeof mods[0]; i++)
-        jb_printf(b, "clrscope_profiler_memory_bytes{module=\"%s\"} %" PRId64 "\n", mods[i].name,
-             mods[i].v > 0 ? mods[i].v : 0);
+    for (int i = 0; i < self.nmem; i++)
+        jb_printf(b, "clrscope_profiler_memory_bytes{module=\"%s\"} %" PRId64 "\n",
+                  self.mem[i].name, self.mem[i].bytes > 0 ? self.mem[i].bytes : 0);
     metric_u(b, "clrscope_events_total", "counter",
              "Runtime events handed from callbacks to the aggregator.", self.ring_pushed);
     metric_u(b, "clrscope_events_dropped_total", "counter",

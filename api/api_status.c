@@ -71,13 +71,8 @@ int api_status(const struct web_req *r)
     cJSON_AddNumberToObject(so, "rss_bytes", (double)self.rss_bytes);
     cJSON_AddNumberToObject(so, "mem_bytes", (double)self.mem_bytes);
     cJSON *mem = cJSON_AddObjectToObject(so, "mem");
-    cJSON_AddNumberToObject(mem, "store", (double)self.mem_store);
-    cJSON_AddNumberToObject(mem, "event_ring", (double)self.mem_ring);
-    cJSON_AddNumberToObject(mem, "live_objects", (double)self.mem_live);
-    cJSON_AddNumberToObject(mem, "exception_lock_tables", (double)self.mem_tables);
-    cJSON_AddNumberToObject(mem, "code_map", (double)self.mem_codemap);
-    cJSON_AddNumberToObject(mem, "export_queue", (double)self.mem_export);
-    cJSON_AddNumberToObject(mem, "thread_dumps", (double)self.mem_tdump);
+    for (int i = 0; i < self.nmem; i++)
+        cJSON_AddNumberToObject(mem, self.mem[i].name, (double)self.mem[i].bytes);
     cJSON_AddNumberToObject(so, "suspended_s", (double)ss.suspended_ns / 1e9);
     cJSON_AddNumberToObject(so, "sampler_ticks", (double)ss.ticks);
     cJSON_AddStringToObject(so, "cpu_sampler", ss.cpu_sampler ? ss.cpu_sampler : "off");

@@ -9,24 +9,12 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "prof_alloc.h"
 #include "prof_config.h"
 #include "prof_core.h"
-#include "prof_counters.h"
-#include "prof_codemap.h"
-#include "prof_exc.h"
-#include "prof_exporter.h"
-#include "prof_fdguard.h"
-#include "prof_gc.h"
-#include "prof_live.h"
-#include "prof_lock.h"
 #include "prof_log.h"
 #include "prof_ring.h"
-#include "prof_store.h"
-#include "prof_tdump.h"
 #include "prof_unload.h"
 #include "prof_walk.h"
-#include "prof_wtab.h"
 
 #define RING_SLOTS 4096u
 #define SELF_WINDOW 10
@@ -42,6 +30,56 @@ static struct {
     int hist_pos;
 } A = {.lock = PTHREAD_MUTEX_INITIALIZER};
 
+/* The kind table: appended under its lock, read without it (a row is written before the count
+ * that shows it is published). */
+static struct {
+    pthread_mutex_t lock;
+    const struct prof_kind *rows[PROF_AGG_MAX_KINDS];
+    size_t n; /* atomic */
+} K = {.lock = PTHREAD_MUTEX_INITIALIZER};
+
+int prof_agg_add(const struct prof_kind *k)
+{
+    pthread_mutex_lock(&K.lock);
+    size_t n = K.n;
+    if (n == PROF_AGG_MAX_KINDS) {
+        pthread_mutex_unlock(&K.lock);
+        prof_log(LOG_ERROR, "the aggregator's kind table is full; %s is not driven", k->name);
+        return -1;
+    }
+    K.rows[n] = k;
+    __atomic_store_n(&K.n, n + 1, __ATOMIC_RELEASE);
+    pthread_mutex_unlock(&K.lock);
+    return 0;
+}
+
+const struct prof_kind *const *prof_agg_kinds(size_t *n)
+{
+    *n = __atomic_load_n(&K.n, __ATOMIC_ACQUIRE);
+    return K.rows;
+}
+
+/* The row that consumes records of `kind`; *bare: without their frames named. */
+static const struct prof_kind *consumer_of(uint32_t kind, int *bare)
+{
+    size_t n;
+    const struct prof_kind *const *rows = prof_agg_kinds(&n);
+    unsigned bit = kind < 32 ? 1u << kind : 0;
+    for (size_t i = 0; i < n; i++) {
+        if (!rows[i]->consume)
+            continue;
+        if (rows[i]->records & bit) {
+            *bare = 0;
+            return rows[i];
+        }
+        if (rows[i]->bare & bit) {
+            *bare = 1;
+            return rows[i];
+        }
+    }
+    return NULL;
+}
+
 /* Consumes what the ring holds; returns how many records. */
 #define DRAIN_BUDGET 100000
 
@@ -56,32 +94,17 @@ static int drain(void)
             break;
         /* its IDs are asked about only while no module unload has started since it was taken */
         int asking = prof_unload_enter(r->epoch);
-        if (r->kind == REC_ALLOC_TYPE) { /* no stack */
-            prof_alloc_consume_type(r);
-            if (asking)
-                prof_unload_leave();
-            prof_ring_release(g_ring);
-            continue;
-        }
-        prof_walk_resolve(r);
-        int n = prof_walk_names(r->frames, (int)(r->nframes > REC_MAX_FRAMES ? REC_MAX_FRAMES
-                                                                               : r->nframes),
-                                (int)r->truncated, names, REC_MAX_FRAMES + 2);
-        switch (r->kind) {
-        case REC_ALLOC:
-            prof_alloc_consume(r, names, n);
-            break;
-        case REC_LIVE:
-            prof_live_consume(r, names, n);
-            break;
-        case REC_EXCEPTION:
-            prof_exc_consume(r, names, n);
-            break;
-        case REC_LOCK:
-            prof_lock_consume(r, names, n);
-            break;
-        default:
-            break;
+        int bare = 0;
+        const struct prof_kind *k = consumer_of(r->kind, &bare);
+        if (k && bare) {
+            k->consume(r, NULL, 0);
+        } else if (k) {
+            prof_walk_resolve(r);
+            int n = prof_walk_names(r->frames,
+                                    (int)(r->nframes > REC_MAX_FRAMES ? REC_MAX_FRAMES
+                                                                       : r->nframes),
+                                    (int)r->truncated, names, REC_MAX_FRAMES + 2);
+            k->consume(r, names, n);
         }
         if (asking)
             prof_unload_leave();
@@ -177,16 +200,30 @@ static int64_t rss_bytes(void)
     return (int64_t)rss * sysconf(_SC_PAGESIZE);
 }
 
+/* Adds `bytes` to the entry named `name` of out->mem (a new one at the end when none has it). */
+static void mem_add(struct prof_self_stats *out, const char *name, int64_t bytes)
+{
+    for (int i = 0; i < out->nmem; i++)
+        if (!strcmp(out->mem[i].name, name)) {
+            out->mem[i].bytes += bytes;
+            return;
+        }
+    if (out->nmem < PROF_AGG_MAX_MEM)
+        out->mem[out->nmem++] = (struct prof_mem_use){name, bytes};
+}
+
 static void self_tick(void)
 {
     /* module memory first: the getters take their modules' own locks, not A.lock */
-    int64_t m_store = (int64_t)prof_store_mem_bytes(), m_ring = (int64_t)prof_ring_mem_bytes(g_ring);
-    int64_t m_live = (int64_t)prof_live_mem_bytes();
-    int64_t m_tables = (int64_t)(prof_wtab_mem_bytes(prof_exc_table()) +
-                                 prof_wtab_mem_bytes(prof_lock_table()));
-    int64_t m_codemap = (int64_t)prof_codemap_mem_bytes();
-    int64_t m_export = (int64_t)prof_exporter_queue_bytes();
-    int64_t m_tdump = (int64_t)prof_tdump_mem_bytes();
+    struct prof_self_stats now = {0};
+    mem_add(&now, "event_ring", (int64_t)prof_ring_mem_bytes(g_ring));
+    size_t nk;
+    const struct prof_kind *const *rows = prof_agg_kinds(&nk);
+    for (size_t i = 0; i < nk; i++)
+        if (rows[i]->mem_bytes && rows[i]->mem_name)
+            mem_add(&now, rows[i]->mem_name, (int64_t)rows[i]->mem_bytes());
+    for (int i = 0; i < now.nmem; i++)
+        now.mem_bytes += now.mem[i].bytes;
     double self = self_cpu_seconds();
     double proc = (double)prof_process_cpu_ns() / 1e9;
     pthread_mutex_lock(&A.lock);
@@ -198,14 +235,9 @@ static void self_tick(void)
     A.self.cpu_s = self;
     A.self.cpu_share = dp > 0 && A.hist_proc[oldest] > 0 ? ds / dp : 0;
     A.self.rss_bytes = rss_bytes();
-    A.self.mem_store = m_store;
-    A.self.mem_ring = m_ring;
-    A.self.mem_live = m_live;
-    A.self.mem_tables = m_tables;
-    A.self.mem_codemap = m_codemap;
-    A.self.mem_export = m_export;
-    A.self.mem_tdump = m_tdump;
-    A.self.mem_bytes = m_store + m_ring + m_live + m_tables + m_codemap + m_export + m_tdump;
+    memcpy(A.self.mem, now.mem, sizeof now.mem);
+    A.self.nmem = now.nmem;
+    A.self.mem_bytes = now.mem_bytes;
     A.self.ring_dropped = prof_ring_dropped(g_ring);
     A.self.ring_pushed = prof_ring_pushed(g_ring);
     pthread_mutex_unlock(&A.lock);
@@ -224,7 +256,11 @@ static void *agg_main(void *arg)
          * app for a context switch); a module unload wakes it at once (prof_unload.h) */
         uint32_t nudges = prof_core_nudges();
         uint64_t unload_wanted = prof_unload_drain_wanted();
-        prof_exc_poll();
+        size_t nk;
+        const struct prof_kind *const *rows = prof_agg_kinds(&nk);
+        for (size_t i = 0; i < nk; i++)
+            if (rows[i]->poll)
+                rows[i]->poll(prof_now_ns());
         int got = drain();
         if (got < DRAIN_BUDGET)
             prof_unload_drained(PROF_UNLOAD_AGG, unload_wanted);
@@ -239,14 +275,11 @@ static void *agg_main(void *arg)
         if (sleep_ns > DRAIN_MAX_NS)
             sleep_ns = DRAIN_MAX_NS;
         int64_t now = prof_now_ns();
-        prof_fdguard_watch(now);
         if (now >= next_tick) {
             double u = prof_unix_now();
-            prof_gc_tick(u);
-            prof_live_tick(u);
-            prof_exc_tick(u);
-            prof_lock_tick(u);
-            prof_counters_tick(u);
+            for (size_t i = 0; i < nk; i++)
+                if (rows[i]->tick)
+                    rows[i]->tick(u);
             self_tick();
             next_tick = now + 1000000000LL;
         }
@@ -293,4 +326,13 @@ void prof_agg_self_stats(struct prof_self_stats *out)
     pthread_mutex_lock(&A.lock);
     *out = A.self;
     pthread_mutex_unlock(&A.lock);
+    if (out->nmem)
+        return;
+    /* before the first tick: every field, at 0 */
+    mem_add(out, "event_ring", 0);
+    size_t nk;
+    const struct prof_kind *const *rows = prof_agg_kinds(&nk);
+    for (size_t i = 0; i < nk; i++)
+        if (rows[i]->mem_bytes && rows[i]->mem_name)
+            mem_add(out, rows[i]->mem_name, 0);
 }

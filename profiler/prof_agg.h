@@ -1,22 +1,63 @@
 /*
- * prof_agg - the clrscope-agg thread: drains the callback ring (prof_ring) every 20 ms, names
- * frames and hands each record to the module that owns its kind; once a second it runs every
- * module's periodic tick (GC CPU share, live-object checks, self-cost figures).
+ * prof_agg - the clrscope-agg thread: drains the callback ring (prof_ring) every 2-50 ms, names
+ * the frames of each record and hands it to the kind that consumes it; once a second it runs
+ * every kind's tick (GC CPU share, live-object checks, exception and lock estimates) and reads
+ * clrscope's own cost (its threads' CPU, the memory each module holds).
+ *
+ * The aggregator names no module: each registers a row (struct prof_kind) that says what it
+ * consumes and does, the composition root (prof_entry.c) in Initialize and the dashboard server
+ * when it starts. Rows are appended, never removed; the kind table is what a caller that wants
+ * to see or steer what each profile costs walks (prof_agg_kinds).
+ *
+ * ctx: prof_agg_add any thread (before or after prof_agg_start); prof_agg_start/stop from
+ * Initialize/Shutdown; every callback of a row on clrscope-agg only; prof_agg_self_stats and
+ * prof_agg_kinds any thread.
  */
 #ifndef PROF_AGG_H
 #define PROF_AGG_H
 
+#include <stddef.h>
 #include <stdint.h>
+
+struct prof_rec;
+
+struct prof_kind {
+    const char *name;     /* "alloc", "exceptions", "store", ... */
+    unsigned profile;     /* PROFILE_* bits it serves; 0 for a module that profiles nothing */
+    unsigned records;     /* 1u << REC_*: the ring's records it consumes, their frames named */
+    unsigned bare;        /* 1u << REC_*: records it consumes as they are (no frames, no names) */
+    /* a record of `records` (names[0..n): leaf first) or of `bare` (names NULL, n 0) */
+    void (*consume)(const struct prof_rec *r, const char **names, int n);
+    void (*poll)(int64_t now_ns);  /* every pass of the loop, before the drain (2-500 a second) */
+    void (*tick)(double now_unix); /* once a second, in the order the rows were added */
+    size_t (*mem_bytes)(void);     /* the bytes it holds now */
+    const char *mem_name; /* the /api/v1/status memory field its bytes add to (rows may share) */
+};
+
+#define PROF_AGG_MAX_KINDS 32
+#define PROF_AGG_MAX_MEM 16
+
+/* Adds a row; `k` must stay valid for the process's life (a static const). 0, or -1 when the
+ * table is full (logged). */
+int prof_agg_add(const struct prof_kind *k);
+/* The rows added so far, in order; *n their count. The array only grows. */
+const struct prof_kind *const *prof_agg_kinds(size_t *n);
+
+struct prof_mem_use {
+    const char *name;  /* a mem_name of the kind table, or "event_ring" */
+    int64_t bytes;
+};
 
 struct prof_self_stats {
     double cpu_s;          /* CPU time used by clrscope-* threads */
     double cpu_share;      /* of process CPU over the last 10 s */
     int64_t rss_bytes;     /* process RSS (the app and clrscope together) */
     /* clrscope's own memory, accounted by its modules (bytes held, refreshed once a second):
-     * the profile store, the event ring, the live-object tracker, the exception and lock
-     * tables, the JIT code map, the export queue; mem_bytes is their sum. */
+     * the event ring first, then each mem_name of the kind table in the order of first use;
+     * mem_bytes is their sum. */
     int64_t mem_bytes;
-    int64_t mem_store, mem_ring, mem_live, mem_tables, mem_codemap, mem_export, mem_tdump;
+    struct prof_mem_use mem[PROF_AGG_MAX_MEM];
+    int nmem;
     uint64_t ring_dropped, ring_pushed;
 };
 

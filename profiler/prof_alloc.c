@@ -31,6 +31,7 @@
  * itself, and .NET 10 does not deliver GCAllocationTick to a session that also enables
  * AllocationSampled (observed on 10.0.12).
  */
+#include "prof_agg.h"
 #include "prof_alloc.h"
 
 #include <math.h>
@@ -518,3 +519,19 @@ const char *prof_alloc_bias_note(void)
         return "allocation sampling is off";
     }
 }
+
+static void alloc_consume(const struct prof_rec *rec, const char **names, int n)
+{
+    if (rec->kind == REC_ALLOC_TYPE)
+        prof_alloc_consume_type(rec);
+    else
+        prof_alloc_consume(rec, names, n);
+}
+
+const struct prof_kind prof_alloc_kind = {
+    .name = "alloc",
+    .profile = PROFILE_ALLOC,
+    .records = 1u << REC_ALLOC,
+    .bare = 1u << REC_ALLOC_TYPE,
+    .consume = alloc_consume,
+};

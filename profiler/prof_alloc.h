@@ -55,4 +55,8 @@ int prof_alloc_total_ci(int64_t from_s, int64_t to_s, double *lo, double *hi, ui
 /* A short note on the sampling method and its bias, for the API and the dashboard. */
 const char *prof_alloc_bias_note(void);
 
+struct prof_kind;
+/* The aggregator's row: consumes REC_ALLOC (walked) and REC_ALLOC_TYPE (bare) records. */
+extern const struct prof_kind prof_alloc_kind;
+
 #endif

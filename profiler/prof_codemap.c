@@ -8,6 +8,7 @@
 #include <sys/uio.h>
 #include <unistd.h>
 
+#include "prof_agg.h"
 #include "clr_abi.h"
 #include "prof_core.h"
 #include "prof_log.h"
@@ -880,3 +881,9 @@ size_t prof_codemap_mem_bytes(void)
     return (size_t)C.cap * (sizeof *C.pool + sizeof *C.order) + IPCACHE_SIZE * sizeof *C.cache +
            (size_t)(C.max_frames + PROF_SIG_MAX_HOPS + 1) * sizeof *C.frames;
 }
+
+const struct prof_kind prof_codemap_kind = {
+    .name = "code-map",
+    .mem_bytes = prof_codemap_mem_bytes,
+    .mem_name = "code_map",
+};

@@ -115,4 +115,8 @@ void prof_codemap_dynamic_unloaded(uintptr_t fn);
 /* Bytes the code map holds (method ranges, their order, the ip cache, walk scratch). */
 size_t prof_codemap_mem_bytes(void);
 
+struct prof_kind;
+/* The aggregator's row: the code map's memory. */
+extern const struct prof_kind prof_codemap_kind;
+
 #endif

@@ -1,6 +1,5 @@
-/* prof_core.c - see prof_core.h. Initialize/Shutdown sequencing for every module. */
+/* prof_core.c - see prof_core.h. */
 #include "prof_core.h"
-#include "prof_utf8.h"
 
 #include <errno.h>
 #include <pthread.h>
@@ -11,21 +10,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "prof_agg.h"
-#include "prof_config.h"
-#include "prof_events.h"
-#include "prof_exc.h"
-#include "prof_exporter.h"
-#include "prof_gc.h"
-#include "prof_live.h"
-#include "prof_log.h"
-#include "prof_process.h"
-#include "prof_sampler.h"
-#include "prof_store.h"
-#include "prof_symbols.h"
-#include "prof_threads.h"
-#include "prof_walk.h"
-#include "web_server.h"
+#include "prof_utf8.h"
 
 struct prof_core g_core;
 
@@ -136,7 +121,7 @@ void prof_core_nudge(void)
     pthread_mutex_unlock(&nap_lock);
 }
 
-static void begin_stopping(void)
+void prof_core_begin_stopping(void)
 {
     pthread_once(&nap_once, nap_init);
     pthread_mutex_lock(&nap_lock);
@@ -152,7 +137,7 @@ void prof_name_thread(const char *what)
     pthread_setname_np(pthread_self(), name);
 }
 
-static void read_process_facts(void)
+void prof_core_read_process_facts(void)
 {
     g_core.pid = getpid();
     FILE *f = fopen("/proc/self/comm", "re");
@@ -187,7 +172,7 @@ static void read_process_facts(void)
     }
 }
 
-static int query_info(void *unk)
+int prof_core_attach(void *unk)
 {
     struct {
         const void *const *vt;
@@ -205,7 +190,7 @@ static int query_info(void *unk)
     return 0;
 }
 
-static void read_runtime_version(void)
+void prof_core_read_runtime_version(void)
 {
     ICorProfilerInfo15 *info = g_core.info;
     USHORT clr = 0, major = 0, minor = 0, build = 0, qfe = 0;
@@ -258,91 +243,4 @@ static void read_runtime_version(void)
         }
         fclose(maps);
     }
-}
-
-HRESULT prof_core_initialize(void *info_unknown)
-{
-    /* Named both as THE profiler and in the notification list, the runtime loads this library
-     * twice, with one set of globals: the first one profiles, the second cancels itself. */
-    static int initialized;
-    if (__atomic_exchange_n(&initialized, 1, __ATOMIC_SEQ_CST))
-        return CORPROF_E_PROFILER_CANCEL_ACTIVATION;
-    g_core.start_unix = prof_unix_now();
-    g_core.start_mono_ns = prof_now_ns();
-    /* `clrscope run -- dotnet run`: the SDK's host and build processes take no port and print
-     * no URL, so the one printed is the app's (prof_process.h). Decided before the
-     * configuration is read: a program the SDK starts must not get even a warning about a bad
-     * variable on its stderr, where MSBuild takes any line for a compiler error. */
-    char args[4096], what[96];
-    size_t n = prof_process_read_cmdline(args, sizeof args);
-    int sdk = prof_process_is_sdk(args, n, what, sizeof what);
-    const char *w = getenv("CLRSCOPE_PROFILE_SDK"); /* prof_env_bool's truths, without its log */
-    int want_sdk = w && (!strcmp(w, "1") || !strcasecmp(w, "true") || !strcasecmp(w, "yes") ||
-                         !strcasecmp(w, "on"));
-    if (sdk && !want_sdk) {
-        if (sdk == PROF_PROCESS_SDK_COMMAND) { /* the command the user typed: tell them */
-            prof_config_load();
-            prof_log(LOG_INFO, "not profiling pid %d, %s; the apps it starts are profiled "
-                     "(CLRSCOPE_PROFILE_SDK=1 profiles it too)", (int)getpid(), what);
-        }
-        return S_OK;
-    }
-    prof_config_load();
-    read_process_facts();
-    int v = query_info(info_unknown);
-    if (v < 12) {
-        prof_log(LOG_WARN, "this runtime offers ICorProfilerInfo%d; clrscope needs 12 or newer "
-                 "(.NET 5+) and stays passive", v);
-        return S_OK; /* stay loaded and quiet; never fail the app */
-    }
-    read_runtime_version();
-    if (g_core.runtime_major && g_core.runtime_major < 8)
-        prof_log(LOG_WARN, "runtime %s is older than .NET 8; clrscope is tested on 8, 9 and 10",
-                 g_core.runtime_version);
-    g_core.profiles = g_cfg.profiles;
-    /* module loads: for ModuleUnloadStarted (prof_unload.h); JIT compilation and dynamic
-     * function unloads: for DynamicMethodJITCompilationFinished and DynamicMethodUnloaded, where
-     * the code of dynamic methods is (prof_codemap.h; the other JIT callbacks return at once,
-     * JITInlining allows every inlining) */
-    DWORD lo = COR_PRF_MONITOR_THREADS | COR_PRF_ENABLE_STACK_SNAPSHOT | COR_PRF_MONITOR_MODULE_LOADS |
-               COR_PRF_MONITOR_JIT_COMPILATION;
-    DWORD hi = COR_PRF_HIGH_BASIC_GC | COR_PRF_HIGH_MONITOR_EVENT_PIPE |
-               COR_PRF_HIGH_MONITOR_DYNAMIC_FUNCTION_UNLOADS;
-    lo |= prof_events_extra_event_mask() | prof_exc_event_mask();
-    HRESULT hr = g_core.info->vt->SetEventMask2(g_core.info, lo, hi);
-    if (hr < 0) {
-        prof_log(LOG_ERROR, "SetEventMask2 failed (0x%08x); clrscope stays passive", (unsigned)hr);
-        return S_OK;
-    }
-    prof_threads_init(g_cfg.max_threads);
-    prof_symbols_init();
-    prof_walk_init();
-    if (prof_store_init(g_cfg.history_s, g_cfg.max_stack_nodes, g_cfg.max_name_bytes)) {
-        prof_log(LOG_ERROR, "out of memory for the profile store; clrscope stays passive");
-        return S_OK;
-    }
-    g_core.active = 1;
-    prof_gc_init();
-    prof_live_init();
-    prof_agg_start();
-    prof_sampler_start();
-    prof_events_start();
-    web_server_start();
-    prof_exporter_start();
-    prof_log(LOG_DEBUG, "initialized on runtime %s (ICorProfilerInfo%d)", g_core.runtime_version,
-             v);
-    return S_OK;
-}
-
-void prof_core_shutdown(void)
-{
-    if (!g_core.active)
-        return;
-    begin_stopping();
-    prof_exporter_stop();
-    web_server_stop();
-    prof_events_stop();
-    prof_sampler_stop();
-    prof_agg_stop();
-    prof_gc_stop();
 }

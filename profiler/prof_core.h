@@ -1,8 +1,12 @@
 /*
- * prof_core - the one profiler instance: the runtime's ICorProfilerInfo, runtime facts, process
- * facts, and the start/stop order of every module. Written once in Initialize (before any clrscope
- * thread starts), then read-only, except `stopping`, which is atomic (set under the nap lock, so
- * that prof_core_nap_until never misses it).
+ * prof_core - what every module of the profiler may ask: the runtime's ICorProfilerInfo and the
+ * facts of the runtime and the process, the clocks, and the naps of clrscope's threads (cut short
+ * at Shutdown or by a nudge). It starts nothing: the composition root (prof_entry.c) fills the
+ * facts in Initialize, before any clrscope thread starts, and starts the modules in order.
+ *
+ * g_core is written once in Initialize, then read-only, except `profiles` (a bit is cleared when
+ * a profile fails, any thread) and `stopping`, which is atomic (set under the nap lock, so that
+ * prof_core_nap_until never misses it).
  */
 #ifndef PROF_CORE_H
 #define PROF_CORE_H
@@ -62,8 +66,16 @@ void prof_core_nudge(void);
 /* Names the calling thread "clrscope-<what>" (max 15 chars in total). */
 void prof_name_thread(const char *what);
 
-/* Called from the callback object (prof_entry.c). */
-HRESULT prof_core_initialize(void *info_unknown);
-void prof_core_shutdown(void);
+/* Initialize only (prof_entry.c), in this order. */
+/* pid, process name (the app's name for `dotnet app.dll`) and command line, made valid UTF-8. */
+void prof_core_read_process_facts(void);
+/* Asks the runtime's IUnknown for the newest ICorProfilerInfoN it offers (15 down to 1) and
+ * keeps it in g_core; returns N, 0 when none. */
+int prof_core_attach(void *info_unknown);
+/* runtime_version and runtime_major, from the runtime and the framework's directory name. */
+void prof_core_read_runtime_version(void);
+
+/* Shutdown only: sets `stopping` and wakes every nap, so clrscope's threads end at once. */
+void prof_core_begin_stopping(void);
 
 #endif

@@ -7,6 +7,7 @@
 #include <string.h>
 #include <uchar.h>
 
+#include "prof_agg.h"
 #include "evcounter.h"
 #include "prof_config.h"
 #include "prof_core.h"
@@ -263,3 +264,8 @@ void prof_counters_get_stats(struct prof_counters_stats *out)
     out->malformed = __atomic_load_n(&C.malformed, __ATOMIC_RELAXED);
     out->dropped = __atomic_load_n(&C.dropped, __ATOMIC_RELAXED);
 }
+
+const struct prof_kind prof_counters_kind = {
+    .name = "counters",
+    .tick = prof_counters_tick,
+};

@@ -71,4 +71,8 @@ void prof_counters_get_stats(struct prof_counters_stats *out);
     "no System.Runtime counter came in the 10 s after start: the app was likely built with "  \
     "EventSourceSupport=false (trimmed apps often are), which leaves the runtime no counters"
 
+struct prof_kind;
+/* The aggregator's row: ticks the counters' history. */
+extern const struct prof_kind prof_counters_kind;
+
 #endif

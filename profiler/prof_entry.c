@@ -1,28 +1,42 @@
 /*
- * prof_entry.c - the COM surface the runtime sees: DllGetClassObject, a static class factory and
- * a static callback object implementing ICorProfilerCallback..11 in plain C.
+ * prof_entry.c - the composition root and the COM surface the runtime sees: DllGetClassObject, a
+ * static class factory and a static callback object implementing ICorProfilerCallback..11 in
+ * plain C. Initialize starts capture (the profiler's modules, in order), then the dashboard
+ * server; Shutdown stops them in reverse. Nothing else starts a module.
  *
  * Runs on runtime threads (the startup thread, app threads, GC threads). Every callback here only
  * forwards to the module that owns the event; none blocks, allocates much or calls back into
  * code that could wait on clrscope's own threads.
  */
 #include <stddef.h>
-#include <strings.h>
-#include <string.h>
 #include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <unistd.h>
 
 #include "clr_abi.h"
+#include "prof_agg.h"
+#include "prof_alloc.h"
 #include "prof_codemap.h"
+#include "prof_config.h"
 #include "prof_core.h"
 #include "prof_counters.h"
 #include "prof_events.h"
 #include "prof_exc.h"
+#include "prof_exporter.h"
 #include "prof_gc.h"
 #include "prof_live.h"
-#include "prof_sampler.h"
 #include "prof_lock.h"
+#include "prof_log.h"
+#include "prof_process.h"
+#include "prof_sampler.h"
+#include "prof_store.h"
+#include "prof_symbols.h"
+#include "prof_tdump.h"
 #include "prof_threads.h"
 #include "prof_unload.h"
+#include "prof_walk.h"
+#include "web_server.h"
 
 typedef void *(*slot_fn)(void);
 
@@ -39,6 +53,103 @@ static ULONG ref_constant(void *self)
 {
     (void)self;
     return 1; /* static singletons: the runtime never frees them before Shutdown */
+}
+
+/* ---- start and stop: the one place that knows every module ---- */
+
+static HRESULT entry_initialize(void *info_unknown)
+{
+    /* Named both as THE profiler and in the notification list, the runtime loads this library
+     * twice, with one set of globals: the first one profiles, the second cancels itself. */
+    static int initialized;
+    if (__atomic_exchange_n(&initialized, 1, __ATOMIC_SEQ_CST))
+        return CORPROF_E_PROFILER_CANCEL_ACTIVATION;
+    g_core.start_unix = prof_unix_now();
+    g_core.start_mono_ns = prof_now_ns();
+    /* `clrscope run -- dotnet run`: the SDK's host and build processes take no port and print
+     * no URL, so the one printed is the app's (prof_process.h). Decided before the
+     * configuration is read: a program the SDK starts must not get even a warning about a bad
+     * variable on its stderr, where MSBuild takes any line for a compiler error. */
+    char args[4096], what[96];
+    size_t n = prof_process_read_cmdline(args, sizeof args);
+    int sdk = prof_process_is_sdk(args, n, what, sizeof what);
+    const char *w = getenv("CLRSCOPE_PROFILE_SDK"); /* prof_env_bool's truths, without its log */
+    int want_sdk = w && (!strcmp(w, "1") || !strcasecmp(w, "true") || !strcasecmp(w, "yes") ||
+                         !strcasecmp(w, "on"));
+    if (sdk && !want_sdk) {
+        if (sdk == PROF_PROCESS_SDK_COMMAND) { /* the command the user typed: tell them */
+            prof_config_load();
+            prof_log(LOG_INFO, "not profiling pid %d, %s; the apps it starts are profiled "
+                     "(CLRSCOPE_PROFILE_SDK=1 profiles it too)", (int)getpid(), what);
+        }
+        return S_OK;
+    }
+    prof_config_load();
+    prof_core_read_process_facts();
+    int v = prof_core_attach(info_unknown);
+    if (v < 12) {
+        prof_log(LOG_WARN, "this runtime offers ICorProfilerInfo%d; clrscope needs 12 or newer "
+                 "(.NET 5+) and stays passive", v);
+        return S_OK; /* stay loaded and quiet; never fail the app */
+    }
+    prof_core_read_runtime_version();
+    if (g_core.runtime_major && g_core.runtime_major < 8)
+        prof_log(LOG_WARN, "runtime %s is older than .NET 8; clrscope is tested on 8, 9 and 10",
+                 g_core.runtime_version);
+    g_core.profiles = g_cfg.profiles;
+    /* module loads: for ModuleUnloadStarted (prof_unload.h); JIT compilation and dynamic
+     * function unloads: for DynamicMethodJITCompilationFinished and DynamicMethodUnloaded, where
+     * the code of dynamic methods is (prof_codemap.h; the other JIT callbacks return at once,
+     * JITInlining allows every inlining) */
+    DWORD lo = COR_PRF_MONITOR_THREADS | COR_PRF_ENABLE_STACK_SNAPSHOT | COR_PRF_MONITOR_MODULE_LOADS |
+               COR_PRF_MONITOR_JIT_COMPILATION;
+    DWORD hi = COR_PRF_HIGH_BASIC_GC | COR_PRF_HIGH_MONITOR_EVENT_PIPE |
+               COR_PRF_HIGH_MONITOR_DYNAMIC_FUNCTION_UNLOADS;
+    lo |= prof_events_extra_event_mask() | prof_exc_event_mask();
+    HRESULT hr = g_core.info->vt->SetEventMask2(g_core.info, lo, hi);
+    if (hr < 0) {
+        prof_log(LOG_ERROR, "SetEventMask2 failed (0x%08x); clrscope stays passive", (unsigned)hr);
+        return S_OK;
+    }
+    prof_threads_init(g_cfg.max_threads);
+    prof_symbols_init();
+    prof_walk_init();
+    if (prof_store_init(g_cfg.history_s, g_cfg.max_stack_nodes, g_cfg.max_name_bytes)) {
+        prof_log(LOG_ERROR, "out of memory for the profile store; clrscope stays passive");
+        return S_OK;
+    }
+    g_core.active = 1;
+    prof_gc_init();
+    prof_live_init();
+    /* what clrscope-agg drives, in the order of its ticks (its memory fields in this order too) */
+    static const struct prof_kind *const kinds[] = {
+        &prof_store_kind, &prof_alloc_kind,    &prof_gc_kind,       &prof_live_kind,
+        &prof_exc_kind,   &prof_lock_kind,     &prof_counters_kind, &prof_codemap_kind,
+        &prof_exporter_kind, &prof_tdump_kind,
+    };
+    for (size_t i = 0; i < sizeof kinds / sizeof kinds[0]; i++)
+        prof_agg_add(kinds[i]);
+    prof_agg_start();
+    prof_sampler_start();
+    prof_events_start();
+    prof_exporter_start();
+    web_server_start(); /* last: the dashboard reads what capture publishes */
+    prof_log(LOG_DEBUG, "initialized on runtime %s (ICorProfilerInfo%d)", g_core.runtime_version,
+             v);
+    return S_OK;
+}
+
+static void entry_shutdown(void)
+{
+    if (!g_core.active)
+        return;
+    prof_core_begin_stopping();
+    web_server_stop();
+    prof_exporter_stop();
+    prof_events_stop();
+    prof_sampler_stop();
+    prof_agg_stop();
+    prof_gc_stop();
 }
 
 /* ---- callback object ---- */
@@ -65,13 +176,13 @@ static HRESULT cb_query_interface(void *self, REFIID riid, void **ppv)
 static HRESULT cb_initialize(void *self, void *info_unknown)
 {
     (void)self;
-    return prof_core_initialize(info_unknown);
+    return entry_initialize(info_unknown);
 }
 
 static HRESULT cb_shutdown(void *self)
 {
     (void)self;
-    prof_core_shutdown();
+    entry_shutdown();
     return S_OK;
 }
 

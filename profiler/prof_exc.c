@@ -17,6 +17,7 @@
  * events counted after a type's last sample to that sample's stack. It also finds where
  * exceptions keep their message (prof_exc_poll), for the callback.
  */
+#include "prof_agg.h"
 #include "prof_exc.h"
 #include "prof_utf8.h"
 
@@ -606,3 +607,25 @@ void prof_exc_get_stats(struct prof_exc_stats *out)
     uint64_t keys;
     prof_wtab_stats(prof_exc_table(), &keys, &out->table_dropped);
 }
+
+static void exc_poll(int64_t now_ns)
+{
+    (void)now_ns;
+    prof_exc_poll();
+}
+
+static size_t exc_mem_bytes(void)
+{
+    return prof_wtab_mem_bytes(prof_exc_table());
+}
+
+const struct prof_kind prof_exc_kind = {
+    .name = "exceptions",
+    .profile = PROFILE_EXCEPTIONS,
+    .records = 1u << REC_EXCEPTION,
+    .consume = prof_exc_consume,
+    .poll = exc_poll,
+    .tick = prof_exc_tick,
+    .mem_bytes = exc_mem_bytes,
+    .mem_name = "exception_lock_tables",
+};

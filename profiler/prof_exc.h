@@ -46,4 +46,9 @@ void prof_exc_get_stats(struct prof_exc_stats *out);
  * (callback source); extra = the throwing method. NULL when off. */
 struct prof_wtab *prof_exc_table(void);
 
+struct prof_kind;
+/* The aggregator's row: consumes REC_EXCEPTION records, polls the callback's hand-off, ticks the
+ * estimates. */
+extern const struct prof_kind prof_exc_kind;
+
 #endif

@@ -14,6 +14,7 @@
  * thread-safe with respect to other libcurl users in the process when libcurl says so
  * (CURL_VERSION_THREADSAFE, Debian's 7.88 does); .NET itself does not use libcurl.
  */
+#include "prof_agg.h"
 #include "prof_exporter.h"
 
 #include "curl_dl.h"
@@ -829,3 +830,9 @@ size_t prof_exporter_queue_bytes(void)
     pthread_mutex_unlock(&X.lock);
     return b;
 }
+
+const struct prof_kind prof_exporter_kind = {
+    .name = "export",
+    .mem_bytes = prof_exporter_queue_bytes,
+    .mem_name = "export_queue",
+};

@@ -16,4 +16,8 @@ void prof_exporter_status_json(cJSON *obj);
 /* Bytes of profiles waiting in the upload queue. */
 size_t prof_exporter_queue_bytes(void);
 
+struct prof_kind;
+/* The aggregator's row: the export queue's memory. */
+extern const struct prof_kind prof_exporter_kind;
+
 #endif

@@ -14,6 +14,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "prof_agg.h"
 #include "prof_log.h"
 
 /* connections answered per look at most: a flood waits for the next look */
@@ -118,6 +119,9 @@ int prof_fdguard_start(int port)
     }
     __atomic_store_n(&G.guarded, 1, __ATOMIC_RELAXED);
     __atomic_store_n(&G.listen_fd, fd, __ATOMIC_RELEASE);
+    /* looked at from clrscope-agg's loop (every 2-50 ms; the guard paces itself) */
+    static const struct prof_kind fdguard_kind = {.name = "fd-guard", .poll = prof_fdguard_watch};
+    prof_agg_add(&fdguard_kind);
     return 0;
 }
 

@@ -19,7 +19,8 @@
  * The listening socket is made non-blocking, so that the guard and civetweb can race for a
  * connection without either waiting in accept (accepted sockets do not inherit the flag).
  *
- * ctx: prof_fdguard_start once (web_server_start); prof_fdguard_watch on clrscope-agg only;
+ * ctx: prof_fdguard_start once (web_server_start; it adds the watch to clrscope-agg's loop);
+ * prof_fdguard_watch on clrscope-agg only;
  * prof_fdguard_get_stats anywhere.
  */
 #ifndef PROF_FDGUARD_H
@@ -50,5 +51,7 @@ void prof_fdguard_get_stats(struct prof_fdguard_stats *out);
 int prof_fdguard_find(int (*match)(int fd, void *arg), void *arg, int *matches);
 /* Tests: gives the spare up (closed), as when the app took its place. */
 void prof_fdguard_lose_spare(void);
+
+
 
 #endif

@@ -11,6 +11,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "prof_agg.h"
 #include "prof_config.h"
 #include "prof_core.h"
 #include "prof_log.h"
@@ -1005,3 +1006,9 @@ const char *prof_gc_type_name(unsigned type)
         return "unknown";
     }
 }
+
+const struct prof_kind prof_gc_kind = {
+    .name = "gc",
+    .profile = PROFILE_GC,
+    .tick = prof_gc_tick,
+};

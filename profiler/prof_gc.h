@@ -115,4 +115,8 @@ double prof_gc_last_start(void);
 const char *prof_gc_reason_name(unsigned reason, char *buf, size_t cap);
 const char *prof_gc_type_name(unsigned type);
 
+struct prof_kind;
+/* The aggregator's row: ticks the GC's CPU share. */
+extern const struct prof_kind prof_gc_kind;
+
 #endif

@@ -57,6 +57,7 @@
  *   slot at all (`overflow`) are lost, which makes the estimates lower bounds: the reply says so
  *   (`capped`, `overflow`).
  */
+#include "prof_agg.h"
 #include "prof_live.h"
 
 #include <math.h>
@@ -1004,3 +1005,13 @@ size_t prof_live_mem_bytes(void)
     return (size_t)L.cap * (sizeof *L.slots + sizeof *L.meta) +
            (L.cap + 63) / 64 * sizeof *L.live_bits + MAX_TYPES * sizeof *L.types;
 }
+
+const struct prof_kind prof_live_kind = {
+    .name = "live",
+    .profile = PROFILE_LIVE,
+    .records = 1u << REC_LIVE,
+    .consume = prof_live_consume,
+    .tick = prof_live_tick,
+    .mem_bytes = prof_live_mem_bytes,
+    .mem_name = "live_objects",
+};

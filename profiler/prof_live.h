@@ -86,4 +86,8 @@ struct prof_live_report {
 int prof_live_report(struct prof_live_report *out);
 void prof_live_report_free(struct prof_live_report *r);
 
+struct prof_kind;
+/* The aggregator's row: consumes REC_LIVE records, ticks the checks of tracked objects. */
+extern const struct prof_kind prof_live_kind;
+
 #endif

@@ -14,6 +14,7 @@
  *   exact per-lock sums). Once a second the exact totals go into a per-second series and the
  *   waits counted after a lock's last sample are attributed to that sample's stack.
  */
+#include "prof_agg.h"
 #include "prof_lock.h"
 
 #include <math.h>
@@ -521,3 +522,18 @@ void prof_lock_get_stats(struct prof_lock_stats *out)
     uint64_t keys;
     prof_wtab_stats(prof_lock_table(), &keys, &out->table_dropped);
 }
+
+static size_t lock_mem_bytes(void)
+{
+    return prof_wtab_mem_bytes(prof_lock_table());
+}
+
+const struct prof_kind prof_lock_kind = {
+    .name = "lock",
+    .profile = PROFILE_LOCK,
+    .records = 1u << REC_LOCK,
+    .consume = prof_lock_consume,
+    .tick = prof_lock_tick,
+    .mem_bytes = lock_mem_bytes,
+    .mem_name = "exception_lock_tables",
+};

@@ -53,4 +53,8 @@ void prof_lock_thread_gone(uint32_t tid);
  * extra = the waiting method. NULL when out of memory. */
 struct prof_wtab *prof_lock_table(void);
 
+struct prof_kind;
+/* The aggregator's row: consumes REC_LOCK records, ticks the totals and estimates. */
+extern const struct prof_kind prof_lock_kind;
+
 #endif

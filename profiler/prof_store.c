@@ -7,6 +7,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "prof_agg.h"
 #include "prof_core.h"
 #include "prof_intern.h"
 #include "prof_log.h"
@@ -696,3 +697,9 @@ void prof_store_totals(int kind, double seconds, int64_t out[PROF_NVALUES])
     }
     pthread_mutex_unlock(&S.lock);
 }
+
+const struct prof_kind prof_store_kind = {
+    .name = "store",
+    .mem_bytes = prof_store_mem_bytes,
+    .mem_name = "store",
+};

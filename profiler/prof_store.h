@@ -18,7 +18,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-enum prof_kind { PK_CPU, PK_WALL, PK_ALLOC, PK_EXC, PK_LOCK, PK_ALLOC_TYPE, PK_COUNT };
+enum prof_store_kind { PK_CPU, PK_WALL, PK_ALLOC, PK_EXC, PK_LOCK, PK_ALLOC_TYPE, PK_COUNT };
 
 /* Value slots per kind:
  *   PK_CPU   v0 samples, v1 cpu ns
@@ -80,5 +80,9 @@ void prof_store_get_stats(struct prof_store_stats *s);
 size_t prof_store_mem_bytes(void);
 /* Sums v[] of `kind` over the window without building a view (cheap totals for status/metrics). */
 void prof_store_totals(int kind, double seconds, int64_t out[PROF_NVALUES]);
+
+struct prof_kind;
+/* The aggregator's row: the store's memory. */
+extern const struct prof_kind prof_store_kind;
 
 #endif

@@ -7,6 +7,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "prof_agg.h"
 #include "prof_core.h"
 
 static struct {
@@ -495,3 +496,9 @@ void prof_tdump_pool(const struct prof_tdump *d, struct prof_tdump_pool *out)
     out->starvation_likely = out->workers >= 2 && out->idle == 0 &&
                              (uint64_t)out->blocked * 4 >= (uint64_t)out->workers * 3;
 }
+
+const struct prof_kind prof_tdump_kind = {
+    .name = "thread-dumps",
+    .mem_bytes = prof_tdump_mem_bytes,
+    .mem_name = "thread_dumps",
+};

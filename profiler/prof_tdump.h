@@ -116,4 +116,8 @@ void prof_tdump_get_stats(struct prof_tdump_stats *out);
 /* The bytes the newest dump holds (kept for reuse until the next one): self.mem.thread_dumps. */
 size_t prof_tdump_mem_bytes(void);
 
+struct prof_kind;
+/* The aggregator's row: the thread dumps' memory. */
+extern const struct prof_kind prof_tdump_kind;
+
 #endif
