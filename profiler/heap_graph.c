@@ -7,6 +7,8 @@
 #include <string.h>
 #include <sys/mman.h>
 
+#include "prof_scratch.h"
+
 #define SUPER_LABEL_BIT 0x80000000u
 #define MAX_ITERATIONS 64
 #define MAX_PATH_WALK 100000u
@@ -43,6 +45,7 @@ static int fail(struct heap_graph *g, const char *msg)
 /* ---- type ids -> dense indices: open addressing on the (never zero after +1) id ---- */
 
 struct typemap {
+    struct prof_scratch *mem;
     uint64_t *keys; /* id + 1; 0 = empty */
     uint32_t *vals;
     uint32_t mask, used;
@@ -50,12 +53,13 @@ struct typemap {
 
 static int typemap_grow(struct typemap *m)
 {
+    struct prof_scratch *mem = m->mem;
     uint32_t nsize = m->mask ? (m->mask + 1) * 2 : 1024;
-    uint64_t *k = calloc(nsize, sizeof *k);
-    uint32_t *v = malloc((size_t)nsize * sizeof *v);
+    uint64_t *k = prof_scratch_calloc(mem, nsize, sizeof *k);
+    uint32_t *v = prof_scratch_alloc(mem, (size_t)nsize * sizeof *v);
     if (!k || !v) {
-        free(k);
-        free(v);
+        prof_scratch_free(mem, k);
+        prof_scratch_free(mem, v);
         return -1;
     }
     for (uint32_t i = 0; m->mask && i <= m->mask; i++) {
@@ -67,8 +71,8 @@ static int typemap_grow(struct typemap *m)
         k[h] = m->keys[i];
         v[h] = m->vals[i];
     }
-    free(m->keys);
-    free(m->vals);
+    prof_scratch_free(mem, m->keys);
+    prof_scratch_free(mem, m->vals);
     m->keys = k;
     m->vals = v;
     m->mask = nsize - 1;
@@ -98,13 +102,13 @@ static uint32_t typemap_get(struct typemap *m, uint64_t id, uint32_t next, int *
 
 /* ---- sorting: natural merge sort of object indices by address ---- */
 
-static int sort_by_addr(const struct hg_node *nodes, uint32_t n, uint32_t *order)
+static int sort_by_addr(struct prof_scratch *mem, const struct hg_node *nodes, uint32_t n, uint32_t *order)
 {
-    uint32_t *tmp = malloc((size_t)n * sizeof *tmp);
-    uint32_t *runs = malloc(((size_t)n + 1) * sizeof *runs);
+    uint32_t *tmp = prof_scratch_alloc(mem, (size_t)n * sizeof *tmp);
+    uint32_t *runs = prof_scratch_alloc(mem, ((size_t)n + 1) * sizeof *runs);
     if (!tmp || !runs) {
-        free(tmp);
-        free(runs);
+        prof_scratch_free(mem, tmp);
+        prof_scratch_free(mem, runs);
         return -1;
     }
     uint32_t nruns = 0;
@@ -139,8 +143,8 @@ static int sort_by_addr(const struct hg_node *nodes, uint32_t n, uint32_t *order
     }
     if (src != order)
         memcpy(order, src, (size_t)n * sizeof *order);
-    free(tmp);
-    free(runs);
+    prof_scratch_free(mem, tmp);
+    prof_scratch_free(mem, runs);
     return 0;
 }
 
@@ -158,6 +162,7 @@ uint32_t hg_find(const struct heap_graph *g, uint64_t addr)
  * (small enough to stay in cache) with the first sorted position of each, and per sorted position
  * the address's offset in its page (2 bytes, searched instead of the records). */
 struct pages {
+    struct prof_scratch *mem;
     const uint32_t *order;
     uint64_t *no;
     uint32_t *first;  /* npages + 1 entries */
@@ -167,9 +172,10 @@ struct pages {
 
 static void pages_free(struct pages *pg)
 {
-    free(pg->no);
-    free(pg->first);
-    free(pg->offset);
+    struct prof_scratch *mem = pg->mem;
+    prof_scratch_free(mem, pg->no);
+    prof_scratch_free(mem, pg->first);
+    prof_scratch_free(mem, pg->offset);
     memset(pg, 0, sizeof *pg);
 }
 
@@ -178,16 +184,18 @@ static uint64_t addr_at(const struct heap_graph *g, const uint32_t *order, uint3
     return g->nodes[order[pos]].addr;
 }
 
-static int pages_build(struct pages *pg, const struct heap_graph *g, const uint32_t *order)
+static int pages_build(struct prof_scratch *mem, struct pages *pg, const struct heap_graph *g,
+                       const uint32_t *order)
 {
     memset(pg, 0, sizeof *pg);
+    pg->mem = mem;
     pg->order = order;
     uint32_t n = 0;
     for (uint32_t i = 0; i < g->n; i++)
         n += i == 0 || (addr_at(g, order, i) >> 12) != (addr_at(g, order, i - 1) >> 12);
-    pg->no = malloc(((size_t)n + 1) * sizeof *pg->no);
-    pg->first = malloc(((size_t)n + 1) * sizeof *pg->first);
-    pg->offset = malloc(((size_t)g->n + 1) * sizeof *pg->offset);
+    pg->no = prof_scratch_alloc(mem, ((size_t)n + 1) * sizeof *pg->no);
+    pg->first = prof_scratch_alloc(mem, ((size_t)n + 1) * sizeof *pg->first);
+    pg->offset = prof_scratch_alloc(mem, ((size_t)g->n + 1) * sizeof *pg->offset);
     if (!pg->no || !pg->first || !pg->offset) {
         pages_free(pg);
         return -1;
@@ -256,9 +264,9 @@ static uint32_t pages_containing(const struct pages *pg, const struct heap_graph
     return nd->addr <= p && p - nd->addr < nd->size ? v : HG_NONE;
 }
 
-static char *utf16_to_utf8(const uint8_t *p, uint32_t nbytes)
+static char *utf16_to_utf8(struct prof_scratch *mem, const uint8_t *p, uint32_t nbytes)
 {
-    char *out = malloc((size_t)nbytes / 2 * 3 + 1);
+    char *out = prof_scratch_alloc(mem, (size_t)nbytes / 2 * 3 + 1);
     if (!out)
         return NULL;
     size_t o = 0;
@@ -313,13 +321,14 @@ static unsigned root_category(const struct hc_root *r)
 
 static int index_roots(struct heap_graph *g, const struct pages *pg)
 {
+    struct prof_scratch *mem = &g->mem;
     struct heap_capture *c = &g->cap;
     uint64_t nr = c->n_roots;
-    g->roots = malloc((size_t)(nr ? nr : 1) * sizeof *g->roots);
-    g->statics = malloc((size_t)(c->n_statics ? c->n_statics : 1) * sizeof *g->statics);
-    uint8_t *seen = calloc((size_t)g->n / 8 + 1, 1);
+    g->roots = prof_scratch_alloc(mem, (size_t)(nr ? nr : 1) * sizeof *g->roots);
+    g->statics = prof_scratch_alloc(mem, (size_t)(c->n_statics ? c->n_statics : 1) * sizeof *g->statics);
+    uint8_t *seen = prof_scratch_calloc(mem, (size_t)g->n / 8 + 1, 1);
     if (!g->roots || !g->statics || !seen) {
-        free(seen);
+        prof_scratch_free(mem, seen);
         return fail(g, "out of memory while resolving roots");
     }
     /* static variables first: their descriptions are the most telling */
@@ -342,7 +351,7 @@ static int index_roots(struct heap_graph *g, const struct pages *pg)
             memcpy(&h, c->statics + r->flags, sizeof h);
             if ((uint64_t)r->flags + sizeof h + h.name_bytes > c->statics_used)
                 continue;
-            char *field = utf16_to_utf8(c->statics + r->flags + sizeof h, h.name_bytes);
+            char *field = utf16_to_utf8(mem, c->statics + r->flags + sizeof h, h.name_bytes);
             if (!field)
                 continue;
             g->statics[g->nstatics] = (struct hg_static){h.type, h.flags, v, field};
@@ -357,7 +366,7 @@ static int index_roots(struct heap_graph *g, const struct pages *pg)
         seen[v / 8] |= (uint8_t)(1u << (v % 8));
         g->roots[g->nroots++] = (struct hg_root){v, label};
     }
-    free(seen);
+    prof_scratch_free(mem, seen);
     return 0;
 }
 
@@ -392,6 +401,7 @@ static int check_capture(struct heap_graph *g)
 int hg_index(struct heap_graph *g, struct heap_capture *cap, const int *abort_flag,
              unsigned *progress, unsigned p0, unsigned p1)
 {
+    struct prof_scratch *mem = &g->mem;
     memset(g, 0, sizeof *g);
     g->cap = *cap;
     memset(cap, 0, sizeof *cap);
@@ -404,9 +414,9 @@ int hg_index(struct heap_graph *g, struct heap_capture *cap, const int *abort_fl
     g->bytes = c->bytes;
 
     /* 1. dense type indices and edge offsets, rewriting each record in place */
-    struct typemap tm = {0};
+    struct typemap tm = {.mem = mem};
     uint32_t tcap = 256;
-    g->types = calloc(tcap, sizeof *g->types);
+    g->types = prof_scratch_calloc(mem, tcap, sizeof *g->types);
     if (!g->types)
         return fail(g, "out of memory");
     uint64_t first = 0;
@@ -418,7 +428,7 @@ int hg_index(struct heap_graph *g, struct heap_capture *cap, const int *abort_fl
             goto oom;
         if (fresh) {
             if (g->ntypes == tcap) {
-                struct hg_type *nt = realloc(g->types, (size_t)tcap * 2 * sizeof *nt);
+                struct hg_type *nt = prof_scratch_realloc(mem, g->types, (size_t)tcap * 2 * sizeof *nt);
                 if (!nt)
                     goto oom;
                 memset(nt + tcap, 0, (size_t)tcap * sizeof *nt);
@@ -434,8 +444,8 @@ int hg_index(struct heap_graph *g, struct heap_capture *cap, const int *abort_fl
         memcpy(&c->nodes[i], &out, sizeof out);
         first += in.nedges;
     }
-    free(tm.keys);
-    free(tm.vals);
+    prof_scratch_free(mem, tm.keys);
+    prof_scratch_free(mem, tm.vals);
     tm.keys = NULL;
     tm.vals = NULL;
     g->nodes = (struct hg_node *)(void *)c->nodes;
@@ -445,10 +455,10 @@ int hg_index(struct heap_graph *g, struct heap_capture *cap, const int *abort_fl
 
     /* 2. the address index */
     int rc;
-    uint32_t *order = malloc((size_t)n * sizeof *order);
+    uint32_t *order = prof_scratch_alloc(mem, (size_t)n * sizeof *order);
     struct pages pg = {0};
-    if (!order || sort_by_addr(g->nodes, n, order) || pages_build(&pg, g, order)) {
-        free(order);
+    if (!order || sort_by_addr(mem, g->nodes, n, order) || pages_build(mem, &pg, g, order)) {
+        prof_scratch_free(mem, order);
         goto oom;
     }
     set_progress(progress, p0 + (p1 - p0) * 2 / 5);
@@ -481,18 +491,18 @@ int hg_index(struct heap_graph *g, struct heap_capture *cap, const int *abort_fl
     /* 4. roots */
     rc = index_roots(g, &pg);
     pages_free(&pg);
-    free(order);
+    prof_scratch_free(mem, order);
     if (rc)
         return -1;
     set_progress(progress, p1);
     return 0;
 cancelled:
     pages_free(&pg);
-    free(order);
+    prof_scratch_free(mem, order);
     return fail(g, "cancelled");
 oom:
-    free(tm.keys);
-    free(tm.vals);
+    prof_scratch_free(mem, tm.keys);
+    prof_scratch_free(mem, tm.vals);
     return fail(g, "out of memory while indexing the heap");
 }
 
@@ -508,8 +518,9 @@ struct frame {
 static int dfs_postorder(struct heap_graph *g, uint32_t *post, uint32_t *order, uint8_t *from_super,
                          uint32_t *phase1_end)
 {
+    struct prof_scratch *mem = &g->mem;
     uint32_t n = g->n, S = n, counter = 0;
-    struct frame *stack = malloc(((size_t)n + 1) * sizeof *stack);
+    struct frame *stack = prof_scratch_alloc(mem, ((size_t)n + 1) * sizeof *stack);
     if (!stack)
         return -1;
     for (uint32_t i = 0; i <= n; i++)
@@ -560,7 +571,7 @@ static int dfs_postorder(struct heap_graph *g, uint32_t *post, uint32_t *order, 
     }
     if (*phase1_end == HG_NONE)
         *phase1_end = counter - 1;
-    free(stack);
+    prof_scratch_free(mem, stack);
     return 0;
 }
 
@@ -579,16 +590,17 @@ static uint32_t intersect(const uint32_t *doms, uint32_t a, uint32_t b)
  * size sums the instances that no other instance of the same type dominates. */
 static int type_retained(struct heap_graph *g, const uint32_t *idom)
 {
+    struct prof_scratch *mem = &g->mem;
     uint32_t n = g->n, S = n;
-    uint32_t *start = calloc((size_t)n + 2, sizeof *start);
-    uint32_t *kids = malloc(((size_t)n + 1) * sizeof *kids);
-    struct frame *stack = malloc(((size_t)n + 1) * sizeof *stack);
-    uint32_t *active = calloc(g->ntypes ? g->ntypes : 1, sizeof *active);
+    uint32_t *start = prof_scratch_calloc(mem, (size_t)n + 2, sizeof *start);
+    uint32_t *kids = prof_scratch_alloc(mem, ((size_t)n + 1) * sizeof *kids);
+    struct frame *stack = prof_scratch_alloc(mem, ((size_t)n + 1) * sizeof *stack);
+    uint32_t *active = prof_scratch_calloc(mem, g->ntypes ? g->ntypes : 1, sizeof *active);
     if (!start || !kids || !stack || !active) {
-        free(start);
-        free(kids);
-        free(stack);
-        free(active);
+        prof_scratch_free(mem, start);
+        prof_scratch_free(mem, kids);
+        prof_scratch_free(mem, stack);
+        prof_scratch_free(mem, active);
         return -1;
     }
     for (uint32_t v = 0; v < n; v++)
@@ -617,20 +629,21 @@ static int type_retained(struct heap_graph *g, const uint32_t *idom)
             sp--;
         }
     }
-    free(start);
-    free(kids);
-    free(stack);
-    free(active);
+    prof_scratch_free(mem, start);
+    prof_scratch_free(mem, kids);
+    prof_scratch_free(mem, stack);
+    prof_scratch_free(mem, active);
     return 0;
 }
 
 int hg_dominators(struct heap_graph *g, const int *abort_flag, unsigned *progress, unsigned p0,
                   unsigned p1)
 {
+    struct prof_scratch *mem = &g->mem;
     uint32_t n = g->n, S = n;
-    uint32_t *post = malloc(((size_t)n + 1) * sizeof *post);
-    uint32_t *order = malloc(((size_t)n + 1) * sizeof *order);
-    uint8_t *from_super = calloc((size_t)n / 8 + 1, 1);
+    uint32_t *post = prof_scratch_alloc(mem, ((size_t)n + 1) * sizeof *post);
+    uint32_t *order = prof_scratch_alloc(mem, ((size_t)n + 1) * sizeof *order);
+    uint8_t *from_super = prof_scratch_calloc(mem, (size_t)n / 8 + 1, 1);
     uint32_t *pstart = NULL, *preds = NULL, *doms = NULL;
     if (!post || !order || !from_super)
         goto oom;
@@ -648,7 +661,7 @@ int hg_dominators(struct heap_graph *g, const int *abort_flag, unsigned *progres
     set_progress(progress, p0 + (p1 - p0) / 5);
 
     /* predecessors (reverse CSR), indexed by object */
-    pstart = calloc((size_t)n + 2, sizeof *pstart);
+    pstart = prof_scratch_calloc(mem, (size_t)n + 2, sizeof *pstart);
     if (!pstart)
         goto oom;
     uint64_t valid = 0;
@@ -658,7 +671,7 @@ int hg_dominators(struct heap_graph *g, const int *abort_flag, unsigned *progres
             valid++;
         }
     }
-    preds = malloc((size_t)(valid ? valid : 1) * sizeof *preds);
+    preds = prof_scratch_alloc(mem, (size_t)(valid ? valid : 1) * sizeof *preds);
     if (!preds)
         goto oom;
     for (uint32_t i = 0; i < n; i++)
@@ -678,7 +691,7 @@ int hg_dominators(struct heap_graph *g, const int *abort_flag, unsigned *progres
 
     /* Cooper, Harvey, Kennedy: "A Simple, Fast Dominance Algorithm" (2001), on postorder numbers */
     uint32_t ps = post[S];
-    doms = malloc(((size_t)n + 1) * sizeof *doms);
+    doms = prof_scratch_alloc(mem, ((size_t)n + 1) * sizeof *doms);
     if (!doms)
         goto oom;
     for (uint32_t i = 0; i <= n; i++)
@@ -717,15 +730,15 @@ int hg_dominators(struct heap_graph *g, const int *abort_flag, unsigned *progres
             goto cancelled;
         set_progress(progress, p0 + (p1 - p0) * (2 + (g->iterations < 3 ? g->iterations : 3)) / 6);
     }
-    free(preds);
+    prof_scratch_free(mem, preds);
     preds = NULL;
-    free(pstart);
+    prof_scratch_free(mem, pstart);
     pstart = NULL;
-    free(from_super);
+    prof_scratch_free(mem, from_super);
     from_super = NULL;
 
     /* retained sizes: children before their dominators in postorder */
-    g->retained = malloc(((size_t)n + 1) * sizeof *g->retained);
+    g->retained = prof_scratch_alloc(mem, ((size_t)n + 1) * sizeof *g->retained);
     if (!g->retained)
         goto oom;
     for (uint32_t v = 0; v < n; v++)
@@ -736,30 +749,30 @@ int hg_dominators(struct heap_graph *g, const int *abort_flag, unsigned *progres
     /* idom per object, reusing `post` */
     for (uint32_t v = 0; v < n; v++)
         post[v] = order[doms[post[v]]];
-    free(doms);
+    prof_scratch_free(mem, doms);
     doms = NULL;
-    free(order);
+    prof_scratch_free(mem, order);
     order = NULL;
     if (type_retained(g, post))
         goto oom;
-    free(post);
+    prof_scratch_free(mem, post);
     set_progress(progress, p1);
     return 0;
 cancelled:
-    free(post);
-    free(order);
-    free(from_super);
-    free(pstart);
-    free(preds);
-    free(doms);
+    prof_scratch_free(mem, post);
+    prof_scratch_free(mem, order);
+    prof_scratch_free(mem, from_super);
+    prof_scratch_free(mem, pstart);
+    prof_scratch_free(mem, preds);
+    prof_scratch_free(mem, doms);
     return fail(g, "cancelled");
 oom:
-    free(post);
-    free(order);
-    free(from_super);
-    free(pstart);
-    free(preds);
-    free(doms);
+    prof_scratch_free(mem, post);
+    prof_scratch_free(mem, order);
+    prof_scratch_free(mem, from_super);
+    prof_scratch_free(mem, pstart);
+    prof_scratch_free(mem, preds);
+    prof_scratch_free(mem, doms);
     return fail(g, "out of memory while computing dominators");
 }
 
@@ -767,11 +780,12 @@ oom:
 
 static int paths_push(struct heap_graph *g, const uint32_t *seq, uint32_t len)
 {
+    struct prof_scratch *mem = &g->mem;
     if (g->npaths_used + len + 1 > g->paths_cap) {
         size_t nc = g->paths_cap ? g->paths_cap * 2 : 4096;
         while (nc < g->npaths_used + len + 1)
             nc *= 2;
-        uint32_t *np = realloc(g->paths, nc * sizeof *np);
+        uint32_t *np = prof_scratch_realloc(mem, g->paths, nc * sizeof *np);
         if (!np)
             return -1;
         g->paths = np;
@@ -825,14 +839,15 @@ static int same_path(const uint32_t *a, const uint32_t *b, uint32_t len)
 
 int hg_paths(struct heap_graph *g, const int *abort_flag)
 {
+    struct prof_scratch *mem = &g->mem;
     uint32_t n = g->n;
-    uint32_t *parent = malloc((size_t)n * sizeof *parent);
-    uint32_t *queue = malloc((size_t)n * sizeof *queue);
-    uint8_t *tries = calloc(g->ntypes ? g->ntypes : 1, 1);
+    uint32_t *parent = prof_scratch_alloc(mem, (size_t)n * sizeof *parent);
+    uint32_t *queue = prof_scratch_alloc(mem, (size_t)n * sizeof *queue);
+    uint8_t *tries = prof_scratch_calloc(mem, g->ntypes ? g->ntypes : 1, 1);
     if (!parent || !queue || !tries) {
-        free(parent);
-        free(queue);
-        free(tries);
+        prof_scratch_free(mem, parent);
+        prof_scratch_free(mem, queue);
+        prof_scratch_free(mem, tries);
         return fail(g, "out of memory while finding root paths");
     }
     for (uint32_t i = 0; i < n; i++)
@@ -880,21 +895,15 @@ int hg_paths(struct heap_graph *g, const int *abort_flag)
             }
         }
     }
-    free(parent);
-    free(queue);
-    free(tries);
+    prof_scratch_free(mem, parent);
+    prof_scratch_free(mem, queue);
+    prof_scratch_free(mem, tries);
     return aborted(abort_flag) ? fail(g, "cancelled") : 0;
 }
 
 void hg_free(struct heap_graph *g)
 {
-    for (uint32_t i = 0; i < g->nstatics; i++)
-        free(g->statics[i].field);
-    free(g->statics);
-    free(g->roots);
-    free(g->types);
-    free(g->retained);
-    free(g->paths);
+    prof_scratch_release(&g->mem); /* every array the graph made, back to the system */
     hc_release(&g->cap);
     memset(g, 0, sizeof *g);
 }

@@ -26,6 +26,7 @@
 #include <stdint.h>
 
 #include "heap_capture.h"
+#include "prof_scratch.h"
 
 #define HG_NONE 0xffffffffu
 #define HG_MAX_PATHS 3
@@ -77,6 +78,7 @@ struct hg_type {
 
 struct heap_graph {
     struct heap_capture cap;  /* owns the pages nodes/edges live in */
+    struct prof_scratch mem;  /* owns every array below: mappings, given back by hg_free */
     struct hg_node *nodes;
     uint32_t n;
     uint32_t *edges;          /* object index or HG_NONE (a reference to something not dumped) */

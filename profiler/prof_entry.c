@@ -30,6 +30,7 @@
 #include "prof_log.h"
 #include "prof_process.h"
 #include "prof_sampler.h"
+#include "prof_scratch.h"
 #include "prof_store.h"
 #include "prof_symbols.h"
 #include "prof_tdump.h"
@@ -125,7 +126,7 @@ static HRESULT entry_initialize(void *info_unknown)
     static const struct prof_kind *const kinds[] = {
         &prof_store_kind, &prof_alloc_kind,    &prof_gc_kind,       &prof_live_kind,
         &prof_exc_kind,   &prof_lock_kind,     &prof_counters_kind, &prof_codemap_kind,
-        &prof_exporter_kind, &prof_tdump_kind,
+        &prof_exporter_kind, &prof_tdump_kind,   &prof_scratch_kind,
     };
     for (size_t i = 0; i < sizeof kinds / sizeof kinds[0]; i++)
         prof_agg_add(kinds[i]);

@@ -295,9 +295,7 @@ static void snapshot_free(struct hs_snapshot *s)
 {
     if (!s)
         return;
-    free(s->rows);
-    free(s->pathv);
-    free(s->owned);
+    prof_scratch_release(&s->mem); /* rows, paths and the strings they own */
     free(s);
 }
 
@@ -349,6 +347,7 @@ struct filectx {
     uint32_t *stat_kid;        /* object index per static node */
     uint32_t root_kids[HG_CAT_COUNT];
     uint32_t base;             /* file index of object 0 */
+    struct prof_scratch mem;   /* the tables above; file_layout_free gives them back */
 };
 
 /* File types: 1 = [.NET Roots], 2.. = one per category node, then one per static node, then the
@@ -412,10 +411,10 @@ static void file_node(void *ctx, uint32_t i, struct gd_node *out)
 
 /* "[static var NAME]": the event's TypeID is the value's type on current runtimes, not the
  * declaring type, so only the field name is shown; the path's next element is the value's type. */
-static char *static_label(const struct heap_graph *g, uint32_t s)
+static char *static_label(struct prof_scratch *mem, const struct heap_graph *g, uint32_t s)
 {
     size_t n = strlen(g->statics[s].field) + 32;
-    char *out = malloc(n);
+    char *out = prof_scratch_alloc(mem, n);
     if (out)
         snprintf(out, n, "[%sstatic var %s]", (g->statics[s].flags & 1) ? "thread " : "",
                  g->statics[s].field);
@@ -438,14 +437,15 @@ static int file_layout(struct filectx *f, const struct heap_graph *g)
     }
     f->nstat = g->nstatics;
     f->base = 1 + f->ncat + f->nstat;
-    f->stat_names = calloc(f->nstat + 1, sizeof *f->stat_names);
-    f->stat_kid = calloc(f->nstat + 1, sizeof *f->stat_kid);
-    f->cat_start = calloc(f->ncat + 2, sizeof *f->cat_start);
-    f->cat_kids = malloc(((size_t)g->nroots + f->nstat + 1) * sizeof *f->cat_kids);
+    f->stat_names = prof_scratch_calloc(&f->mem, f->nstat + 1, sizeof *f->stat_names);
+    f->stat_kid = prof_scratch_calloc(&f->mem, f->nstat + 1, sizeof *f->stat_kid);
+    f->cat_start = prof_scratch_calloc(&f->mem, f->ncat + 2, sizeof *f->cat_start);
+    f->cat_kids = prof_scratch_calloc(&f->mem, (size_t)g->nroots + f->nstat + 1,
+                                      sizeof *f->cat_kids);
     if (!f->stat_names || !f->stat_kid || !f->cat_start || !f->cat_kids)
         return -1;
     for (uint32_t s = 0; s < f->nstat; s++) {
-        f->stat_names[s] = static_label(g, s);
+        f->stat_names[s] = static_label(&f->mem, g, s);
         if (!f->stat_names[s])
             return -1;
         f->stat_kid[s] = g->statics[s].node;
@@ -487,12 +487,7 @@ static int file_layout(struct filectx *f, const struct heap_graph *g)
 
 static void file_layout_free(struct filectx *f)
 {
-    for (uint32_t s = 0; f->stat_names && s < f->nstat; s++)
-        free(f->stat_names[s]);
-    free(f->stat_names);
-    free(f->stat_kid);
-    free(f->cat_start);
-    free(f->cat_kids);
+    prof_scratch_release(&f->mem);
 }
 
 int prof_heapsnap_write_graph(FILE *f, const struct heap_graph *g, const char **tnames,
@@ -545,7 +540,8 @@ static int write_file(struct hs_snapshot *s, const struct heap_graph *g, const c
         }
         return -1;
     }
-    char *iobuf = malloc(1 << 20);
+    struct prof_scratch mem = {0}; /* the stream's buffer */
+    char *iobuf = prof_scratch_alloc(&mem, 1 << 20);
     if (iobuf)
         setvbuf(f, iobuf, _IOFBF, 1 << 20);
     char host[128] = "";
@@ -563,7 +559,7 @@ static int write_file(struct hs_snapshot *s, const struct heap_graph *g, const c
         snprintf(err, errcap, "cannot write %.140s: %.90s", tmp, e);
         rc = -1;
     }
-    free(iobuf);
+    prof_scratch_release(&mem);
     if (!rc && rename(tmp, path)) {
         errtext(errno, e, sizeof e);
         snprintf(err, errcap, "cannot rename %.140s: %.90s", tmp, e);
@@ -608,8 +604,9 @@ static int cmp_retained(const void *a, const void *b)
 /* The per-type table (types with the same name merged) and its root paths. */
 static int build_summary(struct hs_snapshot *s, const struct heap_graph *g, const char **tnames)
 {
-    struct namerow *nr = malloc(((size_t)g->ntypes + 1) * sizeof *nr);
-    s->rows = calloc((size_t)g->ntypes + 1, sizeof *s->rows);
+    struct prof_scratch tmp = {0}; /* this function's own tables */
+    struct namerow *nr = prof_scratch_calloc(&tmp, (size_t)g->ntypes + 1, sizeof *nr);
+    s->rows = prof_scratch_calloc(&s->mem, (size_t)g->ntypes + 1, sizeof *s->rows);
     /* path strings: labels and type names; static labels are copied into `owned` */
     size_t owned_cap = 1, npv = 0;
     for (uint32_t t = 0; t < g->ntypes; t++)
@@ -617,21 +614,17 @@ static int build_summary(struct hs_snapshot *s, const struct heap_graph *g, cons
             npv += g->paths[g->types[t].path_at[k]];
     for (uint32_t i = 0; i < g->nstatics; i++)
         owned_cap += strlen(g->statics[i].field) + 300;
-    s->pathv = malloc((npv + 1) * sizeof *s->pathv);
-    s->owned = malloc(owned_cap);
-    if (!nr || !s->rows || !s->pathv || !s->owned) {
-        free(nr);
-        return -1;
-    }
+    s->pathv = prof_scratch_calloc(&s->mem, npv + 1, sizeof *s->pathv);
+    s->owned = prof_scratch_alloc(&s->mem, owned_cap);
     /* static labels, once each */
-    const char **slabel = calloc(g->nstatics + 1, sizeof *slabel);
-    if (!slabel) {
-        free(nr);
+    const char **slabel = prof_scratch_calloc(&tmp, g->nstatics + 1, sizeof *slabel);
+    if (!nr || !s->rows || !s->pathv || !s->owned || !slabel) {
+        prof_scratch_release(&tmp);
         return -1;
     }
     size_t used = 0;
     for (uint32_t i = 0; i < g->nstatics; i++) {
-        char *l = static_label(g, i);
+        char *l = static_label(&tmp, g, i);
         if (!l)
             continue;
         size_t n = strlen(l) + 1;
@@ -640,7 +633,6 @@ static int build_summary(struct hs_snapshot *s, const struct heap_graph *g, cons
             slabel[i] = s->owned + used;
             used += n;
         }
-        free(l);
     }
     for (uint32_t t = 0; t < g->ntypes; t++)
         nr[t] = (struct namerow){tnames[t], t};
@@ -680,8 +672,7 @@ static int build_summary(struct hs_snapshot *s, const struct heap_graph *g, cons
             }
         }
     }
-    free(slabel);
-    free(nr);
+    prof_scratch_release(&tmp);
     qsort(s->rows, nrows, sizeof *s->rows, cmp_retained);
     s->nrows = nrows;
     return 0;
@@ -815,7 +806,8 @@ static void analyse(struct hs_snapshot *s, struct heap_capture *cap)
     s->ms_index = (double)(t1 - t0) / 1e6;
     s->ms_dominators = (double)(t2 - t1) / 1e6;
     s->ms_paths = (double)(t3 - t2) / 1e6;
-    const char **tnames = rc ? NULL : malloc(((size_t)g->ntypes + 1) * sizeof *tnames);
+    const char **tnames =
+        rc ? NULL : prof_scratch_calloc(&g->mem, (size_t)g->ntypes + 1, sizeof *tnames);
     if (rc || !tnames) {
         snap_fail(s, rc ? g->error : "out of memory");
         hg_free(g);
@@ -823,7 +815,8 @@ static void analyse(struct hs_snapshot *s, struct heap_capture *cap)
         return;
     }
     __atomic_store_n(&s->progress, 800u, __ATOMIC_RELAXED);
-    const char **tmods = malloc(((size_t)g->ntypes + 1) * sizeof *tmods); /* NULL: no modules */
+    /* NULL: no modules */
+    const char **tmods = prof_scratch_calloc(&g->mem, (size_t)g->ntypes + 1, sizeof *tmods);
     /* a type whose module started unloading since the GC is named from the caches only; the
      * check is per type so that an unload does not hold up behind a long naming run */
     for (uint32_t t = 0; t < g->ntypes; t++) {
@@ -855,9 +848,7 @@ static void analyse(struct hs_snapshot *s, struct heap_capture *cap)
     int src = build_summary(s, g, tnames);
     s->ms_write = (double)(t5 - t4) / 1e6;
     s->ms_summary = (double)(prof_now_ns() - t5) / 1e6;
-    free(tnames);
-    free(tmods);
-    hg_free(g);
+    hg_free(g); /* tnames and tmods too */
     free(g);
     if (src || frc) {
         snap_fail(s, src ? "out of memory while summarising" : ferr);

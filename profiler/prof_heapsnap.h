@@ -22,6 +22,7 @@
 #include "clr_abi.h"
 #include "gcdump_write.h"
 #include "heap_graph.h"
+#include "prof_scratch.h"
 
 void prof_heapsnap_init(void);
 void prof_heapsnap_stop(void);
@@ -64,6 +65,7 @@ struct hs_snapshot {
     const char **pathv;
     uint32_t npathv;
     char *owned;           /* storage for strings this snapshot made itself */
+    struct prof_scratch mem; /* rows, pathv and owned: mappings, unmapped with the snapshot */
 };
 
 /* Why a request was turned down (HTTP status in `status`). */
