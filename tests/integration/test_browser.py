@@ -2,8 +2,8 @@
 The dashboard in a real browser (headless Chromium via playwright-core): a real profiled .NET app
 serves it; tests/browser/dashboard.test.mjs checks the pid, the flame graph, tooltip, search, zoom,
 every tab, and that there are no console errors or CSP violations. Screenshots land in
-<build>/screenshots. The README's picture, docs/img/dashboard.png, is the CPU tab's light-mode shot
-of that run: CLRSCOPE_UPDATE_DOCS_IMG=1 copies it there; otherwise the test checks that the
+<build>/screenshots. The README's picture, docs/img/dashboard.png, is the CPU tab's light-mode
+shot of that run: CLRSCOPE_UPDATE_DOCS_IMG=1 copies it there; otherwise the test checks that the
 committed picture is a PNG of a sane size.
 """
 import os
