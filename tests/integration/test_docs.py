@@ -165,7 +165,10 @@ def routed_paths(roots=ROUTE_SOURCES):
         for path, prefix, handler in entry.findall(text):
             subs = []
             if prefix == "1":
-                for body in handler_bodies(sources, handler):
+                bodies = list(handler_bodies(sources, handler))
+                if not bodies:  # a prefix route whose sub-paths cannot be read: say so
+                    subs.append(f"<the body of {handler}() was not found>")
+                for body in bodies:
                     subs += re.findall(r'strn?cmp\(\s*\w+\s*,\s*"([a-z][a-z0-9_-]*)"', body)
                     subs += re.findall(r'\{\s*"([a-z][a-z0-9_-]*)"\s*,', body)
             routes.append((path, prefix == "1", sorted(set(subs))))
@@ -176,8 +179,8 @@ def handler_bodies(sources, name):
     """The body of the C function `name` (from its definition to the closing brace at the start
     of a line) in any of the sources."""
     for text in sources.values():
-        m = re.search(r"^int\s+" + re.escape(name) + r"\s*\([^)]*\)\s*\{(.*?)^\}", text,
-                      flags=re.M | re.S)
+        m = re.search(r"^(?:static\s+)?\w+[\s*]+" + re.escape(name) +
+                      r"\s*\([^)]*\)\s*\{(.*?)^\}", text, flags=re.M | re.S)
         if m:
             yield m.group(1)
 
