@@ -7,7 +7,8 @@ The documentation against the code and a real app, so that neither drifts from t
 - every variable in docs/configuration.md is one the C sources read, and every one they read is
   in it;
 - every path the server routes is in docs/api.md;
-- every relative link in README.md and docs/**/*.md resolves, #anchors to a heading.
+- every relative link in README.md and docs/**/*.md resolves, #anchors to a heading, and every
+  file of the repository they name in code (`profiler/prof_store.c`) exists.
 
 The docs are read the way their pages say: an endpoint is a heading "## `METHOD /path`" (with
 "Aliases:" and "Example:" lines below it), a field table has "field" as its first column (`a.b`,
@@ -224,6 +225,15 @@ def broken_links(path):
     return bad
 
 
+def missing_source_paths(path):
+    """Files of the repository a page names in code spans (`profiler/prof_store.c`,
+    `tests/apps/README.md`) that do not exist: a module moved and its page not updated."""
+    text = re.sub(r"^```.*?^```", "", read(path), flags=re.M | re.S)
+    roots = ("profiler", "api", "web", "static", "tests", "tools", "bench")
+    names = re.findall(r"`((?:%s)/[\w./-]+)`" % "|".join(roots), text)
+    return sorted({n for n in names if not os.path.exists(os.path.join(REPO, n.rstrip("/")))})
+
+
 class Documents(unittest.TestCase):
     """The docs against the sources: no app needed."""
 
@@ -256,6 +266,11 @@ class Documents(unittest.TestCase):
         self.assertGreater(len(files), 5)
         bad = {os.path.relpath(f, REPO): broken_links(f) for f in files}
         self.assertEqual({k: v for k, v in bad.items() if v}, {})
+
+    def test_source_files_named_exist(self):
+        bad = {os.path.relpath(f, REPO): missing_source_paths(f) for f in markdown_files()}
+        self.assertEqual({k: v for k, v in bad.items() if v}, {}, "named in the docs, not in the "
+                         "repository: update the page for the move")
 
 
 class Endpoints(unittest.TestCase):
