@@ -38,6 +38,10 @@ print(f"after {sys.argv[3]} s: {a}")
 print(f"at the end: {b}")
 s = b["check"]["same"] - a["check"]["same"]
 d = b["check"]["different"] - a["check"]["different"]
+sys.path.insert(0, "bench")
+from benchlib import emit
+emit("alloc_walk_check", "compared", s + d, "stacks")
 if s + d:
     print(f"in between: {s} stacks the same, {d} different: {100 * s / (s + d):.2f} % agree")
+    emit("alloc_walk_check", "agreement", 100 * s / (s + d), "%", same=s, different=d)
 PY

@@ -11,7 +11,7 @@ import time
 import urllib.request
 
 sys.path.insert(0, os.path.dirname(__file__))
-from benchlib import App, get  # noqa: E402
+from benchlib import App, emit, get  # noqa: E402
 
 build, webapp = sys.argv[1], sys.argv[2]
 N = int(os.environ.get("N", "40"))
@@ -57,9 +57,14 @@ try:
     print()
     print("| endpoint | p50 | p99 | max |")
     print("|---|---|---|---|")
+    worst = (None, -1.0)
     for e, xs in lat.items():
         xs.sort()
         p99 = xs[min(len(xs) - 1, int(round(0.99 * (len(xs) - 1))))]
         print(f"| `/{e}` | {xs[len(xs) // 2]:.1f} | {p99:.1f} | {xs[-1]:.1f} |")
+        emit("api_latency", f"p99 /{e}", p99, "ms", p50=xs[len(xs) // 2], n=len(xs))
+        if p99 > worst[1]:
+            worst = ("/" + e, p99)
+    emit("api_latency", "p99_max", worst[1], "ms", endpoint=worst[0], n=N)
 finally:
     app.stop()

@@ -17,8 +17,8 @@ the interquartile range of those ratios over the rounds, plus the CPU share of c
 threads (/api/v1/status; the signal handler's time is spent on the app's threads and shows in the
 CPU-per-request ratio) and the extra resident memory against the paired server; the unprofiled
 servers' context switches per request (each one dearer with a perf event per thread:
-bench/switch_cost.c), and the CPU clock clrscope's sampler used at the end (auto: README, CPU
-sampler).
+bench/switch_cost.c), and the CPU clock clrscope's sampler used at the end (auto:
+docs/internals/sampler.md).
 
 The configuration "unprofiled" is a second server without any profiler, paired like the others:
 its row is the noise floor of the pairing itself (an A/A comparison), the size of difference this
@@ -38,6 +38,11 @@ import threading
 import time
 import urllib.request
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from benchlib import emit  # noqa: E402
+
+# the section of results.md these figures go to (bench/run.sh runs this script twice)
+SECTION = os.environ.get("BENCH_SECTION", "aspnet_overhead")
 BUILD = sys.argv[1] if len(sys.argv) > 1 else "build"
 WEBAPP = sys.argv[2] if len(sys.argv) > 2 else os.path.join(BUILD, "apps", "webapp", "WebApp.dll")
 ROUNDS = int(os.environ.get("ROUNDS", "4"))
@@ -262,6 +267,12 @@ def main():
           f", {DURATION} s after a "
           f"{WARMUP} s warm-up; {ROUNDS} rounds; ratio = configuration / its paired server "
           f"without profiler; median (IQR).")
+    emit(SECTION, "none.rps", statistics.median(x["rps"] for x in base), "req/s")
+    emit(SECTION, "none.p99", statistics.median(x["p99_ms"] for x in base), "ms")
+    emit(SECTION, "none.cpu_per_1k", statistics.median(x["cpu_per_1k"] for x in base) * 1000,
+         "ms")
+    emit(SECTION, "none.switches_per_request",
+         statistics.median(x["switches_per_req"] for x in base), "")
     print(f"no profiler: {statistics.median(x['rps'] for x in base):.0f} req/s, p99 "
           f"{statistics.median(x['p99_ms'] for x in base):.2f} ms, "
           f"{statistics.median(x['cpu_per_1k'] for x in base) * 1000:.1f} ms CPU per 1000 requests, "
@@ -272,26 +283,34 @@ def main():
     pauses = [x["pause_per_gc_ms"] for x in base if "pause_per_gc_ms" in x]
     if pauses:
         print(f"GC pause without profiler: {statistics.median(pauses) * 1000:.0f} us per collection")
+        emit(SECTION, "none.gc_pause", statistics.median(pauses) * 1000, "us")
     print()
     print("| profiles | throughput | p99 latency | server CPU per request | GC pause per collection "
           "| clrscope threads' CPU share | RSS delta | CPU clock at the end |")
     print("|---|---|---|---|---|---|---|---|")
     for cfg in cfgs:
         cells = []
-        for key in ("rps", "p99_ms", "cpu_per_1k"):
+        n = len(runs[cfg])
+        for key, figure in (("rps", "throughput"), ("p99_ms", "p99"),
+                            ("cpu_per_1k", "cpu_per_request")):
             m, lo, hi = quart([a[key] / b[key] for a, b in zip(runs[cfg], base_of[cfg])])
             cells.append(f"{m:.3f} ({lo:.3f}..{hi:.3f})")
+            emit(SECTION, f"{cfg}.{figure}", m, "ratio", lo=lo, hi=hi, n=n)
         pr = [a["pause_per_gc_ms"] / b["pause_per_gc_ms"] for a, b in zip(runs[cfg], base_of[cfg])
               if a.get("pause_per_gc_ms") and b.get("pause_per_gc_ms")]
         if pr:
             m, lo, hi = quart(pr)
             cells.append(f"{m:.3f} ({lo:.3f}..{hi:.3f})")
+            emit(SECTION, f"{cfg}.gc_pause", m, "ratio", lo=lo, hi=hi, n=len(pr))
         else:
             cells.append("–")
         share = [x.get("self_cpu_share") for x in runs[cfg] if x.get("self_cpu_share") is not None]
         drss = [a["rss"] - b["rss"] for a, b in zip(runs[cfg], base_of[cfg])]
         cells.append(f"{statistics.median(share) * 100:.2f} %" if share else "–")
         cells.append(f"{statistics.median(drss) / 2**20:+.1f} MiB")
+        if share:
+            emit(SECTION, f"{cfg}.self_cpu_share", statistics.median(share) * 100, "%")
+        emit(SECTION, f"{cfg}.rss_delta", statistics.median(drss) / 2**20, "MiB")
         timers = [x["timer"] for x in runs[cfg] if x.get("timer")]
         cells.append(", ".join(f"{t} ×{timers.count(t)}" for t in sorted(set(timers))) or "–")
         name = {"all": "all (default)",

@@ -1,5 +1,6 @@
 """Shared helpers of the Python benchmarks in bench/: start a .NET app with or without
-clrscope (through the launcher), find its dashboard, read /proc, summarise rounds."""
+clrscope (through the launcher), find its dashboard, read /proc, summarise rounds, and emit
+each figure in machine-readable form for bench/render.py."""
 import json
 import os
 import re
@@ -9,6 +10,20 @@ import subprocess
 import tempfile
 import time
 import urllib.request
+
+
+def emit(section, name, value, unit="", **extra):
+    """Appends one figure to the file $BENCH_FIGURES names, as one JSON line: {"section",
+    "name", "value", "unit"} plus extra fields (lo/hi for an interquartile range, n for the
+    rounds behind it, ...). bench/run.sh collects the lines and bench/render.py turns them into
+    results.md. Without the variable (a script run by hand) nothing is written."""
+    path = os.environ.get("BENCH_FIGURES")
+    if not path or value is None:
+        return
+    rec = {"section": section, "name": name, "value": value, "unit": unit}
+    rec.update({k: v for k, v in extra.items() if v is not None})
+    with open(path, "a") as f:
+        f.write(json.dumps(rec) + "\n")
 
 
 def get(url, timeout=10):

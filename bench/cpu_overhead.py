@@ -7,6 +7,9 @@ import subprocess
 import sys
 import tempfile
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from benchlib import emit  # noqa: E402
+
 CLSID = "{C1A5C09E-5C0E-4C1B-9A7E-0D5E7C1A5C0E}"
 TICK = os.sysconf("SC_CLK_TCK")
 
@@ -43,6 +46,13 @@ def run(app, mode, tmp, cfg):
     return t["iterations"] / t["elapsed_s"], t["iterations"] / max(cpu, 1e-9)
 
 
+def shown(arg):
+    """A path of the app's command line as the results show it: relative to the working
+    directory when it lies below it (results.md names no machine's own paths)."""
+    rel = os.path.relpath(arg) if os.path.isabs(arg) else arg
+    return rel if not rel.startswith("..") else arg
+
+
 def q(xs, p):
     xs = sorted(xs)
     k = (len(xs) - 1) * p
@@ -61,7 +71,7 @@ def main():
     print(f"cpu_overhead: {rounds} rounds x {len(every)} runs of {cfg['secs']} s; cpu-only "
           f"--threads {cfg['threads']}; {cfg['hz']} Hz; CLRSCOPE_PROFILES={cfg['profiles']}"
           f"{'; CLRSCOPE_WALL_HZ=' + os.environ['WALL_HZ'] if os.environ.get('WALL_HZ') else ''}"
-          f"; app: {' '.join(app)}", flush=True)
+          f"; app: {' '.join(shown(a) for a in app)}", flush=True)
     tmp = tempfile.mkdtemp(prefix="clrscope-bench.")
     res = {}
     try:
@@ -82,6 +92,10 @@ def main():
         print(f"{m:<9} {st.median(thr):>10.3f} {q(thr, .25):>7.3f}..{q(thr, .75):<5.3f}"
               f" {min(thr):>7.3f}..{max(thr):<5.3f}   {st.median(cost):>8.3f}"
               f" {q(cost, .25):>7.3f}..{q(cost, .75):<5.3f}")
+        emit("cpu_overhead", f"{m}.throughput", st.median(thr), "ratio", lo=q(thr, .25),
+             hi=q(thr, .75), n=rounds, threads=int(cfg["threads"]), profiles=cfg["profiles"])
+        emit("cpu_overhead", f"{m}.cpu_per_work", st.median(cost), "ratio", lo=q(cost, .25),
+             hi=q(cost, .75), n=rounds, threads=int(cfg["threads"]), profiles=cfg["profiles"])
     base = [res[("none", r)][0] for r in range(rounds)]
     print(f"baseline: median {st.median(base) / 1e6:.0f} M iterations/s "
           f"(min..max {min(base) / 1e6:.0f}..{max(base) / 1e6:.0f})")

@@ -67,10 +67,11 @@ order=(none "CLRSCOPE_PROFILES=cpu,wall,alloc,live,gc,lock"
        "CLRSCOPE_PROFILES=exceptions CLRSCOPE_EXCEPTION_SOURCE=events"
        "CLRSCOPE_PROFILES=all CLRSCOPE_EXCEPTION_SOURCE=events")
 
-# table ORDER... : one row per configuration, "$n" throws through "$depth" frames
+# table PREFIX N DEPTH CONFIG... : one row per configuration, N throws through DEPTH frames;
+# each row's ratio and time per throw also go to $BENCH_FIGURES as "PREFIXlabel.*"
 table() {
-  local n=$1 depth=$2 base_cpu= base_wall=
-  shift 2
+  local prefix=$1 n=$2 depth=$3 base_cpu= base_wall=
+  shift 3
   printf '%-34s %10s %10s %10s %10s %12s\n' configuration cpu_s ratio wall_s ratio us/throw
   for cfg in "$@"; do
     cpus=() walls=()
@@ -86,14 +87,20 @@ table() {
     awk -v l="${label[$cfg]}" -v c="$cpu" -v w="$wall" -v bc="$base_cpu" -v bw="$base_wall" \
         -v n="$n" 'BEGIN { printf "%-34s %10.3f %10.2f %10.3f %10.2f %12.2f\n",
                                l, c, c / bc, w, w / bw, c * 1e6 / n }'
+    python3 -c 'import sys; sys.path.insert(0, "bench"); from benchlib import emit
+name, c, bc = sys.argv[1], float(sys.argv[2]), float(sys.argv[3])
+n, runs = int(sys.argv[4]), int(sys.argv[5])
+emit("exceptions_overhead", name + ".ratio", c / bc, "ratio", n=runs)
+emit("exceptions_overhead", name + ".per_throw", c * 1e6 / n, "us", n=runs)' \
+      "$prefix${label[$cfg]}" "$cpu" "$base_cpu" "$n" "$runs"
   done
 }
 
 echo "exception storm: $storm throws on $runtime, median of $runs runs ($(nproc) cpus)"
-table "$storm" 0 "${order[@]}"
+table "" "$storm" 0 "${order[@]}"
 if [ "$deep" -gt 0 ]; then
   echo
   echo "the same through $deep frames with a finally block each: $((storm / 5)) throws"
-  table "$((storm / 5))" "$deep" none "CLRSCOPE_PROFILES=all" \
+  table "deep: " "$((storm / 5))" "$deep" none "CLRSCOPE_PROFILES=all" \
         "CLRSCOPE_PROFILES=all CLRSCOPE_EXCEPTION_SOURCE=events"
 fi

@@ -6,8 +6,10 @@
 // (warm cache: the dashboard's files are revalidated by ETag, 304). For scale, the same browser's
 // first contentful paint of a one-line HTML page (a data: URL, no network): the floor no page can
 // go below on this machine. Uses playwright-core from tests/browser/node_modules and
-// /usr/bin/chromium (CHROMIUM overrides).
+// /usr/bin/chromium (CHROMIUM overrides). With BENCH_FIGURES set, the medians also go to that
+// file as JSON lines (bench/render.py).
 import {createRequire} from 'node:module';
+import fs from 'node:fs';
 
 const require = createRequire(new URL('../tests/browser/package.json', import.meta.url));
 const {chromium} = require('playwright-core');
@@ -79,6 +81,18 @@ if (!fcp.length || !load.length) {
     `${runs} loads`);
   process.exit(1);
 }
+// the figures, one JSON line each, for bench/render.py (BENCH_FIGURES: set by bench/run.sh)
+const emit = (name, value) => {
+  if (process.env.BENCH_FIGURES && value != null) {
+    fs.appendFileSync(process.env.BENCH_FIGURES, JSON.stringify(
+      {section: 'first_paint', name, value: Math.round(value), unit: 'ms', n: runs}) + '\n');
+  }
+};
+emit('cold', median(fcp));
+emit('load', median(load));
+if (ready.length) emit('ready', median(ready));
+if (warm.length) emit('warm', median(warm));
+if (floor.length) emit('floor', median(floor));
 console.log(`dashboard in a new tab of a running browser, cold cache, median of ${runs} loads: ` +
   `first contentful paint ${median(fcp).toFixed(0)} ms, load event ${median(load).toFixed(0)} ms` +
   (ready.length ? `, overview filled with data ${median(ready).toFixed(0)} ms` : '') +

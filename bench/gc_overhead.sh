@@ -71,9 +71,11 @@ for gcmode in $modes; do
     done
 done
 
-python3 - "$tmp" "$modes" <<'EOF'
+python3 - "$tmp" "$modes" "$here" <<'EOF'
 import glob, json, statistics, sys
 tmp, modes = sys.argv[1], sys.argv[2].split()
+sys.path.insert(0, sys.argv[3])
+from benchlib import emit
 print(f"{'gc mode':<12} {'config':<6} {'cpu s/M iter':>13} {'iter/s':>10} {'pause share':>12} "
       f"{'cost ratio':>10}")
 for mode in modes:
@@ -87,4 +89,6 @@ for mode in modes:
               f"{cost[config] / cost['none']:>10.3f}")
     print(f"{mode}: ratio with/without profiler (CPU per unit of work): GC monitoring only "
           f"{cost['gc'] / cost['none']:.3f}, every profile {cost['all'] / cost['none']:.3f}")
+    emit("gc_overhead", f"{mode}.gc", cost["gc"] / cost["none"], "ratio")
+    emit("gc_overhead", f"{mode}.all", cost["all"] / cost["none"], "ratio")
 EOF

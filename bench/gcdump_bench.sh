@@ -61,8 +61,14 @@ EOF
     if [ "$rc" = 0 ] && [ -s "$work/tool-$n-$when.gcdump" ]; then
         python3 -c 'import sys; w, f, r, b, p = sys.argv[1:6]
 print(f"          dotnet-gcdump collect ({sys.argv[6]}): {w} s, file {int(f)/2**20:.1f} MB, "
-      f"tool peak RSS {r} MB, app extra {max(int(p) - int(b), 0)/1024:.1f} MB")' \
-            "$wall" "$(stat -c %s "$work/tool-$n-$when.gcdump")" "$rss" "$before" "$peak" "$when"
+      f"tool peak RSS {r} MB, app extra {max(int(p) - int(b), 0)/1024:.1f} MB")
+sys.path.insert(0, sys.argv[8]); from benchlib import emit
+n, when = sys.argv[7], sys.argv[6]
+emit("gcdump_bench", f"{n}.tool_{when}", float(w), "s")
+emit("gcdump_bench", f"{n}.tool_{when}_rss", float(r), "MB")
+emit("gcdump_bench", f"{n}.tool_{when}_app_extra", max(int(p) - int(b), 0) / 1024, "MB")' \
+            "$wall" "$(stat -c %s "$work/tool-$n-$when.gcdump")" "$rss" "$before" "$peak" "$when" \
+            "$n" "$here"
     else
         echo "          dotnet-gcdump collect ($when) failed: $(tail -1 "$work/tool-$n-$when.log")"
     fi
@@ -95,10 +101,12 @@ for n in "${sizes[@]}"; do
     done
     peak=$(kb "$pid" VmHWM)
     echo "$st" > "$work/snap-$n.json"
-    python3 - "$work/snap-$n.json" "$before" "$peak" "$n" <<'EOF'
+    python3 - "$work/snap-$n.json" "$before" "$peak" "$n" "$here" <<'EOF'
 import json, sys
 s = json.load(open(sys.argv[1]))
 before, peak, n = int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
+sys.path.insert(0, sys.argv[5])
+from benchlib import emit
 if s["status"] != "done":
     print(f"{n:<9} failed: {s['error']}")
     sys.exit(0)
@@ -107,6 +115,9 @@ extra = max(peak - before, 0) * 1024
 print(f"{s['objects']:<9} {s['bytes']/2**20:9.1f} {s['file_bytes']/2**20:9.1f} {s['duration_s']:8.2f} "
       f"{t['gc']:8.0f} {t['index']:7.0f} {t['dominators']:7.0f} {t['paths']:7.0f} {t['write']:7.0f} "
       f"{before/1024:9.1f} {extra/2**20:9.1f} {extra/max(s['objects'],1):7.1f}")
+emit("gcdump_bench", f"{n}.total", s["duration_s"], "s", objects=s["objects"])
+emit("gcdump_bench", f"{n}.gc_pause", t["gc"], "ms")
+emit("gcdump_bench", f"{n}.app_extra", extra / 2**20, "MB")
 EOF
     [ -z "$tool" ] || tool_run "$pid" "$n" after
     kill "$launcher" 2>/dev/null || true

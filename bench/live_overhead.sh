@@ -58,7 +58,10 @@ for w in "alloc-mix --mb-per-s 0" "gc-heavy"; do
     med[$cfg]=$(printf '%s\n' "${vals[@]}" | median)
   done
   python3 -c 'import sys; n,a,l=map(float,sys.argv[2:5]);
-print("%-22s %14.2f %14.2f %14.2f %10.3f %10.3f" % (sys.argv[1], n, a, l, l/a, l/n))' \
-    "${wargs[0]}" "${med[none]}" "${med[alloc]}" "${med[alloc,live]}"
+print("%-22s %14.2f %14.2f %14.2f %10.3f %10.3f" % (sys.argv[1], n, a, l, l/a, l/n))
+sys.path.insert(0, "bench"); from benchlib import emit
+emit("live_overhead", sys.argv[1] + ".live_over_alloc", l / a, "ratio", n=int(sys.argv[5]))
+emit("live_overhead", sys.argv[1] + ".live_over_none", l / n, "ratio", n=int(sys.argv[5]))' \
+    "${wargs[0]}" "${med[none]}" "${med[alloc]}" "${med[alloc,live]}" "$runs"
   unset med
 done

@@ -158,7 +158,8 @@ def by_cause(incl_without, n, total):
     print(f"  {'clrscope, all causes above the rest':48s} {ours / 1e3 / n:8.3f} "
           f"{ours / total * 100:6.2f} %")
     # Where the runtime's extra code starts: with the allocation profiles, two functions that the
-    # allocation helper calls only when it takes a sample (README, "What it costs") lead
+    # allocation helper calls only when it takes a sample (docs/profiles/allocations.md, "What it
+    # costs") lead
     print("\nthe runtime's code that ran only with clrscope, by its outermost function (us per request)")
     for entry, v in entries.most_common(6):
         print(f"  {entry[:64]:64s} {v / 1e3 / n:8.3f} {v / total * 100:6.2f} %")

@@ -10,7 +10,7 @@ import sys
 import time
 
 sys.path.insert(0, os.path.dirname(__file__))
-from benchlib import App, rss_bytes, testapp  # noqa: E402
+from benchlib import App, emit, rss_bytes, testapp  # noqa: E402
 
 build = sys.argv[1] if len(sys.argv) > 1 else "build"
 duration = float(os.environ.get("DURATION", "600"))
@@ -46,6 +46,11 @@ for t, a, b, mem, cpu in rows:
     acc = f"{mem / MiB:.1f}" if mem is not None else "–"
     print(f"| {t:.0f} | {a / MiB:.1f} | {b / MiB:.1f} | {(a - b) / MiB:+.1f} | {acc} | "
           f"{cpu if cpu is not None else 0:.2f} |")
+emit("rss_growth", "extra_end", (rows[-1][1] - rows[-1][2]) / MiB, "MiB", seconds=duration)
+emit("rss_growth", "extra_max", max(a - b for _, a, b, _, _ in rows) / MiB, "MiB",
+     seconds=duration)
+if rows[-1][3] is not None:
+    emit("rss_growth", "accounted_end", rows[-1][3] / MiB, "MiB")
 late = [r for r in rows if r[0] >= min(120, duration / 2)]
 if len(late) >= 2:
     (t1, a1, b1, m1, _), (t2, a2, b2, m2, _) = late[0], late[-1]
@@ -54,3 +59,7 @@ if len(late) >= 2:
     print(f"growth from t={t1:.0f} s to t={t2:.0f} s: extra RSS {((a2 - b2) - (a1 - b1)) / MiB / minutes:+.2f} "
           f"MiB/min" + (f", accounted {(m2 - m1) / MiB / minutes:+.2f} MiB/min" if m1 is not None
                         and m2 is not None else ""))
+    emit("rss_growth", "growth", ((a2 - b2) - (a1 - b1)) / MiB / minutes, "MiB/min",
+         since_s=t1)
+    if m1 is not None and m2 is not None:
+        emit("rss_growth", "accounted_growth", (m2 - m1) / MiB / minutes, "MiB/min", since_s=t1)

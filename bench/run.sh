@@ -1,9 +1,13 @@
 #!/usr/bin/env bash
-# bench/run.sh [BUILD_DIR] - builds everything, runs every benchmark and writes bench/results.md:
-# the date, the machine, and each script's table (ratios with vs without the profiler, measured
-# in one run by alternation, medians and spread over rounds), after the hand-kept targets and
-# findings of bench/findings.md. SMOKE=1 runs each once with tiny
-# sizes (what CI could afford; no figure from a smoke run means anything).
+# bench/run.sh [BUILD_DIR] - builds everything, runs every benchmark and writes bench/results.md.
+# Each script prints its own table (kept below the first screen of results.md) and emits its
+# figures as JSON lines into $BENCH_FIGURES (benchlib.emit); bench/render.py turns them into the
+# first screen: what clrscope costs and how far the figures can be trusted, one row per figure,
+# each beside its A/A pair or peer, with the target and whether it is met. A full run also keeps
+# the figures in bench/figures.jsonl. Ratios are measured in one run by alternation or side by
+# side, medians and spread over rounds. SMOKE=1 runs each once with tiny sizes into a scratch
+# file (what CI can afford; no figure from a smoke run means anything) and fails when a script
+# breaks, emits nothing, or the renderer cannot read what they emitted.
 # Benchmarks: aspnet_overhead.sh (a Kestrel server under wrk, each profile alone and all together,
 # dotnet-trace beside them; then all profiles in steady state beside an A/A pair), api_latency.py
 # (dashboard endpoints under that load), switch_cost.c (what a CPU-sampling clock adds to a
@@ -12,7 +16,7 @@
 # cpu_overhead.sh (CPU/wall samplers), gc_overhead.sh (GC monitoring), live_overhead.sh (live
 # objects), exceptions_overhead.sh (exception storm), alloc_walk_check.sh (frame-pointer vs runtime
 # allocation stacks on the server), gcdump_bench.sh (heap snapshot time and memory for 100k/1M/5M
-# objects).
+# objects). What was tried and learned is kept by hand in bench/findings.md.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 build=${1:-build}
@@ -23,36 +27,47 @@ if [ "${SKIP_BUILD:-0}" != 1 ]; then  # SKIP_BUILD=1: BUILD_DIR is built already
   tests/apps/build.sh "$build/apps" >/dev/null
 fi
 out=bench/results.md
+figures=$(mktemp)
+details=$(mktemp)
+trap 'rm -f "$figures" "$details"' EXIT
+export BENCH_FIGURES="$figures"
 if [ "${SMOKE:-0}" = 1 ]; then
   export ROUNDS=1 RUNS=1 BENCH_SECONDS=2 STORM=5000 DURATION=2 WARMUP=1 CONFIGS=none,all \
     N=2 WARMUP_S=2 THREAD_COUNTS="10 50" SECONDS_PER_RUN=2 DUMPS=1 INTERVAL=2 WARM=1
   rss_s=6
   objects="100000"
-  out=$(mktemp)
 else
   objects="100000 1000000 5000000"
   rss_s=${RSS_SECONDS:-600}
 fi
 # ONLY="aspnet_overhead startup ..." runs just those sections.
-want() { [ -z "${ONLY:-}" ] || [[ " $ONLY " == *" $1 "* ]]; }
-{
-  echo "# clrscope benchmark results"
-  echo
-  echo "- date: $(date -u +%Y-%m-%dT%H:%MZ)"
-  echo "- machine: $(nproc) cores, $(awk '/MemTotal/{printf "%.0f GiB", $2/1048576}' /proc/meminfo)," \
-       "$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //')"
-  echo "- load average at start: $(cut -d' ' -f1-3 /proc/loadavg)"
-  echo "- runtime: $(dotnet --list-runtimes | grep NETCore.App | tail -1)"
-  echo
-  # the hand-kept targets and findings (not in a smoke run's scratch file)
-  if [ "${SMOKE:-0}" != 1 ]; then
-    sed '1,/-->$/d' bench/findings.md  # without its opening comment
-    echo
+ran=()
+want() {
+  if [ -z "${ONLY:-}" ] || [[ " $ONLY " == *" $1 "* ]]; then
+    ran+=("$1")
+    return 0
   fi
+  return 1
+}
+# the run's description: the first line of the figures
+machine="$(nproc) cores, $(awk '/MemTotal/{printf "%.0f GiB", $2/1048576}' /proc/meminfo), \
+$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //')"
+python3 - "$figures" "$(date -u +%Y-%m-%dT%H:%MZ)" "$machine" \
+  "$(cut -d' ' -f1-3 /proc/loadavg)" \
+  "$(dotnet --list-runtimes | grep NETCore.App | tail -1 | cut -d' ' -f1-2)" \
+  "$(git rev-parse --short HEAD 2>/dev/null || true)" \
+  "bench/run.sh${ONLY:+ (ONLY=$ONLY)}${SMOKE:+ (SMOKE=$SMOKE)}" <<'PY'
+import json, sys
+keys = ("date", "machine", "load", "runtime", "commit", "command")
+with open(sys.argv[1], "a") as f:
+    f.write(json.dumps({"run": dict(zip(keys, sys.argv[2:]))}) + "\n")
+PY
+{
   if want aspnet_overhead; then
     echo "## aspnet_overhead"
     echo
-    bash bench/aspnet_overhead.sh "$build" 2>/dev/null || echo "(aspnet_overhead failed: exit $?)"
+    BENCH_SECTION=aspnet_overhead bash bench/aspnet_overhead.sh "$build" 2>/dev/null ||
+      echo "(aspnet_overhead failed: exit $?)"
     echo
   fi
   # The same server in steady state: every configuration above starts its pair of servers fresh
@@ -66,17 +81,17 @@ want() { [ -z "${ONLY:-}" ] || [[ " $ONLY " == *" $1 "* ]]; }
     echo "## aspnet_steady"
     echo
     if [ "${SMOKE:-0}" = 1 ]; then
-      CONFIGS=unprofiled,all bash bench/aspnet_overhead.sh "$build" 2>/dev/null ||
-        echo "(aspnet_steady failed: exit $?)"
+      BENCH_SECTION=aspnet_steady CONFIGS=unprofiled,all bash bench/aspnet_overhead.sh "$build" \
+        2>/dev/null || echo "(aspnet_steady failed: exit $?)"
     else
-      CONFIGS=unprofiled,all WARMUP=${STEADY_WARMUP:-60} DURATION=${STEADY_DURATION:-60} \
-        ROUNDS=${STEADY_ROUNDS:-6} \
+      BENCH_SECTION=aspnet_steady CONFIGS=unprofiled,all WARMUP=${STEADY_WARMUP:-60} \
+        DURATION=${STEADY_DURATION:-60} ROUNDS=${STEADY_ROUNDS:-6} \
         bash bench/aspnet_overhead.sh "$build" 2>/dev/null || echo "(aspnet_steady failed: exit $?)"
     fi
     echo
   fi
   # What each CPU-sampling clock adds to a context switch (bench/switch_cost.c): the figure
-  # CLRSCOPE_CPU_TIMER=auto weighs against the app's switch rate (README, CPU sampler).
+  # CLRSCOPE_CPU_TIMER=auto weighs against the app's switch rate (docs/internals/sampler.md).
   if want switch_cost; then
     echo "## switch_cost"
     echo
@@ -139,12 +154,20 @@ want() { [ -z "${ONLY:-}" ] || [[ " $ONLY " == *" $1 "* ]]; }
     bash bench/gcdump_bench.sh "$build" $objects 2>&1 || echo "(gcdump_bench failed: exit $?)"
     echo '```'
   fi
-} > "$out"
-echo "bench: wrote $out"
+} > "$details"
+sections=$(IFS=,; echo "${ran[*]}")
 if [ "${SMOKE:-0}" = 1 ]; then  # a smoke run only proves every script still runs end to end
+  out=$(mktemp)
+  python3 bench/render.py --figures "$figures" --details "$details" --out "$out" \
+    --check "$sections" || { cat "$details"; echo "bench: the figures did not render" >&2; exit 1; }
+  echo "bench: wrote $out"
   cat "$out"
-  if grep -q "failed: exit" "$out"; then
+  if grep -q "failed: exit" "$details"; then
     echo "bench: a benchmark script failed (above)" >&2
     exit 1
   fi
+else
+  python3 bench/render.py --figures "$figures" --details "$details" --out "$out"
+  cp "$figures" bench/figures.jsonl
+  echo "bench: wrote $out and bench/figures.jsonl"
 fi

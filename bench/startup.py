@@ -18,7 +18,7 @@ import sys
 import time
 
 sys.path.insert(0, os.path.dirname(__file__))
-from benchlib import testapp  # noqa: E402
+from benchlib import emit, testapp  # noqa: E402
 
 build = sys.argv[1] if len(sys.argv) > 1 else "build"
 runs = int(os.environ.get("RUNS", "10"))
@@ -55,6 +55,8 @@ for i in range(runs + 1):  # the first round warms the disk cache and is not cou
             first[cfg].append(t1 - t0)
             times[cfg].append(t2 - t0)
 a, b = statistics.median(times["none"]), statistics.median(times["clrscope"])
+emit("startup", "none", a * 1000, "ms", n=runs)
+emit("startup", "added", (b - a) * 1000, "ms", n=runs)
 print(f"hello-world start to exit, {runs} runs each, alternating: no profiler {a * 1000:.0f} ms, "
       f"clrscope {b * 1000:.0f} ms (median): ratio {b / a:.3f}, +{(b - a) * 1000:.0f} ms")
 if len(configs) > 2:
@@ -66,3 +68,4 @@ if len(configs) > 2:
         f, t = statistics.median(first[k]), statistics.median(times[k])
         print(f"| {k} | {f * 1000:.1f} | {(f - f0) * 1000:+.1f} | {t * 1000:.1f} | "
               f"{(t - a) * 1000:+.1f} |")
+        emit("startup", f"{k}.first_line_added", (f - f0) * 1000, "ms")

@@ -9,6 +9,9 @@
  * median time of a round trip and the extra per switch against no clock.
  *
  *   cc -O2 -pthread -o switch_cost bench/switch_cost.c && ./switch_cost [round_trips] [rounds]
+ *
+ * With BENCH_FIGURES set (bench/run.sh), each clock's extra time per switch is also appended to
+ * that file as one JSON line, the form bench/render.py reads.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -26,6 +29,7 @@
 enum { NONE, POSIX_TIMER, PERF_SAMPLING, PERF_COUNTING, CLOCKS };
 static const char *const names[CLOCKS] = {"none", "posix timer", "perf task-clock (sampling)",
                                           "perf task-clock (counting)"};
+static const char *const keys[CLOCKS] = {"none", "posix", "perf_sampling", "perf_counting"};
 
 struct pair {
     int clock;
@@ -168,6 +172,8 @@ int main(int argc, char **argv)
            trips, cpu, rounds, perf_kernel_ok ? "count kernel time too" : "count user time only");
     printf("| clock on each thread | us per round trip | ratio to none | extra per switch (us) |\n");
     printf("|---|---|---|---|\n");
+    const char *fig_path = getenv("BENCH_FIGURES");
+    FILE *fig = fig_path && *fig_path ? fopen(fig_path, "a") : NULL;
     for (int c = 0; c < CLOCKS; c++) {
         if (t[c][0] < 0) {
             printf("| %s | unavailable here | – | – |\n", names[c]);
@@ -176,6 +182,12 @@ int main(int argc, char **argv)
         printf("| %s | %.2f (%.2f..%.2f) | %.3f | %.2f |\n", names[c], med[c] / 1e3,
                t[c][0] / 1e3, t[c][rounds - 1] / 1e3, med[c] / med[NONE],
                (med[c] - med[NONE]) / 2e3);
+        if (fig)
+            fprintf(fig, "{\"section\": \"switch_cost\", \"name\": \"%s.extra_per_switch\", "
+                    "\"value\": %.3f, \"unit\": \"us\", \"round_trip_us\": %.3f, \"n\": %d}\n",
+                    keys[c], (med[c] - med[NONE]) / 2e3, med[c] / 1e3, rounds);
     }
+    if (fig)
+        fclose(fig);
     return 0;
 }

@@ -13,7 +13,7 @@ import sys
 import time
 
 sys.path.insert(0, os.path.dirname(__file__))
-from benchlib import App, cpu_seconds, get_json, testapp  # noqa: E402
+from benchlib import App, cpu_seconds, emit, get_json, testapp  # noqa: E402
 
 build = sys.argv[1] if len(sys.argv) > 1 else "build"
 counts = [int(x) for x in os.environ.get("THREAD_COUNTS", "10 100 500").split()]
@@ -70,6 +70,12 @@ print("| threads | managed threads seen | no profiler (cores) | clrscope (cores)
       "app paused (ms, median / max) | request (ms, median / max) |")
 print("|---|---|---|---|---|---|---|---|---|---|")
 for n, off, on, extra, susp, seen, pauses, requests, dumped in rows:
+    emit("threads_bench", f"{n}.added_cores", extra, "cores", n=rounds)
+    emit("threads_bench", f"{n}.suspended", susp * 100, "%")
+    emit("threads_bench", f"{n}.dump_pause", statistics.median(pauses), "ms", hi=max(pauses),
+         threads=dumped)
+    emit("threads_bench", f"{n}.dump_request", statistics.median(requests), "ms",
+         hi=max(requests))
     print(f"| {n} | {seen} | {off:.4f} | {on:.4f} | {extra:+.4f} | {extra / n * 100:+.4f} | "
           f"{susp * 100:.2f} % | {dumped} | {statistics.median(pauses):.1f} / {max(pauses):.1f} | "
           f"{statistics.median(requests):.1f} / {max(requests):.1f} |")

@@ -1,7 +1,7 @@
 // The profiled process goes away while its dashboard is open (KILL_PID is killed by the test):
 // the page says so in one message, keeps the last data it showed, and asks less and less often.
-// Before 2026-11-26 every panel turned into "Could not load: cannot reach the profiler", nothing
-// said the process was gone, and the page kept polling at ~2 requests a second.
+// No panel turns into "Could not load: cannot reach the profiler", and the page does not keep
+// polling at ~2 requests a second.
 //
 //   BASE_URL=http://127.0.0.1:PORT/ KILL_PID=PID node --test disconnect.test.mjs
 import {test, after} from 'node:test';

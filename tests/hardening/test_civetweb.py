@@ -1,10 +1,9 @@
 """
-The known weaknesses of Debian's civetweb 1.15 (/work/shared/reference/dashboard-and-civetweb.md
-section 4.7) are out of reach:
+The known weaknesses of Debian's civetweb 1.15 (docs/security.md) are out of reach:
 
-- CVE-2025-9648 (endless loop on a NUL in a URL-encoded form) and issue #1404 (stack overflow in
-  multipart parsing) live in mg_handle_form_request, CVE-2020-27304 in form uploads: clrscope
-  imports no form, upload or file-sending function, and bodies sent to every endpoint (forms with
+- CVE-2025-9648 (endless loop on a NUL in a URL-encoded form) and civetweb issue #1404 (stack
+  overflow in multipart parsing) live in mg_handle_form_request, CVE-2020-27304 in form uploads:
+  clrscope imports no form, upload or file-sending function, and bodies sent to every endpoint (forms with
   NULs, deep multipart) are never parsed: each request is answered and the server stays responsive.
 - CVE-2025-55763 (overflow in the "directory needs a trailing slash" redirect) needs a document
   root: there is none (no such option in the library), and directory-like paths get a 404, never

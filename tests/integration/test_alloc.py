@@ -1,5 +1,5 @@
 """
-Allocations (issue 5): the `alloc-mix` app allocates a fixed mix of five types, each from its own
+Allocations: the `alloc-mix` app allocates a fixed mix of five types, each from its own
 method, at a throttled ~100 MB/s, and measures every type's exact bytes and counts itself (one of
 them a 52,584-byte array, of which one sample stands for ~2.49 on .NET 10). The
 profiler's upscaled table must reproduce the byte and count shares of every type above 10 % of
@@ -333,9 +333,9 @@ class StackWalkCheck(unittest.TestCase):
                      "the single-file test app was not built (tests/apps/build.sh)")
 class SingleFileStackWalkCheck(StackWalkCheck):
     """The same on a self-contained single-file app: the runtime is linked into the app's
-    executable, whose other executable mappings are the bundle's ReadyToRun assemblies. Before
-    2026-11-26 clrscope looked for the runtime by the name libcoreclr.so, so the runtime's own
-    frames led every allocation stack and the walks never agreed (0 of 2,344)."""
+    executable, whose other executable mappings are the bundle's ReadyToRun assemblies. Looked
+    for by the name libcoreclr.so, the runtime would not be found, its own frames would lead
+    every allocation stack and the walks would never agree (0 of 2,344)."""
     RUNTIME = "net10-single"
 
 

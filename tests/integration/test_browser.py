@@ -2,10 +2,13 @@
 The dashboard in a real browser (headless Chromium via playwright-core): a real profiled .NET app
 serves it; tests/browser/dashboard.test.mjs checks the pid, the flame graph, tooltip, search, zoom,
 every tab, and that there are no console errors or CSP violations. Screenshots land in
-<build>/screenshots.
+<build>/screenshots. The README's picture, docs/img/dashboard.png, is the CPU tab's light-mode
+shot of that run: CLRSCOPE_UPDATE_DOCS_IMG=1 copies it there; otherwise the test checks that the
+committed picture is a PNG of a sane size.
 """
 import os
 import shutil
+import struct
 import subprocess
 import time
 import unittest
@@ -13,6 +16,17 @@ import unittest
 from harness import BUILD, REPO, ProfiledApp
 
 BROWSER_DIR = os.path.join(REPO, "tests", "browser")
+DOCS_IMG = os.path.join(REPO, "docs", "img", "dashboard.png")
+CPU_SHOT = "02-cpu.png"  # dashboard.test.mjs's CPU tab, light mode
+
+
+def png_size(path):
+    """(width, height) of a PNG file, from its IHDR chunk; None when it is no PNG."""
+    with open(path, "rb") as f:
+        head = f.read(24)
+    if len(head) < 24 or head[:8] != b"\x89PNG\r\n\x1a\n" or head[12:16] != b"IHDR":
+        return None
+    return struct.unpack(">II", head[16:24])
 
 
 @unittest.skipUnless(shutil.which("node") and os.path.exists("/usr/bin/chromium"),
@@ -36,6 +50,22 @@ class Browser(unittest.TestCase):
             self.assertEqual(r.returncode, 0, r.stdout[-4000:] + r.stderr[-2000:])
             self.assertIsNone(app.proc.poll(), "the app must survive the browser session")
         self.assertTrue(any(f.endswith(".png") for f in os.listdir(shots)))
+        if os.environ.get("CLRSCOPE_UPDATE_DOCS_IMG") == "1":
+            os.makedirs(os.path.dirname(DOCS_IMG), exist_ok=True)
+            shutil.copyfile(os.path.join(shots, CPU_SHOT), DOCS_IMG)
+        self.check_docs_picture()
+
+    def check_docs_picture(self):
+        """docs/img/dashboard.png: a PNG of a browser window's width and a page's height, and of
+        a size a picture of the dashboard has (not an empty page, not a runaway capture)."""
+        self.assertTrue(os.path.exists(DOCS_IMG), f"{DOCS_IMG} is missing: run this test with "
+                        "CLRSCOPE_UPDATE_DOCS_IMG=1")
+        size = png_size(DOCS_IMG)
+        self.assertIsNotNone(size, f"{DOCS_IMG} is not a PNG")
+        width, height = size
+        self.assertTrue(800 <= width <= 4000 and 400 <= height <= 20000, size)
+        self.assertTrue(20_000 <= os.path.getsize(DOCS_IMG) <= 8_000_000,
+                        os.path.getsize(DOCS_IMG))
 
     def test_dashboard_when_the_process_exits(self):
         with ProfiledApp("cpu-split", ["--seconds", "0"]) as app:

@@ -1,5 +1,5 @@
 """
-CPU and wall time (issue 3): a known 3:1 CPU split between two callers of one leaf, a sleeping
+CPU and wall time: a known 3:1 CPU split between two callers of one leaf, a sleeping
 thread that must show in wall time under Thread.Sleep and not in CPU time, and pprof downloads
 that `go tool pprof` reads.
 """
@@ -204,13 +204,14 @@ class ShortLivedThreads(unittest.TestCase):
 
     def test_short_threads_cpu(self):
         r, why = self.ratio(self.SHORT, "short_cpu_ms")
-        # measured 0.87-0.92 (2 ms of each 30 lost at the kernel's tick); before, ~0.05-0.2
+        # measured 0.87-0.92 (2 ms of each 30 lost at the kernel's tick); a clock armed only at
+        # the sampler's next pass over the threads gives ~0.05-0.2
         self.assertGreater(r, 0.7, why)
         self.assertLess(r, 1.2, why)
 
     def test_pprof_names_threads_that_ended(self):
-        # nearly all of them had ended when the profile was built: before 2026-11-26 their
-        # samples lost the "thread name" label (the name was looked up among live threads only)
+        # nearly all of them had ended when the profile was built: their samples keep the
+        # "thread name" label (a name looked up among live threads only would be lost)
         total = named = 0
         for frames, vals, labels in self.pprof.stacks():
             if self.SHORT in frames:
@@ -233,10 +234,10 @@ class BurstSplit(unittest.TestCase):
     2 tokens round a ring; each burns ~0.7 ms right after its token arrives and ~4 ms after a
     1 ms sleep), each burst measured by the thread's own CPU clock. A POSIX CPU timer fires only
     on the kernel's scheduler tick, where the kernel also switches threads here, so the short
-    bursts (right after a switch, over before the next tick) were missed: their share of the
-    samples read 0.76-0.92 of the truth (0.84-0.86 at 400 Hz), as bursty async code did in an
-    ASP.NET Core app. Since 2026-11-26 a perf task-clock event per thread samples exact points of
-    its CPU time: 1.01-1.03. (The clock is asked for: auto keeps perf events only where they
+    bursts (right after a switch, over before the next tick) are missed: their share of the
+    samples reads 0.76-0.92 of the truth (0.84-0.86 at 400 Hz), as bursty async code does in an
+    ASP.NET Core app. A perf task-clock event per thread samples exact points of its CPU time:
+    1.01-1.03. (The clock is asked for: auto keeps perf events only where they
     cost little, which this app's switch rate may exceed on a slow machine.)"""
 
     SHORT = "TestApp.Bursts.BurstsMode.ShortBurst"
@@ -253,7 +254,7 @@ class BurstSplit(unittest.TestCase):
             truth = app.wait_truth(timeout=60)
         if timer == "posix":
             self.skipTest("perf_event_open is refused here: the POSIX timers' tick bias stays "
-                          "(README, Known biases)")
+                          "(docs/profiles/cpu-wall.md, Known biases)")
         fs = {f["name"]: f["total"] for f in top["functions"]}
         got = fs.get(self.SHORT, 0) / max(1, fs.get(self.SHORT, 0) + fs.get(self.LONG, 0))
         want = truth["short_cpu_ms"] / (truth["short_cpu_ms"] + truth["long_cpu_ms"])
@@ -276,7 +277,7 @@ def cpu_ms_below(flame, caller):
 class DynamicCode(unittest.TestCase):
     """CPU in dynamic methods (dynamic-code: DynamicMethod, the kind compiled Regex and
     expression trees run as). They have no metadata, so GetFunctionFromIP2 does not answer for
-    their code: before 2026-11-26 their CPU showed as "[native code]". Now the runtime's
+    their code, which would show as "[native code]". The runtime's
     DynamicMethodJITCompilationFinished tells where each one's code is, and DynamicMethodUnloaded
     when it is collected (the short-lived Churn_<n> methods: their memory is reused by the next
     ones, which must not inherit an old name)."""
@@ -329,9 +330,9 @@ class TrieCompaction(unittest.TestCase):
     """A process that keeps making new call paths (dynamic-code: ~50 new methods a second) in a
     small call-path trie (CLRSCOPE_MAX_STACK_NODES=1500, ~500 paths within the 10 s of history)
     and with little room for names (CLRSCOPE_MAX_NAME_BYTES=64 KiB, the least, ~1,800 of the
-    methods' names). Before 2026-11-28 both only grew: once the trie was full, every new path
-    was cut where it ended (the new methods' CPU went to their caller), and once the names were,
-    every new method was "[overflow]", for the process's life. Now the paths no second within the
+    methods' names). Were both only to grow, once the trie was full every new path would be cut
+    where it ended (the new methods' CPU going to their caller), and once the names were, every
+    new method would be "[overflow]", for the process's life. The paths no second within the
     history uses are dropped when the trie is 7/8 full, and the names no longer used when they
     are: after the compactions the newest methods are named again, with their share of the CPU,
     and no node or name is ever refused."""
@@ -410,9 +411,9 @@ class TrieCompaction(unittest.TestCase):
 class OsrFrames(unittest.TestCase):
     """A method entered once that loops for the whole run (osr-loop) runs as OSR code on its
     Tier0 frame. The OSR frame's record chains straight to the method's caller's caller, so the
-    signal walk passed over the caller: before 2026-11-26 every sample of the loop lost
-    TestApp.Osr.Work.Caller (and ~10 % of cpu-split's in its first seconds). Now the sampler
-    tells the handler which code is OSR, and the handler finds the Tier0 record between."""
+    bare signal walk passes over the caller: every sample of the loop would lose
+    TestApp.Osr.Work.Caller (and ~10 % of cpu-split's in its first seconds). The sampler tells
+    the handler which code is OSR, and the handler finds the Tier0 record between."""
 
     def test_caller_kept_under_osr_code(self):
         for rt in available_runtimes():
@@ -462,8 +463,8 @@ class OsrFrames(unittest.TestCase):
                 self.assertGreater(ratio, 0.75, final)
                 self.assertLess(ratio, 1.1, final)
                 # allocation stacks through OSR code keep its caller too: in a callee of the loop,
-                # and made by the mixed loop itself (before 2026-11-26, 1-4 % of the latter had
-                # MixedCaller: the allocation walks did not use the OSR table)
+                # and made by the mixed loop itself (without the OSR table, only 1-4 % of the
+                # latter have MixedCaller)
                 f = final["frames"]
                 for leaf, want in ((f["payload"], [caller, loop]), (f["mixed"], [f["mixed_caller"]])):
                     total = under = 0
@@ -476,9 +477,9 @@ class OsrFrames(unittest.TestCase):
 
 class BlockedSignal(unittest.TestCase):
     """A process started with SIGPROF blocked (a supervisor's or a container init's signal mask,
-    which every thread inherits): before 2026-11-26 clrscope armed its timers with SIGPROF all
-    the same, every signal stayed pending, and the CPU profile was empty without a word. Now a
-    blocked signal is passed over like one with a handler."""
+    which every thread inherits): timers armed with SIGPROF all the same would leave every signal
+    pending and the CPU profile empty without a word, so a blocked signal is passed over like one
+    with a handler."""
 
     BLOCK = ("import os, signal, sys; signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGPROF}); "
              "os.execvp(sys.argv[1], sys.argv[1:])")

@@ -1,5 +1,5 @@
 """
-Exceptions (issue 9): the `exceptions` app throws known numbers of four types from four methods
+Exceptions: the `exceptions` app throws known numbers of four types from four methods
 (a storm of one, a steady stream of another, exactly 3 of a rare one, and 40 of one made without
 a message). With the sampler held to 20 samples a second, the upscaled counts must still match
 the app's own counts within 10 %, every type must be there with its message (the one it was
@@ -240,10 +240,11 @@ class AfterHeapSnapshot(unittest.TestCase):
 class ManyTypes(unittest.TestCase):
     """600 exception types thrown once each (instantiations of one generic exception: a ClassID
     each, as collectible code reloaded makes too) fill the type table (512 slots); once clrscope
-    has counted them and emptied the full table, 300 more, once each. Before 2026-11-28 the table kept its first 512 types for the process's
-    life: the later ones shared one slot, whose throws went to whichever type was sampled last
-    (one type with hundreds of throws). Now the full table is emptied at the next tick and each
-    late type counts on its own: exactly one throw each."""
+    has counted them and emptied the full table, 300 more, once each. A table that kept its
+    first 512 types for the process's life would have the later ones share one slot, whose
+    throws would go to whichever type was sampled last (one type with hundreds of throws). The
+    full table is emptied at the next tick and each late type counts on its own: exactly one
+    throw each."""
 
     EARLY = 600
 

@@ -1,5 +1,5 @@
 """
-Continuous export to the Datadog agent (issue 8), against fake_agent.py playing the agent:
+Continuous export to the Datadog agent, against fake_agent.py playing the agent:
 
 - TCP: every upload is a well-formed multipart POST (request line, headers, parts, event.json
   fields and tags); the profiles' windows are contiguous; `go tool pprof` decodes them and finds
@@ -121,8 +121,8 @@ class ExportTcp(unittest.TestCase):
         for a, b in zip(self.reqs, self.reqs[1:]):
             self.assertEqual(a.event["end"], b.event["start"], "no gap and no overlap")
         self.assertEqual(len({r.tag("runtime-id") for r in self.reqs}), 1)
-        # each pprof spans what its event.json says, the last (cut short at exit) too: before
-        # 2026-11-26 that one's pprof ran on to the end of its last whole second
+        # each pprof spans what its event.json says, the last (cut short at exit) too, not on to
+        # the end of its last whole second
         def ns(t):
             whole, frac = t[:-1].split(".")
             return (calendar.timegm(time.strptime(whole, "%Y-%m-%dT%H:%M:%S")) * 10**9
@@ -235,9 +235,9 @@ def run_answer(agent):
         app.start()
         app.wait_ready()
         agent.wait_requests(1, timeout=30)
-        time.sleep(3)  # before 2026-11-28 the export thread read the endless answer meanwhile
+        time.sleep(3)  # the export thread must not read the endless answer meanwhile
         cpu = thread_cpu_s(app.pid, "clrscope-export")
-        agent.wait_requests(2, timeout=30)  # before 2026-11-28 the first took all 60 s
+        agent.wait_requests(2, timeout=30)  # not after the first's whole 60 s
         time.sleep(0.5)
         st, _ = status_export(app)
         app.wait_truth(timeout=120)
@@ -339,8 +339,8 @@ class ExportOtherEndpoints(unittest.TestCase):
         self.assertLess(cpu, 0.5, "the export thread's CPU seconds 3 s after the first upload")
 
     def test_answer_cut_after_its_status_is_delivered(self):
-        # a 200 whose body ends early (the connection closed): the agent took the profile;
-        # until 2026-11-28 it counted as a failure and a profile dropped unanswered
+        # a 200 whose body ends early (the connection closed): the agent took the profile, which
+        # is no failure and no profile dropped unanswered
         st, times, _ = self.answers["cut"]
         self.assertGreaterEqual(len(times), 2)
         self.assertGreaterEqual(st["uploads"], 1, st)
@@ -476,15 +476,15 @@ class ExportFailures(unittest.TestCase):
         before = self.check_mode("hang")
         self.assertIn("imeout", before["last_error"])
         # the agent read every request whole and never answered: none is sent twice (it may
-        # have arrived; before 2026-11-26 each was sent again until it fell out of the queue)
+        # have arrived), though each would fit in the queue again
         self.assertGreaterEqual(before["drops"]["unanswered"], 1, before)
         hung = [q.event.get("start") for q in self.res["hang"]["agent"].requests
                 if q.mode == "hang" and q.event]
         self.assertEqual(len(hung), len(set(hung)), hung)
 
     def test_agent_asks_to_wait(self):
-        """429 with Retry-After: 4: the next request comes no sooner than 4 s later (before
-        2026-11-26 after 1, 2, 2 s whatever the agent said). With profiles every 2 s and a queue
+        """429 with Retry-After: 4: the next request comes no sooner than 4 s later (the backoff
+        alone would send it after 1, 2, 2 s). With profiles every 2 s and a queue
         of 2, the one refused has been pushed out by newer ones by then: each is sent once."""
         self.check_mode("429")
         times = [q.time for q in self.res["429"]["agent"].requests if q.mode == "429"]
@@ -499,8 +499,7 @@ class ExportFailures(unittest.TestCase):
     def check_sent_once(self, mode):
         """The receiver read each request whole and gave no HTTP answer: every failure is a
         profile dropped unanswered, and no profile arrives twice, also not once the receiver is
-        back (before 2026-11-28 each was sent again, its samples then counted twice by the
-        intake, which does not deduplicate)."""
+        back (the intake does not deduplicate: a profile sent again counts its samples twice)."""
         before = self.check_mode(mode)
         self.assertGreaterEqual(before["drops"]["unanswered"], 1, before)
         self.assertEqual(before["failures"], before["drops"]["unanswered"], before)

@@ -1,6 +1,6 @@
 """
-Foundation (issue 2): the profiler loads into a real .NET app, leaves its behaviour alone, and
-serves the dashboard and /api/v1/status as CONTRACT.md says.
+Foundation: the profiler loads into a real .NET app, leaves its behaviour alone, and serves the
+dashboard and /api/v1/status as docs/api.md says.
 """
 import glob
 import json
@@ -59,8 +59,8 @@ class Behaviour(unittest.TestCase):
         self.assertNotIn("Native AOT", prof[2])
 
     def test_native_aot_app_is_named(self):
-        """A Native AOT executable has no CoreCLR: no profiler can load, and before 2026-11-26
-        `clrscope run` started it unprofiled without a word. Such an executable exports
+        """A Native AOT executable has no CoreCLR: no profiler can load, and `clrscope run` must
+        say so rather than start it unprofiled without a word. Such an executable exports
         DotNetRuntimeDebugHeader (an apphost or a single-file app does not: checked on .NET 10
         publishes); two stand-in ELF files, one exporting that name and one another name."""
         tmp = tempfile.mkdtemp(prefix="clrscope-aot-")
@@ -134,8 +134,8 @@ class Behaviour(unittest.TestCase):
             self.assertIn(var, err)
 
     def test_unusable_token_keeps_dashboard_off(self):
-        """A token that cannot be used must not leave the dashboard open: before 2026-11-26 one
-        over 79 characters was dropped with a warning and every request was let in."""
+        """A token that cannot be used must not leave the dashboard open (dropping it with a
+        warning would let every request in)."""
         for bad in ("x" * 256, "two words", 'quo"te', "a+b"):
             code, out, err = run_plain(["hello"], profile=True,
                                        env={"CLRSCOPE_TOKEN": bad, "CLRSCOPE_PORT": "0"})
@@ -262,8 +262,8 @@ class Dashboard(unittest.TestCase):
     def test_abandoned_profile_gives_its_wait_back(self):
         """/debug/pprof/profile?seconds=N waits out N seconds, two such waits at a time (a third
         gets 429). A client that leaves during its window (go tool pprof stopped with ^C) gives
-        its place back within a tick, as in Go; before 2026-11-28 it kept it for the rest of the
-        window, and two abandoned waits refused every profile for up to N seconds."""
+        its place back within a tick, as in Go; kept for the rest of the window, two abandoned
+        waits would refuse every profile for up to N seconds."""
         with ProfiledApp("wait", ["--seconds", "60"], env={"CLRSCOPE_HISTORY_S": "300"}) as app:
             app.wait_ready()
             host, port = app.url.split("//", 1)[1].rsplit(":", 1)
@@ -322,10 +322,9 @@ class Dashboard(unittest.TestCase):
             self.assertIn(app.url, r.stdout)
 
     def test_ipv6_binds(self):
-        """Debian's civetweb has no IPv6. Before 2026-11-27 CLRSCOPE_BIND=::1 (a loopback
-        address, accepted without a token) failed every port ('Failed to setup server ports')
-        and the dashboard was off; now it is served on 127.0.0.1, with a line saying so. Any
-        other IPv6 address is refused with the reason."""
+        """Debian's civetweb has no IPv6: CLRSCOPE_BIND=::1 (a loopback address, accepted without
+        a token) would fail every port ('Failed to setup server ports'), so it is served on
+        127.0.0.1, with a line saying so. Any other IPv6 address is refused with the reason."""
         with ProfiledApp("wait", ["--seconds", "30"], env={"CLRSCOPE_BIND": "::1"}) as app:
             app.wait_ready()
             self.assertTrue(app.url.startswith("http://127.0.0.1:"), app.url)

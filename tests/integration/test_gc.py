@@ -280,8 +280,8 @@ class GcHeavyBase:
         w = self.b["window"]
         self.assertEqual([w["gen0"], w["gen1"], w["gen2"]], by_gen, w)
         self.assertAlmostEqual(w["max_pause_ms"], max(x["pause_ms"] for x in c), delta=0.01)
-        # and with only the newest 3 listed, still every GC of the window (before 2026-11-26 the
-        # dashboard counted the listed records only)
+        # and with only the newest 3 listed, still every GC of the window (what the dashboard's
+        # summary shows: counting the listed records only would miss the rest)
         lim = self.limited
         self.assertEqual(len(lim["collections"]), 3)
         lw = lim["window"]

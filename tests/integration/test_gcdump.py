@@ -99,8 +99,7 @@ class GcdumpTest(unittest.TestCase):
                 self.fail("never saw 409 while a snapshot ran")
 
             # the file asked for while the snapshot runs, back to back: each 409 must leave no
-            # descriptor behind (before 2026-11-28 one was opened, and kept, whenever the file
-            # was written but the summary not yet done)
+            # descriptor behind, also once the file is written but the summary not yet done
             early, stop = [], threading.Event()
 
             def ask_file():
@@ -128,7 +127,7 @@ class GcdumpTest(unittest.TestCase):
             # a type nested in a generic type, named as C# writes it
             self.assertEqual(t["TestApp.Heap.Box<System.Int32>.Slot"]["count"], 321, sorted(t)[:40])
             # closures are objects of the compiler's display class, not of their enclosing type
-            # (before 2026-11-26 the 77 showed as "TestApp.Heap.HeapRoots", a static class)
+            # (the 77 must not show as "TestApp.Heap.HeapRoots", a static class)
             found = app.json(f"/api/v1/gcdump/{first['id']}?search=HeapRoots")["types"]
             names = {x["type"]: x["count"] for x in found}
             closures = sum(c for n, c in names.items()
@@ -350,8 +349,8 @@ class GcdumpTest(unittest.TestCase):
         # a dump directory that cannot exist: the snapshot fails with the reason, the app runs on
         blocker = tempfile.NamedTemporaryFile(prefix="clrscope-notadir-", delete=False)
         blocker.close()
-        # and a file at the directory's own name: refused before the snapshot's GC (before
-        # 2026-11-26 it failed only when the file was written, after all the work)
+        # and a file at the directory's own name: refused before the snapshot's GC, not when the
+        # file is written after all the work
         for where in (blocker.name + "/dumps", blocker.name):
             with ProfiledApp("heap", ["--seconds", "8"], env={"CLRSCOPE_DUMP_DIR": where}) as app:
                 app.wait_ready()
@@ -372,7 +371,8 @@ class GcdumpTest(unittest.TestCase):
 
     def test_size_guard_counts_what_was_allocated_since_the_last_gc(self):
         """The GC's heap figure is the one of its last GC: 200 MB of large arrays allocated since
-        were not in it, and before 2026-11-26 such a heap passed a 100 MB guard unforced."""
+        are not in it, and the guard must count them, so such a heap does not pass a 100 MB
+        guard unforced."""
         with ProfiledApp("heap", ["--seconds", "4", "--big-mb", "200"],
                          env={"CLRSCOPE_DUMP_MAX_HEAP_MB": "100"}) as app:
             app.wait_ready()
@@ -386,8 +386,8 @@ class GcdumpTest(unittest.TestCase):
 
     def test_default_dir_must_be_ours(self):
         """The default dump directory ($XDG_RUNTIME_DIR/clrscope/dumps, else
-        /tmp/clrscope-dumps-UID) must be a real directory of this user's: before 2026-11-26 a
-        directory or link another user made at that name got the app's whole heap."""
+        /tmp/clrscope-dumps-UID) must be a real directory of this user's: a directory or link
+        another user made at that name must not get the app's whole heap."""
         rt = tempfile.mkdtemp(prefix="clrscope-xdg-")
         self.addCleanup(shutil.rmtree, rt, True)
         os.mkdir(os.path.join(rt, "clrscope"), 0o700)

@@ -1,5 +1,5 @@
 """
-Live objects (issue 6): the `leak` app leaks TestApp.Live.LeakyItem (~380 a second, never freed),
+Live objects: the `leak` app leaks TestApp.Live.LeakyItem (~380 a second, never freed),
 keeps exactly 500 TestApp.Live.CachedItem rebuilt every 2 s, and makes ~20 MB/s of short-lived
 TestApp.Live.TempItem. Polling /api/v1/live every 10 s:
   - after ~30 s of history LeakyItem is a leak suspect, CachedItem and TempItem are not;
@@ -108,7 +108,7 @@ class LeakRun(unittest.TestCase):
     def test_cache_is_young(self):
         # Each CachedItem lives 2 s: no GC can ever see one alive at 5 s. (`age_s` counts until
         # the GC reclaims the object; a dead CachedItem that reached gen2 stays until a gen2 GC,
-        # so only the proven lifetime is bounded; see README.d/live.md.)
+        # so only the proven lifetime is bounded; see docs/profiles/live-objects.md.)
         for at, live in self.polls:
             c = by_type(live).get(CACHED)
             if c:
@@ -182,8 +182,9 @@ class SmallCap(unittest.TestCase):
 class BackgroundGc(unittest.TestCase):
     """bgc-live: ~160 tracked TestApp.Live.Block[] in generation 2, then background GCs with
     ephemeral GCs running inside them. Each full GC that finds them alive adds one to their
-    gcs_survived; before 2026-11-28 a background GC never did (the nested GCs' start overwrote the
-    generation it condemned, so at its end it looked like a gen0/gen1 GC)."""
+    gcs_survived, the background GC included: each GC in progress keeps the generation it
+    condemned (overwritten by the nested GCs' start, a background GC's end would look like a
+    gen0/gen1 GC's)."""
 
     def test_background_gcs_prove_gen2_objects_alive(self):
         block = "TestApp.Live.Block[]"

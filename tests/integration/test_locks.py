@@ -1,5 +1,5 @@
 """
-Lock contention (issue 9): the `contention` app keeps 4 threads fighting over one Monitor and
+Lock contention: the `contention` app keeps 4 threads fighting over one Monitor and
 measures, with a Stopwatch around each contended Monitor.Enter, the total time they waited; it
 prints that running total every second. The profiler's total wait (exact) and the estimate for
 that lock (upscaled from at most 20 samples a second) must match it within 15 %, the owner
@@ -179,8 +179,8 @@ class OtherRuntimes(unittest.TestCase):
 class ThreadingLock(unittest.TestCase):
     """A C# 13 `lock` on a System.Threading.Lock (.NET 9+): its contention events are raised by
     managed code on the waiting thread, so the stack's leaf is the runtime's EventSource
-    (NativeRuntimeEventSource.ContentionStop). Before 2026-11-26 that was every such lock's
-    `site`; the site is the method that waited."""
+    (NativeRuntimeEventSource.ContentionStop), which must not become every such lock's `site`:
+    the site is the method that waited."""
 
     def test_site_is_the_waiting_method(self):
         if os.environ.get("CLRSCOPE_TEST_RUNTIME", "net10") == "net8":
@@ -198,7 +198,7 @@ class ThreadingLock(unittest.TestCase):
             app.stop()
         self.assertEqual(truth["lock_type"], "System.Threading.Lock")
         gate = gate_lock(locks, truth)
-        # the waits the app timed itself, within the runtime's own accounting (see README)
+        # the waits the app timed itself, within the runtime's own accounting (docs/profiles/exceptions-locks.md)
         self.assertGreater(gate["wait_ns"] / 1e6, 0.2 * truth["lock_wait_ms"], (gate, truth))
         self.assertLess(gate["wait_ns"] / 1e6, 1.2 * truth["lock_wait_ms"], (gate, truth))
         self.assertTrue(any(o["thread"].startswith("contender-") for o in gate["owners"]), gate)
@@ -225,11 +225,11 @@ def late_rows(j):
 
 class ManyLocks(unittest.TestCase):
     """1,100 distinct locks contended once each fill the lock table (1,024 slots); once clrscope
-    has counted them all and emptied the full table, 300 more, once each. Before 2026-11-28 the
-    table kept its first 1,024 locks for the process's life: the later ones shared one slot, and
-    the waits of all of them were charged to whichever was sampled last (one lock with hundreds
-    of contentions). Now the full table is emptied at the next tick and each late lock counts on
-    its own: exactly one contention per lock."""
+    has counted them all and emptied the full table, 300 more, once each. A table that kept its
+    first 1,024 locks for the process's life would have the later ones share one slot, and the
+    waits of all of them charged to whichever was sampled last (one lock with hundreds of
+    contentions). The full table is emptied at the next tick and each late lock counts on its
+    own: exactly one contention per lock."""
 
     def test_locks_past_the_table_count_on_their_own(self):
         app = ProfiledApp("contention", ["--seconds", "40", "--many-locks", "1100",

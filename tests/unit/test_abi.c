@@ -1,6 +1,6 @@
 /*
- * test_abi.c - the hand-written CLR ABI against the reference table (../shared/reference/
- * clr-abi.md section 1 and 2): type sizes, struct layouts and every vtable slot offset.
+ * test_abi.c - the hand-written CLR ABI (profiler/clr_abi.h) against the layout the runtime's
+ * public headers (corprof.h, cor.h) give: type sizes, struct layouts and every vtable slot offset.
  */
 #include <stddef.h>
 #include <stdio.h>

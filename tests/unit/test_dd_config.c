@@ -58,7 +58,7 @@ static void test_defaults(void)
 static void test_enabled_values(void)
 {
     static struct dd_config c;
-    /* Datadog's spellings: blanks around, t/y (before 2026-11-26 those read as off) */
+    /* Datadog's spellings: blanks around, t/y */
     const char *on[] = {"1", "true", "TRUE", "yes", "auto", " 1", "1\t", "t", "Y", "on"};
     const char *off[] = {"0", "false", "no", "x"};
     for (size_t i = 0; i < sizeof on / sizeof *on; i++) {
@@ -161,7 +161,7 @@ static void test_agent_address(void)
     setenv("DD_TRACE_AGENT_URL", "unix://relative.sock", 1);
     dd_config_resolve_agent(&c, 0);
     CHECK_STR(c.url, "http://h:8126/profiling/v1/input");
-    /* a port that is no port: warned, then the default chain (it used to fail every upload) */
+    /* a port that is no port: warned, then the default chain (not a failure of every upload) */
     const char *bad_ports[] = {"http://127.0.0.1:99999", "http://127.0.0.1:0", "http://h:",
                                "http://h:80x", "http://u:p@h:123456/", "http://[::1]:70000"};
     for (size_t i = 0; i < sizeof bad_ports / sizeof *bad_ports; i++) {

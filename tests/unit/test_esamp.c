@@ -255,8 +255,8 @@ static void test_wtab_reclaim(void)
 }
 
 /* The wall clock set back further than the history: the bucket a second maps to holds a second
- * "from the future", which is taken over (before 2026-11-28 every entry was dropped until the
- * clock caught up). */
+ * "from the future", which is taken over (not every entry dropped until the clock catches
+ * up). */
 static void test_wtab_clock_step_back(void)
 {
     struct prof_wtab *t = prof_wtab_new(10, 8, 8);

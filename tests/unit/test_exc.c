@@ -1,7 +1,7 @@
 /*
  * test_exc.c - prof_exc's rethrow check: the same exception object thrown again before a GC is a
  * rethrow; after a GC (which may move objects and reuse addresses) it is not, however many GCs
- * came between (before 2026-11-28, an entry from 65,536 GCs before matched again).
+ * came between (an entry keyed by 16 bits of a GC count would match again 65,536 GCs later).
  */
 #include "prof_exc.h"
 
