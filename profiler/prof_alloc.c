@@ -267,7 +267,8 @@ static void take_sample(uint64_t type_id, const BYTE *d, ULONG len, size_t name_
                         uint64_t size, int kind, uintptr_t address, double count_w,
                         double bytes_w, double t_unix)
 {
-    if (!g_ring)
+    struct prof_ring *ring = prof_agg_ring();
+    if (!ring)
         return;
     /* A.samples is counted next to the walked/thinned/dropped counter of the sample, so that a
      * reader of the stats (any thread) finds them apart only for an instant */
@@ -283,7 +284,7 @@ static void take_sample(uint64_t type_id, const BYTE *d, ULONG len, size_t name_
         __atomic_fetch_add(&A.samples, 1, __ATOMIC_RELAXED);
         return;
     }
-    struct prof_rec *r = prof_ring_reserve(g_ring);
+    struct prof_rec *r = prof_ring_reserve(ring);
     if (!r) {
         __atomic_fetch_add(&A.dropped, 1, __ATOMIC_RELAXED);
         __atomic_fetch_add(&A.samples, 1, __ATOMIC_RELAXED);
@@ -306,7 +307,7 @@ static void take_sample(uint64_t type_id, const BYTE *d, ULONG len, size_t name_
     if (!walk) { /* the type table's row only: no stack, no live tracking */
         r->nframes = 0;
         r->truncated = 0;
-        prof_ring_commit(g_ring, r);
+        prof_ring_commit(ring, r);
         return;
     }
     prof_walk_fast(r);
@@ -320,7 +321,7 @@ static void take_sample(uint64_t type_id, const BYTE *d, ULONG len, size_t name_
             r->d = ((uint64_t)(uint32_t)slot + 1) | (uint64_t)seq << 32;
         }
     }
-    prof_ring_commit(g_ring, r);
+    prof_ring_commit(ring, r);
 }
 
 /* AllocationSampled: Kind u32 @0, ClrInstanceID u16 @4, TypeID ptr @6, TypeName utf16z @14,
