@@ -121,6 +121,8 @@ static int drain(void)
 {
     const char *names[REC_MAX_FRAMES + 2];
     int done = 0;
+    if (!agg.ring) /* no memory for it at start: nothing was produced */
+        return 0;
     prof_walk_begin();
     for (int budget = DRAIN_BUDGET; budget > 0; budget--, done++) {
         struct prof_rec *r = prof_ring_peek(agg.ring);
