@@ -43,12 +43,9 @@
 #include "prof_config.h"
 #include "prof_core.h"
 #include "prof_esamp.h"
-#include "prof_intern.h"
 #include "prof_live.h"
-#include "prof_log.h"
 #include "prof_store.h"
-#include "prof_symbols.h"
-#include "prof_unload.h"
+#include "prof_typename.h"
 #include "prof_walk.h"
 
 #define KW_GC 0x1ull
@@ -60,8 +57,6 @@
 #define SEC_VALUE_BITS 40
 #define SEC_VALUE_MASK ((1ull << SEC_VALUE_BITS) - 1)
 #define SEC_TAG_MASK ((1ull << SEC_TAG_BITS) - 1)
-
-#define TYPE_CACHE 8192u /* power of two */
 
 static struct {
     int method;
@@ -78,28 +73,6 @@ static struct {
     uint64_t coin;               /* counter feeding the coin flips */
     uint64_t walked, thinned;    /* samples walked, samples left out, since start */
 } W;
-
-/* TypeID -> contract-form name; clrscope-agg only. Emptied when a module unload starts (a
- * TypeID may then come back as another type); the names themselves stay, once each, in `names`
- * (prof_live keeps pointers to them). */
-static struct {
-    uint64_t id[TYPE_CACHE];
-    const char *name[TYPE_CACHE];
-    uint32_t n;
-    uint32_t epoch;
-    int full_logged;
-    int names_ready;
-    struct prof_intern names;
-} T;
-
-#define TYPE_NAMES_MAX_BYTES (4u << 20)
-
-static const char *type_name_copy(const char *s)
-{
-    if (!T.names_ready && prof_intern_init(&T.names, TYPE_NAMES_MAX_BYTES) == 0)
-        T.names_ready = 1;
-    return T.names_ready ? prof_intern_str(&T.names, prof_intern(&T.names, s)) : NULL;
-}
 
 void prof_alloc_session_needs(UINT64 *keywords, UINT32 *level)
 {
@@ -390,63 +363,6 @@ void prof_alloc_on_event(DWORD id, DWORD version, const BYTE *data, ULONG len)
 
 /* ---- clrscope-agg side ---- */
 
-const char *prof_alloc_type_label(uint64_t type_id, const char *raw_name)
-{
-    uint32_t epoch = prof_unload_epoch();
-    if (epoch != T.epoch) {
-        T.epoch = epoch;
-        memset(T.id, 0, sizeof T.id);
-        memset(T.name, 0, sizeof T.name);
-        T.n = 0;
-    }
-    uint32_t h = (uint32_t)((type_id * 0x9E3779B97F4A7C15ull) >> 40) & (TYPE_CACHE - 1);
-    for (uint32_t i = 0; i < TYPE_CACHE; i++) {
-        uint32_t k = (h + i) & (TYPE_CACHE - 1);
-        if (T.id[k] == type_id && T.name[k])
-            return T.name[k];
-        if (!T.name[k]) {
-            if (T.n >= TYPE_CACHE * 3 / 4) {
-                /* Full: start again (the names stay interned; the types still allocated come
-                 * back one sample each). Until 2026-11-28 every type first sampled after the
-                 * 6,144th was "[other types]" for the process's life. */
-                memset(T.id, 0, sizeof T.id);
-                memset(T.name, 0, sizeof T.name);
-                T.n = 0;
-                prof_log_once(T.full_logged, LOG_INFO, "more than %u allocated types: the type "
-                              "cache starts again", TYPE_CACHE * 3 / 4);
-                k = h;
-            }
-            char clean[REC_TEXT + 64];
-            const char *raw = raw_name && raw_name[0] ? raw_name : "[unknown type]";
-            prof_symbols_clean_typename(raw, clean, sizeof clean);
-            /* The event names a nested type by its own name only ("Entry[System.Int32,...][]"
-             * for Dictionary`2+Entry[]): without a namespace, ask the metadata. TypeID is the
-             * ClassID, alive when the sample was taken; prof_symbols asks about it only while
-             * no module unload has started since (clrscope-agg entered with its epoch). */
-            size_t base = strcspn(raw, "[<");
-            int keep = 1;
-            if (!memchr(raw, '.', base)) {
-                const char *full = prof_symbols_class((ClassID)type_id);
-                if (full && full[0] && full[0] != '[')
-                    snprintf(clean, sizeof clean, "%s", full);
-                /* a sample taken before a module unload started: the event's own name for now,
-                 * the full one from the next sample */
-                keep = prof_unload_may_query();
-            }
-            const char *copy = type_name_copy(clean[0] ? clean : "[unknown type]");
-            if (!copy)
-                return "[unknown type]";
-            if (!keep)
-                return copy;
-            T.id[k] = type_id;
-            T.name[k] = copy;
-            T.n++;
-            return copy;
-        }
-    }
-    return "[other types]"; /* not reached: the cache never holds more than 3/4 */
-}
-
 /* A sample's count weight as a whole number that is right on average: 1.17 (an object of
  * 200 KB) is 2 in 17 % of samples and 1 otherwise. Rounding to nearest made every such object
  * count once, 14 % too few, while its bytes were right. */
@@ -479,7 +395,7 @@ void prof_alloc_consume(const struct prof_rec *rec, const char **names, int n)
 {
     if (!(g_core.profiles & PROFILE_ALLOC))
         return;
-    const char *label = prof_alloc_type_label(rec->a, rec->text);
+    const char *label = prof_typename_of(rec->a, rec->text);
     int64_t v[PROF_NVALUES] = {count_units(rec->x), (int64_t)rec->c, 1};
     prof_store_add(PK_ALLOC, rec->t_unix, names, n, rec->os_tid, label, v);
     add_type_row(rec, label);
@@ -488,7 +404,7 @@ void prof_alloc_consume(const struct prof_rec *rec, const char **names, int n)
 void prof_alloc_consume_type(const struct prof_rec *rec)
 {
     if (g_core.profiles & PROFILE_ALLOC)
-        add_type_row(rec, prof_alloc_type_label(rec->a, rec->text));
+        add_type_row(rec, prof_typename_of(rec->a, rec->text));
 }
 
 void prof_alloc_get_stats(struct prof_alloc_stats *out)

@@ -5,7 +5,7 @@
  * Contexts: prof_alloc_session_needs runs once at Initialize; prof_alloc_on_event runs on the
  * allocating thread inside the runtime's allocation path (no malloc, no locks, no logging: it
  * walks the stack into a ring record and may create a weak handle through prof_live_track);
- * prof_alloc_consume and prof_alloc_type_label run on clrscope-agg only; the getters run on any
+ * prof_alloc_consume and prof_alloc_consume_type run on clrscope-agg only; the getters run on any
  * thread.
  */
 #ifndef PROF_ALLOC_H
@@ -35,8 +35,6 @@ void prof_alloc_consume(const struct prof_rec *rec, const char **names, int n);
 /* On clrscope-agg: a REC_ALLOC_TYPE record (a sample the stack budget left out): the type table's
  * row only. */
 void prof_alloc_consume_type(const struct prof_rec *rec);
-/* clrscope-agg only: the contract-form name of a type (cached per TypeID; stable pointer). */
-const char *prof_alloc_type_label(uint64_t type_id, const char *raw_name);
 
 struct prof_alloc_stats {
     int method;             /* enum prof_alloc_method */

@@ -70,6 +70,7 @@
 #include "prof_config.h"
 #include "prof_core.h"
 #include "prof_log.h"
+#include "prof_typename.h"
 
 enum { S_FREE = 0, S_BUSY = 1, S_LIVE = 2 };
 enum { END_NONE = 0, END_COLLECTED = 1, END_EVICTED = 2 };
@@ -223,7 +224,7 @@ void prof_live_init(void)
     }
     L.types[0].name = "[other types]";
     L.ntypes = 1;
-    type_hash_put(0); /* prof_alloc's own "[other types]" is this row too */
+    type_hash_put(0); /* prof_typename's own "[other types]" is this row too */
     L.rng = (uint64_t)prof_now_ns() ^ (uint64_t)g_core.pid << 32;
     L.condemned[0] = L.condemned[1] = -1;
     L.in_gc = 0;
@@ -497,7 +498,7 @@ void prof_live_consume(const struct prof_rec *rec, const char **names, int n)
     uint32_t seq = (uint32_t)(rec->d >> 32);
     if (slot >= L.cap)
         return;
-    const char *label = prof_alloc_type_label(rec->a, rec->text);
+    const char *label = prof_typename_of(rec->a, rec->text);
     const char **frames = n > 0 ? malloc((size_t)n * sizeof *frames) : NULL;
     if (frames)
         memcpy(frames, names, (size_t)n * sizeof *frames);

@@ -5,7 +5,7 @@
  * after the 511th was "[other types]" for the process's life, and a leak in it was never
  * flagged). The runtime is played by a fake ICorProfilerInfo: weak handles are the objects'
  * addresses, and an object is collected when the test says so.
- * And prof_alloc's TypeID -> name cache (6,144 types): full, it starts again, instead of naming
+ * And prof_typename's TypeID -> name cache (6,144 types): full, it starts again, instead of naming
  * every later type "[other types]".
  */
 #include <stdio.h>
@@ -16,6 +16,7 @@
 #include "prof_core.h"
 #include "prof_live.h"
 #include "prof_ring.h"
+#include "prof_typename.h"
 
 #include "unit_check.h"
 
@@ -134,7 +135,7 @@ int main(void)
     int named = 0;
     for (int i = 0; i < 7000; i++) {
         snprintf(name, sizeof name, "App.Many%d", i);
-        named += !strcmp(prof_alloc_type_label(0x7000000 + (uint64_t)i * 8, name), name);
+        named += !strcmp(prof_typename_of(0x7000000 + (uint64_t)i * 8, name), name);
     }
     CHECK(named == 7000, "7,000 allocated types each named (%d)", named);
 
