@@ -439,16 +439,19 @@ const char *prof_alloc_bias_note(void)
 
 static void alloc_consume(const struct prof_rec *rec, const char **names, int n)
 {
-    if (rec->kind == REC_ALLOC_TYPE)
+    if (rec->kind == REC_ALLOC_TYPE) {
         prof_alloc_consume_type(rec);
-    else
-        prof_alloc_consume(rec, names, n);
+        return;
+    }
+    prof_alloc_consume(rec, names, n);
+    if (rec->kind == REC_LIVE) /* a sample whose object prof_live tracks: the rest is its */
+        prof_live_consume(rec, names, n);
 }
 
 const struct prof_kind prof_alloc_kind = {
     .name = "alloc",
     .profile = PROFILE_ALLOC,
-    .records = 1u << REC_ALLOC,
+    .records = 1u << REC_ALLOC | 1u << REC_LIVE,
     .bare = 1u << REC_ALLOC_TYPE,
     .consume = alloc_consume,
 };

@@ -54,7 +54,8 @@ int prof_alloc_total_ci(int64_t from_s, int64_t to_s, double *lo, double *hi, ui
 const char *prof_alloc_bias_note(void);
 
 struct prof_kind;
-/* The aggregator's row: consumes REC_ALLOC (walked) and REC_ALLOC_TYPE (bare) records. */
+/* The aggregator's row: consumes REC_ALLOC and REC_LIVE (walked) and REC_ALLOC_TYPE (bare)
+ * records; a REC_LIVE record goes on to prof_live_consume. */
 extern const struct prof_kind prof_alloc_kind;
 
 #endif

@@ -66,7 +66,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "prof_alloc.h"
 #include "prof_config.h"
 #include "prof_core.h"
 #include "prof_log.h"
@@ -491,7 +490,6 @@ static int meta_current(uint32_t i)
 
 void prof_live_consume(const struct prof_rec *rec, const char **names, int n)
 {
-    prof_alloc_consume(rec, names, n);
     if (!L.enabled || !rec->d)
         return;
     uint32_t slot = (uint32_t)(rec->d & 0xffffffffu) - 1;
@@ -1010,8 +1008,6 @@ size_t prof_live_mem_bytes(void)
 const struct prof_kind prof_live_kind = {
     .name = "live",
     .profile = PROFILE_LIVE,
-    .records = 1u << REC_LIVE,
-    .consume = prof_live_consume,
     .tick = prof_live_tick,
     .mem_bytes = prof_live_mem_bytes,
     .mem_name = "live_objects",
