@@ -58,21 +58,23 @@
 #define SEC_VALUE_MASK ((1ull << SEC_VALUE_BITS) - 1)
 #define SEC_TAG_MASK ((1ull << SEC_TAG_BITS) - 1)
 
-static struct {
-    int method;
-    /* AllocationSampled: samples and sum(size - offset) per second */
+/* The module's state. `method` and the per-second arrays are set at Initialize
+ * (prof_alloc_session_needs), before the session delivers any event; everything else is written
+ * by the allocating threads in the event callback, lock-free, and read by any thread. */
+static struct alloc_state {
+    int method; /* enum prof_alloc_method */
+    /* AllocationSampled: samples and sum(size - offset) per second (their slots: atomic) */
     uint64_t *sec_samples, *sec_u;
     uint32_t nsec;
     uint64_t samples, dropped, tick_events; /* atomic */
-} A;
-
-/* The stack-walk budget's state (all atomic; see the top of the file). */
-static struct {
-    int64_t period;              /* the wall-clock second being counted */
-    uint32_t seen, prev_seen;    /* samples this second, in the previous one */
-    uint64_t coin;               /* counter feeding the coin flips */
-    uint64_t walked, thinned;    /* samples walked, samples left out, since start */
-} W;
+    /* The stack-walk budget (all atomic; see the top of the file). */
+    struct {
+        int64_t period;              /* the monotonic second being counted */
+        uint32_t seen, prev_seen;    /* samples this second, in the previous one */
+        uint64_t coin;               /* counter feeding the coin flips */
+        uint64_t walked, thinned;    /* samples walked, samples left out, since start */
+    } walks;
+} alloc;
 
 void prof_alloc_session_needs(UINT64 *keywords, UINT32 *level)
 {
@@ -81,20 +83,20 @@ void prof_alloc_session_needs(UINT64 *keywords, UINT32 *level)
     const char *force = getenv("CLRSCOPE_ALLOC_METHOD"); /* auto (default), tick, sampled */
     int want_tick = force && !strcmp(force, "tick");
     if (g_core.runtime_major >= 10 && !want_tick) {
-        A.method = ALLOC_METHOD_SAMPLED;
+        alloc.method = ALLOC_METHOD_SAMPLED;
         *keywords = KW_ALLOCATION_SAMPLING;
-        if (!A.sec_samples) {
-            A.nsec = (uint32_t)g_cfg.history_s + 16;
-            A.sec_samples = calloc(A.nsec, sizeof *A.sec_samples);
-            A.sec_u = calloc(A.nsec, sizeof *A.sec_u);
-            if (!A.sec_samples || !A.sec_u) {
-                free(A.sec_samples);
-                free(A.sec_u);
-                A.sec_samples = A.sec_u = NULL; /* no interval, the rest works */
+        if (!alloc.sec_samples) {
+            alloc.nsec = (uint32_t)g_cfg.history_s + 16;
+            alloc.sec_samples = calloc(alloc.nsec, sizeof *alloc.sec_samples);
+            alloc.sec_u = calloc(alloc.nsec, sizeof *alloc.sec_u);
+            if (!alloc.sec_samples || !alloc.sec_u) {
+                free(alloc.sec_samples);
+                free(alloc.sec_u);
+                alloc.sec_samples = alloc.sec_u = NULL; /* no interval, the rest works */
             }
         }
     } else {
-        A.method = ALLOC_METHOD_TICK;
+        alloc.method = ALLOC_METHOD_TICK;
         *keywords = KW_GC;
         *level = EP_LEVEL_VERBOSE; /* GCAllocationTick is a Verbose event */
     }
@@ -174,7 +176,7 @@ static void sec_add(uint64_t *arr, uint64_t value, double t_unix)
     if (!arr)
         return;
     uint64_t sec = (uint64_t)t_unix;
-    uint64_t *slot = &arr[sec % A.nsec];
+    uint64_t *slot = &arr[sec % alloc.nsec];
     uint64_t tag = (sec & SEC_TAG_MASK) << SEC_VALUE_BITS;
     uint64_t old = __atomic_load_n(slot, __ATOMIC_RELAXED), want;
     do {
@@ -188,10 +190,10 @@ static void sec_add(uint64_t *arr, uint64_t value, double t_unix)
 static uint64_t sec_sum(const uint64_t *arr, int64_t from_s, int64_t to_s)
 {
     uint64_t sum = 0;
-    if (to_s - from_s >= (int64_t)A.nsec)
-        from_s = to_s - (int64_t)A.nsec + 1;
+    if (to_s - from_s >= (int64_t)alloc.nsec)
+        from_s = to_s - (int64_t)alloc.nsec + 1;
     for (int64_t s = from_s; s <= to_s; s++) {
-        uint64_t v = __atomic_load_n(&arr[(uint64_t)s % A.nsec], __ATOMIC_RELAXED);
+        uint64_t v = __atomic_load_n(&arr[(uint64_t)s % alloc.nsec], __ATOMIC_RELAXED);
         if ((v >> SEC_VALUE_BITS) == ((uint64_t)s & SEC_TAG_MASK))
             sum += v & SEC_VALUE_MASK;
     }
@@ -200,10 +202,10 @@ static uint64_t sec_sum(const uint64_t *arr, int64_t from_s, int64_t to_s)
 
 int prof_alloc_total_ci(int64_t from_s, int64_t to_s, double *lo, double *hi, uint64_t *samples)
 {
-    if (A.method != ALLOC_METHOD_SAMPLED || !A.sec_samples)
+    if (alloc.method != ALLOC_METHOD_SAMPLED || !alloc.sec_samples)
         return -1;
-    uint64_t s = sec_sum(A.sec_samples, from_s, to_s);
-    double u = (double)sec_sum(A.sec_u, from_s, to_s);
+    uint64_t s = sec_sum(alloc.sec_samples, from_s, to_s);
+    double u = (double)sec_sum(alloc.sec_u, from_s, to_s);
     *samples = s;
     /* failures before the s-th success ~ NegativeBinomial(s, p): mean s q/p, sd sqrt(s q)/p;
      * normal approximation (within ~0.01 of the exact quantiles from s = 30 on). */
@@ -222,14 +224,14 @@ int prof_alloc_total_ci(int64_t from_s, int64_t to_s, double *lo, double *hi, ui
 static double walk_probability(void)
 {
     int64_t sec = prof_now_ns() / 1000000000LL;
-    int64_t cur = __atomic_load_n(&W.period, __ATOMIC_ACQUIRE);
-    if (sec > cur && __atomic_compare_exchange_n(&W.period, &cur, sec, 0, __ATOMIC_ACQ_REL,
-                                                 __ATOMIC_ACQUIRE)) {
-        uint32_t last = __atomic_exchange_n(&W.seen, 0, __ATOMIC_ACQ_REL);
-        __atomic_store_n(&W.prev_seen, sec == cur + 1 ? last : 0, __ATOMIC_RELEASE);
+    int64_t cur = __atomic_load_n(&alloc.walks.period, __ATOMIC_ACQUIRE);
+    if (sec > cur && __atomic_compare_exchange_n(&alloc.walks.period, &cur, sec, 0,
+                                                 __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) {
+        uint32_t last = __atomic_exchange_n(&alloc.walks.seen, 0, __ATOMIC_ACQ_REL);
+        __atomic_store_n(&alloc.walks.prev_seen, sec == cur + 1 ? last : 0, __ATOMIC_RELEASE);
     }
-    uint32_t seen = __atomic_add_fetch(&W.seen, 1, __ATOMIC_ACQ_REL);
-    uint32_t prev = __atomic_load_n(&W.prev_seen, __ATOMIC_ACQUIRE);
+    uint32_t seen = __atomic_add_fetch(&alloc.walks.seen, 1, __ATOMIC_ACQ_REL);
+    uint32_t prev = __atomic_load_n(&alloc.walks.prev_seen, __ATOMIC_ACQUIRE);
     uint32_t load = prev > seen ? prev : seen;
     uint32_t budget = (uint32_t)g_cfg.alloc_stack_rate;
     return load <= budget ? 1.0 : (double)budget / (double)load;
@@ -243,28 +245,28 @@ static void take_sample(uint64_t type_id, const BYTE *d, ULONG len, size_t name_
     struct prof_ring *ring = prof_agg_ring();
     if (!ring)
         return;
-    /* A.samples is counted next to the walked/thinned/dropped counter of the sample, so that a
-     * reader of the stats (any thread) finds them apart only for an instant */
+    /* alloc.samples is counted next to the walked/thinned/dropped counter of the sample, so
+     * that a reader of the stats (any thread) finds them apart only for an instant */
     double p = walk_probability();
     int walk = 1;
     if (p < 1) {
-        uint64_t z = esamp_mix(__atomic_fetch_add(&W.coin, 1, __ATOMIC_RELAXED) +
+        uint64_t z = esamp_mix(__atomic_fetch_add(&alloc.walks.coin, 1, __ATOMIC_RELAXED) +
                                0x9E3779B97F4A7C15ull);
         walk = (double)(z >> 11) * 0x1.0p-53 < p;
     }
     if (!walk && !(g_core.profiles & PROFILE_ALLOC)) { /* live objects alone: nothing to add */
-        __atomic_fetch_add(&W.thinned, 1, __ATOMIC_RELAXED);
-        __atomic_fetch_add(&A.samples, 1, __ATOMIC_RELAXED);
+        __atomic_fetch_add(&alloc.walks.thinned, 1, __ATOMIC_RELAXED);
+        __atomic_fetch_add(&alloc.samples, 1, __ATOMIC_RELAXED);
         return;
     }
     struct prof_rec *r = prof_ring_reserve(ring);
     if (!r) {
-        __atomic_fetch_add(&A.dropped, 1, __ATOMIC_RELAXED);
-        __atomic_fetch_add(&A.samples, 1, __ATOMIC_RELAXED);
+        __atomic_fetch_add(&alloc.dropped, 1, __ATOMIC_RELAXED);
+        __atomic_fetch_add(&alloc.samples, 1, __ATOMIC_RELAXED);
         return;
     }
-    __atomic_fetch_add(walk ? &W.walked : &W.thinned, 1, __ATOMIC_RELAXED);
-    __atomic_fetch_add(&A.samples, 1, __ATOMIC_RELAXED);
+    __atomic_fetch_add(walk ? &alloc.walks.walked : &alloc.walks.thinned, 1, __ATOMIC_RELAXED);
+    __atomic_fetch_add(&alloc.samples, 1, __ATOMIC_RELAXED);
     r->kind = walk ? REC_ALLOC : REC_ALLOC_TYPE;
     r->a = type_id;
     r->b = size;
@@ -315,8 +317,8 @@ static void on_sampled(const BYTE *d, ULONG len)
     if (!(prob > 0))
         return;
     double count_w = 1.0 / prob, now = prof_unix_now();
-    sec_add(A.sec_samples, 1, now);
-    sec_add(A.sec_u, offset < size ? size - offset : 1, now);
+    sec_add(alloc.sec_samples, 1, now);
+    sec_add(alloc.sec_u, offset < size ? size - offset : 1, now);
     take_sample(type_id, d, len, 14, size, (int)kind, (uintptr_t)address, count_w,
                 (double)size * count_w, now);
 }
@@ -333,8 +335,8 @@ static void on_tick(DWORD version, const BYTE *d, ULONG len)
     if (version >= 2 && rd_u64(d, len, 10, &amount))
         return;
     double now = prof_unix_now();
-    __atomic_fetch_add(&A.tick_events, 1, __ATOMIC_RELAXED);
-    if (A.method != ALLOC_METHOD_TICK || version < 2 || rd_u64(d, len, 18, &type_id))
+    __atomic_fetch_add(&alloc.tick_events, 1, __ATOMIC_RELAXED);
+    if (alloc.method != ALLOC_METHOD_TICK || version < 2 || rd_u64(d, len, 18, &type_id))
         return;
     char skip[8];
     size_t after = rd_utf16z(d, len, 26, skip, sizeof skip);
@@ -355,9 +357,9 @@ void prof_alloc_on_event(DWORD id, DWORD version, const BYTE *data, ULONG len)
 {
     if (!(g_core.profiles & (PROFILE_ALLOC | PROFILE_LIVE)))
         return;
-    if (id == 303 && A.method == ALLOC_METHOD_SAMPLED)
+    if (id == 303 && alloc.method == ALLOC_METHOD_SAMPLED)
         on_sampled(data, len);
-    else if (id == 10 && A.method != ALLOC_METHOD_NONE)
+    else if (id == 10 && alloc.method != ALLOC_METHOD_NONE)
         on_tick(version, data, len);
 }
 
@@ -409,17 +411,17 @@ void prof_alloc_consume_type(const struct prof_rec *rec)
 
 void prof_alloc_get_stats(struct prof_alloc_stats *out)
 {
-    out->method = A.method;
-    out->samples = __atomic_load_n(&A.samples, __ATOMIC_RELAXED);
-    out->dropped = __atomic_load_n(&A.dropped, __ATOMIC_RELAXED);
-    out->tick_events = __atomic_load_n(&A.tick_events, __ATOMIC_RELAXED);
-    out->walked = __atomic_load_n(&W.walked, __ATOMIC_RELAXED);
-    out->thinned = __atomic_load_n(&W.thinned, __ATOMIC_RELAXED);
+    out->method = alloc.method;
+    out->samples = __atomic_load_n(&alloc.samples, __ATOMIC_RELAXED);
+    out->dropped = __atomic_load_n(&alloc.dropped, __ATOMIC_RELAXED);
+    out->tick_events = __atomic_load_n(&alloc.tick_events, __ATOMIC_RELAXED);
+    out->walked = __atomic_load_n(&alloc.walks.walked, __ATOMIC_RELAXED);
+    out->thinned = __atomic_load_n(&alloc.walks.thinned, __ATOMIC_RELAXED);
 }
 
 const char *prof_alloc_bias_note(void)
 {
-    switch (A.method) {
+    switch (alloc.method) {
     case ALLOC_METHOD_SAMPLED:
         return "AllocationSampled: every allocated byte is a Bernoulli trial with p = 1/102400 on "
                "its thread; a sampled object of s bytes stands for 1/(1-q^s) objects and "
