@@ -41,8 +41,9 @@
  *                    (a background GC may end while an ephemeral one runs).
  *     `seq` is bumped at each claim; ring records carry (slot, seq), so clrscope-agg never
  *     attaches a stack to the wrong object, whatever order things happen in.
- *   meta[] and types[] (clrscope-agg, under L.lock): the type, thread and stack of each live
- *     slot, per-type births/deaths and a 15-minute history; API handlers read them under L.lock.
+ *   meta[] and types[] (clrscope-agg, under live.agg.lock): the type, thread and stack of each
+ *     live slot, per-type births/deaths and a 15-minute history; API handlers read them under
+ *     the same lock.
  *
  * CAPACITY AND HONEST ESTIMATES
  *   Each tracked object carries its allocation sample's weights (count_w, bytes_w) times 2^shift,
@@ -98,7 +99,7 @@ struct live_slot {
 struct live_meta {
     uint32_t seq;          /* the slot sequence this describes; 0 = none */
     uint32_t tid;
-    uint32_t type;         /* index into L.types */
+    uint32_t type;         /* index into live.agg.types */
     uint32_t nframes;
     const char **frames;   /* root first */
 };
@@ -120,38 +121,49 @@ struct live_type {
     char reason[160];
 };
 
-static struct {
+/* The module's state. What Initialize sets is read-only after it; the rest is in two parts that
+ * different threads write (see OWNERSHIP above):
+ *   tab  the slot table: app threads claim slots in the allocation callback, the GC callbacks
+ *        check and free them; every field is read and written with atomics, any thread;
+ *   agg  what clrscope-agg derives from the records (each slot's type, thread and stack, the
+ *        type rows and their history), under agg.lock, which the readers (API threads) take. */
+static struct live_state {
+    /* prof_live_init (Initialize), then read-only */
     int enabled;
     const char *why_off;
     uint32_t cap;
-    struct live_slot *slots;
-    uint64_t *live_bits;       /* atomic words: bit i set while slot i is LIVE (the GC scan's index) */
-    uint32_t shift;            /* atomic: admission probability 2^-shift */
-    uint64_t rng;              /* atomic */
-    /* The deepest generation each GC in progress condemned. GCs run one at a time except a
-     * background GC, inside which ephemeral GCs start and finish: [0] is the outer GC's, [1] the
-     * one inside it, `in_gc` how many have started and not finished (0..2). A single variable
-     * made a background GC's end look like its last nested GC's (gen0/gen1), so it never proved
-     * a generation 2 object alive (before 2026-11-28). */
-    int condemned[2];          /* atomic */
-    int in_gc;                 /* atomic */
-    int gc_busy;               /* atomic flag */
-    uint64_t untracked, overflow, handle_failures, gcs, evicted, full_events; /* atomic */
-    uint64_t bumped_at;        /* atomic: GC epoch of the last overflow-driven halving */
-    uint64_t overflow_at_gc;   /* GC-finished callback only */
-    uint32_t live_now;         /* atomic: live slots at the last GC */
-
-    pthread_mutex_t lock;      /* meta, types */
-    struct live_meta *meta;
-    struct live_type *types;
-    uint32_t ntypes;
-    uint32_t type_hash[TYPE_HASH]; /* index + 1 */
-    uint64_t types_recycled;       /* rows given back by recycle_types */
-    uint64_t deaths;
-    double next_hist;
     double leak_window_s, leak_min_s;
-    int types_full_logged;
-} L = {.lock = PTHREAD_MUTEX_INITIALIZER};
+    struct {
+        struct live_slot *slots;
+        uint64_t *live_bits;   /* atomic words: bit i set while slot i is LIVE (the GC scan's
+                                * index) */
+        uint32_t shift;        /* atomic: admission probability 2^-shift */
+        uint64_t rng;          /* atomic */
+        /* The deepest generation each GC in progress condemned. GCs run one at a time except a
+         * background GC, inside which ephemeral GCs start and finish: [0] is the outer GC's, [1]
+         * the one inside it, `in_gc` how many have started and not finished (0..2). With a
+         * single variable a background GC's end would look like its last nested GC's
+         * (gen0/gen1), and it would never prove a generation 2 object alive. */
+        int condemned[2];      /* atomic */
+        int in_gc;             /* atomic */
+        int gc_busy;           /* atomic flag: a GC-finished callback is checking the table */
+        uint64_t untracked, overflow, handle_failures, gcs, evicted, full_events; /* atomic */
+        uint64_t bumped_at;    /* atomic: GC epoch of the last overflow-driven halving */
+        uint64_t overflow_at_gc; /* the GC-finished callback only (under gc_busy) */
+        uint32_t live_now;     /* atomic: live slots at the last GC */
+    } tab;
+    struct {
+        pthread_mutex_t lock;  /* meta, types and everything below */
+        struct live_meta *meta;
+        struct live_type *types;
+        uint32_t ntypes;
+        uint32_t type_hash[TYPE_HASH]; /* index + 1 */
+        uint64_t types_recycled;       /* rows given back by recycle_types */
+        uint64_t deaths;
+        double next_hist;
+        int types_full_logged;
+    } agg;
+} live = {.agg.lock = PTHREAD_MUTEX_INITIALIZER};
 
 #define LD(p) __atomic_load_n((p), __ATOMIC_RELAXED)
 #define ST(p, v) __atomic_store_n((p), (v), __ATOMIC_RELAXED)
@@ -170,7 +182,7 @@ static void st_d(double *p, double v)
 
 static uint64_t next_random(void)
 {
-    uint64_t z = __atomic_add_fetch(&L.rng, 0x9E3779B97F4A7C15ull, __ATOMIC_RELAXED);
+    uint64_t z = __atomic_add_fetch(&live.tab.rng, 0x9E3779B97F4A7C15ull, __ATOMIC_RELAXED);
     z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
     z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
     return z ^ (z >> 31);
@@ -185,49 +197,50 @@ static void type_hash_put(uint32_t idx);
 
 void prof_live_init(void)
 {
-    L.leak_window_s = prof_env_double("CLRSCOPE_LEAK_WINDOW_S", 300, 30, 900);
-    L.leak_min_s = prof_env_double("CLRSCOPE_LEAK_MIN_S", 20, 10, 900);
+    live.leak_window_s = prof_env_double("CLRSCOPE_LEAK_WINDOW_S", 300, 30, 900);
+    live.leak_min_s = prof_env_double("CLRSCOPE_LEAK_MIN_S", 20, 10, 900);
     if (!(g_core.profiles & PROFILE_LIVE)) {
-        L.why_off = "the live profile is not enabled (CLRSCOPE_PROFILES)";
+        live.why_off = "the live profile is not enabled (CLRSCOPE_PROFILES)";
         return;
     }
     if (g_cfg.live_max <= 0) {
-        L.why_off = "CLRSCOPE_LIVE_MAX is 0";
+        live.why_off = "CLRSCOPE_LIVE_MAX is 0";
         prof_core_disable(PROFILE_LIVE);
         return;
     }
     if (g_core.info_version < 13 || !g_core.info->vt->CreateHandle) {
-        L.why_off = "the runtime has no ICorProfilerInfo13 (weak handles)";
+        live.why_off = "the runtime has no ICorProfilerInfo13 (weak handles)";
         prof_log(LOG_WARN, "live objects need ICorProfilerInfo13 (.NET 7+); they are off");
         prof_core_disable(PROFILE_LIVE);
         return;
     }
-    L.cap = (uint32_t)g_cfg.live_max;
-    L.slots = calloc(L.cap, sizeof *L.slots);
-    L.meta = calloc(L.cap, sizeof *L.meta);
-    L.types = calloc(MAX_TYPES, sizeof *L.types);
-    L.live_bits = calloc((L.cap + 63) / 64, sizeof *L.live_bits);
-    if (!L.slots || !L.meta || !L.types || !L.live_bits) {
-        free(L.slots);
-        free(L.meta);
-        free(L.types);
-        free(L.live_bits);
-        L.slots = NULL;
-        L.meta = NULL;
-        L.types = NULL;
-        L.live_bits = NULL;
-        L.why_off = "out of memory for the live-object table";
-        prof_log(LOG_WARN, "out of memory for %u live-object slots; live objects are off", L.cap);
+    live.cap = (uint32_t)g_cfg.live_max;
+    live.tab.slots = calloc(live.cap, sizeof *live.tab.slots);
+    live.agg.meta = calloc(live.cap, sizeof *live.agg.meta);
+    live.agg.types = calloc(MAX_TYPES, sizeof *live.agg.types);
+    live.tab.live_bits = calloc((live.cap + 63) / 64, sizeof *live.tab.live_bits);
+    if (!live.tab.slots || !live.agg.meta || !live.agg.types || !live.tab.live_bits) {
+        free(live.tab.slots);
+        free(live.agg.meta);
+        free(live.agg.types);
+        free(live.tab.live_bits);
+        live.tab.slots = NULL;
+        live.agg.meta = NULL;
+        live.agg.types = NULL;
+        live.tab.live_bits = NULL;
+        live.why_off = "out of memory for the live-object table";
+        prof_log(LOG_WARN, "out of memory for %u live-object slots; live objects are off",
+                 live.cap);
         prof_core_disable(PROFILE_LIVE);
         return;
     }
-    L.types[0].name = "[other types]";
-    L.ntypes = 1;
+    live.agg.types[0].name = "[other types]";
+    live.agg.ntypes = 1;
     type_hash_put(0); /* prof_typename's own "[other types]" is this row too */
-    L.rng = (uint64_t)prof_now_ns() ^ (uint64_t)g_core.pid << 32;
-    L.condemned[0] = L.condemned[1] = -1;
-    L.in_gc = 0;
-    L.enabled = 1;
+    live.tab.rng = (uint64_t)prof_now_ns() ^ (uint64_t)g_core.pid << 32;
+    live.tab.condemned[0] = live.tab.condemned[1] = -1;
+    live.tab.in_gc = 0;
+    live.enabled = 1;
 }
 
 /* ---- runtime callbacks ---- */
@@ -235,18 +248,18 @@ void prof_live_init(void)
 int prof_live_track(uintptr_t address, uint64_t size, int kind, double count_w, double bytes_w,
                     double t_unix, uint32_t *seq)
 {
-    if (!L.enabled || !address)
+    if (!live.enabled || !address)
         return -1;
-    uint32_t shift = LD(&L.shift);
+    uint32_t shift = LD(&live.tab.shift);
     uint64_t rnd = next_random();
     if (shift && (rnd & ((1ull << shift) - 1))) {
-        __atomic_fetch_add(&L.untracked, 1, __ATOMIC_RELAXED);
+        __atomic_fetch_add(&live.tab.untracked, 1, __ATOMIC_RELAXED);
         return -1;
     }
-    uint32_t start = (uint32_t)((rnd >> 32) % L.cap);
-    for (uint32_t i = 0; i < PROBES && i < L.cap; i++) {
-        uint32_t idx = (start + i) % L.cap;
-        struct live_slot *s = &L.slots[idx];
+    uint32_t start = (uint32_t)((rnd >> 32) % live.cap);
+    for (uint32_t i = 0; i < PROBES && i < live.cap; i++) {
+        uint32_t idx = (start + i) % live.cap;
+        struct live_slot *s = &live.tab.slots[idx];
         uint32_t expect = S_FREE;
         if (LD(&s->state) != S_FREE ||
             !__atomic_compare_exchange_n(&s->state, &expect, S_BUSY, 0, __ATOMIC_ACQUIRE,
@@ -257,8 +270,8 @@ int prof_live_track(uintptr_t address, uint64_t size, int kind, double count_w, 
         HRESULT hr = info->vt->CreateHandle(info, (ObjectID)address, COR_PRF_HANDLE_TYPE_WEAK, &h);
         if (hr < 0 || !h) {
             __atomic_store_n(&s->state, S_FREE, __ATOMIC_RELEASE);
-            __atomic_fetch_add(&L.handle_failures, 1, __ATOMIC_RELAXED);
-            __atomic_fetch_add(&L.untracked, 1, __ATOMIC_RELAXED);
+            __atomic_fetch_add(&live.tab.handle_failures, 1, __ATOMIC_RELAXED);
+            __atomic_fetch_add(&live.tab.untracked, 1, __ATOMIC_RELAXED);
             return -1;
         }
         uint32_t q = LD(&s->seq) + 1;
@@ -275,34 +288,34 @@ int prof_live_track(uintptr_t address, uint64_t size, int kind, double count_w, 
         ST(&s->gcs, 0u);
         ST(&s->seq, q);
         __atomic_store_n(&s->state, S_LIVE, __ATOMIC_RELEASE);
-        __atomic_fetch_or(&L.live_bits[idx / 64], 1ull << (idx % 64), __ATOMIC_RELEASE);
+        __atomic_fetch_or(&live.tab.live_bits[idx / 64], 1ull << (idx % 64), __ATOMIC_RELEASE);
         *seq = q;
         return (int)idx;
     }
-    __atomic_fetch_add(&L.overflow, 1, __ATOMIC_RELAXED);
-    __atomic_fetch_add(&L.untracked, 1, __ATOMIC_RELAXED);
+    __atomic_fetch_add(&live.tab.overflow, 1, __ATOMIC_RELAXED);
+    __atomic_fetch_add(&live.tab.untracked, 1, __ATOMIC_RELAXED);
     /* Churn fills the table between GCs: halve the admission probability, at most once per GC
      * (objects already tracked keep their weights; see "CAPACITY" above). */
-    uint64_t epoch = LD(&L.gcs) + 1, seen = LD(&L.bumped_at);
-    if (seen != epoch && LD(&L.shift) < 40 &&
-        __atomic_compare_exchange_n(&L.bumped_at, &seen, epoch, 0, __ATOMIC_RELAXED,
+    uint64_t epoch = LD(&live.tab.gcs) + 1, seen = LD(&live.tab.bumped_at);
+    if (seen != epoch && LD(&live.tab.shift) < 40 &&
+        __atomic_compare_exchange_n(&live.tab.bumped_at, &seen, epoch, 0, __ATOMIC_RELAXED,
                                     __ATOMIC_RELAXED))
-        __atomic_fetch_add(&L.shift, 1, __ATOMIC_RELAXED);
+        __atomic_fetch_add(&live.tab.shift, 1, __ATOMIC_RELAXED);
     return -1;
 }
 
 void prof_live_gc_started(int cgen, const BOOL *collected)
 {
-    if (!L.enabled)
+    if (!live.enabled)
         return;
     int deepest = -1;
     for (int g = 0; collected && g < cgen && g < 3; g++)
         if (collected[g])
             deepest = g;
-    int before = __atomic_fetch_add(&L.in_gc, 1, __ATOMIC_ACQ_REL);
+    int before = __atomic_fetch_add(&live.tab.in_gc, 1, __ATOMIC_ACQ_REL);
     if (before >= 2) /* a start whose finish never came: stay at two */
-        __atomic_fetch_sub(&L.in_gc, 1, __ATOMIC_ACQ_REL);
-    __atomic_store_n(&L.condemned[before > 0], deepest, __ATOMIC_RELEASE);
+        __atomic_fetch_sub(&live.tab.in_gc, 1, __ATOMIC_ACQ_REL);
+    __atomic_store_n(&live.tab.condemned[before > 0], deepest, __ATOMIC_RELEASE);
 }
 
 /* The generation condemned by the GC that is finishing: the nested one when two are in
@@ -311,54 +324,54 @@ void prof_live_gc_started(int cgen, const BOOL *collected)
  * alive by then anyway.) -1 when no start was seen. */
 static int finishing_condemned(void)
 {
-    int before = __atomic_fetch_sub(&L.in_gc, 1, __ATOMIC_ACQ_REL);
+    int before = __atomic_fetch_sub(&live.tab.in_gc, 1, __ATOMIC_ACQ_REL);
     if (before <= 0) {
-        __atomic_store_n(&L.in_gc, 0, __ATOMIC_RELEASE);
+        __atomic_store_n(&live.tab.in_gc, 0, __ATOMIC_RELEASE);
         return -1;
     }
-    return __atomic_load_n(&L.condemned[before > 1], __ATOMIC_ACQUIRE);
+    return __atomic_load_n(&live.tab.condemned[before > 1], __ATOMIC_ACQUIRE);
 }
 
 static void free_slot(uint32_t i, uint32_t reason)
 {
-    struct live_slot *s = &L.slots[i];
+    struct live_slot *s = &live.tab.slots[i];
     ICorProfilerInfo15 *info = g_core.info;
     info->vt->DestroyHandle(info, LD(&s->handle));
     ST(&s->handle, (ObjectHandleID)NULL);
     ST(&s->ended_reason, reason);
     ST(&s->ended_seq, LD(&s->seq));
     /* the bit goes first: a thread that claims the slot once it is FREE sets it again */
-    __atomic_fetch_and(&L.live_bits[i / 64], ~(1ull << (i % 64)), __ATOMIC_RELEASE);
+    __atomic_fetch_and(&live.tab.live_bits[i / 64], ~(1ull << (i % 64)), __ATOMIC_RELEASE);
     __atomic_store_n(&s->state, S_FREE, __ATOMIC_RELEASE);
 }
 
-/* The first slot at or after i whose live bit is set, or L.cap. Visiting only those keeps the
+/* The first slot at or after i whose live bit is set, or live.cap. Visiting only those keeps the
  * scan at GC end (inside the GC's pause) from touching every slot of a mostly empty table: on the
  * ASP.NET Core bench ~30 of 4,096 slots are live, and reading all of them cost 0.2 % of the
  * server's CPU in cache misses. */
 static uint32_t live_next(uint32_t i)
 {
-    while (i < L.cap) {
-        uint64_t w = __atomic_load_n(&L.live_bits[i / 64], __ATOMIC_ACQUIRE) >> (i % 64);
+    while (i < live.cap) {
+        uint64_t w = __atomic_load_n(&live.tab.live_bits[i / 64], __ATOMIC_ACQUIRE) >> (i % 64);
         if (w)
             return i + (uint32_t)__builtin_ctzll(w);
         i = (i / 64 + 1) * 64;
     }
-    return L.cap;
+    return live.cap;
 }
 
 /* Halves the tracked set at random (see "CAPACITY" above). GC-finished callback only. */
 static uint32_t thin_out(void)
 {
     uint32_t kept = 0;
-    for (uint32_t i = live_next(0); i < L.cap; i = live_next(i + 1)) {
-        struct live_slot *s = &L.slots[i];
+    for (uint32_t i = live_next(0); i < live.cap; i = live_next(i + 1)) {
+        struct live_slot *s = &live.tab.slots[i];
         if (__atomic_load_n(&s->state, __ATOMIC_ACQUIRE) != S_LIVE)
             continue;
         if (next_random() & 1) {
             free_slot(i, END_EVICTED);
-            __atomic_fetch_add(&L.evicted, 1, __ATOMIC_RELAXED);
-            __atomic_fetch_add(&L.untracked, 1, __ATOMIC_RELAXED);
+            __atomic_fetch_add(&live.tab.evicted, 1, __ATOMIC_RELAXED);
+            __atomic_fetch_add(&live.tab.untracked, 1, __ATOMIC_RELAXED);
         } else {
             ST(&s->shift, LD(&s->shift) + 1);
             kept++;
@@ -369,16 +382,16 @@ static uint32_t thin_out(void)
 
 void prof_live_gc_finished(void)
 {
-    if (!L.enabled)
+    if (!live.enabled)
         return;
     int cond = finishing_condemned();
-    if (__atomic_exchange_n(&L.gc_busy, 1, __ATOMIC_ACQUIRE))
+    if (__atomic_exchange_n(&live.tab.gc_busy, 1, __ATOMIC_ACQUIRE))
         return; /* another GC's callback is checking the table right now */
     ICorProfilerInfo15 *info = g_core.info;
     int64_t now = now_ms();
-    uint32_t live = 0;
-    for (uint32_t i = live_next(0); i < L.cap; i = live_next(i + 1)) {
-        struct live_slot *s = &L.slots[i];
+    uint32_t alive = 0;
+    for (uint32_t i = live_next(0); i < live.cap; i = live_next(i + 1)) {
+        struct live_slot *s = &live.tab.slots[i];
         if (__atomic_load_n(&s->state, __ATOMIC_ACQUIRE) != S_LIVE)
             continue;
         ObjectID obj = 0;
@@ -387,7 +400,7 @@ void prof_live_gc_finished(void)
             free_slot(i, END_COLLECTED);
             continue;
         }
-        live++;
+        alive++;
         if (hr < 0 || cond < 0)
             continue;
         uint32_t gen = LD(&s->gen);
@@ -399,24 +412,24 @@ void prof_live_gc_finished(void)
                 ST(&s->gen, gen + 1);
         }
     }
-    uint32_t shift = LD(&L.shift);
-    uint64_t overflow = LD(&L.overflow);
-    if (live >= L.cap - L.cap / 8 && shift < 40) {
-        __atomic_fetch_add(&L.shift, 1, __ATOMIC_RELAXED);
-        __atomic_fetch_add(&L.full_events, 1, __ATOMIC_RELAXED);
-        live = thin_out();
-    } else if (live < L.cap / 4 && shift > 0 && overflow == L.overflow_at_gc) {
+    uint32_t shift = LD(&live.tab.shift);
+    uint64_t overflow = LD(&live.tab.overflow);
+    if (alive >= live.cap - live.cap / 8 && shift < 40) {
+        __atomic_fetch_add(&live.tab.shift, 1, __ATOMIC_RELAXED);
+        __atomic_fetch_add(&live.tab.full_events, 1, __ATOMIC_RELAXED);
+        alive = thin_out();
+    } else if (alive < live.cap / 4 && shift > 0 && overflow == live.tab.overflow_at_gc) {
         /* room again and nothing turned away since the last GC: admit twice as often */
-        __atomic_compare_exchange_n(&L.shift, &shift, shift - 1, 0, __ATOMIC_RELAXED,
+        __atomic_compare_exchange_n(&live.tab.shift, &shift, shift - 1, 0, __ATOMIC_RELAXED,
                                     __ATOMIC_RELAXED);
     }
-    L.overflow_at_gc = overflow;
-    ST(&L.live_now, live);
-    __atomic_fetch_add(&L.gcs, 1, __ATOMIC_RELAXED);
-    __atomic_store_n(&L.gc_busy, 0, __ATOMIC_RELEASE);
+    live.tab.overflow_at_gc = overflow;
+    ST(&live.tab.live_now, alive);
+    __atomic_fetch_add(&live.tab.gcs, 1, __ATOMIC_RELAXED);
+    __atomic_store_n(&live.tab.gc_busy, 0, __ATOMIC_RELEASE);
 }
 
-/* ---- clrscope-agg side (L.lock held where noted) ---- */
+/* ---- clrscope-agg side (live.agg.lock held where noted) ---- */
 
 static uint32_t str_hash(const char *s)
 {
@@ -426,56 +439,57 @@ static uint32_t str_hash(const char *s)
     return h;
 }
 
-/* L.lock held: puts type idx (named) in the name index. */
+/* live.agg.lock held: puts type idx (named) in the name index. */
 static void type_hash_put(uint32_t idx)
 {
-    uint32_t h = str_hash(L.types[idx].name) & (TYPE_HASH - 1);
+    uint32_t h = str_hash(live.agg.types[idx].name) & (TYPE_HASH - 1);
     for (uint32_t i = 0; i < TYPE_HASH; i++) {
         uint32_t k = (h + i) & (TYPE_HASH - 1);
-        if (!L.type_hash[k]) {
-            L.type_hash[k] = idx + 1;
+        if (!live.agg.type_hash[k]) {
+            live.agg.type_hash[k] = idx + 1;
             return;
         }
     }
 }
 
-/* L.lock held. */
+/* live.agg.lock held. */
 static uint32_t type_index(const char *name)
 {
     uint32_t h = str_hash(name) & (TYPE_HASH - 1);
     for (uint32_t i = 0; i < TYPE_HASH; i++) {
         uint32_t k = (h + i) & (TYPE_HASH - 1);
-        uint32_t v = L.type_hash[k];
+        uint32_t v = live.agg.type_hash[k];
         if (!v) {
-            uint32_t idx = L.ntypes;
+            uint32_t idx = live.agg.ntypes;
             if (idx >= MAX_TYPES) /* a row history_step gave back */
-                for (idx = 1; idx < L.ntypes && L.types[idx].name; idx++)
+                for (idx = 1; idx < live.agg.ntypes && live.agg.types[idx].name; idx++)
                     ;
             if (idx >= MAX_TYPES)
                 break;
-            if (idx == L.ntypes)
-                L.ntypes++;
-            L.types[idx].name = name;
-            L.type_hash[k] = idx + 1;
+            if (idx == live.agg.ntypes)
+                live.agg.ntypes++;
+            live.agg.types[idx].name = name;
+            live.agg.type_hash[k] = idx + 1;
             return idx;
         }
-        if (!strcmp(L.types[v - 1].name, name))
+        if (!strcmp(live.agg.types[v - 1].name, name))
             return v - 1;
     }
-    prof_log_once(L.types_full_logged, LOG_WARN, "more than %d live types at once; new ones are "
-                  "shown as [other types] until idle types give their rows back", MAX_TYPES - 1);
+    prof_log_once(live.agg.types_full_logged, LOG_WARN, "more than %d live types at once; new "
+                  "ones are shown as [other types] until idle types give their rows back",
+                  MAX_TYPES - 1);
     return 0;
 }
 
 /* A slot's meta describes an object that is gone: count the death and free the stack. */
 static void retire_meta(uint32_t i)
 {
-    struct live_meta *m = &L.meta[i];
-    struct live_slot *s = &L.slots[i];
+    struct live_meta *m = &live.agg.meta[i];
+    struct live_slot *s = &live.tab.slots[i];
     int evicted = LD(&s->ended_seq) == m->seq && LD(&s->ended_reason) == END_EVICTED;
     if (!evicted) {
-        L.types[m->type].deaths++;
-        L.deaths++;
+        live.agg.types[m->type].deaths++;
+        live.agg.deaths++;
     }
     free(m->frames);
     memset(m, 0, sizeof *m);
@@ -483,30 +497,30 @@ static void retire_meta(uint32_t i)
 
 static int meta_current(uint32_t i)
 {
-    struct live_slot *s = &L.slots[i];
-    return L.meta[i].seq && __atomic_load_n(&s->state, __ATOMIC_ACQUIRE) == S_LIVE &&
-           LD(&s->seq) == L.meta[i].seq;
+    struct live_slot *s = &live.tab.slots[i];
+    return live.agg.meta[i].seq && __atomic_load_n(&s->state, __ATOMIC_ACQUIRE) == S_LIVE &&
+           LD(&s->seq) == live.agg.meta[i].seq;
 }
 
 void prof_live_consume(const struct prof_rec *rec, const char **names, int n)
 {
-    if (!L.enabled || !rec->d)
+    if (!live.enabled || !rec->d)
         return;
     uint32_t slot = (uint32_t)(rec->d & 0xffffffffu) - 1;
     uint32_t seq = (uint32_t)(rec->d >> 32);
-    if (slot >= L.cap)
+    if (slot >= live.cap)
         return;
     const char *label = prof_typename_of(rec->a, rec->text);
     const char **frames = n > 0 ? malloc((size_t)n * sizeof *frames) : NULL;
     if (frames)
         memcpy(frames, names, (size_t)n * sizeof *frames);
-    pthread_mutex_lock(&L.lock);
+    pthread_mutex_lock(&live.agg.lock);
     uint32_t type = type_index(label);
-    struct live_meta *m = &L.meta[slot];
+    struct live_meta *m = &live.agg.meta[slot];
     if (m->seq)
         retire_meta(slot); /* the slot's previous object */
-    L.types[type].births++;
-    struct live_slot *s = &L.slots[slot];
+    live.agg.types[type].births++;
+    struct live_slot *s = &live.tab.slots[slot];
     if (__atomic_load_n(&s->state, __ATOMIC_ACQUIRE) == S_LIVE && LD(&s->seq) == seq) {
         m->seq = seq;
         m->tid = rec->os_tid;
@@ -515,31 +529,31 @@ void prof_live_consume(const struct prof_rec *rec, const char **names, int n)
         m->nframes = frames ? (uint32_t)n : 0;
         frames = NULL;
     } else if (!(LD(&s->ended_seq) == seq && LD(&s->ended_reason) == END_EVICTED)) {
-        L.types[type].deaths++; /* collected before we got here */
-        L.deaths++;
+        live.agg.types[type].deaths++; /* collected before we got here */
+        live.agg.deaths++;
     }
-    pthread_mutex_unlock(&L.lock);
+    pthread_mutex_unlock(&live.agg.lock);
     free(frames);
 }
 
-/* One tracked object, copied out under L.lock. */
+/* One tracked object, copied out under live.agg.lock. */
 struct obj {
     uint32_t slot, type;
     double age, seen, cw, bw;
     uint32_t gcs;
 };
 
-/* L.lock held. Collects the current live objects (optionally of one type name). */
+/* live.agg.lock held. Collects the current live objects (optionally of one type name). */
 static size_t collect(struct obj *out, double now, const char *filter)
 {
     size_t n = 0;
-    for (uint32_t i = 0; i < L.cap; i++) {
+    for (uint32_t i = 0; i < live.cap; i++) {
         if (!meta_current(i))
             continue;
-        struct live_meta *m = &L.meta[i];
-        if (filter && strcmp(L.types[m->type].name, filter))
+        struct live_meta *m = &live.agg.meta[i];
+        if (filter && strcmp(live.agg.types[m->type].name, filter))
             continue;
-        struct live_slot *s = &L.slots[i];
+        struct live_slot *s = &live.tab.slots[i];
         double mult = ldexp(1.0, (int)LD(&s->shift));
         double t_alloc = (double)LD(&s->t_alloc_ms) / 1000.0;
         int64_t seen_ms = LD(&s->t_seen_ms);
@@ -625,7 +639,7 @@ static void summarize(const struct obj *objs, size_t n, double *scratch, struct 
 }
 
 /*
- * The leak heuristic (L.lock held), evaluated every HIST_STEP_S seconds over the last
+ * The leak heuristic (live.agg.lock held), evaluated every HIST_STEP_S seconds over the last
  * leak_window_s seconds of the type's history (at least leak_min_s of it):
  *   - evidence: at least 3 sampled objects of the type were allocated in the window;
  *   - retention: the GC collected at most 20% as many tracked objects as were allocated;
@@ -646,7 +660,7 @@ static void judge(struct live_type *t)
     const struct hist_point *first = NULL;
     for (int k = t->n; k >= 1; k--) {
         const struct hist_point *p = &t->hist[(t->head + HIST_N - k) % HIST_N];
-        if (last->t - p->t <= L.leak_window_s + 1e-6) {
+        if (last->t - p->t <= live.leak_window_s + 1e-6) {
             first = p;
             break;
         }
@@ -654,7 +668,7 @@ static void judge(struct live_type *t)
     if (!first)
         return;
     double span = last->t - first->t;
-    if (span + 1e-6 < L.leak_min_s)
+    if (span + 1e-6 < live.leak_min_s)
         return;
     uint64_t births = last->births - first->births;
     uint64_t deaths = last->deaths - first->deaths;
@@ -673,25 +687,25 @@ static void judge(struct live_type *t)
              (double)last->maxage, (double)first->p50, (double)last->p50);
 }
 
-/* L.lock held. With the type table 3/4 full, gives back the rows of types that have had no
- * tracked object and no new sample for the last IDLE_POINTS history points (and that no slot's
- * stack still names): over weeks, the types an app ever allocated (generic instantiations,
- * closures, async state machines) filled the table and every type first seen after that was
- * "[other types]" for the process's life, a leak in it never flagged (before 2026-11-28). */
+/* live.agg.lock held. With the type table 3/4 full, gives back the rows of types that have had
+ * no tracked object and no new sample for the last IDLE_POINTS history points (and that no
+ * slot's stack still names): over weeks, the types an app ever allocated (generic
+ * instantiations, closures, async state machines) would fill the table, and every type first
+ * seen after that would be "[other types]" for the process's life, a leak in it never flagged. */
 #define IDLE_POINTS 6
 static void recycle_types(const struct prof_live_type *sum)
 {
-    if (L.ntypes < MAX_TYPES - MAX_TYPES / 4)
+    if (live.agg.ntypes < MAX_TYPES - MAX_TYPES / 4)
         return;
     uint8_t *named = calloc(MAX_TYPES, 1);
     if (!named)
         return;
-    for (uint32_t i = 0; i < L.cap; i++)
-        if (L.meta[i].seq)
-            named[L.meta[i].type] = 1;
+    for (uint32_t i = 0; i < live.cap; i++)
+        if (live.agg.meta[i].seq)
+            named[live.agg.meta[i].type] = 1;
     int freed = 0;
-    for (uint32_t k = 1; k < L.ntypes; k++) {
-        struct live_type *t = &L.types[k];
+    for (uint32_t k = 1; k < live.agg.ntypes; k++) {
+        struct live_type *t = &live.agg.types[k];
         if (!t->name || named[k] || sum[k].tracked || t->n < IDLE_POINTS)
             continue;
         int idle = 1;
@@ -705,19 +719,19 @@ static void recycle_types(const struct prof_live_type *sum)
         freed++;
     }
     if (freed) {
-        memset(L.type_hash, 0, sizeof L.type_hash);
-        for (uint32_t k = 0; k < L.ntypes; k++)
-            if (L.types[k].name)
+        memset(live.agg.type_hash, 0, sizeof live.agg.type_hash);
+        for (uint32_t k = 0; k < live.agg.ntypes; k++)
+            if (live.agg.types[k].name)
                 type_hash_put(k);
-        L.types_recycled += (uint64_t)freed;
+        live.agg.types_recycled += (uint64_t)freed;
     }
     free(named);
 }
 
-/* L.lock held: appends a history point for every type and re-judges it. */
+/* live.agg.lock held: appends a history point for every type and re-judges it. */
 static void history_step(double now)
 {
-    size_t cap = L.cap ? L.cap : 1;
+    size_t cap = live.cap ? live.cap : 1;
     struct obj *objs = malloc(cap * sizeof *objs);
     double *scratch = malloc(3 * cap * sizeof *scratch);
     struct prof_live_type *sum = calloc(MAX_TYPES, sizeof *sum);
@@ -732,8 +746,8 @@ static void history_step(double now)
         summarize(objs + i, j - i, scratch, &sum[objs[i].type]);
         i = j;
     }
-    for (uint32_t k = 0; k < L.ntypes; k++) {
-        struct live_type *t = &L.types[k];
+    for (uint32_t k = 0; k < live.agg.ntypes; k++) {
+        struct live_type *t = &live.agg.types[k];
         if (!t->name || (!sum[k].tracked && !t->n && !t->births))
             continue;
         struct hist_point *p = &t->hist[t->head];
@@ -758,21 +772,21 @@ out:
 
 void prof_live_tick(double now_unix)
 {
-    if (!L.enabled)
+    if (!live.enabled)
         return;
-    pthread_mutex_lock(&L.lock);
-    for (uint32_t i = 0; i < L.cap; i++)
-        if (L.meta[i].seq && !meta_current(i))
+    pthread_mutex_lock(&live.agg.lock);
+    for (uint32_t i = 0; i < live.cap; i++)
+        if (live.agg.meta[i].seq && !meta_current(i))
             retire_meta(i);
-    if (!L.next_hist)
-        L.next_hist = now_unix + HIST_STEP_S;
-    if (now_unix >= L.next_hist) {
+    if (!live.agg.next_hist)
+        live.agg.next_hist = now_unix + HIST_STEP_S;
+    if (now_unix >= live.agg.next_hist) {
         history_step(now_unix);
-        L.next_hist += HIST_STEP_S;
-        if (L.next_hist < now_unix)
-            L.next_hist = now_unix + HIST_STEP_S;
+        live.agg.next_hist += HIST_STEP_S;
+        if (live.agg.next_hist < now_unix)
+            live.agg.next_hist = now_unix + HIST_STEP_S;
     }
-    pthread_mutex_unlock(&L.lock);
+    pthread_mutex_unlock(&live.agg.lock);
 }
 
 /* ---- readers (any thread) ---- */
@@ -780,22 +794,22 @@ void prof_live_tick(double now_unix)
 int prof_live_report(struct prof_live_report *out)
 {
     memset(out, 0, sizeof *out);
-    out->enabled = L.enabled;
-    out->disabled_reason = L.why_off;
-    out->cap = L.cap;
-    out->untracked = LD(&L.untracked);
-    out->overflow = LD(&L.overflow);
-    out->handle_failures = LD(&L.handle_failures);
-    out->sampling_shift = LD(&L.shift);
-    out->gcs = LD(&L.gcs);
-    out->capped = out->sampling_shift > 0 || LD(&L.full_events) > 0 || out->overflow > 0;
-    out->leak_window_s = L.leak_window_s;
-    out->leak_min_s = L.leak_min_s;
-    if (!L.enabled)
+    out->enabled = live.enabled;
+    out->disabled_reason = live.why_off;
+    out->cap = live.cap;
+    out->untracked = LD(&live.tab.untracked);
+    out->overflow = LD(&live.tab.overflow);
+    out->handle_failures = LD(&live.tab.handle_failures);
+    out->sampling_shift = LD(&live.tab.shift);
+    out->gcs = LD(&live.tab.gcs);
+    out->capped = out->sampling_shift > 0 || LD(&live.tab.full_events) > 0 || out->overflow > 0;
+    out->leak_window_s = live.leak_window_s;
+    out->leak_min_s = live.leak_min_s;
+    if (!live.enabled)
         return 0;
     double now = prof_unix_now();
-    struct obj *objs = malloc((size_t)L.cap * sizeof *objs);
-    double *scratch = malloc(3 * (size_t)L.cap * sizeof *scratch);
+    struct obj *objs = malloc((size_t)live.cap * sizeof *objs);
+    double *scratch = malloc(3 * (size_t)live.cap * sizeof *scratch);
     out->types = calloc(MAX_TYPES, sizeof *out->types);
     if (!objs || !scratch || !out->types) {
         free(objs);
@@ -805,9 +819,9 @@ int prof_live_report(struct prof_live_report *out)
         return -1;
     }
     int rc = 0;
-    pthread_mutex_lock(&L.lock);
-    out->deaths = L.deaths;
-    out->types_recycled = L.types_recycled;
+    pthread_mutex_lock(&live.agg.lock);
+    out->deaths = live.agg.deaths;
+    out->types_recycled = live.agg.types_recycled;
     size_t n = collect(objs, now, NULL);
     out->tracked = (uint32_t)n;
     qsort(objs, n, sizeof *objs, cmp_obj);
@@ -815,7 +829,7 @@ int prof_live_report(struct prof_live_report *out)
         size_t j = i;
         while (j < n && objs[j].type == objs[i].type)
             j++;
-        struct live_type *src = &L.types[objs[i].type];
+        struct live_type *src = &live.agg.types[objs[i].type];
         struct prof_live_type *t = &out->types[out->ntypes++];
         t->type = src->name;
         summarize(objs + i, j - i, scratch, t);
@@ -832,7 +846,7 @@ int prof_live_report(struct prof_live_report *out)
         t->nhist = t->hist ? src->n : 0;
         i = j;
     }
-    pthread_mutex_unlock(&L.lock);
+    pthread_mutex_unlock(&live.agg.lock);
     free(objs);
     free(scratch);
     /* by estimated bytes, descending (insertion sort: at most MAX_TYPES rows) */
@@ -895,11 +909,11 @@ int prof_live_view(const char *filter, struct prof_view *out)
     out->t_from = out->t_to = prof_unix_now();
     int rc = -1;
     struct trie t = {0};
-    pthread_mutex_lock(&L.lock);
+    pthread_mutex_lock(&live.agg.lock);
     size_t frames = 1, objs = 0;
-    for (uint32_t i = 0; L.enabled && i < L.cap; i++)
+    for (uint32_t i = 0; live.enabled && i < live.cap; i++)
         if (meta_current(i)) {
-            frames += L.meta[i].nframes;
+            frames += live.agg.meta[i].nframes;
             objs++;
         }
     t.cap = frames;
@@ -915,14 +929,14 @@ int prof_live_view(const char *filter, struct prof_view *out)
     t.parent[0] = 0;
     t.name[0] = "all";
     t.n = 1;
-    for (uint32_t i = 0; L.enabled && i < L.cap; i++) {
+    for (uint32_t i = 0; live.enabled && i < live.cap; i++) {
         if (!meta_current(i))
             continue;
-        struct live_meta *m = &L.meta[i];
-        const char *type = L.types[m->type].name;
+        struct live_meta *m = &live.agg.meta[i];
+        const char *type = live.agg.types[m->type].name;
         if (filter && strcmp(type, filter))
             continue;
-        struct live_slot *s = &L.slots[i];
+        struct live_slot *s = &live.tab.slots[i];
         uint32_t node = 0;
         for (uint32_t f = 0; f < m->nframes; f++)
             node = trie_child(&t, node, m->frames[f]);
@@ -937,7 +951,7 @@ int prof_live_view(const char *filter, struct prof_view *out)
     }
     rc = 0;
 unlock:
-    pthread_mutex_unlock(&L.lock);
+    pthread_mutex_unlock(&live.agg.lock);
     free(t.hash);
     if (rc) {
         free(t.parent);
@@ -964,12 +978,12 @@ int prof_live_pprof_add(pprof_builder *b, int ncols, const int slot_to_col[PROF_
     }
     int rc = 0;
     double now = prof_unix_now();
-    pthread_mutex_lock(&L.lock);
-    for (uint32_t i = 0; L.enabled && i < L.cap; i++) {
+    pthread_mutex_lock(&live.agg.lock);
+    for (uint32_t i = 0; live.enabled && i < live.cap; i++) {
         if (!meta_current(i))
             continue;
-        struct live_meta *m = &L.meta[i];
-        struct live_slot *s = &L.slots[i];
+        struct live_meta *m = &live.agg.meta[i];
+        struct live_slot *s = &live.tab.slots[i];
         int n = 0;
         for (uint32_t f = m->nframes; f > 0 && n < REC_MAX_FRAMES + 2; f--)
             leaf_first[n++] = m->frames[f - 1];
@@ -985,13 +999,13 @@ int prof_live_pprof_add(pprof_builder *b, int ncols, const int slot_to_col[PROF_
         double age = now - (double)LD(&s->t_alloc_ms) / 1000.0;
         const char *keys[4] = {label_key ? label_key : "object type", "thread id", "age",
                                "gcs survived"};
-        const char *strs[4] = {L.types[m->type].name, tid, NULL, NULL};
+        const char *strs[4] = {live.agg.types[m->type].name, tid, NULL, NULL};
         int64_t nums[4] = {0, 0, age > 0 ? (int64_t)age : 0, (int64_t)LD(&s->gcs)};
         const char *units[4] = {NULL, NULL, "seconds", "count"};
         if (pprof_add_sample_ex(b, leaf_first, n, vals, keys, strs, nums, units, 4) < 0)
             rc = -1;
     }
-    pthread_mutex_unlock(&L.lock);
+    pthread_mutex_unlock(&live.agg.lock);
     free(leaf_first);
     free(vals);
     return rc;
@@ -999,10 +1013,10 @@ int prof_live_pprof_add(pprof_builder *b, int ncols, const int slot_to_col[PROF_
 
 size_t prof_live_mem_bytes(void)
 {
-    if (!L.slots)
+    if (!live.tab.slots)
         return 0;
-    return (size_t)L.cap * (sizeof *L.slots + sizeof *L.meta) +
-           (L.cap + 63) / 64 * sizeof *L.live_bits + MAX_TYPES * sizeof *L.types;
+    return (size_t)live.cap * (sizeof *live.tab.slots + sizeof *live.agg.meta) +
+           (live.cap + 63) / 64 * sizeof *live.tab.live_bits + MAX_TYPES * sizeof *live.agg.types;
 }
 
 const struct prof_kind prof_live_kind = {
