@@ -8,6 +8,11 @@
  *     GC-finished callback is the only place that checks, destroys and frees handles;
  *   - everything derived (type, stack, thread, per-type history, leak verdicts) belongs to
  *     clrscope-agg and is read by API handlers under one mutex.
+ *
+ * ctx: prof_live_init at Initialize; prof_live_track on the allocating thread, in prof_alloc's
+ * allocation callback; prof_live_gc_started/finished in the runtime's GC callbacks (runtime
+ * threads; no locks, no allocation); prof_live_consume and prof_live_tick on clrscope-agg;
+ * prof_live_view, prof_live_pprof_add, prof_live_report and prof_live_mem_bytes any thread.
  */
 #ifndef PROF_LIVE_H
 #define PROF_LIVE_H
