@@ -17,9 +17,6 @@ void prof_events_stop(void);
 void prof_events_delivered(EVENTPIPE_PROVIDER provider, DWORD id, DWORD version, const BYTE *meta,
                            ULONG meta_len, const BYTE *data, ULONG len, ThreadID thread,
                            ULONG nframes, const UINT_PTR *frames);
-/* Stops the System.Runtime counters' own session (clrscope-agg: prof_counters' guard); 0 when
- * stopped, -1 when none was running or the runtime refused. */
-int prof_events_stop_counters(void);
 /* Session state for status: 1 running, 0 off, -1 refused by the runtime. */
 int prof_events_state(void);
 /* Starts and stops a throw-away session with the keywords and level of each running session on
