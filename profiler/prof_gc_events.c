@@ -84,7 +84,7 @@ static struct gc_events_state {
     uint32_t heap_count;
     int bgc_seen;
     int enabled;
-} events;
+} gc_events;
 
 /* Which kind of thread is running us: a dedicated GC thread or anything else. The name is asked
  * once per thread (a system call, three per GC: 0.1 % of an ASP.NET Core server's CPU); a thread
@@ -146,17 +146,17 @@ static struct pause_slot *pause_claim(uint32_t tid, int64_t now)
 {
     int64_t sec = now / 1000000000LL;
     for (unsigned i = 0; i < PAUSE_SLOTS; i++) {
-        uint64_t cur = LD(events.pause[i].owner);
-        if (PO_TID(cur) == tid && pause_take(&events.pause[i], cur, tid, sec))
-            return &events.pause[i];
+        uint64_t cur = LD(gc_events.pause[i].owner);
+        if (PO_TID(cur) == tid && pause_take(&gc_events.pause[i], cur, tid, sec))
+            return &gc_events.pause[i];
     }
     for (unsigned i = 0; i < PAUSE_SLOTS; i++) {
-        uint64_t cur = LD(events.pause[i].owner);
+        uint64_t cur = LD(gc_events.pause[i].owner);
         if (PO_ST(cur) == PO_OPEN &&
             ((sec - PO_SEC(cur)) & 0x0fffffff) < STALE_NS / 1000000000LL)
             continue;
-        if (pause_take(&events.pause[i], cur, tid, sec))
-            return &events.pause[i];
+        if (pause_take(&gc_events.pause[i], cur, tid, sec))
+            return &gc_events.pause[i];
     }
     return NULL;
 }
@@ -165,10 +165,10 @@ static struct pause_slot *pause_claim(uint32_t tid, int64_t now)
 static struct pause_slot *pause_find(uint32_t tid, uint64_t *owner)
 {
     for (unsigned i = 0; i < PAUSE_SLOTS; i++) {
-        uint64_t cur = LD(events.pause[i].owner);
+        uint64_t cur = LD(gc_events.pause[i].owner);
         if (PO_ST(cur) != PO_UNUSED && PO_TID(cur) == tid) {
             *owner = cur;
-            return &events.pause[i];
+            return &gc_events.pause[i];
         }
     }
     return NULL;
@@ -178,7 +178,7 @@ static struct gc_slot *slot_of(uint64_t number)
 {
     if (!number)
         return NULL;
-    struct gc_slot *s = &events.slots[number % GC_SLOTS];
+    struct gc_slot *s = &gc_events.slots[number % GC_SLOTS];
     return LD(s->number) == number ? s : NULL;
 }
 
@@ -186,7 +186,7 @@ static struct gc_slot *slot_of(uint64_t number)
  * events come from a ".NET BGC" thread, every other GC's from the thread running it. */
 static struct gc_slot *current_slot(void)
 {
-    return slot_of(self_kind() == THR_BGC ? LD(events.last_bg) : LD(events.last_fg));
+    return slot_of(self_kind() == THR_BGC ? LD(gc_events.last_bg) : LD(gc_events.last_fg));
 }
 
 static int is_induced(uint32_t reason)
@@ -199,7 +199,7 @@ static int is_induced(uint32_t reason)
  * went on from 1 while everything waited for the next one after 4,294,967,295. */
 static uint64_t widen_number(uint32_t count)
 {
-    uint64_t last = LD(events.last_started);
+    uint64_t last = LD(gc_events.last_started);
     uint64_t n = (last & ~0xffffffffull) | count;
     if (n + 0x80000000ull < last)
         n += 1ull << 32;
@@ -217,7 +217,7 @@ static void on_gc_start(const BYTE *d, ULONG len, int64_t now)
     uint64_t count = widen_number(count32);
     if (depth > 2)
         depth = 2;
-    struct gc_slot *s = &events.slots[count % GC_SLOTS];
+    struct gc_slot *s = &gc_events.slots[count % GC_SLOTS];
     /* a second in-process session (heap snapshots) delivers every event once more */
     if (LD(s->number) == count && (LD(s->state) & ST_STARTED))
         return;
@@ -237,21 +237,21 @@ static void on_gc_start(const BYTE *d, ULONG len, int64_t now)
     __atomic_store_n(&s->state, ST_STARTED, __ATOMIC_RELEASE);
 
     uint64_t zero = 0;
-    __atomic_compare_exchange_n(&events.first_number, &zero, (uint64_t)count, 0, __ATOMIC_RELAXED,
-                                __ATOMIC_RELAXED);
-    ADD(events.by_depth[depth], 1);
+    __atomic_compare_exchange_n(&gc_events.first_number, &zero, (uint64_t)count, 0,
+                                __ATOMIC_RELAXED, __ATOMIC_RELAXED);
+    ADD(gc_events.by_depth[depth], 1);
     if (type == GC_TYPE_BACKGROUND) {
-        ADD(events.background, 1);
-        ST(events.bgc_seen, 1);
-        ST(events.last_bg, (uint64_t)count);
+        ADD(gc_events.background, 1);
+        ST(gc_events.bgc_seen, 1);
+        ST(gc_events.last_bg, (uint64_t)count);
     } else {
-        ST(events.last_fg, (uint64_t)count);
-        __atomic_fetch_add(&events.fg_starts, 1, __ATOMIC_RELEASE);
+        ST(gc_events.last_fg, (uint64_t)count);
+        __atomic_fetch_add(&gc_events.fg_starts, 1, __ATOMIC_RELEASE);
     }
     if (is_induced(reason))
-        ADD(events.induced, 1);
-    ST(events.last_started, (uint64_t)count);
-    __atomic_fetch_add(&events.starts, 1, __ATOMIC_RELEASE);
+        ADD(gc_events.induced, 1);
+    ST(gc_events.last_started, (uint64_t)count);
+    __atomic_fetch_add(&gc_events.starts, 1, __ATOMIC_RELEASE);
 }
 
 static void on_gc_end(const BYTE *d, ULONG len, int64_t now)
@@ -279,7 +279,7 @@ static void on_heap_stats(const BYTE *d, ULONG len)
     prom[GC_POH] = u64_at(d, len, 102);
     uint64_t total = 0;
     for (int g = 0; g < GC_NHEAPS; g++) {
-        ST(events.heap[g], size[g]);
+        ST(gc_events.heap[g], size[g]);
         total += size[g];
     }
     struct gc_slot *s = current_slot();
@@ -343,15 +343,15 @@ static void on_suspend_begin(const BYTE *d, ULONG len, int64_t now)
     struct pause_slot *p = pause_claim(prof_self_tid(), now);
     if (!p) {
         if (gc)
-            ADD(events.lost_pauses, 1);
+            ADD(gc_events.lost_pauses, 1);
         if (app)
-            ADD(events.lost_user, 1);
+            ADD(gc_events.lost_user, 1);
         return;
     }
     ST(p->t_begin, now);
-    ST(p->starts_at_begin, __atomic_load_n(&events.starts, __ATOMIC_ACQUIRE));
-    ST(p->fg_starts_at_begin, __atomic_load_n(&events.fg_starts, __ATOMIC_ACQUIRE));
-    ST(p->cpu_begin, app && ADD(events.user_pauses, 1) % CPU_EVERY == 0 ? self_cpu_ns() : -1);
+    ST(p->starts_at_begin, __atomic_load_n(&gc_events.starts, __ATOMIC_ACQUIRE));
+    ST(p->fg_starts_at_begin, __atomic_load_n(&gc_events.fg_starts, __ATOMIC_ACQUIRE));
+    ST(p->cpu_begin, app && ADD(gc_events.user_pauses, 1) % CPU_EVERY == 0 ? self_cpu_ns() : -1);
     __atomic_store_n(&p->flags, (gc ? PS_GC : 0) | (app ? PS_APP : 0), __ATOMIC_RELEASE);
 }
 
@@ -360,7 +360,7 @@ static void on_restart_end(int64_t now)
     uint64_t owner = 0;
     struct pause_slot *p = pause_find(prof_self_tid(), &owner);
     if (!p) {
-        ADD(events.unpaired, 1);
+        ADD(gc_events.unpaired, 1);
         return;
     }
     if (PO_ST(owner) != PO_OPEN)
@@ -378,30 +378,30 @@ static void on_restart_end(int64_t now)
     if (flags & PS_APP) {
         int64_t cpu_end = cpu_begin >= 0 ? self_cpu_ns() : -1;
         if (cpu_end >= cpu_begin && cpu_begin >= 0) {
-            ADD(events.user_sampled_cpu_ns, (uint64_t)(cpu_end - cpu_begin));
-            ADD(events.user_sampled_wall_ns, (uint64_t)ns);
+            ADD(gc_events.user_sampled_cpu_ns, (uint64_t)(cpu_end - cpu_begin));
+            ADD(gc_events.user_sampled_wall_ns, (uint64_t)ns);
         }
-        ADD(events.user_wall_ns, (uint64_t)ns);
+        ADD(gc_events.user_wall_ns, (uint64_t)ns);
     }
-    ADD(events.pause_ns_total, (uint64_t)ns);
+    ADD(gc_events.pause_ns_total, (uint64_t)ns);
     /* A GC that started inside this pause owns it. A background GC starts in the same pause as
      * the ephemeral GC that runs with it (usually the background GC first, sometimes after it):
      * the ephemeral one owns that pause whatever the order, the background GC its final pause.
      * With no GC started inside, it is the final pause of the running background GC. */
     struct gc_slot *s = NULL;
-    if (__atomic_load_n(&events.fg_starts, __ATOMIC_ACQUIRE) > fg_before)
-        s = slot_of(LD(events.last_fg));
-    else if (__atomic_load_n(&events.starts, __ATOMIC_ACQUIRE) > started_before)
-        s = slot_of(LD(events.last_started));
+    if (__atomic_load_n(&gc_events.fg_starts, __ATOMIC_ACQUIRE) > fg_before)
+        s = slot_of(LD(gc_events.last_fg));
+    else if (__atomic_load_n(&gc_events.starts, __ATOMIC_ACQUIRE) > started_before)
+        s = slot_of(LD(gc_events.last_started));
     else if (self_kind() == THR_BGC)
-        s = slot_of(LD(events.last_bg));
+        s = slot_of(LD(gc_events.last_bg));
     if (s)
         ADD(s->pause_ns, ns);
 }
 
 void prof_gc_on_event(DWORD id, DWORD version, const BYTE *data, ULONG len)
 {
-    if (!LD(events.enabled) || !data)
+    if (!LD(gc_events.enabled) || !data)
         return;
     int64_t now = prof_now_ns();
     /* Versions are checked: other providers of the session reuse small ids (EventPipe's own
@@ -425,7 +425,7 @@ void prof_gc_on_event(DWORD id, DWORD version, const BYTE *data, ULONG len)
         break;
     case 205: /* GCGlobalHeapHistory_V2+: NumHeaps i32 at 8 */
         if (version >= 2 && len >= 12)
-            ST(events.heap_count, u32_at(data, len, 8));
+            ST(gc_events.heap_count, u32_at(data, len, 8));
         break;
     case 9: /* GCSuspendEEBegin_V1 */
         if (version == 1 && len >= 4)
@@ -446,29 +446,29 @@ void prof_gc_on_event(DWORD id, DWORD version, const BYTE *data, ULONG len)
 
 void gc_events_enable(int on)
 {
-    __atomic_store_n(&events.enabled, on, __ATOMIC_RELEASE);
+    __atomic_store_n(&gc_events.enabled, on, __ATOMIC_RELEASE);
 }
 
 void gc_events_counts(struct gc_event_counts *out)
 {
-    out->user_wall_ns = LD(events.user_wall_ns);
-    out->user_sampled_wall_ns = LD(events.user_sampled_wall_ns);
-    out->user_sampled_cpu_ns = LD(events.user_sampled_cpu_ns);
-    out->pause_ns_total = LD(events.pause_ns_total);
+    out->user_wall_ns = LD(gc_events.user_wall_ns);
+    out->user_sampled_wall_ns = LD(gc_events.user_sampled_wall_ns);
+    out->user_sampled_cpu_ns = LD(gc_events.user_sampled_cpu_ns);
+    out->pause_ns_total = LD(gc_events.pause_ns_total);
     for (int g = 0; g < 3; g++)
-        out->by_depth[g] = LD(events.by_depth[g]);
+        out->by_depth[g] = LD(gc_events.by_depth[g]);
     for (int g = 0; g < GC_NHEAPS; g++)
-        out->heap[g] = LD(events.heap[g]);
+        out->heap[g] = LD(gc_events.heap[g]);
 }
 
 uint64_t gc_events_last_started(void)
 {
-    return __atomic_load_n(&events.last_started, __ATOMIC_ACQUIRE);
+    return __atomic_load_n(&gc_events.last_started, __ATOMIC_ACQUIRE);
 }
 
 uint64_t gc_events_first_number(void)
 {
-    return LD(events.first_number);
+    return LD(gc_events.first_number);
 }
 
 static double mono_to_unix(int64_t mono)
@@ -479,7 +479,7 @@ static double mono_to_unix(int64_t mono)
 /* The slot's fields are read with acquire loads between two reads of its number (see STR). */
 int gc_events_read_slot(uint64_t number, int64_t now, struct prof_gc_collection *rec)
 {
-    struct gc_slot *s = &events.slots[number % GC_SLOTS];
+    struct gc_slot *s = &gc_events.slots[number % GC_SLOTS];
     if (__atomic_load_n(&s->number, __ATOMIC_ACQUIRE) != number)
         return -1;
     uint32_t state = __atomic_load_n(&s->state, __ATOMIC_ACQUIRE);
@@ -509,21 +509,21 @@ void gc_events_totals(struct prof_gc_totals *t)
 {
     memset(t, 0, sizeof *t);
     for (int g = 0; g < 3; g++)
-        t->by_depth[g] = LD(events.by_depth[g]);
+        t->by_depth[g] = LD(gc_events.by_depth[g]);
     t->collection_count[2] = t->by_depth[2];
     t->collection_count[1] = t->by_depth[1] + t->by_depth[2];
     t->collection_count[0] = t->by_depth[0] + t->collection_count[1];
     t->collections = t->collection_count[0];
-    t->background = LD(events.background);
-    t->induced = LD(events.induced);
-    t->first_number = LD(events.first_number);
-    t->pause_s = (double)LD(events.pause_ns_total) / 1e9;
+    t->background = LD(gc_events.background);
+    t->induced = LD(gc_events.induced);
+    t->first_number = LD(gc_events.first_number);
+    t->pause_s = (double)LD(gc_events.pause_ns_total) / 1e9;
     for (int g = 0; g < GC_NHEAPS; g++)
-        t->heap[g] = LD(events.heap[g]);
+        t->heap[g] = LD(gc_events.heap[g]);
     /* GCs started and not ended, among the slots still holding their GC */
-    uint64_t hi = LD(events.last_started);
+    uint64_t hi = LD(gc_events.last_started);
     for (uint64_t n = hi; n > 0 && hi - n < GC_SLOTS; n--) {
-        struct gc_slot *s = &events.slots[n % GC_SLOTS];
+        struct gc_slot *s = &gc_events.slots[n % GC_SLOTS];
         if (LD(s->number) != n)
             continue;
         uint32_t st = __atomic_load_n(&s->state, __ATOMIC_ACQUIRE);
@@ -531,9 +531,9 @@ void gc_events_totals(struct prof_gc_totals *t)
             for (uint32_t g = 0; g <= LD(s->gen) && g < 3; g++)
                 t->in_progress[g]++;
     }
-    t->heap_count = (int)LD(events.heap_count);
-    t->concurrent = LD(events.bgc_seen) != 0;
-    t->unpaired_callbacks = LD(events.unpaired);
-    t->lost_pauses = LD(events.lost_pauses);
-    t->lost_blocking_gcs = LD(events.lost_user);
+    t->heap_count = (int)LD(gc_events.heap_count);
+    t->concurrent = LD(gc_events.bgc_seen) != 0;
+    t->unpaired_callbacks = LD(gc_events.unpaired);
+    t->lost_pauses = LD(gc_events.lost_pauses);
+    t->lost_blocking_gcs = LD(gc_events.lost_user);
 }
