@@ -2,11 +2,11 @@
  * prof_alloc - allocation sampling by type and stack (AllocationSampled on .NET 10+,
  * GCAllocationTick on .NET 8/9), upscaled to estimated counts and bytes.
  *
- * Contexts: prof_alloc_session_needs runs once at Initialize; prof_alloc_on_event runs on the
- * allocating thread inside the runtime's allocation path (no malloc, no locks, no logging: it
- * walks the stack into a ring record and may create a weak handle through prof_live_track);
- * prof_alloc_consume and prof_alloc_consume_type run on clrscope-agg only; the getters run on any
- * thread.
+ * ctx: prof_alloc_session_needs once at Initialize (prof_events_start); prof_alloc_on_event on
+ * the allocating thread inside the runtime's allocation path (no malloc, no locks, no logging:
+ * it walks the stack into a ring record and may create a weak handle through prof_live_track);
+ * prof_alloc_consume and prof_alloc_consume_type on clrscope-agg only; the getters, the interval
+ * and the note on any thread.
  */
 #ifndef PROF_ALLOC_H
 #define PROF_ALLOC_H
