@@ -4,7 +4,7 @@
  * past the cap prof_intern returns the id of "[overflow]" and counts the drop.
  *
  * ctx: not thread-safe: each table's owner serialises access (prof_store and prof_symbols under
- * their locks, prof_typename on clrscope-agg alone). No call allocates unless it adds a string.
+ * their locks, prof_typename on clrscope-agg alone). prof_intern allocates only to add a string.
  */
 #ifndef PROF_INTERN_H
 #define PROF_INTERN_H

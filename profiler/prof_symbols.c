@@ -89,8 +89,9 @@ static void cache_put(struct cache *c, uintptr_t key, const char *val)
     if (!key)
         return; /* key 0 is the empty mark */
     if (c->n >= MAX_CACHE) {
-        /* full: start again (the names stay interned). It used to stop remembering, and every
-         * id not in it was looked up in the metadata again at each sample, under the lock. */
+        /* full: start again (the names stay interned). A cache that stopped remembering would
+         * have every id not in it looked up in the metadata again at each sample, under the
+         * lock. */
         memset(c->e, 0, (size_t)c->cap * sizeof *c->e);
         c->n = 0;
     }

@@ -1,8 +1,8 @@
 /*
  * test_events.c - prof_events tells the runtime's providers apart by name
  * (EventPipeGetProviderInfo), once per provider; a failed call is asked again at the provider's
- * next event (before 2026-11-28 one failure made every later event of that provider ignored for
- * the process's life), and a name longer than the buffer is no provider of ours (not asked again).
+ * next event (one failure must not make every later event of that provider ignored for the
+ * process's life), and a name longer than the buffer is no provider of ours (not asked again).
  */
 #include <string.h>
 

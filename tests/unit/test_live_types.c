@@ -1,10 +1,10 @@
 /*
  * test_live_types.c - prof_live's table of live types (512 rows) over a long run: types whose
  * objects all died and that had no new sample for a while give their rows back once the table
- * is 3/4 full, so a type first seen late gets a row of its own (before 2026-11-28 every type
- * after the 511th was "[other types]" for the process's life, and a leak in it was never
- * flagged). The runtime is played by a fake ICorProfilerInfo: weak handles are the objects'
- * addresses, and an object is collected when the test says so.
+ * is 3/4 full, so a type first seen late gets a row of its own (rows that were never given back
+ * would make every type after the 511th "[other types]" for the process's life, and a leak in
+ * it would never be flagged). The runtime is played by a fake ICorProfilerInfo: weak handles
+ * are the objects' addresses, and an object is collected when the test says so.
  * And prof_typename's TypeID -> name cache (6,144 types): full, it starts again, instead of naming
  * every later type "[other types]".
  */
