@@ -8,7 +8,9 @@
  * UTF-16z. The payload holds the primitive values in the same depth-first order (strings UTF-16z).
  *
  * Pure function: no allocation, no recursion, bounded by the two lengths; any input that does not
- * describe an EventCounters payload with a Name field is refused (-1). Safe on any thread.
+ * describe an EventCounters payload with a Name field is refused (-1).
+ *
+ * ctx: any thread (prof_counters calls it on the runtime's counter poller thread).
  */
 #ifndef EVCOUNTER_H
 #define EVCOUNTER_H

@@ -20,43 +20,77 @@
 #define SELF_WINDOW 10
 #define DRAIN_MIN_NS 2000000LL  /* the event ring is drained at most this often */
 #define DRAIN_MAX_NS 50000000LL /* and at least (4096 slots: drops only above 80 k events/s) */
+/* Our own threads (clrscope-*, and civetweb's before it names them), found by their names in
+ * /proc/self/task every SELF_RESCAN_S seconds (or when one of them ended), their CPU clocks read
+ * every second in between: a scan opens a file per thread of the process, which adds up in an app
+ * with hundreds of threads. The CPU of threads that ended is kept, so the total never goes back. */
+#define SELF_MAX_THREADS 64
+#define SELF_RESCAN_S 10
 
-static struct {
+/* The module's state, in parts that different threads write: */
+static struct agg_state {
+    /* Written by Initialize (prof_agg_start) before clrscope-agg starts, read by Shutdown. */
     pthread_t thread;
-    int running, stop;
-    pthread_mutex_t lock;
-    struct prof_self_stats self;
-    double hist_self[SELF_WINDOW], hist_proc[SELF_WINDOW];
-    int hist_pos;
-} A = {.lock = PTHREAD_MUTEX_INITIALIZER};
+    int running;
+    int stop; /* atomic: Shutdown asks the loop to end */
+    /* The callback ring: made by prof_agg_start before the thread starts and never freed;
+     * runtime callbacks (any thread) reserve and commit records in it, clrscope-agg alone
+     * drains it. A plain pointer, written once: a producer that still reads NULL drops its
+     * record (prof_ring_reserve takes NULL). */
+    struct prof_ring *ring;
+    /* The kind table: appended under its lock by any thread, read without it (a row is written
+     * before the count that shows it is published). */
+    struct {
+        pthread_mutex_t lock;
+        const struct prof_kind *rows[PROF_AGG_MAX_KINDS];
+        size_t n; /* atomic */
+    } kinds;
+    /* clrscope's own cost: written by clrscope-agg once a second, read by any thread
+     * (prof_agg_self_stats), both under its lock. */
+    struct {
+        pthread_mutex_t lock;
+        struct prof_self_stats stats;
+        double hist_self[SELF_WINDOW], hist_proc[SELF_WINDOW];
+        int hist_pos;
+    } cost;
+    /* clrscope's own threads and the CPU each used so far: clrscope-agg only. */
+    struct {
+        pid_t tid[SELF_MAX_THREADS];
+        int64_t last_ns[SELF_MAX_THREADS];
+        int n, ticks_to_rescan;
+        int64_t gone_ns;
+    } own;
+} agg = {.kinds.lock = PTHREAD_MUTEX_INITIALIZER, .cost.lock = PTHREAD_MUTEX_INITIALIZER};
 
-/* The kind table: appended under its lock, read without it (a row is written before the count
- * that shows it is published). */
-static struct {
-    pthread_mutex_t lock;
-    const struct prof_kind *rows[PROF_AGG_MAX_KINDS];
-    size_t n; /* atomic */
-} K = {.lock = PTHREAD_MUTEX_INITIALIZER};
+struct prof_ring *prof_agg_ring(void)
+{
+    return agg.ring;
+}
+
+void prof_agg_use_ring(struct prof_ring *r)
+{
+    agg.ring = r;
+}
 
 int prof_agg_add(const struct prof_kind *k)
 {
-    pthread_mutex_lock(&K.lock);
-    size_t n = K.n;
+    pthread_mutex_lock(&agg.kinds.lock);
+    size_t n = agg.kinds.n;
     if (n == PROF_AGG_MAX_KINDS) {
-        pthread_mutex_unlock(&K.lock);
+        pthread_mutex_unlock(&agg.kinds.lock);
         prof_log(LOG_ERROR, "the aggregator's kind table is full; %s is not driven", k->name);
         return -1;
     }
-    K.rows[n] = k;
-    __atomic_store_n(&K.n, n + 1, __ATOMIC_RELEASE);
-    pthread_mutex_unlock(&K.lock);
+    agg.kinds.rows[n] = k;
+    __atomic_store_n(&agg.kinds.n, n + 1, __ATOMIC_RELEASE);
+    pthread_mutex_unlock(&agg.kinds.lock);
     return 0;
 }
 
 const struct prof_kind *const *prof_agg_kinds(size_t *n)
 {
-    *n = __atomic_load_n(&K.n, __ATOMIC_ACQUIRE);
-    return K.rows;
+    *n = __atomic_load_n(&agg.kinds.n, __ATOMIC_ACQUIRE);
+    return agg.kinds.rows;
 }
 
 /* The row that consumes records of `kind`; *bare: without their frames named. */
@@ -87,9 +121,11 @@ static int drain(void)
 {
     const char *names[REC_MAX_FRAMES + 2];
     int done = 0;
+    if (!agg.ring) /* no memory for it at start: nothing was produced */
+        return 0;
     prof_walk_begin();
     for (int budget = DRAIN_BUDGET; budget > 0; budget--, done++) {
-        struct prof_rec *r = prof_ring_peek(g_ring);
+        struct prof_rec *r = prof_ring_peek(agg.ring);
         if (!r)
             break;
         /* its IDs are asked about only while no module unload has started since it was taken */
@@ -108,25 +144,11 @@ static int drain(void)
         }
         if (asking)
             prof_unload_leave();
-        prof_ring_release(g_ring);
+        prof_ring_release(agg.ring);
     }
     prof_walk_end();
     return done;
 }
-
-/* Our own threads (clrscope-*, and civetweb's before it names them), found by their names in
- * /proc/self/task every SELF_RESCAN_S seconds (or when one of them ended), their CPU clocks read
- * every second in between: a scan opens a file per thread of the process, which adds up in an app
- * with hundreds of threads. The CPU of threads that ended is kept, so the total never goes back. */
-#define SELF_MAX_THREADS 64
-#define SELF_RESCAN_S 10
-
-static struct {
-    pid_t tid[SELF_MAX_THREADS];
-    int64_t last_ns[SELF_MAX_THREADS];
-    int n, ticks_to_rescan;
-    int64_t gone_ns;
-} T;
 
 static void rescan_own_threads(void)
 {
@@ -154,35 +176,35 @@ static void rescan_own_threads(void)
     int64_t last[SELF_MAX_THREADS];
     for (int i = 0; i < n; i++) {
         last[i] = 0;
-        for (int j = 0; j < T.n; j++)
-            if (T.tid[j] == found[i])
-                last[i] = T.last_ns[j];
+        for (int j = 0; j < agg.own.n; j++)
+            if (agg.own.tid[j] == found[i])
+                last[i] = agg.own.last_ns[j];
     }
-    memcpy(T.tid, found, (size_t)n * sizeof *found);
-    memcpy(T.last_ns, last, (size_t)n * sizeof *last);
-    T.n = n;
+    memcpy(agg.own.tid, found, (size_t)n * sizeof *found);
+    memcpy(agg.own.last_ns, last, (size_t)n * sizeof *last);
+    agg.own.n = n;
 }
 
 static double self_cpu_seconds(void)
 {
-    if (T.ticks_to_rescan-- <= 0) {
+    if (agg.own.ticks_to_rescan-- <= 0) {
         rescan_own_threads();
-        T.ticks_to_rescan = SELF_RESCAN_S - 1;
+        agg.own.ticks_to_rescan = SELF_RESCAN_S - 1;
     }
-    int64_t total = T.gone_ns;
-    for (int i = 0; i < T.n; i++) {
-        int64_t ns = prof_thread_cpu_ns(T.tid[i]);
+    int64_t total = agg.own.gone_ns;
+    for (int i = 0; i < agg.own.n; i++) {
+        int64_t ns = prof_thread_cpu_ns(agg.own.tid[i]);
         if (ns < 0) { /* it ended: keep what it used, look again next second */
-            T.gone_ns += T.last_ns[i];
-            total += T.last_ns[i];
-            T.tid[i] = T.tid[T.n - 1];
-            T.last_ns[i] = T.last_ns[T.n - 1];
-            T.n--;
+            agg.own.gone_ns += agg.own.last_ns[i];
+            total += agg.own.last_ns[i];
+            agg.own.tid[i] = agg.own.tid[agg.own.n - 1];
+            agg.own.last_ns[i] = agg.own.last_ns[agg.own.n - 1];
+            agg.own.n--;
             i--;
-            T.ticks_to_rescan = 0;
+            agg.own.ticks_to_rescan = 0;
             continue;
         }
-        T.last_ns[i] = ns;
+        agg.own.last_ns[i] = ns;
         total += ns;
     }
     return (double)total / 1e9;
@@ -214,9 +236,9 @@ static void mem_add(struct prof_self_stats *out, const char *name, int64_t bytes
 
 static void self_tick(void)
 {
-    /* module memory first: the getters take their modules' own locks, not A.lock */
+    /* module memory first: the getters take their modules' own locks, not agg.cost.lock */
     struct prof_self_stats now = {0};
-    mem_add(&now, "event_ring", (int64_t)prof_ring_mem_bytes(g_ring));
+    mem_add(&now, "event_ring", (int64_t)prof_ring_mem_bytes(agg.ring));
     size_t nk;
     const struct prof_kind *const *rows = prof_agg_kinds(&nk);
     for (size_t i = 0; i < nk; i++)
@@ -226,21 +248,21 @@ static void self_tick(void)
         now.mem_bytes += now.mem[i].bytes;
     double self = self_cpu_seconds();
     double proc = (double)prof_process_cpu_ns() / 1e9;
-    pthread_mutex_lock(&A.lock);
-    int oldest = (A.hist_pos + 1) % SELF_WINDOW;
-    A.hist_self[A.hist_pos] = self;
-    A.hist_proc[A.hist_pos] = proc;
-    double dp = proc - A.hist_proc[oldest], ds = self - A.hist_self[oldest];
-    A.hist_pos = oldest;
-    A.self.cpu_s = self;
-    A.self.cpu_share = dp > 0 && A.hist_proc[oldest] > 0 ? ds / dp : 0;
-    A.self.rss_bytes = rss_bytes();
-    memcpy(A.self.mem, now.mem, sizeof now.mem);
-    A.self.nmem = now.nmem;
-    A.self.mem_bytes = now.mem_bytes;
-    A.self.ring_dropped = prof_ring_dropped(g_ring);
-    A.self.ring_pushed = prof_ring_pushed(g_ring);
-    pthread_mutex_unlock(&A.lock);
+    pthread_mutex_lock(&agg.cost.lock);
+    int oldest = (agg.cost.hist_pos + 1) % SELF_WINDOW;
+    agg.cost.hist_self[agg.cost.hist_pos] = self;
+    agg.cost.hist_proc[agg.cost.hist_pos] = proc;
+    double dp = proc - agg.cost.hist_proc[oldest], ds = self - agg.cost.hist_self[oldest];
+    agg.cost.hist_pos = oldest;
+    agg.cost.stats.cpu_s = self;
+    agg.cost.stats.cpu_share = dp > 0 && agg.cost.hist_proc[oldest] > 0 ? ds / dp : 0;
+    agg.cost.stats.rss_bytes = rss_bytes();
+    memcpy(agg.cost.stats.mem, now.mem, sizeof now.mem);
+    agg.cost.stats.nmem = now.nmem;
+    agg.cost.stats.mem_bytes = now.mem_bytes;
+    agg.cost.stats.ring_dropped = prof_ring_dropped(agg.ring);
+    agg.cost.stats.ring_pushed = prof_ring_pushed(agg.ring);
+    pthread_mutex_unlock(&agg.cost.lock);
 }
 
 static void *agg_main(void *arg)
@@ -250,7 +272,7 @@ static void *agg_main(void *arg)
     g_core.info->vt->InitializeCurrentThread(g_core.info);
     int64_t next_tick = prof_now_ns(), sleep_ns = DRAIN_MAX_NS;
     prof_unload_consumer(PROF_UNLOAD_AGG, 1);
-    while (!__atomic_load_n(&A.stop, __ATOMIC_ACQUIRE) && !prof_core_stopping()) {
+    while (!__atomic_load_n(&agg.stop, __ATOMIC_ACQUIRE) && !prof_core_stopping()) {
         /* wake often enough that the ring fills to a quarter at the rate just seen, and no
          * more than 20 times a second when nothing comes (each wake-up takes a core from the
          * app for a context switch); a module unload wakes it at once (prof_unload.h) */
@@ -297,35 +319,35 @@ static void *agg_main(void *arg)
 
 int prof_agg_start(void)
 {
-    g_ring = prof_ring_new(RING_SLOTS);
-    if (!g_ring) {
+    agg.ring = prof_ring_new(RING_SLOTS);
+    if (!agg.ring) {
         prof_log(LOG_ERROR, "out of memory for the event ring; event-based profiles are off");
         prof_core_disable(PROFILE_ALLOC | PROFILE_LIVE | PROFILE_EXCEPTIONS | PROFILE_LOCK);
     }
-    if (pthread_create(&A.thread, NULL, agg_main, NULL)) {
+    if (pthread_create(&agg.thread, NULL, agg_main, NULL)) {
         prof_log(LOG_ERROR, "cannot start the aggregator thread; event-based profiles are off");
         prof_core_disable(PROFILE_ALLOC | PROFILE_LIVE | PROFILE_EXCEPTIONS | PROFILE_LOCK |
                           PROFILE_GC);
         return -1;
     }
-    A.running = 1;
+    agg.running = 1;
     return 0;
 }
 
 void prof_agg_stop(void)
 {
-    if (!A.running)
+    if (!agg.running)
         return;
-    __atomic_store_n(&A.stop, 1, __ATOMIC_RELEASE);
-    pthread_join(A.thread, NULL);
-    A.running = 0;
+    __atomic_store_n(&agg.stop, 1, __ATOMIC_RELEASE);
+    pthread_join(agg.thread, NULL);
+    agg.running = 0;
 }
 
 void prof_agg_self_stats(struct prof_self_stats *out)
 {
-    pthread_mutex_lock(&A.lock);
-    *out = A.self;
-    pthread_mutex_unlock(&A.lock);
+    pthread_mutex_lock(&agg.cost.lock);
+    *out = agg.cost.stats;
+    pthread_mutex_unlock(&agg.cost.lock);
     if (out->nmem)
         return;
     /* before the first tick: every field, at 0 */

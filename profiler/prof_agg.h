@@ -9,9 +9,12 @@
  * when it starts. Rows are appended, never removed; the kind table is what a caller that wants
  * to see or steer what each profile costs walks (prof_agg_kinds).
  *
+ * The aggregator owns the process's one callback ring: it makes it at start and drains it; the
+ * modules that produce records reserve them in prof_agg_ring().
+ *
  * ctx: prof_agg_add any thread (before or after prof_agg_start); prof_agg_start/stop from
- * Initialize/Shutdown; every callback of a row on clrscope-agg only; prof_agg_self_stats and
- * prof_agg_kinds any thread.
+ * Initialize/Shutdown; every callback of a row on clrscope-agg only; prof_agg_ring (runtime
+ * callbacks), prof_agg_self_stats and prof_agg_kinds any thread; prof_agg_use_ring tests only.
  */
 #ifndef PROF_AGG_H
 #define PROF_AGG_H
@@ -20,6 +23,7 @@
 #include <stdint.h>
 
 struct prof_rec;
+struct prof_ring;
 
 struct prof_kind {
     const char *name;     /* "alloc", "exceptions", "store", ... */
@@ -60,6 +64,14 @@ struct prof_self_stats {
     int nmem;
     uint64_t ring_dropped, ring_pushed;
 };
+
+/* The callback ring (prof_ring.h): runtime callbacks reserve and commit records in it, on any
+ * thread; clrscope-agg drains it. NULL before prof_agg_start, or when there was no memory for it
+ * (prof_ring_reserve then fails, counted as a drop by the producer). */
+struct prof_ring *prof_agg_ring(void);
+/* Tests and fuzz targets, which run no clrscope-agg: the ring producers write into and the
+ * caller drains itself. */
+void prof_agg_use_ring(struct prof_ring *r);
 
 int prof_agg_start(void);
 void prof_agg_stop(void);

@@ -43,12 +43,9 @@
 #include "prof_config.h"
 #include "prof_core.h"
 #include "prof_esamp.h"
-#include "prof_intern.h"
 #include "prof_live.h"
-#include "prof_log.h"
 #include "prof_store.h"
-#include "prof_symbols.h"
-#include "prof_unload.h"
+#include "prof_typename.h"
 #include "prof_walk.h"
 
 #define KW_GC 0x1ull
@@ -61,45 +58,23 @@
 #define SEC_VALUE_MASK ((1ull << SEC_VALUE_BITS) - 1)
 #define SEC_TAG_MASK ((1ull << SEC_TAG_BITS) - 1)
 
-#define TYPE_CACHE 8192u /* power of two */
-
-static struct {
-    int method;
-    /* AllocationSampled: samples and sum(size - offset) per second */
+/* The module's state. `method` and the per-second arrays are set at Initialize
+ * (prof_alloc_session_needs), before the session delivers any event; everything else is written
+ * by the allocating threads in the event callback, lock-free, and read by any thread. */
+static struct alloc_state {
+    int method; /* enum prof_alloc_method */
+    /* AllocationSampled: samples and sum(size - offset) per second (their slots: atomic) */
     uint64_t *sec_samples, *sec_u;
     uint32_t nsec;
     uint64_t samples, dropped, tick_events; /* atomic */
-} A;
-
-/* The stack-walk budget's state (all atomic; see the top of the file). */
-static struct {
-    int64_t period;              /* the wall-clock second being counted */
-    uint32_t seen, prev_seen;    /* samples this second, in the previous one */
-    uint64_t coin;               /* counter feeding the coin flips */
-    uint64_t walked, thinned;    /* samples walked, samples left out, since start */
-} W;
-
-/* TypeID -> contract-form name; clrscope-agg only. Emptied when a module unload starts (a
- * TypeID may then come back as another type); the names themselves stay, once each, in `names`
- * (prof_live keeps pointers to them). */
-static struct {
-    uint64_t id[TYPE_CACHE];
-    const char *name[TYPE_CACHE];
-    uint32_t n;
-    uint32_t epoch;
-    int full_logged;
-    int names_ready;
-    struct prof_intern names;
-} T;
-
-#define TYPE_NAMES_MAX_BYTES (4u << 20)
-
-static const char *type_name_copy(const char *s)
-{
-    if (!T.names_ready && prof_intern_init(&T.names, TYPE_NAMES_MAX_BYTES) == 0)
-        T.names_ready = 1;
-    return T.names_ready ? prof_intern_str(&T.names, prof_intern(&T.names, s)) : NULL;
-}
+    /* The stack-walk budget (all atomic; see the top of the file). */
+    struct {
+        int64_t period;              /* the monotonic second being counted */
+        uint32_t seen, prev_seen;    /* samples this second, in the previous one */
+        uint64_t coin;               /* counter feeding the coin flips */
+        uint64_t walked, thinned;    /* samples walked, samples left out, since start */
+    } walks;
+} alloc;
 
 void prof_alloc_session_needs(UINT64 *keywords, UINT32 *level)
 {
@@ -108,20 +83,20 @@ void prof_alloc_session_needs(UINT64 *keywords, UINT32 *level)
     const char *force = getenv("CLRSCOPE_ALLOC_METHOD"); /* auto (default), tick, sampled */
     int want_tick = force && !strcmp(force, "tick");
     if (g_core.runtime_major >= 10 && !want_tick) {
-        A.method = ALLOC_METHOD_SAMPLED;
+        alloc.method = ALLOC_METHOD_SAMPLED;
         *keywords = KW_ALLOCATION_SAMPLING;
-        if (!A.sec_samples) {
-            A.nsec = (uint32_t)g_cfg.history_s + 16;
-            A.sec_samples = calloc(A.nsec, sizeof *A.sec_samples);
-            A.sec_u = calloc(A.nsec, sizeof *A.sec_u);
-            if (!A.sec_samples || !A.sec_u) {
-                free(A.sec_samples);
-                free(A.sec_u);
-                A.sec_samples = A.sec_u = NULL; /* no interval, the rest works */
+        if (!alloc.sec_samples) {
+            alloc.nsec = (uint32_t)g_cfg.history_s + 16;
+            alloc.sec_samples = calloc(alloc.nsec, sizeof *alloc.sec_samples);
+            alloc.sec_u = calloc(alloc.nsec, sizeof *alloc.sec_u);
+            if (!alloc.sec_samples || !alloc.sec_u) {
+                free(alloc.sec_samples);
+                free(alloc.sec_u);
+                alloc.sec_samples = alloc.sec_u = NULL; /* no interval, the rest works */
             }
         }
     } else {
-        A.method = ALLOC_METHOD_TICK;
+        alloc.method = ALLOC_METHOD_TICK;
         *keywords = KW_GC;
         *level = EP_LEVEL_VERBOSE; /* GCAllocationTick is a Verbose event */
     }
@@ -201,7 +176,7 @@ static void sec_add(uint64_t *arr, uint64_t value, double t_unix)
     if (!arr)
         return;
     uint64_t sec = (uint64_t)t_unix;
-    uint64_t *slot = &arr[sec % A.nsec];
+    uint64_t *slot = &arr[sec % alloc.nsec];
     uint64_t tag = (sec & SEC_TAG_MASK) << SEC_VALUE_BITS;
     uint64_t old = __atomic_load_n(slot, __ATOMIC_RELAXED), want;
     do {
@@ -215,10 +190,10 @@ static void sec_add(uint64_t *arr, uint64_t value, double t_unix)
 static uint64_t sec_sum(const uint64_t *arr, int64_t from_s, int64_t to_s)
 {
     uint64_t sum = 0;
-    if (to_s - from_s >= (int64_t)A.nsec)
-        from_s = to_s - (int64_t)A.nsec + 1;
+    if (to_s - from_s >= (int64_t)alloc.nsec)
+        from_s = to_s - (int64_t)alloc.nsec + 1;
     for (int64_t s = from_s; s <= to_s; s++) {
-        uint64_t v = __atomic_load_n(&arr[(uint64_t)s % A.nsec], __ATOMIC_RELAXED);
+        uint64_t v = __atomic_load_n(&arr[(uint64_t)s % alloc.nsec], __ATOMIC_RELAXED);
         if ((v >> SEC_VALUE_BITS) == ((uint64_t)s & SEC_TAG_MASK))
             sum += v & SEC_VALUE_MASK;
     }
@@ -227,10 +202,10 @@ static uint64_t sec_sum(const uint64_t *arr, int64_t from_s, int64_t to_s)
 
 int prof_alloc_total_ci(int64_t from_s, int64_t to_s, double *lo, double *hi, uint64_t *samples)
 {
-    if (A.method != ALLOC_METHOD_SAMPLED || !A.sec_samples)
+    if (alloc.method != ALLOC_METHOD_SAMPLED || !alloc.sec_samples)
         return -1;
-    uint64_t s = sec_sum(A.sec_samples, from_s, to_s);
-    double u = (double)sec_sum(A.sec_u, from_s, to_s);
+    uint64_t s = sec_sum(alloc.sec_samples, from_s, to_s);
+    double u = (double)sec_sum(alloc.sec_u, from_s, to_s);
     *samples = s;
     /* failures before the s-th success ~ NegativeBinomial(s, p): mean s q/p, sd sqrt(s q)/p;
      * normal approximation (within ~0.01 of the exact quantiles from s = 30 on). */
@@ -249,14 +224,14 @@ int prof_alloc_total_ci(int64_t from_s, int64_t to_s, double *lo, double *hi, ui
 static double walk_probability(void)
 {
     int64_t sec = prof_now_ns() / 1000000000LL;
-    int64_t cur = __atomic_load_n(&W.period, __ATOMIC_ACQUIRE);
-    if (sec > cur && __atomic_compare_exchange_n(&W.period, &cur, sec, 0, __ATOMIC_ACQ_REL,
-                                                 __ATOMIC_ACQUIRE)) {
-        uint32_t last = __atomic_exchange_n(&W.seen, 0, __ATOMIC_ACQ_REL);
-        __atomic_store_n(&W.prev_seen, sec == cur + 1 ? last : 0, __ATOMIC_RELEASE);
+    int64_t cur = __atomic_load_n(&alloc.walks.period, __ATOMIC_ACQUIRE);
+    if (sec > cur && __atomic_compare_exchange_n(&alloc.walks.period, &cur, sec, 0,
+                                                 __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) {
+        uint32_t last = __atomic_exchange_n(&alloc.walks.seen, 0, __ATOMIC_ACQ_REL);
+        __atomic_store_n(&alloc.walks.prev_seen, sec == cur + 1 ? last : 0, __ATOMIC_RELEASE);
     }
-    uint32_t seen = __atomic_add_fetch(&W.seen, 1, __ATOMIC_ACQ_REL);
-    uint32_t prev = __atomic_load_n(&W.prev_seen, __ATOMIC_ACQUIRE);
+    uint32_t seen = __atomic_add_fetch(&alloc.walks.seen, 1, __ATOMIC_ACQ_REL);
+    uint32_t prev = __atomic_load_n(&alloc.walks.prev_seen, __ATOMIC_ACQUIRE);
     uint32_t load = prev > seen ? prev : seen;
     uint32_t budget = (uint32_t)g_cfg.alloc_stack_rate;
     return load <= budget ? 1.0 : (double)budget / (double)load;
@@ -267,30 +242,31 @@ static void take_sample(uint64_t type_id, const BYTE *d, ULONG len, size_t name_
                         uint64_t size, int kind, uintptr_t address, double count_w,
                         double bytes_w, double t_unix)
 {
-    if (!g_ring)
+    struct prof_ring *ring = prof_agg_ring();
+    if (!ring)
         return;
-    /* A.samples is counted next to the walked/thinned/dropped counter of the sample, so that a
-     * reader of the stats (any thread) finds them apart only for an instant */
+    /* alloc.samples is counted next to the walked/thinned/dropped counter of the sample, so
+     * that a reader of the stats (any thread) finds them apart only for an instant */
     double p = walk_probability();
     int walk = 1;
     if (p < 1) {
-        uint64_t z = esamp_mix(__atomic_fetch_add(&W.coin, 1, __ATOMIC_RELAXED) +
+        uint64_t z = esamp_mix(__atomic_fetch_add(&alloc.walks.coin, 1, __ATOMIC_RELAXED) +
                                0x9E3779B97F4A7C15ull);
         walk = (double)(z >> 11) * 0x1.0p-53 < p;
     }
     if (!walk && !(g_core.profiles & PROFILE_ALLOC)) { /* live objects alone: nothing to add */
-        __atomic_fetch_add(&W.thinned, 1, __ATOMIC_RELAXED);
-        __atomic_fetch_add(&A.samples, 1, __ATOMIC_RELAXED);
+        __atomic_fetch_add(&alloc.walks.thinned, 1, __ATOMIC_RELAXED);
+        __atomic_fetch_add(&alloc.samples, 1, __ATOMIC_RELAXED);
         return;
     }
-    struct prof_rec *r = prof_ring_reserve(g_ring);
+    struct prof_rec *r = prof_ring_reserve(ring);
     if (!r) {
-        __atomic_fetch_add(&A.dropped, 1, __ATOMIC_RELAXED);
-        __atomic_fetch_add(&A.samples, 1, __ATOMIC_RELAXED);
+        __atomic_fetch_add(&alloc.dropped, 1, __ATOMIC_RELAXED);
+        __atomic_fetch_add(&alloc.samples, 1, __ATOMIC_RELAXED);
         return;
     }
-    __atomic_fetch_add(walk ? &W.walked : &W.thinned, 1, __ATOMIC_RELAXED);
-    __atomic_fetch_add(&A.samples, 1, __ATOMIC_RELAXED);
+    __atomic_fetch_add(walk ? &alloc.walks.walked : &alloc.walks.thinned, 1, __ATOMIC_RELAXED);
+    __atomic_fetch_add(&alloc.samples, 1, __ATOMIC_RELAXED);
     r->kind = walk ? REC_ALLOC : REC_ALLOC_TYPE;
     r->a = type_id;
     r->b = size;
@@ -306,7 +282,7 @@ static void take_sample(uint64_t type_id, const BYTE *d, ULONG len, size_t name_
     if (!walk) { /* the type table's row only: no stack, no live tracking */
         r->nframes = 0;
         r->truncated = 0;
-        prof_ring_commit(g_ring, r);
+        prof_ring_commit(ring, r);
         return;
     }
     prof_walk_fast(r);
@@ -320,7 +296,7 @@ static void take_sample(uint64_t type_id, const BYTE *d, ULONG len, size_t name_
             r->d = ((uint64_t)(uint32_t)slot + 1) | (uint64_t)seq << 32;
         }
     }
-    prof_ring_commit(g_ring, r);
+    prof_ring_commit(ring, r);
 }
 
 /* AllocationSampled: Kind u32 @0, ClrInstanceID u16 @4, TypeID ptr @6, TypeName utf16z @14,
@@ -341,8 +317,8 @@ static void on_sampled(const BYTE *d, ULONG len)
     if (!(prob > 0))
         return;
     double count_w = 1.0 / prob, now = prof_unix_now();
-    sec_add(A.sec_samples, 1, now);
-    sec_add(A.sec_u, offset < size ? size - offset : 1, now);
+    sec_add(alloc.sec_samples, 1, now);
+    sec_add(alloc.sec_u, offset < size ? size - offset : 1, now);
     take_sample(type_id, d, len, 14, size, (int)kind, (uintptr_t)address, count_w,
                 (double)size * count_w, now);
 }
@@ -359,8 +335,8 @@ static void on_tick(DWORD version, const BYTE *d, ULONG len)
     if (version >= 2 && rd_u64(d, len, 10, &amount))
         return;
     double now = prof_unix_now();
-    __atomic_fetch_add(&A.tick_events, 1, __ATOMIC_RELAXED);
-    if (A.method != ALLOC_METHOD_TICK || version < 2 || rd_u64(d, len, 18, &type_id))
+    __atomic_fetch_add(&alloc.tick_events, 1, __ATOMIC_RELAXED);
+    if (alloc.method != ALLOC_METHOD_TICK || version < 2 || rd_u64(d, len, 18, &type_id))
         return;
     char skip[8];
     size_t after = rd_utf16z(d, len, 26, skip, sizeof skip);
@@ -381,70 +357,13 @@ void prof_alloc_on_event(DWORD id, DWORD version, const BYTE *data, ULONG len)
 {
     if (!(g_core.profiles & (PROFILE_ALLOC | PROFILE_LIVE)))
         return;
-    if (id == 303 && A.method == ALLOC_METHOD_SAMPLED)
+    if (id == 303 && alloc.method == ALLOC_METHOD_SAMPLED)
         on_sampled(data, len);
-    else if (id == 10 && A.method != ALLOC_METHOD_NONE)
+    else if (id == 10 && alloc.method != ALLOC_METHOD_NONE)
         on_tick(version, data, len);
 }
 
 /* ---- clrscope-agg side ---- */
-
-const char *prof_alloc_type_label(uint64_t type_id, const char *raw_name)
-{
-    uint32_t epoch = prof_unload_epoch();
-    if (epoch != T.epoch) {
-        T.epoch = epoch;
-        memset(T.id, 0, sizeof T.id);
-        memset(T.name, 0, sizeof T.name);
-        T.n = 0;
-    }
-    uint32_t h = (uint32_t)((type_id * 0x9E3779B97F4A7C15ull) >> 40) & (TYPE_CACHE - 1);
-    for (uint32_t i = 0; i < TYPE_CACHE; i++) {
-        uint32_t k = (h + i) & (TYPE_CACHE - 1);
-        if (T.id[k] == type_id && T.name[k])
-            return T.name[k];
-        if (!T.name[k]) {
-            if (T.n >= TYPE_CACHE * 3 / 4) {
-                /* Full: start again (the names stay interned; the types still allocated come
-                 * back one sample each). Until 2026-11-28 every type first sampled after the
-                 * 6,144th was "[other types]" for the process's life. */
-                memset(T.id, 0, sizeof T.id);
-                memset(T.name, 0, sizeof T.name);
-                T.n = 0;
-                prof_log_once(T.full_logged, LOG_INFO, "more than %u allocated types: the type "
-                              "cache starts again", TYPE_CACHE * 3 / 4);
-                k = h;
-            }
-            char clean[REC_TEXT + 64];
-            const char *raw = raw_name && raw_name[0] ? raw_name : "[unknown type]";
-            prof_symbols_clean_typename(raw, clean, sizeof clean);
-            /* The event names a nested type by its own name only ("Entry[System.Int32,...][]"
-             * for Dictionary`2+Entry[]): without a namespace, ask the metadata. TypeID is the
-             * ClassID, alive when the sample was taken; prof_symbols asks about it only while
-             * no module unload has started since (clrscope-agg entered with its epoch). */
-            size_t base = strcspn(raw, "[<");
-            int keep = 1;
-            if (!memchr(raw, '.', base)) {
-                const char *full = prof_symbols_class((ClassID)type_id);
-                if (full && full[0] && full[0] != '[')
-                    snprintf(clean, sizeof clean, "%s", full);
-                /* a sample taken before a module unload started: the event's own name for now,
-                 * the full one from the next sample */
-                keep = prof_unload_may_query();
-            }
-            const char *copy = type_name_copy(clean[0] ? clean : "[unknown type]");
-            if (!copy)
-                return "[unknown type]";
-            if (!keep)
-                return copy;
-            T.id[k] = type_id;
-            T.name[k] = copy;
-            T.n++;
-            return copy;
-        }
-    }
-    return "[other types]"; /* not reached: the cache never holds more than 3/4 */
-}
 
 /* A sample's count weight as a whole number that is right on average: 1.17 (an object of
  * 200 KB) is 2 in 17 % of samples and 1 otherwise. Rounding to nearest made every such object
@@ -478,7 +397,7 @@ void prof_alloc_consume(const struct prof_rec *rec, const char **names, int n)
 {
     if (!(g_core.profiles & PROFILE_ALLOC))
         return;
-    const char *label = prof_alloc_type_label(rec->a, rec->text);
+    const char *label = prof_typename_of(rec->a, rec->text);
     int64_t v[PROF_NVALUES] = {count_units(rec->x), (int64_t)rec->c, 1};
     prof_store_add(PK_ALLOC, rec->t_unix, names, n, rec->os_tid, label, v);
     add_type_row(rec, label);
@@ -487,22 +406,22 @@ void prof_alloc_consume(const struct prof_rec *rec, const char **names, int n)
 void prof_alloc_consume_type(const struct prof_rec *rec)
 {
     if (g_core.profiles & PROFILE_ALLOC)
-        add_type_row(rec, prof_alloc_type_label(rec->a, rec->text));
+        add_type_row(rec, prof_typename_of(rec->a, rec->text));
 }
 
 void prof_alloc_get_stats(struct prof_alloc_stats *out)
 {
-    out->method = A.method;
-    out->samples = __atomic_load_n(&A.samples, __ATOMIC_RELAXED);
-    out->dropped = __atomic_load_n(&A.dropped, __ATOMIC_RELAXED);
-    out->tick_events = __atomic_load_n(&A.tick_events, __ATOMIC_RELAXED);
-    out->walked = __atomic_load_n(&W.walked, __ATOMIC_RELAXED);
-    out->thinned = __atomic_load_n(&W.thinned, __ATOMIC_RELAXED);
+    out->method = alloc.method;
+    out->samples = __atomic_load_n(&alloc.samples, __ATOMIC_RELAXED);
+    out->dropped = __atomic_load_n(&alloc.dropped, __ATOMIC_RELAXED);
+    out->tick_events = __atomic_load_n(&alloc.tick_events, __ATOMIC_RELAXED);
+    out->walked = __atomic_load_n(&alloc.walks.walked, __ATOMIC_RELAXED);
+    out->thinned = __atomic_load_n(&alloc.walks.thinned, __ATOMIC_RELAXED);
 }
 
 const char *prof_alloc_bias_note(void)
 {
-    switch (A.method) {
+    switch (alloc.method) {
     case ALLOC_METHOD_SAMPLED:
         return "AllocationSampled: every allocated byte is a Bernoulli trial with p = 1/102400 on "
                "its thread; a sampled object of s bytes stands for 1/(1-q^s) objects and "
@@ -522,16 +441,19 @@ const char *prof_alloc_bias_note(void)
 
 static void alloc_consume(const struct prof_rec *rec, const char **names, int n)
 {
-    if (rec->kind == REC_ALLOC_TYPE)
+    if (rec->kind == REC_ALLOC_TYPE) {
         prof_alloc_consume_type(rec);
-    else
-        prof_alloc_consume(rec, names, n);
+        return;
+    }
+    prof_alloc_consume(rec, names, n);
+    if (rec->kind == REC_LIVE) /* a sample whose object prof_live tracks: the rest is its */
+        prof_live_consume(rec, names, n);
 }
 
 const struct prof_kind prof_alloc_kind = {
     .name = "alloc",
     .profile = PROFILE_ALLOC,
-    .records = 1u << REC_ALLOC,
+    .records = 1u << REC_ALLOC | 1u << REC_LIVE,
     .bare = 1u << REC_ALLOC_TYPE,
     .consume = alloc_consume,
 };

@@ -2,11 +2,11 @@
  * prof_alloc - allocation sampling by type and stack (AllocationSampled on .NET 10+,
  * GCAllocationTick on .NET 8/9), upscaled to estimated counts and bytes.
  *
- * Contexts: prof_alloc_session_needs runs once at Initialize; prof_alloc_on_event runs on the
- * allocating thread inside the runtime's allocation path (no malloc, no locks, no logging: it
- * walks the stack into a ring record and may create a weak handle through prof_live_track);
- * prof_alloc_consume and prof_alloc_type_label run on clrscope-agg only; the getters run on any
- * thread.
+ * ctx: prof_alloc_session_needs once at Initialize (prof_events_start); prof_alloc_on_event on
+ * the allocating thread inside the runtime's allocation path (no malloc, no locks, no logging:
+ * it walks the stack into a ring record and may create a weak handle through prof_live_track);
+ * prof_alloc_consume and prof_alloc_consume_type on clrscope-agg only; the getters, the interval
+ * and the note on any thread.
  */
 #ifndef PROF_ALLOC_H
 #define PROF_ALLOC_H
@@ -35,8 +35,6 @@ void prof_alloc_consume(const struct prof_rec *rec, const char **names, int n);
 /* On clrscope-agg: a REC_ALLOC_TYPE record (a sample the stack budget left out): the type table's
  * row only. */
 void prof_alloc_consume_type(const struct prof_rec *rec);
-/* clrscope-agg only: the contract-form name of a type (cached per TypeID; stable pointer). */
-const char *prof_alloc_type_label(uint64_t type_id, const char *raw_name);
 
 struct prof_alloc_stats {
     int method;             /* enum prof_alloc_method */
@@ -56,7 +54,8 @@ int prof_alloc_total_ci(int64_t from_s, int64_t to_s, double *lo, double *hi, ui
 const char *prof_alloc_bias_note(void);
 
 struct prof_kind;
-/* The aggregator's row: consumes REC_ALLOC (walked) and REC_ALLOC_TYPE (bare) records. */
+/* The aggregator's row: consumes REC_ALLOC and REC_LIVE (walked) and REC_ALLOC_TYPE (bare)
+ * records; a REC_LIVE record goes on to prof_live_consume. */
 extern const struct prof_kind prof_alloc_kind;
 
 #endif

@@ -1,7 +1,11 @@
 /*
  * prof_config - clrscope's configuration, read once from the environment at Initialize.
  * Every bad value is logged once and replaced by its default; nothing here aborts.
- * After prof_config_load() the struct is immutable and may be read from any thread.
+ *
+ * ctx: prof_config_load once, at Initialize, before any clrscope thread starts; after it g_cfg is
+ * immutable and read from any thread. The prof_env_* helpers read the environment for a
+ * module's own variables (at its start: not in a callback, they may log); prof_profile_name any
+ * thread.
  */
 #ifndef PROF_CONFIG_H
 #define PROF_CONFIG_H

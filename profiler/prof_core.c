@@ -64,36 +64,38 @@ int prof_core_stopping(void)
     return __atomic_load_n(&g_core.stopping, __ATOMIC_ACQUIRE);
 }
 
-/* Naps: a condition variable on CLOCK_MONOTONIC, broadcast once when Shutdown begins. */
-static pthread_mutex_t nap_lock = PTHREAD_MUTEX_INITIALIZER;
-static pthread_cond_t nap_cond;
-static pthread_once_t nap_once = PTHREAD_ONCE_INIT;
+/* Naps: a condition variable on CLOCK_MONOTONIC, broadcast when Shutdown begins and at each
+ * nudge. Shared by clrscope's napping threads and whoever nudges or stops them (any thread). */
+static struct nap_state {
+    pthread_mutex_t lock; /* held by nappers only to enter and leave their wait */
+    pthread_cond_t cond;  /* made once, by the first nap, nudge or stop (`once`) */
+    pthread_once_t once;
+    uint32_t nudges;      /* atomic; changed under `lock` */
+} naps = {.lock = PTHREAD_MUTEX_INITIALIZER, .once = PTHREAD_ONCE_INIT};
 
 static void nap_init(void)
 {
     pthread_condattr_t a;
     pthread_condattr_init(&a);
     pthread_condattr_setclock(&a, CLOCK_MONOTONIC);
-    pthread_cond_init(&nap_cond, &a);
+    pthread_cond_init(&naps.cond, &a);
     pthread_condattr_destroy(&a);
 }
 
-static uint32_t g_nudges; /* atomic; changed under nap_lock */
-
 static int nap(int64_t deadline_ns, int nudgeable, uint32_t seen)
 {
-    pthread_once(&nap_once, nap_init);
+    pthread_once(&naps.once, nap_init);
     if (deadline_ns < 0)
         deadline_ns = 0;
     struct timespec ts = {(time_t)(deadline_ns / 1000000000LL), (long)(deadline_ns % 1000000000LL)};
-    pthread_mutex_lock(&nap_lock);
+    pthread_mutex_lock(&naps.lock);
     /* a wake-up without the flag (or a nudge) is spurious: nap on until the deadline */
     while (!prof_core_stopping() &&
-           !(nudgeable && __atomic_load_n(&g_nudges, __ATOMIC_ACQUIRE) != seen) &&
-           pthread_cond_timedwait(&nap_cond, &nap_lock, &ts) != ETIMEDOUT)
+           !(nudgeable && __atomic_load_n(&naps.nudges, __ATOMIC_ACQUIRE) != seen) &&
+           pthread_cond_timedwait(&naps.cond, &naps.lock, &ts) != ETIMEDOUT)
         ;
     int stop = prof_core_stopping();
-    pthread_mutex_unlock(&nap_lock);
+    pthread_mutex_unlock(&naps.lock);
     return stop;
 }
 
@@ -109,25 +111,25 @@ int prof_core_nap_nudged(int64_t deadline_ns, uint32_t seen)
 
 uint32_t prof_core_nudges(void)
 {
-    return __atomic_load_n(&g_nudges, __ATOMIC_ACQUIRE);
+    return __atomic_load_n(&naps.nudges, __ATOMIC_ACQUIRE);
 }
 
 void prof_core_nudge(void)
 {
-    pthread_once(&nap_once, nap_init);
-    pthread_mutex_lock(&nap_lock);
-    __atomic_add_fetch(&g_nudges, 1, __ATOMIC_SEQ_CST);
-    pthread_cond_broadcast(&nap_cond);
-    pthread_mutex_unlock(&nap_lock);
+    pthread_once(&naps.once, nap_init);
+    pthread_mutex_lock(&naps.lock);
+    __atomic_add_fetch(&naps.nudges, 1, __ATOMIC_SEQ_CST);
+    pthread_cond_broadcast(&naps.cond);
+    pthread_mutex_unlock(&naps.lock);
 }
 
 void prof_core_begin_stopping(void)
 {
-    pthread_once(&nap_once, nap_init);
-    pthread_mutex_lock(&nap_lock);
+    pthread_once(&naps.once, nap_init);
+    pthread_mutex_lock(&naps.lock);
     __atomic_store_n(&g_core.stopping, 1, __ATOMIC_RELEASE);
-    pthread_cond_broadcast(&nap_cond);
-    pthread_mutex_unlock(&nap_lock);
+    pthread_cond_broadcast(&naps.cond);
+    pthread_mutex_unlock(&naps.lock);
 }
 
 void prof_name_thread(const char *what)

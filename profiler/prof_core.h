@@ -7,6 +7,11 @@
  * g_core is written once in Initialize, then read-only, except `profiles` (a bit is cleared when
  * a profile fails, any thread) and `stopping`, which is atomic (set under the nap lock, so that
  * prof_core_nap_until never misses it).
+ *
+ * ctx: the clocks, prof_self_tid, prof_core_disable and prof_core_stopping any thread, runtime
+ * callbacks included; the naps on clrscope's own threads; prof_core_nudge any thread (it takes
+ * the nap lock for an instant); the read and attach functions in Initialize,
+ * prof_core_begin_stopping in Shutdown (prof_entry.c).
  */
 #ifndef PROF_CORE_H
 #define PROF_CORE_H

@@ -11,7 +11,6 @@
 #include "evcounter.h"
 #include "prof_config.h"
 #include "prof_core.h"
-#include "prof_events.h"
 #include "prof_log.h"
 
 /* Per-second allocated bytes: (second & 0xffffff) << 40 | bytes, like prof_alloc's counters. */
@@ -35,32 +34,40 @@ struct entry {
  * EventSourceSupport=false has no managed EventSources, System.Runtime's included). */
 #define SILENT_AFTER_S 10.0
 
-static struct {
+/* The module's state. The subscription (session, max_gc_rate, the per-second array) is set at
+ * Initialize; then the poller thread writes the values and the alloc-rate seconds, the
+ * GC-finished callback counts GCs, clrscope-agg runs the guard, and any thread reads, each field
+ * as noted (atomics or per-entry sequence counters; no lock). */
+static struct counters_state {
+    EVENTPIPE_SESSION session; /* atomic: their own EventPipe session; 0 once stopped */
     int enabled;         /* atomic: the counters' session runs */
     long max_gc_rate;    /* CLRSCOPE_RUNTIME_COUNTERS_MAX_GC_RATE; 0 = never stop them */
     uint64_t gcs;        /* atomic: GCs finished (the GC-finished callback) */
     double guard_t;      /* clrscope-agg: the guard's window start (unix s), 0 = not yet */
-    uint64_t guard_gcs;
+    uint64_t guard_gcs;  /* clrscope-agg */
     int stopped;         /* atomic: the guard stopped them (the two below are set before) */
     int silent;          /* atomic: none came in the first SILENT_AFTER_S (logged once) */
     double stopped_rate, stopped_t;
-    uint64_t *alloc_sec; /* nsec slots */
+    uint64_t *alloc_sec; /* nsec slots (atomic each) */
     uint32_t nsec;
     /* alloc-rate intervals: (t_prev, t]; written by the poller thread only */
     double alloc_t_prev;
     int64_t first_full_s, last_full_s; /* atomic; 0 = none yet */
     uint64_t events, malformed, dropped; /* atomic */
-    struct entry e[PROF_COUNTERS_MAX];
-} C;
+    struct entry e[PROF_COUNTERS_MAX];   /* claimed by CAS, values under their `seq` */
+} counters;
 
-int prof_counters_provider(COR_PRF_EVENTPIPE_PROVIDER_CONFIG *cfg)
+/* Fills *cfg with the System.Runtime provider (Informational, EventCounterIntervalSec=N) and
+ * returns 1, or returns 0 when the subscription is off. Prepares the per-second history. */
+static int provider(COR_PRF_EVENTPIPE_PROVIDER_CONFIG *cfg)
 {
     long interval = prof_env_long("CLRSCOPE_RUNTIME_COUNTERS", 1, 0, 60); /* seconds; 0 = off */
     if (!interval)
         return 0;
-    if (!C.alloc_sec) {
-        C.nsec = (uint32_t)g_cfg.history_s + 16;
-        C.alloc_sec = calloc(C.nsec, sizeof *C.alloc_sec); /* NULL: no self-check, values stay */
+    if (!counters.alloc_sec) {
+        counters.nsec = (uint32_t)g_cfg.history_s + 16;
+        /* NULL: no self-check, the values stay */
+        counters.alloc_sec = calloc(counters.nsec, sizeof *counters.alloc_sec);
     }
     static const char16_t name[] = u"System.Runtime";
     static char16_t filter[40];
@@ -72,63 +79,86 @@ int prof_counters_provider(COR_PRF_EVENTPIPE_PROVIDER_CONFIG *cfg)
     cfg->keywords = 0;
     cfg->loggingLevel = EP_LEVEL_INFORMATIONAL;
     cfg->filterData = (const WCHAR *)filter;
-    C.max_gc_rate = prof_env_long("CLRSCOPE_RUNTIME_COUNTERS_MAX_GC_RATE", 50, 0, 1000000);
-    C.enabled = 1;
+    counters.max_gc_rate = prof_env_long("CLRSCOPE_RUNTIME_COUNTERS_MAX_GC_RATE", 50, 0, 1000000);
+    counters.enabled = 1;
     return 1;
 }
 
-void prof_counters_off(void)
+int prof_counters_start(void)
 {
-    __atomic_store_n(&C.enabled, 0, __ATOMIC_RELAXED);
+    COR_PRF_EVENTPIPE_PROVIDER_CONFIG cfg;
+    if (!provider(&cfg))
+        return 0;
+    ICorProfilerInfo15 *info = g_core.info;
+    HRESULT hr = info->vt->EventPipeStartSession(info, 1, &cfg, 0, &counters.session);
+    if (hr < 0) {
+        counters.session = 0;
+        __atomic_store_n(&counters.enabled, 0, __ATOMIC_RELAXED);
+        prof_log(LOG_WARN, "the runtime refused the System.Runtime counters (0x%08x): no exact "
+                 "allocated total, no /api/v1/counters; the rest goes on", (unsigned)hr);
+        return 0;
+    }
+    return 1;
+}
+
+/* Stops the counters' session (the guard, clrscope-agg): 0 when stopped, -1 when none was
+ * running or the runtime refused. */
+static int stop_session(void)
+{
+    EVENTPIPE_SESSION s = __atomic_exchange_n(&counters.session, 0, __ATOMIC_ACQ_REL);
+    if (!s)
+        return -1;
+    HRESULT hr = g_core.info->vt->EventPipeStopSession(g_core.info, s);
+    return hr < 0 ? -1 : 0;
 }
 
 void prof_counters_gc_finished(void)
 {
-    __atomic_fetch_add(&C.gcs, 1, __ATOMIC_RELAXED);
+    __atomic_fetch_add(&counters.gcs, 1, __ATOMIC_RELAXED);
 }
 
 void prof_counters_tick(double now)
 {
-    if (!__atomic_load_n(&C.enabled, __ATOMIC_RELAXED))
+    if (!__atomic_load_n(&counters.enabled, __ATOMIC_RELAXED))
         return;
-    if (!C.silent && !__atomic_load_n(&C.events, __ATOMIC_RELAXED) &&
+    if (!counters.silent && !__atomic_load_n(&counters.events, __ATOMIC_RELAXED) &&
         now - g_core.start_unix >= SILENT_AFTER_S) {
-        __atomic_store_n(&C.silent, 1, __ATOMIC_RELAXED);
+        __atomic_store_n(&counters.silent, 1, __ATOMIC_RELAXED);
         prof_log(LOG_INFO, "runtime counters: none in the %.0f s since start; an app built with "
                  "EventSourceSupport=false (trimmed apps often are) has none: no exact allocated "
                  "total, /api/v1/counters stays empty", SILENT_AFTER_S);
     }
-    if (!C.max_gc_rate)
+    if (!counters.max_gc_rate)
         return;
-    uint64_t gcs = __atomic_load_n(&C.gcs, __ATOMIC_RELAXED);
-    if (C.guard_t <= 0 || now < C.guard_t) {
-        C.guard_t = now;
-        C.guard_gcs = gcs;
+    uint64_t gcs = __atomic_load_n(&counters.gcs, __ATOMIC_RELAXED);
+    if (counters.guard_t <= 0 || now < counters.guard_t) {
+        counters.guard_t = now;
+        counters.guard_gcs = gcs;
         return;
     }
-    double dt = now - C.guard_t;
+    double dt = now - counters.guard_t;
     if (dt < GUARD_WINDOW_S)
         return;
-    double rate = (double)(gcs - C.guard_gcs) / dt;
-    C.guard_t = now;
-    C.guard_gcs = gcs;
-    if (rate <= (double)C.max_gc_rate)
+    double rate = (double)(gcs - counters.guard_gcs) / dt;
+    counters.guard_t = now;
+    counters.guard_gcs = gcs;
+    if (rate <= (double)counters.max_gc_rate)
         return;
-    if (prof_events_stop_counters() != 0)
+    if (stop_session() != 0)
         return;
-    C.stopped_t = now;
-    C.stopped_rate = rate;
-    __atomic_store_n(&C.stopped, 1, __ATOMIC_RELEASE);
-    __atomic_store_n(&C.enabled, 0, __ATOMIC_RELAXED);
+    counters.stopped_t = now;
+    counters.stopped_rate = rate;
+    __atomic_store_n(&counters.stopped, 1, __ATOMIC_RELEASE);
+    __atomic_store_n(&counters.enabled, 0, __ATOMIC_RELAXED);
     prof_log(LOG_WARN, "runtime counters stopped: %.0f GCs/s (over %ld/s, "
              "CLRSCOPE_RUNTIME_COUNTERS_MAX_GC_RATE) and the runtime wakes its finalizer after "
              "each GC while they are on; no exact allocated total, /api/v1/counters keeps the "
-             "last values", rate, C.max_gc_rate);
+             "last values", rate, counters.max_gc_rate);
 }
 
 static void sec_add(int64_t sec, uint64_t value)
 {
-    uint64_t *slot = &C.alloc_sec[(uint64_t)sec % C.nsec];
+    uint64_t *slot = &counters.alloc_sec[(uint64_t)sec % counters.nsec];
     uint64_t tag = ((uint64_t)sec & TAG_MASK) << VALUE_BITS;
     uint64_t old = __atomic_load_n(slot, __ATOMIC_RELAXED), want;
     do {
@@ -142,7 +172,7 @@ static void sec_add(int64_t sec, uint64_t value)
 /* Spreads the bytes counted over (t_prev, t] across the seconds it overlaps, in proportion. */
 static void alloc_interval(double t_prev, double t, double bytes)
 {
-    if (!C.alloc_sec || !(t > t_prev) || !(bytes >= 0) || t - t_prev > (double)C.nsec)
+    if (!counters.alloc_sec || !(t > t_prev) || !(bytes >= 0) || t - t_prev > (double)counters.nsec)
         return;
     double span = t - t_prev;
     for (int64_t s = (int64_t)floor(t_prev); s <= (int64_t)floor(t); s++) {
@@ -151,15 +181,15 @@ static void alloc_interval(double t_prev, double t, double bytes)
         if (hi > lo)
             sec_add(s, (uint64_t)llround(bytes * (hi - lo) / span));
     }
-    if (!__atomic_load_n(&C.first_full_s, __ATOMIC_RELAXED))
-        __atomic_store_n(&C.first_full_s, (int64_t)ceil(t_prev), __ATOMIC_RELEASE);
-    __atomic_store_n(&C.last_full_s, (int64_t)floor(t) - 1, __ATOMIC_RELEASE);
+    if (!__atomic_load_n(&counters.first_full_s, __ATOMIC_RELAXED))
+        __atomic_store_n(&counters.first_full_s, (int64_t)ceil(t_prev), __ATOMIC_RELEASE);
+    __atomic_store_n(&counters.last_full_s, (int64_t)floor(t) - 1, __ATOMIC_RELEASE);
 }
 
 static struct entry *entry_for(const char *name)
 {
     for (int i = 0; i < PROF_COUNTERS_MAX; i++) {
-        struct entry *e = &C.e[i];
+        struct entry *e = &counters.e[i];
         int st = __atomic_load_n(&e->state, __ATOMIC_ACQUIRE);
         if (st == 2 && !strcmp(e->v.name, name))
             return e;
@@ -180,20 +210,20 @@ void prof_counters_on_event(const BYTE *meta, ULONG meta_len, const BYTE *data, 
 {
     struct evc_value v;
     if (evc_parse(meta, meta_len, data, len, &v)) {
-        __atomic_fetch_add(&C.malformed, 1, __ATOMIC_RELAXED);
+        __atomic_fetch_add(&counters.malformed, 1, __ATOMIC_RELAXED);
         return;
     }
-    __atomic_fetch_add(&C.events, 1, __ATOMIC_RELAXED);
+    __atomic_fetch_add(&counters.events, 1, __ATOMIC_RELAXED);
     double now = prof_unix_now();
     if (!strcmp(v.name, "alloc-rate") && v.incrementing) {
         /* The first value after enabling may cover time before it: it only starts the clock. */
-        if (C.alloc_t_prev > 0)
-            alloc_interval(C.alloc_t_prev, now, v.value);
-        C.alloc_t_prev = now;
+        if (counters.alloc_t_prev > 0)
+            alloc_interval(counters.alloc_t_prev, now, v.value);
+        counters.alloc_t_prev = now;
     }
     struct entry *e = entry_for(v.name);
     if (!e) {
-        __atomic_fetch_add(&C.dropped, 1, __ATOMIC_RELAXED);
+        __atomic_fetch_add(&counters.dropped, 1, __ATOMIC_RELAXED);
         return;
     }
     __atomic_fetch_add(&e->seq, 1, __ATOMIC_ACQ_REL);
@@ -207,18 +237,19 @@ void prof_counters_on_event(const BYTE *meta, ULONG meta_len, const BYTE *data, 
 
 int prof_counters_allocated(int64_t *from_s, int64_t *to_s, int64_t *bytes)
 {
-    int64_t first = __atomic_load_n(&C.first_full_s, __ATOMIC_ACQUIRE);
-    int64_t last = __atomic_load_n(&C.last_full_s, __ATOMIC_ACQUIRE);
-    if (!C.alloc_sec || !first)
+    int64_t first = __atomic_load_n(&counters.first_full_s, __ATOMIC_ACQUIRE);
+    int64_t last = __atomic_load_n(&counters.last_full_s, __ATOMIC_ACQUIRE);
+    if (!counters.alloc_sec || !first)
         return -1;
     int64_t a = *from_s > first ? *from_s : first, b = *to_s < last ? *to_s : last;
-    if (b - a >= (int64_t)C.nsec)
-        a = b - (int64_t)C.nsec + 1;
+    if (b - a >= (int64_t)counters.nsec)
+        a = b - (int64_t)counters.nsec + 1;
     if (a > b)
         return -1;
     uint64_t sum = 0;
     for (int64_t s = a; s <= b; s++) {
-        uint64_t v = __atomic_load_n(&C.alloc_sec[(uint64_t)s % C.nsec], __ATOMIC_RELAXED);
+        uint64_t v = __atomic_load_n(&counters.alloc_sec[(uint64_t)s % counters.nsec],
+                                     __ATOMIC_RELAXED);
         if ((v >> VALUE_BITS) == ((uint64_t)s & TAG_MASK))
             sum += v & VALUE_MASK;
     }
@@ -232,7 +263,7 @@ int prof_counters_snapshot(struct prof_counter *out, int max)
 {
     int n = 0;
     for (int i = 0; i < PROF_COUNTERS_MAX && n < max; i++) {
-        struct entry *e = &C.e[i];
+        struct entry *e = &counters.e[i];
         if (__atomic_load_n(&e->state, __ATOMIC_ACQUIRE) != 2)
             continue;
         for (int tries = 0; tries < 4; tries++) {
@@ -254,15 +285,15 @@ int prof_counters_snapshot(struct prof_counter *out, int max)
 
 void prof_counters_get_stats(struct prof_counters_stats *out)
 {
-    out->enabled = __atomic_load_n(&C.enabled, __ATOMIC_RELAXED);
-    int stopped = __atomic_load_n(&C.stopped, __ATOMIC_ACQUIRE);
-    out->stopped_gc_rate = stopped ? C.stopped_rate : 0;
-    out->stopped_t = stopped ? C.stopped_t : 0;
-    out->max_gc_rate = C.max_gc_rate;
-    out->events = __atomic_load_n(&C.events, __ATOMIC_RELAXED);
-    out->silent = out->events == 0 && __atomic_load_n(&C.silent, __ATOMIC_RELAXED);
-    out->malformed = __atomic_load_n(&C.malformed, __ATOMIC_RELAXED);
-    out->dropped = __atomic_load_n(&C.dropped, __ATOMIC_RELAXED);
+    out->enabled = __atomic_load_n(&counters.enabled, __ATOMIC_RELAXED);
+    int stopped = __atomic_load_n(&counters.stopped, __ATOMIC_ACQUIRE);
+    out->stopped_gc_rate = stopped ? counters.stopped_rate : 0;
+    out->stopped_t = stopped ? counters.stopped_t : 0;
+    out->max_gc_rate = counters.max_gc_rate;
+    out->events = __atomic_load_n(&counters.events, __ATOMIC_RELAXED);
+    out->silent = out->events == 0 && __atomic_load_n(&counters.silent, __ATOMIC_RELAXED);
+    out->malformed = __atomic_load_n(&counters.malformed, __ATOMIC_RELAXED);
+    out->dropped = __atomic_load_n(&counters.dropped, __ATOMIC_RELAXED);
 }
 
 const struct prof_kind prof_counters_kind = {

@@ -8,9 +8,11 @@
  * per interval, the exact total the allocation estimate is checked against (the "upscaling
  * self-check"), and the latest value of every counter is served by GET /api/v1/counters.
  *
- * Contexts: prof_counters_provider runs once at Initialize; prof_counters_on_event runs on the
- * runtime's poller thread inside EventPipeEventDelivered (no malloc, no locks, no I/O); the
- * getters run on any thread and never block the writer (per-entry sequence counters).
+ * ctx: prof_counters_start once at Initialize (from prof_events_start, which routes the events);
+ * prof_counters_on_event on the runtime's poller thread inside EventPipeEventDelivered (no
+ * malloc, no locks, no I/O); prof_counters_gc_finished in the runtime's GC-finished callback;
+ * prof_counters_tick on clrscope-agg; the getters on any thread, never blocking the writer
+ * (per-entry sequence counters).
  * CLRSCOPE_RUNTIME_COUNTERS is the polling interval in seconds (1, the default, to 60); 0 turns
  * the subscription off. While they are on the runtime wakes its finalizer thread after every GC
  * (measured: ~30 % of the throughput of an app collecting 4,900 times a second, about 100 us of
@@ -26,11 +28,11 @@
 
 #define PROF_COUNTERS_MAX 64 /* distinct counters kept; later ones are counted as dropped */
 
-/* Fills *cfg with the System.Runtime provider (Informational, EventCounterIntervalSec=N) and
- * returns 1, or returns 0 when the subscription is off. Prepares the per-second history. */
-int prof_counters_provider(COR_PRF_EVENTPIPE_PROVIDER_CONFIG *cfg);
-/* The runtime refused the counters' session. */
-void prof_counters_off(void);
+/* Starts the counters' own EventPipe session on the System.Runtime provider (Informational,
+ * EventCounterIntervalSec=N), which the guard may stop without touching the runtime's events, and
+ * prepares the per-second history. 1 when it runs; 0 when the subscription is off or the runtime
+ * refused it (logged). */
+int prof_counters_start(void);
 /* A GC finished (the runtime's GC-finished callback: one atomic add). */
 void prof_counters_gc_finished(void);
 /* clrscope-agg, once a second: the guard. While the counters are on, the runtime wakes its

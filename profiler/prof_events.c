@@ -18,18 +18,29 @@
 #define KW_CONTENTION 0x4000ull
 #define KW_EXCEPTION 0x8000ull
 
-static EVENTPIPE_SESSION g_session;     /* GC, allocations, contention */
-static EVENTPIPE_SESSION g_exc_session; /* exceptions (start_exceptions_session) */
-static EVENTPIPE_SESSION g_counters_session; /* atomic: 0 once stopped */
-
-/* Providers seen so far: handle -> kind (PK_RUNTIME, PK_COUNTERS or PK_OTHER). Lock-free: each
- * slot is claimed with a CAS; a full table only costs a name lookup per event. */
 #define MAX_PROVIDERS 16
 enum { PK_RUNTIME = 1, PK_COUNTERS = 2, PK_OTHER = 3 };
-static struct {
-    EVENTPIPE_PROVIDER handle;
-    int kind;
-} g_providers[MAX_PROVIDERS];
+
+/* The module's state. The sessions and what they asked for are written at Initialize
+ * (prof_events_start) and read by clrscope's threads (prof_events_reapply_sessions); the
+ * provider table by the threads that deliver events, lock-free. */
+static struct events_state {
+    EVENTPIPE_SESSION session;     /* GC, allocations, contention */
+    EVENTPIPE_SESSION exc_session; /* exceptions (start_exceptions_session) */
+    int state;                     /* atomic: prof_events_state */
+    /* What each running session of the runtime provider asked for (prof_events_reapply_sessions):
+     * [0] the main session, [1] the exceptions' own. keywords 0 = that session is not running. */
+    struct {
+        UINT64 keywords;
+        UINT32 level;
+    } cfg_of[2];
+    /* Providers seen so far: handle -> kind (PK_RUNTIME, PK_COUNTERS or PK_OTHER). Each slot is
+     * claimed with a CAS (both fields atomic); a full table only costs a name lookup per event. */
+    struct {
+        EVENTPIPE_PROVIDER handle;
+        int kind;
+    } providers[MAX_PROVIDERS];
+} events;
 
 static int name_is(const WCHAR *name, ULONG got, const char *want)
 {
@@ -46,9 +57,9 @@ static int name_is(const WCHAR *name, ULONG got, const char *want)
 static int provider_kind(EVENTPIPE_PROVIDER p)
 {
     for (int i = 0; i < MAX_PROVIDERS; i++) {
-        EVENTPIPE_PROVIDER h = __atomic_load_n(&g_providers[i].handle, __ATOMIC_ACQUIRE);
+        EVENTPIPE_PROVIDER h = __atomic_load_n(&events.providers[i].handle, __ATOMIC_ACQUIRE);
         if (h == p) {
-            int k = __atomic_load_n(&g_providers[i].kind, __ATOMIC_ACQUIRE);
+            int k = __atomic_load_n(&events.providers[i].kind, __ATOMIC_ACQUIRE);
             if (k)
                 return k;
             break;
@@ -76,22 +87,15 @@ static int provider_kind(EVENTPIPE_PROVIDER p)
     }
     for (int i = 0; i < MAX_PROVIDERS; i++) {
         EVENTPIPE_PROVIDER expected = 0;
-        if (__atomic_compare_exchange_n(&g_providers[i].handle, &expected, p, 0, __ATOMIC_ACQ_REL,
-                                        __ATOMIC_ACQUIRE) ||
+        if (__atomic_compare_exchange_n(&events.providers[i].handle, &expected, p, 0,
+                                        __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE) ||
             expected == p) {
-            __atomic_store_n(&g_providers[i].kind, kind, __ATOMIC_RELEASE);
+            __atomic_store_n(&events.providers[i].kind, kind, __ATOMIC_RELEASE);
             break;
         }
     }
     return kind;
 }
-static int g_state;
-/* What each running session of the runtime provider asked for (prof_events_reapply_sessions):
- * [0] the main session, [1] the exceptions' own. keywords 0 = that session is not running. */
-static struct {
-    UINT64 keywords;
-    UINT32 level;
-} g_cfg_of[2];
 
 DWORD prof_events_extra_event_mask(void)
 {
@@ -100,14 +104,14 @@ DWORD prof_events_extra_event_mask(void)
 
 int prof_events_state(void)
 {
-    return __atomic_load_n(&g_state, __ATOMIC_RELAXED);
+    return __atomic_load_n(&events.state, __ATOMIC_RELAXED);
 }
 
-static const char16_t g_runtime_provider[] = u"Microsoft-Windows-DotNETRuntime";
+static const char16_t runtime_provider[] = u"Microsoft-Windows-DotNETRuntime";
 
 static HRESULT start_runtime_session(UINT64 kw, UINT32 level, EVENTPIPE_SESSION *out)
 {
-    COR_PRF_EVENTPIPE_PROVIDER_CONFIG cfg = {.providerName = (const WCHAR *)g_runtime_provider,
+    COR_PRF_EVENTPIPE_PROVIDER_CONFIG cfg = {.providerName = (const WCHAR *)runtime_provider,
                                              .keywords = kw,
                                              .loggingLevel = level,
                                              .filterData = NULL};
@@ -126,17 +130,17 @@ static HRESULT start_runtime_session(UINT64 kw, UINT32 level, EVENTPIPE_SESSION 
  * alone. With the GC, allocation or lock profiles on, the handler events are built again. */
 static void start_exceptions_session(void)
 {
-    HRESULT hr = start_runtime_session(KW_EXCEPTION, EP_LEVEL_ERROR, &g_exc_session);
+    HRESULT hr = start_runtime_session(KW_EXCEPTION, EP_LEVEL_ERROR, &events.exc_session);
     if (hr < 0) {
-        g_exc_session = 0;
+        events.exc_session = 0;
         prof_log(LOG_WARN, "the runtime refused the exceptions' EventPipe session (0x%08x): the "
                  "exceptions profile is off; the rest goes on", (unsigned)hr);
         prof_core_disable(PROFILE_EXCEPTIONS);
         return;
     }
-    g_cfg_of[1].keywords = KW_EXCEPTION;
-    g_cfg_of[1].level = EP_LEVEL_ERROR;
-    __atomic_store_n(&g_state, 1, __ATOMIC_RELEASE);
+    events.cfg_of[1].keywords = KW_EXCEPTION;
+    events.cfg_of[1].level = EP_LEVEL_ERROR;
+    __atomic_store_n(&events.state, 1, __ATOMIC_RELEASE);
 }
 
 void prof_events_start(void)
@@ -157,20 +161,19 @@ void prof_events_start(void)
             level = alevel;
     }
     prof_heapsnap_init();
-    ICorProfilerInfo15 *info = g_core.info;
     if (kw) {
-        HRESULT hr = start_runtime_session(kw, level, &g_session);
+        HRESULT hr = start_runtime_session(kw, level, &events.session);
         if (hr < 0) {
             prof_log(LOG_WARN, "the runtime refused an EventPipe session (0x%08x): GC details, "
                      "allocations, live objects%s and locks are off; cpu and wall go on",
                      (unsigned)hr, prof_exc_uses_events() ? ", exceptions" : "");
             prof_core_disable(PROFILE_ALLOC | PROFILE_LIVE | PROFILE_LOCK |
                               (prof_exc_uses_events() ? PROFILE_EXCEPTIONS : 0));
-            __atomic_store_n(&g_state, -1, __ATOMIC_RELAXED);
+            __atomic_store_n(&events.state, -1, __ATOMIC_RELAXED);
         } else {
-            g_cfg_of[0].keywords = kw;
-            g_cfg_of[0].level = level;
-            __atomic_store_n(&g_state, 1, __ATOMIC_RELEASE);
+            events.cfg_of[0].keywords = kw;
+            events.cfg_of[0].level = level;
+            __atomic_store_n(&events.state, 1, __ATOMIC_RELEASE);
             prof_log(LOG_DEBUG, "EventPipe session on keywords 0x%llx level %u",
                      (unsigned long long)kw, level);
         }
@@ -180,41 +183,23 @@ void prof_events_start(void)
         start_exceptions_session();
     /* The System.Runtime counters in a session of their own, which prof_counters may stop
      * (they cost the app a finalizer wake-up per GC) without touching the runtime's events */
-    COR_PRF_EVENTPIPE_PROVIDER_CONFIG ccfg;
-    if (prof_counters_provider(&ccfg)) {
-        HRESULT hr = info->vt->EventPipeStartSession(info, 1, &ccfg, 0, &g_counters_session);
-        if (hr < 0) {
-            g_counters_session = 0;
-            prof_counters_off();
-            prof_log(LOG_WARN, "the runtime refused the System.Runtime counters (0x%08x): no exact "
-                     "allocated total, no /api/v1/counters; the rest goes on", (unsigned)hr);
-        } else if (prof_events_state() == 0) {
-            __atomic_store_n(&g_state, 1, __ATOMIC_RELEASE);
-        }
-    }
+    if (prof_counters_start() && prof_events_state() == 0)
+        __atomic_store_n(&events.state, 1, __ATOMIC_RELEASE);
 }
 
 void prof_events_reapply_sessions(void)
 {
-    if (__atomic_load_n(&g_state, __ATOMIC_ACQUIRE) != 1)
+    if (__atomic_load_n(&events.state, __ATOMIC_ACQUIRE) != 1)
         return;
     ICorProfilerInfo15 *info = g_core.info;
     for (int i = 0; i < 2; i++) {
-        if (!g_cfg_of[i].keywords)
+        if (!events.cfg_of[i].keywords)
             continue;
         EVENTPIPE_SESSION tmp = 0;
-        if (start_runtime_session(g_cfg_of[i].keywords, g_cfg_of[i].level, &tmp) >= 0 && tmp)
+        if (start_runtime_session(events.cfg_of[i].keywords, events.cfg_of[i].level, &tmp) >= 0 &&
+            tmp)
             info->vt->EventPipeStopSession(info, tmp);
     }
-}
-
-int prof_events_stop_counters(void)
-{
-    EVENTPIPE_SESSION s = __atomic_exchange_n(&g_counters_session, 0, __ATOMIC_ACQ_REL);
-    if (!s)
-        return -1;
-    HRESULT hr = g_core.info->vt->EventPipeStopSession(g_core.info, s);
-    return hr < 0 ? -1 : 0;
 }
 
 void prof_events_stop(void)

@@ -5,7 +5,7 @@
  * callback (the default) or, with CLRSCOPE_EXCEPTION_SOURCE=events, in the runtime's
  * ExceptionThrown_V1 event. It counts the exception in its type's slot (prof_esamp: exact,
  * lock-free), and when the sampler says so reads the message, walks the thread's stack and hands
- * them to clrscope-agg through g_ring: from the callback the ClassID (rec->c) and "\0message",
+ * them to clrscope-agg via prof_agg_ring: from the callback the ClassID (rec->c) and "\0message",
  * read from the object's System.Exception._message; from the event "type\0message" out of the
  * payload. The callback costs the app less: the event needs the runtime's exception keyword,
  * and with another session at Informational (every profile but cpu and wall) the runtime then
@@ -196,7 +196,7 @@ static struct prof_rec *count_exception(uint64_t key, int again)
         d = ESAMP_YES; /* the slot's first event since a module unload (see slot_epoch) */
     if (d == ESAMP_NO)
         return NULL;
-    struct prof_rec *r = prof_ring_reserve(g_ring);
+    struct prof_rec *r = prof_ring_reserve(prof_agg_ring());
     if (!r) {
         __atomic_add_fetch(&E.dropped, 1, __ATOMIC_RELAXED);
         if (d == ESAMP_FIRST)
@@ -220,7 +220,7 @@ static void send_sample(struct prof_rec *r)
 {
     int max = g_cfg.max_frames < REC_MAX_FRAMES ? g_cfg.max_frames : REC_MAX_FRAMES;
     r->nframes = (uint32_t)prof_walk_current(r->frames, max, &r->truncated);
-    prof_ring_commit(g_ring, r);
+    prof_ring_commit(prof_agg_ring(), r);
     __atomic_add_fetch(&E.sampled, 1, __ATOMIC_RELAXED);
 }
 

@@ -17,10 +17,12 @@
  * slots with atomics (no malloc, no lock); clrscope-agg turns finished slots into records once a
  * second (prof_gc_tick), together with one per-second record of CPU, pause and heap sizes.
  *
- * Contexts: prof_gc_on_event runs on runtime threads (app or GC threads, possibly
- * while the runtime is suspended): lock-free, no allocation, no I/O. prof_gc_tick runs on
- * clrscope-agg. prof_gc_view/prof_gc_get_totals run on web threads and copy data out under a
- * mutex that clrscope-agg holds only for microseconds.
+ * ctx: prof_gc_init at Initialize, prof_gc_stop at Shutdown (after clrscope-agg stopped);
+ * prof_gc_on_event on runtime threads (app or GC threads, possibly while the runtime is
+ * suspended): lock-free, no allocation, no I/O; prof_gc_tick on clrscope-agg;
+ * prof_gc_view, prof_gc_get_totals and prof_gc_last_start on any thread (web threads), copying
+ * data out under a mutex that clrscope-agg holds only for microseconds; the name functions are
+ * pure.
  */
 #ifndef PROF_GC_H
 #define PROF_GC_H

@@ -1,8 +1,10 @@
 /*
  * prof_intern - an append-only table of interned, immutable, NUL-terminated strings.
- * Ids are dense (0 = ""); pointers returned stay valid until prof_intern_free. Not thread-safe:
- * the owner (prof_store) serialises access. Capped by bytes; past the cap prof_intern returns the
- * id of "[overflow]" and counts the drop.
+ * Ids are dense (0 = ""); pointers returned stay valid until prof_intern_free. Capped by bytes;
+ * past the cap prof_intern returns the id of "[overflow]" and counts the drop.
+ *
+ * ctx: not thread-safe: each table's owner serialises access (prof_store and prof_symbols under
+ * their locks, prof_typename on clrscope-agg alone). prof_intern allocates only to add a string.
  */
 #ifndef PROF_INTERN_H
 #define PROF_INTERN_H

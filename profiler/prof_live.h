@@ -8,6 +8,11 @@
  *     GC-finished callback is the only place that checks, destroys and frees handles;
  *   - everything derived (type, stack, thread, per-type history, leak verdicts) belongs to
  *     clrscope-agg and is read by API handlers under one mutex.
+ *
+ * ctx: prof_live_init at Initialize; prof_live_track on the allocating thread, in prof_alloc's
+ * allocation callback; prof_live_gc_started/finished in the runtime's GC callbacks (runtime
+ * threads; no locks, no allocation); prof_live_consume and prof_live_tick on clrscope-agg;
+ * prof_live_view, prof_live_pprof_add, prof_live_report and prof_live_mem_bytes any thread.
  */
 #ifndef PROF_LIVE_H
 #define PROF_LIVE_H
@@ -32,7 +37,9 @@ void prof_live_gc_finished(void);
  * index and stores its sequence number in *seq, or returns -1 (not tracked, counted). */
 int prof_live_track(uintptr_t address, uint64_t size, int kind, double count_w, double bytes_w,
                     double t_unix, uint32_t *seq);
-void prof_live_consume(const struct prof_rec *rec, const char **names, int n); /* clrscope-agg */
+/* clrscope-agg, from prof_alloc's row: a REC_LIVE record (prof_alloc.h) with its frames named,
+ * root first. Attaches the type, thread and stack to the tracked object's slot. */
+void prof_live_consume(const struct prof_rec *rec, const char **names, int n);
 void prof_live_tick(double now_unix);       /* 1 Hz, clrscope-agg */
 /* The live objects as a view: rows v0 = estimated count, v1 = estimated bytes, v2 = tracked
  * objects, label = type name, optionally only `filter`'s. Any thread. */
@@ -87,7 +94,8 @@ int prof_live_report(struct prof_live_report *out);
 void prof_live_report_free(struct prof_live_report *r);
 
 struct prof_kind;
-/* The aggregator's row: consumes REC_LIVE records, ticks the checks of tracked objects. */
+/* The aggregator's row: ticks the checks of tracked objects (REC_LIVE records come through
+ * prof_alloc's row, which consumes the allocation sample first). */
 extern const struct prof_kind prof_live_kind;
 
 #endif

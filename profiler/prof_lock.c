@@ -7,7 +7,7 @@
  *   ContentionStop (91), whose v1 carries DurationNs (v0: measured from the start here).
  *   At the stop every contention is counted exactly (count, wait ns, histogram, and per lock in
  *   a prof_esamp slot); when the sampler says so the thread's stack is walked (it is still inside
- *   Monitor.Enter) and handed to clrscope-agg through g_ring.
+ *   Monitor.Enter) and handed to clrscope-agg through the ring (prof_agg_ring).
  * Aggregator half (clrscope-agg): each sample becomes a PK_LOCK store row (label = lock name)
  *   and a (lock, owner thread) table row, weighted by the count and wait its lock accumulated
  *   since that lock's previous sample (upscaling by duration, as Datadog's profiler does, but with
@@ -225,7 +225,7 @@ static void on_stop(DWORD version, const BYTE *data, ULONG len)
     int d = esamp_decide(&L.g, s, wait, (uint32_t)g_cfg.lock_rate, now_s, &count, &wsum);
     if (d == ESAMP_NO)
         return;
-    struct prof_rec *r = prof_ring_reserve(g_ring);
+    struct prof_rec *r = prof_ring_reserve(prof_agg_ring());
     if (!r) {
         __atomic_add_fetch(&L.dropped, 1, __ATOMIC_RELAXED);
         if (d == ESAMP_FIRST)
@@ -245,7 +245,7 @@ static void on_stop(DWORD version, const BYTE *data, ULONG len)
     memcpy(r->text, &m, sizeof m);
     int max = g_cfg.max_frames < REC_MAX_FRAMES ? g_cfg.max_frames : REC_MAX_FRAMES;
     r->nframes = (uint32_t)prof_walk_current(r->frames, max, &r->truncated);
-    prof_ring_commit(g_ring, r);
+    prof_ring_commit(prof_agg_ring(), r);
     __atomic_add_fetch(&L.sampled, 1, __ATOMIC_RELAXED);
 }
 

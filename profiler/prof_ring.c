@@ -19,8 +19,6 @@ struct prof_ring {
     uint64_t dropped, pushed;                  /* atomic */
 };
 
-struct prof_ring *g_ring;
-
 size_t prof_ring_mem_bytes(const struct prof_ring *r)
 {
     return r ? sizeof *r + (size_t)(r->mask + 1) * sizeof *r->slots : 0;

@@ -5,7 +5,12 @@
  * Producers never block and never allocate: prof_ring_reserve() claims a preallocated slot or
  * fails (the drop is counted); the producer fills it and publishes with prof_ring_commit().
  * The consumer (clrscope-agg only) reads in order with prof_ring_peek()/prof_ring_release().
- * Algorithm: Vyukov's bounded queue with per-slot sequence numbers.
+ * Algorithm: Vyukov's bounded queue with per-slot sequence numbers. The process has one ring,
+ * which prof_agg makes and drains (prof_agg_ring).
+ *
+ * ctx: prof_ring_new/free by the ring's owner; prof_ring_reserve/commit any thread, runtime
+ * callbacks included (lock-free, no allocation; reserve takes a NULL ring and fails);
+ * prof_ring_peek/release the one consumer; the counters and prof_ring_mem_bytes any thread.
  */
 #ifndef PROF_RING_H
 #define PROF_RING_H
@@ -71,8 +76,5 @@ uint64_t prof_ring_dropped(const struct prof_ring *r);
 /* Bytes the ring holds (its slots). */
 size_t prof_ring_mem_bytes(const struct prof_ring *r);
 uint64_t prof_ring_pushed(const struct prof_ring *r);
-
-/* The one ring of the process, created by prof_agg. */
-extern struct prof_ring *g_ring;
 
 #endif

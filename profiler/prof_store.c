@@ -28,7 +28,7 @@ struct entry {
 
 /* One generation of the names: the store holds the current one, every view holds the one its
  * names point into, so a generation emptied by a name compaction is freed by the last of them
- * (refs counted under S.lock). */
+ * (refs counted under store.lock). */
 struct names_gen {
     struct prof_intern t;
     uint32_t refs;
@@ -40,10 +40,12 @@ struct bucket {
     uint32_t n, cap;       /* cap is a power of two */
 };
 
-static struct {
+/* The module's state: written by clrscope's sampler and aggregator threads (prof_store_add) and
+ * by Initialize, read by API handlers, every field under `lock`. */
+static struct store_state {
     pthread_mutex_t lock;
     int ready;
-    struct names_gen *gen; /* the current names; S.gen->t below */
+    struct names_gen *gen; /* the current names; store.gen->t below */
     size_t name_cap;       /* bytes (CLRSCOPE_MAX_NAME_BYTES) */
     struct node *nodes;
     uint32_t nnodes, node_cap, node_max;
@@ -58,7 +60,7 @@ static struct {
     int64_t names_compacted_ns, names_gap_ns; /* the same for the names */
     uint64_t dropped_names; /* of the generations before the current one */
     struct prof_store_stats st;
-} S = {.lock = PTHREAD_MUTEX_INITIALIZER};
+} store = {.lock = PTHREAD_MUTEX_INITIALIZER};
 
 static uint32_t mix(uint64_t x)
 {
@@ -102,99 +104,99 @@ static void gen_unref(struct names_gen *g)
 
 int prof_store_init(int history_s, int max_nodes, size_t max_name_bytes)
 {
-    pthread_mutex_lock(&S.lock);
+    pthread_mutex_lock(&store.lock);
     int rc = -1;
-    if (S.ready) {
+    if (store.ready) {
         rc = 0;
         goto out;
     }
-    S.name_cap = max_name_bytes;
-    S.gen = gen_new(S.name_cap);
-    if (!S.gen)
+    store.name_cap = max_name_bytes;
+    store.gen = gen_new(store.name_cap);
+    if (!store.gen)
         goto out;
-    S.node_max = (uint32_t)max_nodes;
-    S.node_cap = 4096;
-    S.nodes = calloc(S.node_cap, sizeof *S.nodes);
-    S.nslots = 8192;
-    S.node_slots = calloc(S.nslots, sizeof *S.node_slots);
-    S.nbuckets = history_s;
-    S.compact_gap_ns = GAP_MIN_NS;
-    S.names_gap_ns = GAP_MIN_NS;
-    S.t_init = unix_now();
-    S.buckets = calloc((size_t)history_s, sizeof *S.buckets);
-    if (!S.nodes || !S.node_slots || !S.buckets)
+    store.node_max = (uint32_t)max_nodes;
+    store.node_cap = 4096;
+    store.nodes = calloc(store.node_cap, sizeof *store.nodes);
+    store.nslots = 8192;
+    store.node_slots = calloc(store.nslots, sizeof *store.node_slots);
+    store.nbuckets = history_s;
+    store.compact_gap_ns = GAP_MIN_NS;
+    store.names_gap_ns = GAP_MIN_NS;
+    store.t_init = unix_now();
+    store.buckets = calloc((size_t)history_s, sizeof *store.buckets);
+    if (!store.nodes || !store.node_slots || !store.buckets)
         goto out;
-    for (int i = 0; i < S.nbuckets; i++)
-        S.buckets[i].second = -1;
-    S.nodes[0].parent = 0;
-    S.nodes[0].frame = prof_intern(&S.gen->t, "all");
-    S.nnodes = 1;
-    S.ready = 1;
+    for (int i = 0; i < store.nbuckets; i++)
+        store.buckets[i].second = -1;
+    store.nodes[0].parent = 0;
+    store.nodes[0].frame = prof_intern(&store.gen->t, "all");
+    store.nnodes = 1;
+    store.ready = 1;
     rc = 0;
 out:
     if (rc) { /* nothing half made is kept: a later init starts clean */
-        free(S.buckets);
-        free(S.nodes);
-        free(S.node_slots);
-        gen_unref(S.gen);
-        S.buckets = NULL;
-        S.nodes = NULL;
-        S.node_slots = NULL;
-        S.gen = NULL;
+        free(store.buckets);
+        free(store.nodes);
+        free(store.node_slots);
+        gen_unref(store.gen);
+        store.buckets = NULL;
+        store.nodes = NULL;
+        store.node_slots = NULL;
+        store.gen = NULL;
     }
-    pthread_mutex_unlock(&S.lock);
+    pthread_mutex_unlock(&store.lock);
     return rc;
 }
 
 void prof_store_free(void)
 {
-    pthread_mutex_lock(&S.lock);
-    if (S.ready) {
-        for (int i = 0; i < S.nbuckets; i++)
-            free(S.buckets[i].e);
-        free(S.buckets);
-        free(S.nodes);
-        free(S.node_slots);
-        gen_unref(S.gen); /* a view still out frees it when it is freed */
-        S.gen = NULL;
-        S.buckets = NULL;
-        S.nodes = NULL;
-        S.node_slots = NULL;
-        S.ready = 0;
+    pthread_mutex_lock(&store.lock);
+    if (store.ready) {
+        for (int i = 0; i < store.nbuckets; i++)
+            free(store.buckets[i].e);
+        free(store.buckets);
+        free(store.nodes);
+        free(store.node_slots);
+        gen_unref(store.gen); /* a view still out frees it when it is freed */
+        store.gen = NULL;
+        store.buckets = NULL;
+        store.nodes = NULL;
+        store.node_slots = NULL;
+        store.ready = 0;
     }
-    pthread_mutex_unlock(&S.lock);
+    pthread_mutex_unlock(&store.lock);
 }
 
 static uint32_t *node_slot(uint32_t parent, uint32_t frame)
 {
-    uint32_t mask = S.nslots - 1;
+    uint32_t mask = store.nslots - 1;
     for (uint32_t i = mix(((uint64_t)parent << 32) | frame) & mask;; i = (i + 1) & mask) {
-        uint32_t v = S.node_slots[i];
-        if (!v || (S.nodes[v - 1].parent == parent && S.nodes[v - 1].frame == frame))
-            return &S.node_slots[i];
+        uint32_t v = store.node_slots[i];
+        if (!v || (store.nodes[v - 1].parent == parent && store.nodes[v - 1].frame == frame))
+            return &store.node_slots[i];
     }
 }
 
 static int grow_nodes(void)
 {
-    if (S.nnodes == S.node_cap) {
-        uint32_t nc = S.node_cap * 2;
-        struct node *nn = realloc(S.nodes, nc * sizeof *nn);
+    if (store.nnodes == store.node_cap) {
+        uint32_t nc = store.node_cap * 2;
+        struct node *nn = realloc(store.nodes, nc * sizeof *nn);
         if (!nn)
             return -1;
-        S.nodes = nn;
-        S.node_cap = nc;
+        store.nodes = nn;
+        store.node_cap = nc;
     }
-    if ((S.nnodes + 1) * 2 > S.nslots) {
-        uint32_t ns = S.nslots * 2;
+    if ((store.nnodes + 1) * 2 > store.nslots) {
+        uint32_t ns = store.nslots * 2;
         uint32_t *slots = calloc(ns, sizeof *slots);
         if (!slots)
             return -1;
-        free(S.node_slots);
-        S.node_slots = slots;
-        S.nslots = ns;
-        for (uint32_t i = 1; i < S.nnodes; i++)
-            *node_slot(S.nodes[i].parent, S.nodes[i].frame) = i + 1;
+        free(store.node_slots);
+        store.node_slots = slots;
+        store.nslots = ns;
+        for (uint32_t i = 1; i < store.nnodes; i++)
+            *node_slot(store.nodes[i].parent, store.nodes[i].frame) = i + 1;
     }
     return 0;
 }
@@ -207,14 +209,14 @@ static uint32_t child(uint32_t parent, uint32_t frame)
     uint32_t *slot = node_slot(parent, frame);
     if (*slot)
         return *slot - 1;
-    if (S.nnodes >= S.node_max || grow_nodes()) {
-        S.st.dropped_nodes++;
+    if (store.nnodes >= store.node_max || grow_nodes()) {
+        store.st.dropped_nodes++;
         return UINT32_MAX;
     }
     slot = node_slot(parent, frame); /* the table may have been rebuilt */
-    uint32_t id = S.nnodes++;
-    S.nodes[id].parent = parent;
-    S.nodes[id].frame = frame;
+    uint32_t id = store.nnodes++;
+    store.nodes[id].parent = parent;
+    store.nodes[id].frame = frame;
     *slot = id + 1;
     return id;
 }
@@ -250,14 +252,14 @@ static int bucket_rehash(struct bucket *b, uint32_t nc)
 
 static struct bucket *bucket_for(int64_t second)
 {
-    struct bucket *b = &S.buckets[(uint64_t)second % (uint64_t)S.nbuckets];
+    struct bucket *b = &store.buckets[(uint64_t)second % (uint64_t)store.nbuckets];
     if (b->second != second) {
         /* older than the history we keep; unless the bucket is from the future: the wall
-         * clock was set back (NTP step, VM restored), and every sample was dropped for the
-         * length of the step (before 2026-11-28) */
+         * clock was set back (NTP step, VM restored), and refusing would drop every sample for
+         * the length of the step */
         if (b->second > second && b->second <= (int64_t)floor(unix_now()) + 1)
             return NULL;
-        S.st.entries -= b->n;
+        store.st.entries -= b->n;
         if (b->cap > 1024) { /* give back memory after a burst */
             free(b->e);
             b->e = NULL;
@@ -276,12 +278,12 @@ static struct bucket *bucket_for(int64_t second)
  * how many. Lock held. */
 static uint32_t number_used(uint32_t *remap)
 {
-    for (uint32_t i = S.nnodes; i-- > 1;)
+    for (uint32_t i = store.nnodes; i-- > 1;)
         if (remap[i])
-            remap[S.nodes[i].parent] = 1;
+            remap[store.nodes[i].parent] = 1;
     remap[0] = 1;
     uint32_t n = 0;
-    for (uint32_t i = 0; i < S.nnodes; i++)
+    for (uint32_t i = 0; i < store.nnodes; i++)
         if (remap[i])
             remap[i] = ++n;
     return n;
@@ -291,16 +293,16 @@ static uint32_t number_used(uint32_t *remap)
  * that finds no memory loses its second's stacks rather than mix them up. Lock held. */
 static void reindex(void)
 {
-    memset(S.node_slots, 0, S.nslots * sizeof *S.node_slots);
-    for (uint32_t i = 1; i < S.nnodes; i++)
-        *node_slot(S.nodes[i].parent, S.nodes[i].frame) = i + 1;
-    for (int i = 0; i < S.nbuckets; i++) {
-        struct bucket *b = &S.buckets[i];
+    memset(store.node_slots, 0, store.nslots * sizeof *store.node_slots);
+    for (uint32_t i = 1; i < store.nnodes; i++)
+        *node_slot(store.nodes[i].parent, store.nodes[i].frame) = i + 1;
+    for (int i = 0; i < store.nbuckets; i++) {
+        struct bucket *b = &store.buckets[i];
         if (b->second < 0 || !b->n)
             continue;
         if (bucket_rehash(b, b->cap)) {
-            S.st.entries -= b->n;
-            S.st.dropped_entries += b->n;
+            store.st.entries -= b->n;
+            store.st.dropped_entries += b->n;
             free(b->e);
             b->e = NULL;
             b->cap = b->n = 0;
@@ -323,17 +325,17 @@ static int64_t next_gap(int64_t gap, int freed_much)
  * expired buckets. Returns how many nodes went, -1 when out of memory. Lock held. */
 static int64_t compact_nodes(int64_t now_s)
 {
-    uint32_t *remap = calloc(S.nnodes, sizeof *remap); /* old -> new + 1; 0 = dropped */
+    uint32_t *remap = calloc(store.nnodes, sizeof *remap); /* old -> new + 1; 0 = dropped */
     if (!remap)
         return -1;
-    int64_t oldest = now_s - S.nbuckets + 1;
-    for (int i = 0; i < S.nbuckets; i++) {
-        struct bucket *b = &S.buckets[i];
+    int64_t oldest = now_s - store.nbuckets + 1;
+    for (int i = 0; i < store.nbuckets; i++) {
+        struct bucket *b = &store.buckets[i];
         if (b->second < 0)
             continue;
         if (b->second < oldest || b->second > now_s + 1) { /* expired, or from before a clock
                                                               * step back: no window reaches it */
-            S.st.entries -= b->n;
+            store.st.entries -= b->n;
             free(b->e);
             b->e = NULL;
             b->cap = b->n = 0;
@@ -345,41 +347,41 @@ static int64_t compact_nodes(int64_t now_s)
                 remap[b->e[k].node] = 1;
     }
     uint32_t n = number_used(remap);
-    for (uint32_t i = 0; i < S.nnodes; i++) /* new index <= old: moves only downwards */
+    for (uint32_t i = 0; i < store.nnodes; i++) /* new index <= old: moves only downwards */
         if (remap[i]) {
-            S.nodes[remap[i] - 1].parent = i ? remap[S.nodes[i].parent] - 1 : 0;
-            S.nodes[remap[i] - 1].frame = S.nodes[i].frame;
+            store.nodes[remap[i] - 1].parent = i ? remap[store.nodes[i].parent] - 1 : 0;
+            store.nodes[remap[i] - 1].frame = store.nodes[i].frame;
         }
-    uint32_t before = S.nnodes;
-    S.nnodes = n;
-    for (int i = 0; i < S.nbuckets; i++) {
-        struct bucket *b = &S.buckets[i];
+    uint32_t before = store.nnodes;
+    store.nnodes = n;
+    for (int i = 0; i < store.nbuckets; i++) {
+        struct bucket *b = &store.buckets[i];
         for (uint32_t k = 0; b->second >= 0 && k < b->cap; k++)
             if (b->e[k].used)
                 b->e[k].node = remap[b->e[k].node] - 1;
     }
     reindex();
     free(remap);
-    S.st.compactions++;
-    S.st.compacted_nodes += before - n;
+    store.st.compactions++;
+    store.st.compacted_nodes += before - n;
     return before - n;
 }
 
 /* The trie only grows while samples come in, but the buckets that use its nodes expire after
  * the history: over days, call paths seen once (lock ids, generated methods, short-lived code)
- * filled it and every new path was cut (before 2026-11-28). When it is 7/8 full, at most every
- * 10 s (up to 10 min while compactions free little), it is compacted. Lock held. */
+ * would fill it and every new path would be cut. When it is 7/8 full, at most every 10 s (up to
+ * 10 min while compactions free little), it is compacted. Lock held. */
 static void maybe_compact(void)
 {
-    if (S.nnodes < S.node_max - S.node_max / 8)
+    if (store.nnodes < store.node_max - store.node_max / 8)
         return;
     int64_t now = prof_now_ns();
-    if (S.compacted_ns && now - S.compacted_ns < S.compact_gap_ns)
+    if (store.compacted_ns && now - store.compacted_ns < store.compact_gap_ns)
         return;
-    S.compacted_ns = now;
+    store.compacted_ns = now;
     int64_t freed = compact_nodes((int64_t)floor(unix_now()));
     if (freed >= 0)
-        S.compact_gap_ns = next_gap(S.compact_gap_ns, freed >= S.node_max / 16);
+        store.compact_gap_ns = next_gap(store.compact_gap_ns, freed >= store.node_max / 16);
 }
 
 /* Id `id` of generation `from` in generation `to`, interned there on first use (remap[id] =
@@ -395,22 +397,22 @@ static uint32_t carry(const struct prof_intern *from, struct prof_intern *to, ui
     return remap[id] - 1;
 }
 
-/* The names only grow too: every frame and label ever stored stayed, and once their bytes
- * reached the cap every new one was "[overflow]" for the process's life (before 2026-11-28;
- * lock labels, one per contended lock, and generated methods filled them). When they pass 7/8
+/* The names only grow too: every frame and label ever stored would stay, and once their bytes
+ * reached the cap every new one would be "[overflow]" for the process's life (lock labels, one
+ * per contended lock, and generated methods fill them). When they pass 7/8
  * of CLRSCOPE_MAX_NAME_BYTES (paced as the trie's compactions), the trie is compacted, then the
  * names its nodes and the buckets within the history still use are copied into a new generation
  * and renumbered there, when that frees at least 1/16 of the cap. Views hold the generation their
  * names point into: the old one is freed by the last of them. Lock held. */
 static void maybe_compact_names(void)
 {
-    struct prof_intern *old = &S.gen->t;
-    if (old->bytes < S.name_cap - S.name_cap / 8)
+    struct prof_intern *old = &store.gen->t;
+    if (old->bytes < store.name_cap - store.name_cap / 8)
         return;
     int64_t now = prof_now_ns();
-    if (S.names_compacted_ns && now - S.names_compacted_ns < S.names_gap_ns)
+    if (store.names_compacted_ns && now - store.names_compacted_ns < store.names_gap_ns)
         return;
-    S.names_compacted_ns = now;
+    store.names_compacted_ns = now;
     if (compact_nodes((int64_t)floor(unix_now())) < 0)
         return;
     uint32_t *remap = calloc(old->n, sizeof *remap);
@@ -418,10 +420,10 @@ static void maybe_compact_names(void)
         return;
     /* First what a copy would free, marking the ids in use (no hashing): with 16 MiB of names
      * all in use the copy holds the lock ~0.1 s, not worth it when it frees little */
-    for (uint32_t i = 0; i < S.nnodes; i++)
-        remap[S.nodes[i].frame] = 1;
-    for (int i = 0; i < S.nbuckets; i++) {
-        struct bucket *b = &S.buckets[i];
+    for (uint32_t i = 0; i < store.nnodes; i++)
+        remap[store.nodes[i].frame] = 1;
+    for (int i = 0; i < store.nbuckets; i++) {
+        struct bucket *b = &store.buckets[i];
         for (uint32_t k = 0; b->second >= 0 && k < b->cap; k++)
             if (b->e[k].used)
                 remap[b->e[k].label] = 1;
@@ -430,30 +432,30 @@ static void maybe_compact_names(void)
     for (uint32_t id = 0; id < old->n; id++)
         if (!remap[id] && id != old->overflow_id)
             unused += prof_intern_cost(old, id);
-    struct names_gen *g = unused >= S.name_cap / 16 ? gen_new(S.name_cap) : NULL;
+    struct names_gen *g = unused >= store.name_cap / 16 ? gen_new(store.name_cap) : NULL;
     if (!g) {
         free(remap);
-        S.names_gap_ns = next_gap(S.names_gap_ns, 0);
+        store.names_gap_ns = next_gap(store.names_gap_ns, 0);
         return;
     }
     memset(remap, 0, old->n * sizeof *remap);
     remap[0] = 1; /* "" (no label) stays id 0 */
-    for (uint32_t i = 0; i < S.nnodes; i++)
-        S.nodes[i].frame = carry(old, &g->t, remap, S.nodes[i].frame);
-    for (int i = 0; i < S.nbuckets; i++) {
-        struct bucket *b = &S.buckets[i];
+    for (uint32_t i = 0; i < store.nnodes; i++)
+        store.nodes[i].frame = carry(old, &g->t, remap, store.nodes[i].frame);
+    for (int i = 0; i < store.nbuckets; i++) {
+        struct bucket *b = &store.buckets[i];
         for (uint32_t k = 0; b->second >= 0 && k < b->cap; k++)
             if (b->e[k].used)
                 b->e[k].label = carry(old, &g->t, remap, b->e[k].label);
     }
     free(remap);
     reindex(); /* the nodes' and entries' hashes changed with their ids */
-    S.st.name_compactions++;
-    S.st.freed_names += old->n - g->t.n;
-    S.dropped_names += old->dropped;
-    gen_unref(S.gen);
-    S.gen = g;
-    S.names_gap_ns = GAP_MIN_NS; /* it freed at least 1/16 of the cap, counted above */
+    store.st.name_compactions++;
+    store.st.freed_names += old->n - g->t.n;
+    store.dropped_names += old->dropped;
+    gen_unref(store.gen);
+    store.gen = g;
+    store.names_gap_ns = GAP_MIN_NS; /* it freed at least 1/16 of the cap, counted above */
 }
 
 void prof_store_add(int kind, double t_unix, const char *const *frames, int nframes, uint32_t tid,
@@ -461,12 +463,12 @@ void prof_store_add(int kind, double t_unix, const char *const *frames, int nfra
 {
     if (kind < 0 || kind >= PK_COUNT)
         return;
-    pthread_mutex_lock(&S.lock);
-    if (!S.ready)
+    pthread_mutex_lock(&store.lock);
+    if (!store.ready)
         goto out;
     maybe_compact();
     maybe_compact_names();
-    struct prof_intern *names = &S.gen->t;
+    struct prof_intern *names = &store.gen->t;
     uint32_t node = 0;
     for (int i = 0; i < nframes; i++) {
         uint32_t c = child(node, prof_intern(names, frames[i] ? frames[i] : "[unknown]"));
@@ -481,7 +483,7 @@ void prof_store_add(int kind, double t_unix, const char *const *frames, int nfra
                         .used = 1};
     struct bucket *b = bucket_for((int64_t)floor(t_unix));
     if (!b) {
-        S.st.dropped_entries++;
+        store.st.dropped_entries++;
         goto out;
     }
     if ((b->n + 1) * 4 > b->cap * 3) {
@@ -490,7 +492,7 @@ void prof_store_add(int kind, double t_unix, const char *const *frames, int nfra
             key.node = 0;
             key.tid = 0;
             key.label = 0;
-            S.st.dropped_entries++;
+            store.st.dropped_entries++;
             if (!b->cap)
                 goto out;
             struct entry *e0 = bucket_slot(b, &key);
@@ -502,23 +504,23 @@ void prof_store_add(int kind, double t_unix, const char *const *frames, int nfra
     if (!e->used) {
         *e = key;
         b->n++;
-        S.st.entries++;
+        store.st.entries++;
     }
     for (int i = 0; i < PROF_NVALUES; i++) {
         int64_t x = v[i] < 0 ? 0 : v[i] > PROF_VALUE_MAX ? PROF_VALUE_MAX : v[i];
         e->v[i] = e->v[i] > INT64_MAX - x ? INT64_MAX : e->v[i] + x;
     }
-    S.st.samples_added++;
+    store.st.samples_added++;
 out:
-    pthread_mutex_unlock(&S.lock);
+    pthread_mutex_unlock(&store.lock);
 }
 
 static void window(double seconds, int64_t *from, int64_t *to, double now)
 {
     if (!(seconds > 0))
         seconds = 60;
-    if (seconds > S.nbuckets)
-        seconds = S.nbuckets;
+    if (seconds > store.nbuckets)
+        seconds = store.nbuckets;
     *to = (int64_t)floor(now);
     *from = *to - (int64_t)ceil(seconds) + 1;
 }
@@ -530,30 +532,30 @@ static int view_window(int kind, double seconds, int range, int64_t from_s, int6
     memset(out, 0, sizeof *out);
     out->kind = kind;
     double now = unix_now();
-    pthread_mutex_lock(&S.lock);
+    pthread_mutex_lock(&store.lock);
     int rc = -1;
     uint32_t *remap = NULL;
-    if (!S.ready)
+    if (!store.ready)
         goto out;
-    out->names = S.gen; /* its names point into this generation: it lives as long as the view */
-    S.gen->refs++;
+    out->names = store.gen; /* its names point into this generation: it lives as long as the view */
+    store.gen->refs++;
     int64_t from, to;
     window(seconds, &from, &to, now);
     out->t_from = (double)from;
     out->t_to = now;
     if (range) {
-        int64_t oldest = to - S.nbuckets + 1;
+        int64_t oldest = to - store.nbuckets + 1;
         from = from_s > oldest ? from_s : oldest;
         to = to_s < to ? to_s : to;
         out->t_from = (double)from;
         out->t_to = (double)(to + 1);
     }
     /* a window that reaches back before the store started covers only the time since */
-    if (out->t_from < S.t_init && S.t_init < out->t_to)
-        out->t_from = S.t_init;
+    if (out->t_from < store.t_init && store.t_init < out->t_to)
+        out->t_from = store.t_init;
     uint32_t want_label = UINT32_MAX;
     if (filter) {
-        want_label = prof_intern_find(&S.gen->t, filter);
+        want_label = prof_intern_find(&store.gen->t, filter);
         if (want_label == UINT32_MAX) { /* nothing has that label: an empty view */
             rc = 0;
             goto alloc_root;
@@ -561,11 +563,11 @@ static int view_window(int kind, double seconds, int range, int64_t from_s, int6
     }
     size_t nrows = 0, cap = 256;
     out->rows = malloc(cap * sizeof *out->rows);
-    remap = calloc(S.nnodes, sizeof *remap); /* old node -> new index + 1 */
+    remap = calloc(store.nnodes, sizeof *remap); /* old node -> new index + 1 */
     if (!out->rows || !remap)
         goto out;
     for (int64_t s = from; s <= to; s++) {
-        struct bucket *b = &S.buckets[(uint64_t)s % (uint64_t)S.nbuckets];
+        struct bucket *b = &store.buckets[(uint64_t)s % (uint64_t)store.nbuckets];
         if (b->second != s)
             continue;
         for (uint32_t i = 0; i < b->cap; i++) {
@@ -582,7 +584,7 @@ static int view_window(int kind, double seconds, int range, int64_t from_s, int6
             struct prof_row *r = &out->rows[nrows++];
             r->node = e->node;
             r->tid = e->tid;
-            r->label = prof_intern_str(&S.gen->t, e->label);
+            r->label = prof_intern_str(&store.gen->t, e->label);
             memcpy(r->v, e->v, sizeof r->v);
             remap[e->node] = 1;
         }
@@ -593,11 +595,11 @@ static int view_window(int kind, double seconds, int range, int64_t from_s, int6
     out->name = malloc(nn * sizeof *out->name);
     if (!out->parent || !out->name)
         goto out;
-    for (uint32_t i = 0; i < S.nnodes; i++)
+    for (uint32_t i = 0; i < store.nnodes; i++)
         if (remap[i]) {
             uint32_t k = remap[i] - 1;
-            out->parent[k] = i ? remap[S.nodes[i].parent] - 1 : 0;
-            out->name[k] = prof_intern_str(&S.gen->t, S.nodes[i].frame);
+            out->parent[k] = i ? remap[store.nodes[i].parent] - 1 : 0;
+            out->name[k] = prof_intern_str(&store.gen->t, store.nodes[i].frame);
         }
     out->nnodes = nn;
     for (size_t i = 0; i < nrows; i++)
@@ -614,7 +616,7 @@ alloc_root:
         rc = -1;
     }
 out:
-    pthread_mutex_unlock(&S.lock);
+    pthread_mutex_unlock(&store.lock);
     free(remap);
     if (rc)
         prof_view_free(out);
@@ -635,9 +637,9 @@ int prof_store_view_range(int kind, int64_t from_s, int64_t to_s, const char *fi
 void prof_view_free(struct prof_view *v)
 {
     if (v->names) {
-        pthread_mutex_lock(&S.lock);
+        pthread_mutex_lock(&store.lock);
         gen_unref(v->names);
-        pthread_mutex_unlock(&S.lock);
+        pthread_mutex_unlock(&store.lock);
     }
     free(v->parent);
     free(v->name);
@@ -647,46 +649,47 @@ void prof_view_free(struct prof_view *v)
 
 size_t prof_store_mem_bytes(void)
 {
-    pthread_mutex_lock(&S.lock);
+    pthread_mutex_lock(&store.lock);
     size_t b = 0;
-    if (S.ready) {
-        b = (size_t)S.node_cap * sizeof *S.nodes + (size_t)S.nslots * sizeof *S.node_slots +
-            (size_t)S.nbuckets * sizeof *S.buckets;
-        for (int i = 0; i < S.nbuckets; i++)
-            b += (size_t)S.buckets[i].cap * sizeof(struct entry);
-        const struct prof_intern *t = &S.gen->t;
+    if (store.ready) {
+        b = (size_t)store.node_cap * sizeof *store.nodes +
+            (size_t)store.nslots * sizeof *store.node_slots +
+            (size_t)store.nbuckets * sizeof *store.buckets;
+        for (int i = 0; i < store.nbuckets; i++)
+            b += (size_t)store.buckets[i].cap * sizeof(struct entry);
+        const struct prof_intern *t = &store.gen->t;
         b += (size_t)t->cap * sizeof *t->strs + (size_t)t->nslots * sizeof *t->slots + t->bytes +
              t->n;
     }
-    pthread_mutex_unlock(&S.lock);
+    pthread_mutex_unlock(&store.lock);
     return b;
 }
 
 void prof_store_get_stats(struct prof_store_stats *s)
 {
-    pthread_mutex_lock(&S.lock);
-    S.st.nodes = S.nnodes;
-    S.st.node_cap = S.node_max;
-    if (S.ready) {
-        S.st.strings = S.gen->t.n;
-        S.st.string_bytes = S.gen->t.bytes;
-        S.st.dropped_strings = S.dropped_names + S.gen->t.dropped;
+    pthread_mutex_lock(&store.lock);
+    store.st.nodes = store.nnodes;
+    store.st.node_cap = store.node_max;
+    if (store.ready) {
+        store.st.strings = store.gen->t.n;
+        store.st.string_bytes = store.gen->t.bytes;
+        store.st.dropped_strings = store.dropped_names + store.gen->t.dropped;
     }
-    S.st.string_cap = S.name_cap;
-    *s = S.st;
-    pthread_mutex_unlock(&S.lock);
+    store.st.string_cap = store.name_cap;
+    *s = store.st;
+    pthread_mutex_unlock(&store.lock);
 }
 
 void prof_store_totals(int kind, double seconds, int64_t out[PROF_NVALUES])
 {
     memset(out, 0, PROF_NVALUES * sizeof *out);
     double now = unix_now();
-    pthread_mutex_lock(&S.lock);
-    if (S.ready) {
+    pthread_mutex_lock(&store.lock);
+    if (store.ready) {
         int64_t from, to;
         window(seconds, &from, &to, now);
         for (int64_t s = from; s <= to; s++) {
-            struct bucket *b = &S.buckets[(uint64_t)s % (uint64_t)S.nbuckets];
+            struct bucket *b = &store.buckets[(uint64_t)s % (uint64_t)store.nbuckets];
             if (b->second != s)
                 continue;
             for (uint32_t i = 0; i < b->cap; i++)
@@ -695,7 +698,7 @@ void prof_store_totals(int kind, double seconds, int64_t out[PROF_NVALUES])
                         out[k] += b->e[i].v[k];
         }
     }
-    pthread_mutex_unlock(&S.lock);
+    pthread_mutex_unlock(&store.lock);
 }
 
 const struct prof_kind prof_store_kind = {

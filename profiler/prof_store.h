@@ -3,8 +3,12 @@
  *
  * Stacks live in one call-path trie (node = parent + frame name); samples are summed per second
  * into a ring of CLRSCOPE_HISTORY_S buckets keyed by (kind, leaf node, thread, label). One mutex
- * guards it all; writers are clrscope's sampler and aggregator threads (never a runtime callback,
- * never while the runtime is suspended); readers are API handlers, which copy a view out.
+ * guards it all.
+ *
+ * ctx: prof_store_init at Initialize, prof_store_free by tests and fuzz targets; prof_store_add on clrscope's
+ * sampler and aggregator threads (never a runtime callback, never while the runtime is
+ * suspended); the views, stats and totals on any thread (API handlers), which copy out.
+ *
  * Caps: CLRSCOPE_MAX_STACK_NODES trie nodes, CLRSCOPE_MAX_NAME_BYTES of names (16 MiB), 32768
  * entries per bucket; what does not fit is counted in prof_store_stats. A trie 7/8 full drops the
  * paths no bucket within the history uses (every 10 s at most, less often while that frees

@@ -1,5 +1,6 @@
 /* prof_symbols.c - see prof_symbols.h. */
 #include "prof_symbols.h"
+#include "prof_symbols_int.h"
 #include "prof_utf8.h"
 
 #include <dlfcn.h>
@@ -12,7 +13,6 @@
 #include "prof_intern.h"
 #include "prof_unload.h"
 
-#define NAME_MAX_LEN 512
 #define MAX_CACHE 200000u
 #define MAX_MODULES 4096
 #define MAX_SCRATCH 16
@@ -32,30 +32,39 @@ struct cache {
 
 #define NAMES_MAX_BYTES (16u << 20)
 
-static pthread_mutex_t g_lock = PTHREAD_MUTEX_INITIALIZER;
-static struct cache g_fn, g_cls, g_native;
-/* The same for IDs that belong to collectible code (a collectible module, or a generic instance
- * or array over one of its types): emptied when a module unload starts, since such an ID may then
- * come back as another class or method. The others' IDs are never freed and stay cached. */
-static struct cache g_fn_coll, g_cls_coll, g_clsmod_coll;
-static int g_coll; /* under g_lock: the name being built met collectible code */
-/* Every name handed out, once each (names asked again after an unload come from here). */
-static struct prof_intern g_names;
-static int g_names_ready;
-static uint32_t g_epoch; /* prof_unload's epoch the ID caches hold answers for */
-static struct {
+/* A module whose metadata or path was asked for (not collectible: its ID is never reused). */
+struct module_entry {
     ModuleID id;
     IMetaDataImport *md;
     int md_tries;     /* opening the metadata is tried again (up to 3 times) while it fails */
     const char *path; /* the module's file as the runtime names it; NULL until asked */
     int path_tried;
-} g_mods[MAX_MODULES];
-static int g_nmods;
-static struct cache g_clsmod; /* ClassID -> module path ("" when the runtime gives none) */
-/* Metadata of collectible modules, opened for one question and released before g_lock is: their
- * ModuleIDs are freed with them and may come back as another module's, so they get no slot. */
-static IMetaDataImport *g_scratch[MAX_SCRATCH];
-static int g_nscratch;
+};
+
+/* The module's state: clrscope's own threads (clrscope-agg, clrscope-sample, the heap snapshot
+ * thread, API handlers), every field under `lock`. */
+static struct symbols_state {
+    pthread_mutex_t lock;
+    struct cache fn, cls, native;
+    /* The same for IDs that belong to collectible code (a collectible module, or a generic
+     * instance or array over one of its types): emptied when a module unload starts, since such
+     * an ID may then come back as another class or method. The others' IDs are never freed and
+     * stay cached. */
+    struct cache fn_coll, cls_coll, clsmod_coll;
+    int coll; /* the name being built met collectible code */
+    /* Every name handed out, once each (names asked again after an unload come from here). */
+    struct prof_intern names;
+    int names_ready;
+    uint32_t epoch; /* prof_unload's epoch the ID caches hold answers for */
+    struct module_entry mods[MAX_MODULES];
+    int nmods;
+    struct cache clsmod; /* ClassID -> module path ("" when the runtime gives none) */
+    /* Metadata of collectible modules, opened for one question and released before the lock
+     * is: their ModuleIDs are freed with them and may come back as another module's, so they
+     * get no slot. */
+    IMetaDataImport *scratch[MAX_SCRATCH];
+    int nscratch;
+} symbols = {.lock = PTHREAD_MUTEX_INITIALIZER};
 
 static uint32_t hash_ptr(uintptr_t p)
 {
@@ -80,8 +89,9 @@ static void cache_put(struct cache *c, uintptr_t key, const char *val)
     if (!key)
         return; /* key 0 is the empty mark */
     if (c->n >= MAX_CACHE) {
-        /* full: start again (the names stay interned). It used to stop remembering, and every
-         * id not in it was looked up in the metadata again at each sample, under g_lock. */
+        /* full: start again (the names stay interned). A cache that stopped remembering would
+         * have every id not in it looked up in the metadata again at each sample, under the
+         * lock. */
         memset(c->e, 0, (size_t)c->cap * sizeof *c->e);
         c->n = 0;
     }
@@ -116,9 +126,9 @@ void prof_symbols_init(void)
 
 size_t prof_symbols_count(void)
 {
-    pthread_mutex_lock(&g_lock);
-    size_t n = g_fn.n + g_cls.n + g_native.n;
-    pthread_mutex_unlock(&g_lock);
+    pthread_mutex_lock(&symbols.lock);
+    size_t n = symbols.fn.n + symbols.cls.n + symbols.native.n;
+    pthread_mutex_unlock(&symbols.lock);
     return n;
 }
 
@@ -131,25 +141,26 @@ static IMetaDataImport *open_metadata(ModuleID mod)
     return unk;
 }
 
-/* The module's slot in g_mods (-1 when the table is full); its metadata is opened on first use. */
+/* The module's slot in symbols.mods (-1 when the table is full); its metadata is opened on first
+ * use. */
 static int module_slot(ModuleID mod)
 {
-    for (int i = 0; i < g_nmods; i++)
-        if (g_mods[i].id == mod)
+    for (int i = 0; i < symbols.nmods; i++)
+        if (symbols.mods[i].id == mod)
             return i;
-    if (g_nmods >= MAX_MODULES)
+    if (symbols.nmods >= MAX_MODULES)
         return -1;
-    g_mods[g_nmods].id = mod;
-    g_mods[g_nmods].md = NULL;
-    g_mods[g_nmods].md_tries = 0;
-    return g_nmods++;
+    symbols.mods[symbols.nmods].id = mod;
+    symbols.mods[symbols.nmods].md = NULL;
+    symbols.mods[symbols.nmods].md_tries = 0;
+    return symbols.nmods++;
 }
 
 /* Whether the module can be unloaded (or the runtime does not say): it then gets no slot. */
 static int module_collectible(ModuleID mod)
 {
-    for (int i = 0; i < g_nmods; i++)
-        if (g_mods[i].id == mod)
+    for (int i = 0; i < symbols.nmods; i++)
+        if (symbols.mods[i].id == mod)
             return 0;
     ICorProfilerInfo15 *info = g_core.info;
     const BYTE *base = NULL;
@@ -162,50 +173,51 @@ static int module_collectible(ModuleID mod)
     return (flags & COR_PRF_MODULE_COLLECTIBLE) != 0;
 }
 
-/* Releases the collectible modules' metadata opened since g_lock was taken. */
+/* Releases the collectible modules' metadata opened since the lock was taken. */
 static void release_scratch(void)
 {
-    for (int i = 0; i < g_nscratch; i++)
-        g_scratch[i]->vt->Release(g_scratch[i]);
-    g_nscratch = 0;
+    for (int i = 0; i < symbols.nscratch; i++)
+        symbols.scratch[i]->vt->Release(symbols.scratch[i]);
+    symbols.nscratch = 0;
 }
 
-/* The module's metadata; a collectible module sets g_coll (the name being built belongs to
+/* The module's metadata; a collectible module sets symbols.coll (the name being built belongs to
  * collectible code). */
 static IMetaDataImport *metadata_for(ModuleID mod)
 {
     if (module_collectible(mod)) {
-        g_coll = 1;
-        if (g_nscratch >= MAX_SCRATCH)
+        symbols.coll = 1;
+        if (symbols.nscratch >= MAX_SCRATCH)
             return NULL;
         IMetaDataImport *md = open_metadata(mod);
         if (md)
-            g_scratch[g_nscratch++] = md;
+            symbols.scratch[symbols.nscratch++] = md;
         return md;
     }
     int i = module_slot(mod);
     if (i < 0) { /* table full: answer, don't remember */
-        IMetaDataImport *md = g_nscratch < MAX_SCRATCH ? open_metadata(mod) : NULL;
+        IMetaDataImport *md = symbols.nscratch < MAX_SCRATCH ? open_metadata(mod) : NULL;
         if (md)
-            g_scratch[g_nscratch++] = md;
+            symbols.scratch[symbols.nscratch++] = md;
         return md;
     }
-    if (!g_mods[i].md && g_mods[i].md_tries < 3) {
-        g_mods[i].md_tries++;
-        g_mods[i].md = open_metadata(mod);
+    if (!symbols.mods[i].md && symbols.mods[i].md_tries < 3) {
+        symbols.mods[i].md_tries++;
+        symbols.mods[i].md = open_metadata(mod);
     }
-    return g_mods[i].md;
+    return symbols.mods[i].md;
 }
 
-/* The module's file path (UTF-8), or NULL: dynamic modules have none, a full table remembers none. */
+/* The module's file path (UTF-8), or NULL: dynamic modules have none, a full table remembers
+ * none. */
 static const char *module_path(ModuleID mod)
 {
     if (module_collectible(mod))
         return NULL; /* (its ID may name another module later) */
     int i = module_slot(mod);
-    if (i < 0 || g_mods[i].path_tried)
-        return i < 0 ? NULL : g_mods[i].path;
-    g_mods[i].path_tried = 1;
+    if (i < 0 || symbols.mods[i].path_tried)
+        return i < 0 ? NULL : symbols.mods[i].path;
+    symbols.mods[i].path_tried = 1;
     ULONG len = 0, got = 0; /* characters with the terminating 0 */
     const BYTE *base = NULL;
     AssemblyID asm_id = 0;
@@ -218,13 +230,13 @@ static const char *module_path(ModuleID mod)
     if (w && path && info->vt->GetModuleInfo(info, mod, &base, len, &got, w, &asm_id) == S_OK &&
         got == len) {
         prof_utf16_to_utf8(w, len - 1, path, (size_t)len * 3);
-        g_mods[i].path = path[0] ? path : NULL;
-        if (g_mods[i].path)
+        symbols.mods[i].path = path[0] ? path : NULL;
+        if (symbols.mods[i].path)
             path = NULL; /* kept */
     }
     free(w);
     free(path);
-    return g_mods[i].path;
+    return symbols.mods[i].path;
 }
 
 /* Full metadata name of a typedef, nested types joined with '+', like the runtime prints them. */
@@ -270,16 +282,16 @@ static const char *elem_type_name(CorElementType t)
 
 static const char *intern_copy(const char *s)
 {
-    if (!g_names_ready && prof_intern_init(&g_names, NAMES_MAX_BYTES) == 0)
-        g_names_ready = 1;
-    if (!g_names_ready)
+    if (!symbols.names_ready && prof_intern_init(&symbols.names, NAMES_MAX_BYTES) == 0)
+        symbols.names_ready = 1;
+    if (!symbols.names_ready)
         return "[out of memory]";
     /* a name is cut at its buffer's size, which can fall inside a character (long non-ASCII
      * identifiers, deep nesting): JSON and pprof get whole characters only, a cut one is '?' */
     char whole[1024];
     snprintf(whole, sizeof whole, "%s", s);
     prof_utf8_clean(whole);
-    return prof_intern_str(&g_names, prof_intern(&g_names, whole));
+    return prof_intern_str(&symbols.names, prof_intern(&symbols.names, whole));
 }
 
 static void cache_clear(struct cache *c)
@@ -289,29 +301,28 @@ static void cache_clear(struct cache *c)
     c->n = 0;
 }
 
-/* Under g_lock, before any ID cache is read: forgets what IDs meant before a module unload. */
+/* Under the lock, before any ID cache is read: forgets what IDs meant before a module unload. */
 static void sync_epoch(void)
 {
     uint32_t e = prof_unload_epoch();
-    if (e == g_epoch)
+    if (e == symbols.epoch)
         return;
-    g_epoch = e;
-    cache_clear(&g_fn_coll);
-    cache_clear(&g_cls_coll);
-    cache_clear(&g_clsmod_coll);
+    symbols.epoch = e;
+    cache_clear(&symbols.fn_coll);
+    cache_clear(&symbols.cls_coll);
+    cache_clear(&symbols.clsmod_coll);
 }
 
-/* A cached answer for key, from either tier; a collectible one sets g_coll. */
+/* A cached answer for key, from either tier; a collectible one sets symbols.coll. */
 static const char *cache_get2(struct cache *kept, struct cache *coll, uintptr_t key)
 {
     const char *hit = cache_get(kept, key);
     if (!hit && (hit = cache_get(coll, key)))
-        g_coll = 1;
+        symbols.coll = 1;
     return hit;
 }
 
 static void class_name_locked(ClassID cls, char *out, size_t cap, int depth);
-static void put(char *out, size_t cap, size_t *len, const char *s, size_t n);
 
 /* "Ns.Outer`2+Inner" with its type arguments as C# writes it: each part takes as many arguments
  * as its own arity ("`N"), in order (a nested type's parameters start with its outer type's):
@@ -336,18 +347,18 @@ static void generic_name(const char *raw, const ClassID *args, ULONG32 nargs, in
             arity = nargs - used;
         if (cleaned[0]) {
             if (len)
-                put(out, cap, &len, ".", 1);
-            put(out, cap, &len, cleaned, strlen(cleaned));
+                symbols_put(out, cap, &len, ".", 1);
+            symbols_put(out, cap, &len, cleaned, strlen(cleaned));
             if (arity) {
-                put(out, cap, &len, "<", 1);
+                symbols_put(out, cap, &len, "<", 1);
                 for (ULONG32 i = 0; i < arity; i++) {
                     char a[NAME_MAX_LEN];
                     class_name_locked(args[used + i], a, sizeof a, depth + 1);
                     if (i)
-                        put(out, cap, &len, ",", 1);
-                    put(out, cap, &len, a, strlen(a));
+                        symbols_put(out, cap, &len, ",", 1);
+                    symbols_put(out, cap, &len, a, strlen(a));
                 }
-                put(out, cap, &len, ">", 1);
+                symbols_put(out, cap, &len, ">", 1);
             }
         }
         used += arity;
@@ -366,7 +377,7 @@ static void class_name_locked(ClassID cls, char *out, size_t cap, int depth)
         snprintf(out, cap, "[unknown type]");
         return;
     }
-    const char *hit = cache_get2(&g_cls, &g_cls_coll, cls);
+    const char *hit = cache_get2(&symbols.cls, &symbols.cls_coll, cls);
     if (hit) {
         snprintf(out, cap, "%s", hit);
         return;
@@ -415,22 +426,22 @@ static void class_name_locked(ClassID cls, char *out, size_t cap, int depth)
     snprintf(out, cap, "%s", clean);
 }
 
-/* Under g_lock: the name of cls, cached in the tier it belongs to; *coll: collectible code. */
+/* Under the lock: the name of cls, cached in the tier it belongs to; *coll: collectible code. */
 static const char *class_locked(ClassID cls, int *coll)
 {
-    int saved = g_coll;
-    g_coll = 0;
-    const char *hit = cache_get2(&g_cls, &g_cls_coll, cls);
+    int saved = symbols.coll;
+    symbols.coll = 0;
+    const char *hit = cache_get2(&symbols.cls, &symbols.cls_coll, cls);
     if (!hit && !prof_unload_may_query()) {
         hit = UNNAMED_TYPE; /* not remembered: asked again from a newer record */
     } else if (!hit) {
         char buf[NAME_MAX_LEN];
         class_name_locked(cls, buf, sizeof buf, 0);
         hit = intern_copy(buf);
-        cache_put(g_coll ? &g_cls_coll : &g_cls, cls, hit);
+        cache_put(symbols.coll ? &symbols.cls_coll : &symbols.cls, cls, hit);
     }
-    *coll = g_coll;
-    g_coll |= saved;
+    *coll = symbols.coll;
+    symbols.coll |= saved;
     return hit;
 }
 
@@ -438,12 +449,12 @@ const char *prof_symbols_class(ClassID cls)
 {
     if (!cls) /* 0 marks an empty cache slot: it can be neither cached nor looked up */
         return "[unknown type]";
-    pthread_mutex_lock(&g_lock);
+    pthread_mutex_lock(&symbols.lock);
     sync_epoch();
     int coll;
     const char *hit = class_locked(cls, &coll);
     release_scratch();
-    pthread_mutex_unlock(&g_lock);
+    pthread_mutex_unlock(&symbols.lock);
     return hit;
 }
 
@@ -485,7 +496,7 @@ ULONG prof_symbols_field_offset(ClassID cls, const char *declaring, const char *
     ULONG off = 0;
     if (!prof_unload_may_query())
         return 0;
-    pthread_mutex_lock(&g_lock);
+    pthread_mutex_lock(&symbols.lock);
     /* the base class nearest System.Object of that name: a type of the app that borrowed the
      * name cannot stand in for the runtime's */
     ClassID found = 0;
@@ -511,7 +522,7 @@ ULONG prof_symbols_field_offset(ClassID cls, const char *declaring, const char *
     if (found)
         off = field_offset_locked(found, found_md, field);
     release_scratch();
-    pthread_mutex_unlock(&g_lock);
+    pthread_mutex_unlock(&symbols.lock);
     return off;
 }
 
@@ -552,7 +563,7 @@ ClassID prof_symbols_corelib_class(const char *name)
     ClassID cls = 0;
     ModuleID ids[32];
     ULONG got = 0;
-    pthread_mutex_lock(&g_lock);
+    pthread_mutex_lock(&symbols.lock);
     while (!cls && e->vt->Next(e, 32, ids, &got) >= 0 && got > 0 && got <= 32) {
         for (ULONG i = 0; i < got && !cls; i++) {
             if (!is_corelib(ids[i]))
@@ -568,7 +579,7 @@ ClassID prof_symbols_corelib_class(const char *name)
         }
     }
     release_scratch();
-    pthread_mutex_unlock(&g_lock);
+    pthread_mutex_unlock(&symbols.lock);
     e->vt->Release(e);
     return cls;
 }
@@ -580,9 +591,9 @@ const char *prof_symbols_class_module(ClassID cls)
     if (!cls)
         return NULL;
     ICorProfilerInfo15 *info = g_core.info;
-    pthread_mutex_lock(&g_lock);
+    pthread_mutex_lock(&symbols.lock);
     sync_epoch();
-    const char *hit = cache_get2(&g_clsmod, &g_clsmod_coll, cls);
+    const char *hit = cache_get2(&symbols.clsmod, &symbols.clsmod_coll, cls);
     if (!hit && !prof_unload_may_query()) {
         hit = "";
     } else if (!hit) {
@@ -602,10 +613,10 @@ const char *prof_symbols_class_module(ClassID cls)
         if (c && info->vt->GetClassIDInfo(info, c, &mod, &td) >= 0 && mod)
             path = module_path(mod);
         hit = path ? path : "";
-        cache_put(coll ? &g_clsmod_coll : &g_clsmod, cls, hit);
+        cache_put(coll ? &symbols.clsmod_coll : &symbols.clsmod, cls, hit);
         release_scratch();
     }
-    pthread_mutex_unlock(&g_lock);
+    pthread_mutex_unlock(&symbols.lock);
     return hit[0] ? hit : NULL;
 }
 
@@ -620,7 +631,7 @@ static const char *function_name_locked(FunctionID fn)
      * GetFunctionInfo may still answer for it (with the module that hosts such methods) */
     BOOL dyn = 0;
     if (g_core.info_version >= 9 && info->vt->IsFunctionDynamic(info, fn, &dyn) == S_OK && dyn) {
-        g_coll = 1; /* dynamic methods are collected one by one */
+        symbols.coll = 1; /* dynamic methods are collected one by one */
         WCHAR w[200];
         ULONG got = 0;
         ModuleID dm = 0;
@@ -633,11 +644,12 @@ static const char *function_name_locked(FunctionID fn)
         return "[dynamic]";
     }
     if (info->vt->GetFunctionInfo(info, fn, &cls, &mod, &tok) < 0) {
-        g_coll = 1;
+        symbols.coll = 1;
         return "[unknown managed]";
     }
     IMetaDataImport *md = metadata_for(mod);
-    if (!g_coll && cls) { /* a generic instance over collectible types lives and dies with them */
+    /* a generic instance over collectible types lives and dies with them */
+    if (!symbols.coll && cls) {
         int coll;
         class_locked(cls, &coll);
     }
@@ -663,26 +675,26 @@ const char *prof_symbols_function(FunctionID fn)
 {
     if (!fn)
         return "[unknown managed]";
-    pthread_mutex_lock(&g_lock);
+    pthread_mutex_lock(&symbols.lock);
     sync_epoch();
-    g_coll = 0;
-    const char *hit = cache_get2(&g_fn, &g_fn_coll, fn);
+    symbols.coll = 0;
+    const char *hit = cache_get2(&symbols.fn, &symbols.fn_coll, fn);
     if (!hit && !prof_unload_may_query()) {
         hit = UNNAMED_FUNCTION; /* not remembered: asked again from a newer record */
     } else if (!hit) {
         hit = function_name_locked(fn);
-        cache_put(g_coll ? &g_fn_coll : &g_fn, fn, hit);
+        cache_put(symbols.coll ? &symbols.fn_coll : &symbols.fn, fn, hit);
         release_scratch();
     }
-    pthread_mutex_unlock(&g_lock);
+    pthread_mutex_unlock(&symbols.lock);
     return hit;
 }
 
 void prof_symbols_forget_dynamic(void)
 {
-    pthread_mutex_lock(&g_lock);
-    cache_clear(&g_fn_coll);
-    pthread_mutex_unlock(&g_lock);
+    pthread_mutex_lock(&symbols.lock);
+    cache_clear(&symbols.fn_coll);
+    pthread_mutex_unlock(&symbols.lock);
 }
 
 const char *prof_symbols_native(uintptr_t ip)
@@ -694,174 +706,14 @@ const char *prof_symbols_native(uintptr_t ip)
         mod = slash ? slash + 1 : dl.dli_fname;
     }
     uintptr_t key = mod ? (uintptr_t)dl.dli_fbase : 1;
-    pthread_mutex_lock(&g_lock);
-    const char *hit = cache_get(&g_native, key);
+    pthread_mutex_lock(&symbols.lock);
+    const char *hit = cache_get(&symbols.native, key);
     if (!hit) {
         char buf[300];
         snprintf(buf, sizeof buf, "[native %s]", mod ? mod : "code");
         hit = intern_copy(buf);
-        cache_put(&g_native, key, hit);
+        cache_put(&symbols.native, key, hit);
     }
-    pthread_mutex_unlock(&g_lock);
+    pthread_mutex_unlock(&symbols.lock);
     return hit;
-}
-
-/* Copies [s, s+n) into out at *len, bounded. */
-static void put(char *out, size_t cap, size_t *len, const char *s, size_t n)
-{
-    if (*len >= cap)
-        return;
-    if (n > cap - 1 - *len)
-        n = cap - 1 - *len;
-    memcpy(out + *len, s, n);
-    *len += n;
-    out[*len] = 0;
-}
-
-/* fold: for frame names, compiler-generated nested types go (display classes "<>c...") or
- * become the method they implement ("<Name>d__5" -> "Name"); for the types of objects they stay
- * as the runtime names them (a closure is a "<>c__DisplayClass1_0", not its enclosing type). */
-static void clean_type(const char *in, char *out, size_t cap, int fold)
-{
-    size_t len = 0;
-    out[0] = 0;
-    const char *p = in;
-    int first = 1;
-    while (*p) {
-        const char *end = p + strcspn(p, "+[");
-        size_t n = (size_t)(end - p);
-        if (!fold && n >= 2 && p[0] == '<') {
-            const char *bt = memchr(p, '`', n);
-            if (!first)
-                put(out, cap, &len, ".", 1);
-            put(out, cap, &len, p, bt ? (size_t)(bt - p) : n);
-            first = 0;
-        } else if (n >= 3 && p[0] == '<' && p[1] == '>') {
-            /* skip */
-        } else if (n >= 2 && p[0] == '<') {
-            const char *gt = memchr(p, '>', n);
-            if (gt) {
-                if (!first)
-                    put(out, cap, &len, ".", 1);
-                put(out, cap, &len, p + 1, (size_t)(gt - p - 1));
-                first = 0;
-            }
-        } else {
-            const char *bt = memchr(p, '`', n);
-            if (!first)
-                put(out, cap, &len, ".", 1);
-            put(out, cap, &len, p, bt ? (size_t)(bt - p) : n);
-            first = 0;
-        }
-        p = end;
-        if (*p == '+') {
-            p++;
-            continue;
-        }
-        if (*p == '[') {
-            /* "[]" or "[,]" array suffix, or "[T1,T2]" generic args from runtime names */
-            if (p[1] == ']' || p[1] == ',') {
-                put(out, cap, &len, p, strlen(p));
-                return;
-            }
-            /* generic arguments: translate brackets to angle brackets, recurse flatly */
-            put(out, cap, &len, "<", 1);
-            int depth = 0;
-            for (p++; *p; p++) {
-                char c = *p;
-                if (c == '[') {
-                    if (p[1] == ']' || p[1] == ',') {
-                        const char *close = strchr(p, ']');
-                        size_t k = close ? (size_t)(close - p + 1) : strlen(p);
-                        put(out, cap, &len, p, k);
-                        p += k - 1;
-                        continue;
-                    }
-                    depth++;
-                    put(out, cap, &len, "<", 1);
-                } else if (c == ']') {
-                    if (depth == 0) {
-                        put(out, cap, &len, ">", 1);
-                        p++;
-                        break;
-                    }
-                    depth--;
-                    put(out, cap, &len, ">", 1);
-                } else if (c == '+') {
-                    put(out, cap, &len, ".", 1);
-                } else if (c == '`') {
-                    while (p[1] >= '0' && p[1] <= '9')
-                        p++;
-                } else {
-                    put(out, cap, &len, &c, 1);
-                }
-            }
-            if (*p)
-                put(out, cap, &len, p, strlen(p));
-            return;
-        }
-    }
-}
-
-void prof_symbols_clean_type(const char *in, char *out, size_t cap)
-{
-    clean_type(in, out, cap, 1);
-}
-
-void prof_symbols_clean_typename(const char *in, char *out, size_t cap)
-{
-    clean_type(in, out, cap, 0);
-}
-
-void prof_symbols_clean_method(const char *type, const char *method, char *out, size_t cap)
-{
-    char t[NAME_MAX_LEN];
-    prof_symbols_clean_type(type, t, sizeof t);
-    /* An async/iterator state machine's MoveNext is the method named by the type's last part. */
-    const char *last_plus = strrchr(type, '+');
-    int state_machine = last_plus && last_plus[1] == '<' && last_plus[2] != '>' &&
-                        !strcmp(method, "MoveNext");
-    if (state_machine) {
-        snprintf(out, cap, "%s", t);
-        return;
-    }
-    if (method[0] == '<' && method[1] != '>') {
-        /* "<Name>b__0_0", "<<Main>$>b__0_0" (lambda in top-level code), "<Main>g__Local|0_0" */
-        int depth = 0;
-        const char *gt = NULL;
-        for (const char *q = method; *q; q++) {
-            if (*q == '<')
-                depth++;
-            else if (*q == '>' && --depth == 0) {
-                gt = q;
-                break;
-            }
-        }
-        if (gt) {
-            const char *name = method + 1;
-            size_t n = (size_t)(gt - method - 1);
-            if (name[0] == '<') { /* nested: take the inner name up to its own '>' */
-                const char *igt = memchr(name, '>', n);
-                if (igt) {
-                    n = (size_t)(igt - name - 1);
-                    name++;
-                }
-            }
-            const char *rest = gt + 1;
-            char m[256];
-            if (rest[0] == 'g' && rest[1] == '_' && rest[2] == '_') { /* local function */
-                const char *local = rest + 3;
-                size_t k = strcspn(local, "|");
-                snprintf(m, sizeof m, "%.*s.%.*s", (int)n, name, (int)k, local);
-            } else if (rest[0] == 'b' && rest[1] == '_' && rest[2] == '_') { /* lambda */
-                snprintf(m, sizeof m, "%.*s.{lambda}", (int)n, name);
-            } else { /* "<Main>$" top-level statements and others */
-                snprintf(m, sizeof m, "%.*s", (int)n, name);
-            }
-            if (snprintf(out, cap, "%s%s%s", t, t[0] ? "." : "", m) < 0)
-                out[0] = 0;
-            return;
-        }
-    }
-    snprintf(out, cap, "%s%s%s", t, t[0] ? "." : "", method);
 }

@@ -9,6 +9,11 @@
  * Calls ICorProfilerInfo SYNC methods, so only clrscope's own threads (which never run managed
  * code) may call in; a mutex serialises callers. Returned strings stay valid until exit.
  *
+ * ctx: prof_symbols_init at Initialize; the ID and IP lookups, prof_symbols_field_offset,
+ * prof_symbols_corelib_class, prof_symbols_forget_dynamic and prof_symbols_count on clrscope's
+ * own threads only (never a runtime callback); the prof_symbols_clean_* functions, pure, on any
+ * thread.
+ *
  * Code can be unloaded (prof_unload.h): the runtime is asked only while the caller is inside a
  * successful prof_unload_enter, else a name the caches lack comes back as "[… not named: a
  * module was unloaded]". Names of collectible code are cached apart and forgotten at each unload

@@ -23,76 +23,81 @@ struct gone_entry {
     char name[48];
 };
 
-static pthread_mutex_t g_lock = PTHREAD_MUTEX_INITIALIZER;
-static struct thread_entry *g_tab;
-static int g_cap;
-static size_t g_count;
-static uint64_t g_dropped;
-static struct gone_entry g_gone[GONE_MAX];
-static uint32_t g_gone_next; /* total ever added; the ring holds the last GONE_MAX */
+/* The module's state: written by the runtime's thread callbacks (any app thread), read by
+ * clrscope's threads and API handlers, every field under `lock` (held for a table scan at most,
+ * never by clrscope while the runtime is suspended). */
+static struct threads_state {
+    pthread_mutex_t lock;
+    struct thread_entry *tab; /* cap entries, allocated at Initialize */
+    int cap;
+    size_t count;
+    uint64_t dropped;
+    struct gone_entry gone[GONE_MAX];
+    uint32_t gone_next; /* total ever added; the ring holds the last GONE_MAX */
+} threads = {.lock = PTHREAD_MUTEX_INITIALIZER};
 
 void prof_threads_init(int cap)
 {
-    pthread_mutex_lock(&g_lock);
-    if (!g_tab) {
-        g_tab = calloc((size_t)cap, sizeof *g_tab);
-        g_cap = g_tab ? cap : 0;
+    pthread_mutex_lock(&threads.lock);
+    if (!threads.tab) {
+        threads.tab = calloc((size_t)cap, sizeof *threads.tab);
+        threads.cap = threads.tab ? cap : 0;
     }
-    pthread_mutex_unlock(&g_lock);
+    pthread_mutex_unlock(&threads.lock);
 }
 
 /* Linear scan: thread callbacks are rare and the table is small (thousands at most). */
 static struct thread_entry *find_locked(ThreadID t)
 {
-    for (int i = 0; i < g_cap; i++)
-        if (g_tab[i].id == t)
-            return &g_tab[i];
+    for (int i = 0; i < threads.cap; i++)
+        if (threads.tab[i].id == t)
+            return &threads.tab[i];
     return NULL;
 }
 
 void prof_threads_created(ThreadID t)
 {
-    pthread_mutex_lock(&g_lock);
-    if (g_tab && !find_locked(t)) {
+    pthread_mutex_lock(&threads.lock);
+    if (threads.tab && !find_locked(t)) {
         struct thread_entry *e = find_locked(0);
         if (e) {
             memset(e, 0, sizeof *e);
             e->id = t;
-            g_count++;
+            threads.count++;
         } else {
-            g_dropped++;
+            threads.dropped++;
         }
     }
-    pthread_mutex_unlock(&g_lock);
+    pthread_mutex_unlock(&threads.lock);
 }
 
 uint32_t prof_threads_destroyed(ThreadID t)
 {
     uint32_t os_tid = 0;
-    pthread_mutex_lock(&g_lock);
-    struct thread_entry *e = g_tab ? find_locked(t) : NULL;
+    pthread_mutex_lock(&threads.lock);
+    struct thread_entry *e = threads.tab ? find_locked(t) : NULL;
     if (e) {
         os_tid = e->os_tid;
         if (e->os_tid && e->name[0]) {
-            struct gone_entry *g = &g_gone[g_gone_next++ % GONE_MAX];
+            struct gone_entry *g = &threads.gone[threads.gone_next++ % GONE_MAX];
             g->os_tid = e->os_tid;
             memcpy(g->name, e->name, sizeof g->name);
         }
         e->id = 0;
-        g_count--;
+        threads.count--;
     }
-    pthread_mutex_unlock(&g_lock);
+    pthread_mutex_unlock(&threads.lock);
     return os_tid;
 }
 
 void prof_threads_assigned(ThreadID t, DWORD os_tid)
 {
     prof_threads_created(t);
-    pthread_mutex_lock(&g_lock);
-    struct thread_entry *e = g_tab ? find_locked(t) : NULL;
+    pthread_mutex_lock(&threads.lock);
+    struct thread_entry *e = threads.tab ? find_locked(t) : NULL;
     if (e)
         e->os_tid = os_tid;
-    pthread_mutex_unlock(&g_lock);
+    pthread_mutex_unlock(&threads.lock);
 }
 
 void prof_threads_named(ThreadID t, ULONG cch, const WCHAR *name)
@@ -100,31 +105,31 @@ void prof_threads_named(ThreadID t, ULONG cch, const WCHAR *name)
     char utf8[48];
     prof_utf16_to_utf8(name, name ? cch : 0, utf8, sizeof utf8);
     prof_threads_created(t);
-    pthread_mutex_lock(&g_lock);
-    struct thread_entry *e = g_tab ? find_locked(t) : NULL;
+    pthread_mutex_lock(&threads.lock);
+    struct thread_entry *e = threads.tab ? find_locked(t) : NULL;
     if (e)
         memcpy(e->name, utf8, sizeof e->name);
-    pthread_mutex_unlock(&g_lock);
+    pthread_mutex_unlock(&threads.lock);
 }
 
 const char *prof_threads_name_of(uint32_t os_tid, char *buf, size_t cap)
 {
     buf[0] = 0;
-    pthread_mutex_lock(&g_lock);
-    for (int i = 0; i < g_cap; i++)
-        if (g_tab[i].id && g_tab[i].os_tid == os_tid && g_tab[i].name[0]) {
-            snprintf(buf, cap, "%s", g_tab[i].name);
+    pthread_mutex_lock(&threads.lock);
+    for (int i = 0; i < threads.cap; i++)
+        if (threads.tab[i].id && threads.tab[i].os_tid == os_tid && threads.tab[i].name[0]) {
+            snprintf(buf, cap, "%s", threads.tab[i].name);
             break;
         }
     /* a thread that ended: the newest with that tid (the kernel reuses tids only after it has
      * gone round its whole range) */
-    uint32_t n = g_gone_next < GONE_MAX ? g_gone_next : GONE_MAX;
+    uint32_t n = threads.gone_next < GONE_MAX ? threads.gone_next : GONE_MAX;
     for (uint32_t k = 1; !buf[0] && k <= n; k++) {
-        const struct gone_entry *g = &g_gone[(g_gone_next - k) % GONE_MAX];
+        const struct gone_entry *g = &threads.gone[(threads.gone_next - k) % GONE_MAX];
         if (g->os_tid == os_tid)
             snprintf(buf, cap, "%s", g->name);
     }
-    pthread_mutex_unlock(&g_lock);
+    pthread_mutex_unlock(&threads.lock);
     if (buf[0])
         return buf;
     char path[64];
@@ -141,19 +146,19 @@ const char *prof_threads_name_of(uint32_t os_tid, char *buf, size_t cap)
 
 size_t prof_threads_count(void)
 {
-    pthread_mutex_lock(&g_lock);
-    size_t n = g_count;
-    pthread_mutex_unlock(&g_lock);
+    pthread_mutex_lock(&threads.lock);
+    size_t n = threads.count;
+    pthread_mutex_unlock(&threads.lock);
     return n;
 }
 
 size_t prof_threads_tids(uint32_t *out, size_t cap)
 {
     size_t n = 0;
-    pthread_mutex_lock(&g_lock);
-    for (int i = 0; i < g_cap && n < cap; i++)
-        if (g_tab[i].id && g_tab[i].os_tid)
-            out[n++] = g_tab[i].os_tid;
-    pthread_mutex_unlock(&g_lock);
+    pthread_mutex_lock(&threads.lock);
+    for (int i = 0; i < threads.cap && n < cap; i++)
+        if (threads.tab[i].id && threads.tab[i].os_tid)
+            out[n++] = threads.tab[i].os_tid;
+    pthread_mutex_unlock(&threads.lock);
     return n;
 }

@@ -4,6 +4,10 @@
  * Written by the runtime's thread callbacks (any app thread) under a short mutex that clrscope
  * never holds while the runtime is suspended; read by the sampler and aggregator after resume.
  * Capacity is CLRSCOPE_MAX_THREADS; threads beyond it are counted in `dropped`.
+ *
+ * ctx: prof_threads_init at Initialize; created, destroyed, assigned and named in the runtime's
+ * thread callbacks (any app thread); name_of, count and tids on clrscope's threads and API
+ * handlers (name_of may read /proc: not in a callback).
  */
 #ifndef PROF_THREADS_H
 #define PROF_THREADS_H

@@ -3,6 +3,8 @@
  * inclusive values for one value slot, a trimmed tree for flame graphs (at most max_nodes nodes,
  * small subtrees folded into one "[other]" node per parent), and a top-functions table.
  * Iterative throughout; all memory on the heap.
+ *
+ * ctx: any thread (API handlers on civetweb's 100 KB stacks); it reads only the view it is given.
  */
 #ifndef PROF_TREE_H
 #define PROF_TREE_H

@@ -26,9 +26,10 @@
  *     that new entries do not hold up the wait.
  * A process that never unloads pays two uncontended atomic adds per named record.
  *
- * Contexts: prof_unload_started runs on the runtime thread that unloads (the finalizer, in
- * preemptive mode); it takes no lock and only waits as above. The rest runs on clrscope's
- * threads; prof_unload_epoch is a plain atomic load (callbacks, any thread).
+ * ctx: prof_unload_started on the runtime thread that unloads (the finalizer, in preemptive
+ * mode): it takes no lock and only waits as above; prof_unload_epoch any thread, callbacks
+ * included (an atomic load); prof_unload_get_stats any thread; the rest on clrscope's threads
+ * that name records (the consumers, and whoever enters to ask the runtime).
  */
 #ifndef PROF_UNLOAD_H
 #define PROF_UNLOAD_H

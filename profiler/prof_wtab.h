@@ -3,7 +3,9 @@
  * for event tables the call-path store cannot key: exceptions by type and message, lock waits by
  * lock and owner thread.
  *
- * One writer (clrscope-agg) and any number of readers (API handlers); a mutex inside guards it.
+ * ctx: prof_wtab_new/free by the table's owner (Initialize); prof_wtab_add on the one writer
+ * (clrscope-agg); the rest on any number of readers (API handlers). A mutex inside guards it.
+ *
  * Bounded: at most `max_keys` keys and `max_per_s` entries per second. When the keys run out,
  * those that aged out of the history are dropped (at most every 10 s); what still does not fit
  * is summed into key 0, ("[other]", "", 0), and counted in `dropped`. Key strings are copied.

@@ -34,8 +34,8 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
     (void)argc;
     (void)argv;
     fuzz_runtime_init(PROFILE_ALL & ~(unsigned)PROFILE_LIVE); /* live objects need real handles */
-    g_ring = prof_ring_new(256);
-    if (!g_ring)
+    prof_agg_use_ring(prof_ring_new(256));
+    if (!prof_agg_ring())
         abort();
     prof_gc_init();
     return 0;
@@ -45,13 +45,13 @@ static void drain(void)
 {
     const char *names[REC_MAX_FRAMES + 2];
     struct prof_rec *r;
-    while ((r = prof_ring_peek(g_ring))) {
+    while ((r = prof_ring_peek(prof_agg_ring()))) {
         FUZZ_CHECK(r->nframes <= REC_MAX_FRAMES, "nframes %u", r->nframes);
         FUZZ_CHECK(memchr(r->text, 0, sizeof r->text) != NULL, "record text not terminated");
         if (r->kind == REC_ALLOC_TYPE) { /* a sample the stack budget left out: no frames */
             FUZZ_CHECK(r->nframes == 0, "stackless record with %u frames", r->nframes);
             prof_alloc_consume_type(r);
-            prof_ring_release(g_ring);
+            prof_ring_release(prof_agg_ring());
             continue;
         }
         int n = prof_walk_names(r->frames, (int)r->nframes, (int)r->truncated, names,
@@ -73,7 +73,7 @@ static void drain(void)
         default:
             FUZZ_CHECK(0, "unexpected record kind %u", r->kind);
         }
-        prof_ring_release(g_ring);
+        prof_ring_release(prof_agg_ring());
     }
 }
 

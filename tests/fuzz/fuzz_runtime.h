@@ -10,6 +10,7 @@
 #include <stdlib.h>
 
 #include "clr_abi.h"
+#include "prof_agg.h"
 #include "prof_config.h"
 #include "prof_core.h"
 #include "prof_ring.h"

@@ -1,8 +1,8 @@
 /*
  * test_gc_wrap.c - GC numbers past 2^32. The runtime's GC events number collections with 32 bits
- * (0xffffffff is followed by 0, then 1); clrscope numbers them with 64, widened from the newest
- * GC started. Kept at 32 bits, after 2^32 GCs (50 days at 1,000 a second) the collection list
- * would wait for GC 4,294,967,296 for ever: no GC listed or counted per second again.
+ * (0xffffffff is followed by 0, then 1); clrscope numbers them with 64. Numbered with the
+ * events' 32 bits, after 2^32 GCs (50 days at 1,000 a second) the collection list would wait for
+ * GC 4,294,967,296 for ever: no GC would be listed or counted per second again.
  */
 #include <stdio.h>
 #include <string.h>

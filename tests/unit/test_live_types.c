@@ -1,10 +1,11 @@
 /*
  * test_live_types.c - prof_live's table of live types (512 rows) over a long run: types whose
  * objects all died and that had no new sample for a while give their rows back once the table
- * is 3/4 full, so a type first seen late gets a row of its own (not "[other types]" for the
- * process's life, with a leak in it never flagged). The runtime is played by a fake ICorProfilerInfo: weak handles are the objects'
- * addresses, and an object is collected when the test says so.
- * And prof_alloc's TypeID -> name cache (6,144 types): full, it starts again, instead of naming
+ * is 3/4 full, so a type first seen late gets a row of its own (rows that were never given back
+ * would make every type after the 511th "[other types]" for the process's life, and a leak in
+ * it would never be flagged). The runtime is played by a fake ICorProfilerInfo: weak handles
+ * are the objects' addresses, and an object is collected when the test says so.
+ * And prof_typename's TypeID -> name cache (6,144 types): full, it starts again, instead of naming
  * every later type "[other types]".
  */
 #include <stdio.h>
@@ -15,6 +16,7 @@
 #include "prof_core.h"
 #include "prof_live.h"
 #include "prof_ring.h"
+#include "prof_typename.h"
 
 #include "unit_check.h"
 
@@ -133,7 +135,7 @@ int main(void)
     int named = 0;
     for (int i = 0; i < 7000; i++) {
         snprintf(name, sizeof name, "App.Many%d", i);
-        named += !strcmp(prof_alloc_type_label(0x7000000 + (uint64_t)i * 8, name), name);
+        named += !strcmp(prof_typename_of(0x7000000 + (uint64_t)i * 8, name), name);
     }
     CHECK(named == 7000, "7,000 allocated types each named (%d)", named);
 

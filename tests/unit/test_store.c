@@ -1,16 +1,16 @@
 /*
  * test_store.c - prof_store's call-path trie at its cap (CLRSCOPE_MAX_STACK_NODES):
  *   - paths that no bucket within the history uses any more are dropped when the trie is 7/8
- *     full, and new paths get their whole stacks again (a trie that only grew would, after
- *     days, cut every new path);
+ *     full, and new paths get their whole stacks again (a trie that only grew would cut every
+ *     new path after days);
  *   - a stack that finds no room is cut where the trie ends, never grafted onto an ancestor
- *     (the frames after the missing one looked up under the ancestor would show a sample of
+ *     (looking the frames after the missing one up under the ancestor would show a sample of
  *     p -> q as q, a path that never ran);
  *   - after the wall clock is set back further than the history, samples are stored again at
  *     once (not dropped until the clock catches up with the old buckets);
  *   - names (frames, labels) past 7/8 of their cap are copied, those still in use only, into a
  *     new generation: new names are stored again instead of "[overflow]" (names that only grew
- *     would stay full), and a view taken before keeps its names readable until it is freed
+ *     would stay "[overflow]"), and a view taken before keeps its names readable until it is freed
  *     (under ASan a freed name read here fails the test); no copy is made when it would free
  *     little (all in use: ~0.1 s under the lock at 16 MiB, for nothing).
  */
