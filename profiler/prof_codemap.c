@@ -12,6 +12,7 @@
 #include "clr_abi.h"
 #include "prof_core.h"
 #include "prof_log.h"
+#include "prof_maps.h"
 #include "prof_sighandler.h"
 #include "prof_symbols.h"
 #include "prof_unload.h"
@@ -547,7 +548,7 @@ static FunctionID lookup(uintptr_t key, int *code)
     }
     FunctionID fn = 0;
     int idx = find_code(key), d;
-    const char *module = prof_sigsample_native_name(key);
+    const char *module = prof_maps_native_name(key);
     if (idx >= 0 && C.pool[idx].dead) {
         idx = -1; /* a collected dynamic method's: nothing there now */
     } else if (idx >= 0) {
@@ -567,8 +568,8 @@ static FunctionID lookup(uintptr_t key, int *code)
         if (fn)
             idx = learn(fn, rejit, key);
     }
-    if (!fn && !prof_sigsample_is_code(key)) {
-        prof_sigsample_refresh_maps(1); /* code mapped after the snapshot: ask again later */
+    if (!fn && !prof_maps_is_code(key)) {
+        prof_maps_refresh(1); /* code mapped after the snapshot: ask again later */
         *code = -1;
         return 0;
     }
@@ -642,7 +643,7 @@ int prof_codemap_returns(const uintptr_t *ra, int n, uint64_t found, uint64_t ho
             prev_code = code[i]; /* OSR code and the Tier0 frame it runs on: one frame */
             continue;
         }
-        if (!fn[i] && !strstr(prof_sigsample_native_name(ra[i] - 1), ".so"))
+        if (!fn[i] && !strstr(prof_maps_native_name(ra[i] - 1), ".so"))
             continue; /* runtime-generated code (stubs, dynamic methods): not a frame to the
                        * runtime's own walk either */
         prev_fn = fn[i];
@@ -707,7 +708,7 @@ static int leaf_fix(const struct prof_sigsample *s, struct frame *out, int cap)
         size_t len =
             prof_codemap_read_code(pc, at, c->hi - pc < sizeof at ? c->hi - pc : sizeof at);
         off = prof_frame_ra_offset(&c->shape, (uint32_t)(pc - c->lo), at, len);
-    } else if (!fn && is_glibc(prof_sigsample_native_name(pc))) {
+    } else if (!fn && is_glibc(prof_maps_native_name(pc))) {
         off = 0; /* its hot leaves (memcpy, memset, syscall wrappers) push nothing */
     } else {
         return 0;
@@ -715,7 +716,7 @@ static int leaf_fix(const struct prof_sigsample *s, struct frame *out, int cap)
     int n = 0;
     while (off >= 0 && off % 8 == 0 && off / 8 < s->nwindow && n < cap) {
         uintptr_t ra = s->window[off / 8];
-        if ((s->n > 1 && ra == s->ips[1]) || !prof_sigsample_is_code(ra) || !after_call(ra))
+        if ((s->n > 1 && ra == s->ips[1]) || !prof_maps_is_code(ra) || !after_call(ra))
             break; /* already on the chain, or not a return address */
         out[n++] = (struct frame){.ip = ra, .ret = 1};
         /* a frameless caller: its own return address is right above its frame */
@@ -755,7 +756,7 @@ static int osr_in_window(const struct prof_sigsample *s, uintptr_t x, uintptr_t 
         uintptr_t next = s->window[j - 1];
         for (int k = j + 1; k + 1 < s->nwindow; k++) {
             uintptr_t r = s->window[k + 1];
-            if (s->window[k] == next && prof_sigsample_is_code(r) && after_call(r)) {
+            if (s->window[k] == next && prof_maps_is_code(r) && after_call(r)) {
                 *ra = r;
                 return 1;
             }
@@ -815,7 +816,7 @@ int prof_codemap_name_stack(const struct prof_sigsample *s, const char **names,
             }
             continue;
         }
-        const char *name = fn ? prof_symbols_function(fn) : prof_sigsample_native_name(key);
+        const char *name = fn ? prof_symbols_function(fn) : prof_maps_native_name(key);
         prev_fn = fn;
         prev_code = code;
         if (!fn && k > 0 && !managed[k - 1] && names[k - 1] == name)
@@ -833,7 +834,7 @@ int prof_codemap_name_stack(const struct prof_sigsample *s, const char **names,
     /* A managed thread starts in native code: a walk that ends on a managed frame stopped at a
      * return address into code newer than the maps snapshot (or at a frame without rbp). */
     if (outer >= 0 && outer == k - 1 && !(s->flags & PROF_SIG_F_TRUNCATED))
-        prof_sigsample_refresh_maps(0);
+        prof_maps_refresh(0);
     return k;
 }
 
@@ -843,7 +844,7 @@ void prof_codemap_tick(int64_t now)
         flush(now);
     if (C.osr_dirty) { /* the return addresses of OSR frames (prof_sig_osrs) */
         C.osr_dirty = 0;
-        prof_sigsample_set_osr(C.osr_ra, C.nosr);
+        prof_maps_set_osr(C.osr_ra, C.nosr);
     }
     if (!C.frameless_dirty)
         return;
@@ -863,7 +864,7 @@ void prof_codemap_tick(int64_t now)
             n++;
         }
     }
-    prof_sigsample_set_frameless((const uintptr_t(*)[3])r, n);
+    prof_maps_set_frameless((const uintptr_t(*)[3])r, n);
     free(r);
     C.st.frameless = n;
 }

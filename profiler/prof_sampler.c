@@ -14,6 +14,7 @@
 #include "prof_core.h"
 #include "prof_lock.h"
 #include "prof_log.h"
+#include "prof_maps.h"
 #include "prof_sighandler.h"
 #include "prof_sigsample.h"
 #include "prof_store.h"
@@ -435,7 +436,7 @@ static void sig_stop(const char *why)
     prof_log(LOG_WARN, "cpu sampler: %s; switching to the stop-the-world sampler", why);
     prof_sigsample_stop();
     __atomic_store_n(&S.cpu_mode, CPU_SUSPEND, __ATOMIC_RELAXED);
-    if (S.keep_maps && prof_sigsample_maps_start())
+    if (S.keep_maps && prof_maps_start())
         S.keep_maps = 0; /* the allocation walks keep the runtime's walk */
 }
 
@@ -688,7 +689,7 @@ static void choose_maps_keeper(void)
     if (!(g_core.profiles & (PROFILE_ALLOC | PROFILE_LIVE)) || ws.mode == PROF_WALK_RUNTIME)
         return;
     int signal_runs = S.cpu_mode == CPU_SIGNAL && (g_core.profiles & PROFILE_CPU);
-    if (!signal_runs && (prof_codemap_init(g_cfg.max_frames) || prof_sigsample_maps_start())) {
+    if (!signal_runs && (prof_codemap_init(g_cfg.max_frames) || prof_maps_start())) {
         prof_log(LOG_WARN, "allocation stacks: no memory map snapshot; they take the runtime's "
                  "walk");
         return;

@@ -1,6 +1,5 @@
 /* prof_sigsample.c - see prof_sigsample.h. Nothing in this file runs in signal context. */
 #include "prof_sigsample.h"
-#include "prof_utf8.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -21,16 +20,9 @@
 #include <unistd.h>
 
 #include "prof_log.h"
+#include "prof_maps.h"
 #include "prof_sighandler.h"
 
-/* Reading /proc/self/maps (~1,100 lines in an ASP.NET Core server) costs ~1.5 ms of CPU, mostly
- * the kernel's: every 2 s that was 0.2 % of the server's CPU on the bench. Code mapped since the
- * snapshot, a new library and a new thread's stack each ask for a refresh (the hints below), so
- * the period is only a safety net. */
-#define MAPS_PERIOD_NS 10000000000LL /* refresh /proc/self/maps at least this often */
-#define MAPS_MIN_GAP_NS 100000000LL /* at most this often when a refresh is sure to help */
-#define MAPS_HINT_GAP_NS 1000000000LL /* and this often on a mere hint */
-#define PHANTOMS 8 /* pages remembered as holding no code after a refresh */
 /* Which clock drives the samples. A POSIX CPU timer is checked by the kernel only on its
  * scheduler tick (every 4 ms at HZ=250), and on a busy machine threads are switched on that tick
  * too, so work that starts right after a wake-up and lasts less than a tick is seldom running
@@ -59,11 +51,9 @@ static int armed(const struct sthread *t)
     return t->timer >= 0 || t->fd >= 0;
 }
 
-/* Something the handler may still be looking at: freed (or recycled, or closed) once inflight
- * was 0. */
+/* Something the handler may still be looking at: recycled (or closed) once inflight was 0. */
 struct retired {
-    void *mem; /* free it (a maps or codes snapshot) */
-    int ring;  /* or recycle this ring (-1 = none) */
+    int ring;  /* recycle this ring (-1 = none) */
     int fd;    /* or close this perf event (-1 = none): a handler that read its number from
                 * g_sig.fdmap before it was cleared may still ioctl it, and once closed the number
                 * could be the app's next file */
@@ -98,21 +88,11 @@ static struct {
     int nchunks;
     struct retired *ret;
     size_t nret, capret;
-    int maps_kept;   /* snapshots are taken and reclaimed (signal sampler or maps keeper) */
-    int64_t maps_at;
-    uint64_t maps_miss_seen;
-    /* how soon a walk's miss gets a refresh (see prof_sigsample_maintain) */
-    int64_t miss_gap_ns, code_gap_ns;
-    uint64_t code_miss_seen;
-    uintptr_t phantom[PHANTOMS]; /* pages of return addresses no refresh explained */
-    int next_phantom;
-    int maps_dirty;
     uint64_t phase_rng; /* xorshift64 state for the timers' first expiries (never 0) */
-    uint64_t timer_failures, samples, truncated, maps_refreshes, new_code;
-    size_t osr_returns; /* in the published OSR table */
+    uint64_t timer_failures, samples, truncated, new_code;
 } S;
 
-static int timer_failure_logged, maps_failure_logged, perf_logged;
+static int timer_failure_logged, perf_logged;
 
 void prof_sigsample_set_timer(int mode, double budget)
 {
@@ -133,133 +113,17 @@ static struct prof_sig_ring *ring_at(int idx)
     return (struct prof_sig_ring *)(chunk + (size_t)(idx % PROF_SIG_CHUNK) * g_sig.ring_size);
 }
 
-/* ---- /proc/self/maps snapshots ---- */
-
-static int cmp_range(const void *a, const void *b)
-{
-    const struct prof_sig_range *x = a, *y = b;
-    return x->lo < y->lo ? -1 : x->lo > y->lo;
-}
-
-static char *read_maps(size_t *len)
-{
-    int fd = open("/proc/self/maps", O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
-        return NULL;
-    size_t cap = 1 << 16, n = 0;
-    char *buf = malloc(cap);
-    while (buf) {
-        if (cap - n < 4096) {
-            char *nb = realloc(buf, cap * 2);
-            if (!nb) {
-                free(buf);
-                buf = NULL;
-                break;
-            }
-            buf = nb;
-            cap *= 2;
-        }
-        ssize_t got = read(fd, buf + n, cap - n - 1);
-        if (got < 0 && errno == EINTR)
-            continue;
-        if (got <= 0)
-            break;
-        n += (size_t)got;
-    }
-    close(fd);
-    if (buf)
-        buf[n] = 0;
-    *len = n;
-    return buf;
-}
-
-/* Name of an executable mapping as the flame graph shows it. */
-static void exec_name(const char *path, size_t plen, char *out, size_t cap)
-{
-    if (plen && path[0] == '/' && strncmp(path, "/memfd:", 7)) {
-        const char *base = path + plen;
-        while (base > path && base[-1] != '/')
-            base--;
-        size_t blen = (size_t)(path + plen - base);
-        const char *del = " (deleted)";
-        if (blen > strlen(del) && !memcmp(base + blen - strlen(del), del, strlen(del)))
-            blen -= strlen(del);
-        snprintf(out, cap, "[native %.*s]", (int)blen, base);
-    } else {
-        snprintf(out, cap, "[native code]");
-    }
-    prof_utf8_clean(out); /* a file name in another encoding, or cut at cap inside a character */
-}
-
-/* Builds a snapshot in one allocation: header, rw ranges, exec ranges, then exec names. */
-static struct prof_sig_maps *build_maps(void)
-{
-    size_t len = 0;
-    char *text = read_maps(&len);
-    if (!text)
-        return NULL;
-    size_t lines = 1, name_bytes = 0; /* + 1: the last line may lack its newline */
-    for (size_t i = 0; i < len; i++)
-        lines += text[i] == '\n';
-    name_bytes = len + lines * 16; /* generous: names are shorter than their lines + 16 */
-    size_t bytes = sizeof(struct prof_sig_maps) + 2 * lines * sizeof(struct prof_sig_range) +
-                   name_bytes;
-    char *mem = malloc(bytes);
-    if (!mem) {
-        free(text);
-        return NULL;
-    }
-    struct prof_sig_maps *m = (struct prof_sig_maps *)mem;
-    struct prof_sig_range *rw = (struct prof_sig_range *)(m + 1), *ex = rw + lines;
-    char *names = (char *)(ex + lines), *names_end = mem + bytes;
-    uint32_t nrw = 0, nex = 0;
-    char *save = NULL;
-    for (char *line = strtok_r(text, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
-        unsigned long lo, hi;
-        char perms[8];
-        int path_at = 0;
-        if (sscanf(line, "%lx-%lx %7s %*s %*s %*s %n", &lo, &hi, perms, &path_at) < 3)
-            continue;
-        const char *path = path_at > 0 ? line + path_at : "";
-        if (perms[0] == 'r' && perms[1] == 'w' && nrw < lines)
-            rw[nrw++] = (struct prof_sig_range){
-                .lo = lo, .hi = hi, .flags = strcmp(path, "[stack]") ? 0 : PROF_SIG_R_MAIN_STACK};
-        if (perms[2] == 'x' && nex < lines) {
-            char name[300];
-            exec_name(path, strlen(path), name, sizeof name);
-            size_t nl = strlen(name) + 1;
-            if (names + nl > names_end)
-                continue;
-            memcpy(names, name, nl);
-            ex[nex++] = (struct prof_sig_range){.lo = lo, .hi = hi, .name = names};
-            names += nl;
-        }
-    }
-    free(text);
-    qsort(rw, nrw, sizeof *rw, cmp_range);
-    qsort(ex, nex, sizeof *ex, cmp_range);
-    m->rw = rw;
-    m->exec = ex;
-    m->nrw = nrw;
-    m->nexec = nex;
-    m->new_code_hi = (uintptr_t)1 << 47; /* x86-64's user space without a hint for more */
-    for (uint32_t i = 0; i < nrw; i++)
-        if (rw[i].flags & PROF_SIG_R_MAIN_STACK)
-            m->new_code_hi = rw[i].lo;
-    return m;
-}
-
-static void retire(void *mem, int ring, int fd)
+static void retire(int ring, int fd)
 {
     if (S.nret == S.capret) {
         size_t nc = S.capret ? S.capret * 2 : 64;
         struct retired *r = realloc(S.ret, nc * sizeof *r);
         if (!r)
-            return; /* leak it rather than free (or close) what a handler may read */
+            return; /* leak it rather than recycle (or close) what a handler may read */
         S.ret = r;
         S.capret = nc;
     }
-    S.ret[S.nret++] = (struct retired){.mem = mem, .ring = ring, .fd = fd};
+    S.ret[S.nret++] = (struct retired){.ring = ring, .fd = fd};
 }
 
 static void recycle_ring(int idx)
@@ -277,7 +141,6 @@ static void reclaim(void)
     if (!S.nret || __atomic_load_n(&g_sig.inflight, __ATOMIC_SEQ_CST))
         return;
     for (size_t i = 0; i < S.nret; i++) {
-        free(S.ret[i].mem);
         if (S.ret[i].ring >= 0)
             recycle_ring(S.ret[i].ring);
         if (S.ret[i].fd >= 0)
@@ -286,190 +149,9 @@ static void reclaim(void)
     S.nret = 0;
 }
 
-static int same_ranges(const struct prof_sig_range *a, uint32_t na,
-                       const struct prof_sig_range *b, uint32_t nb)
-{
-    if (na != nb)
-        return 0;
-    for (uint32_t i = 0; i < na; i++)
-        if (a[i].lo != b[i].lo || a[i].hi != b[i].hi)
-            return 0;
-    return 1;
-}
-
-/* Takes a new snapshot; returns 1 if the mappings changed since the last one (or there was none),
- * 0 if not, -1 if /proc/self/maps could not be read. */
-static int refresh_maps(int64_t now)
-{
-    S.maps_at = now;
-    S.maps_dirty = 0;
-    struct prof_sig_maps *m = build_maps();
-    if (!m) {
-        prof_log_once(maps_failure_logged, LOG_WARN, "cpu sampler: cannot read /proc/self/maps; "
-                      "stacks keep the last known layout");
-        return -1;
-    }
-    struct prof_sig_maps *old = __atomic_exchange_n(&g_sig.maps, m, __ATOMIC_SEQ_CST);
-    int changed = !old || !same_ranges(old->exec, old->nexec, m->exec, m->nexec) ||
-                  !same_ranges(old->rw, old->nrw, m->rw, m->nrw);
-    if (old)
-        retire(old, -1, -1);
-    S.maps_refreshes++;
-    return changed;
-}
-
-static const struct prof_sig_range *exec_range(uintptr_t ip)
-{
-    const struct prof_sig_maps *m = g_sig.maps; /* only this thread writes it */
-    uint32_t lo = 0, hi = m ? m->nexec : 0;
-    while (lo < hi) {
-        uint32_t mid = lo + (hi - lo) / 2;
-        if (ip < m->exec[mid].lo)
-            hi = mid;
-        else if (ip >= m->exec[mid].hi)
-            lo = mid + 1;
-        else
-            return &m->exec[mid];
-    }
-    return NULL;
-}
-
-const char *prof_sigsample_native_name(uintptr_t ip)
-{
-    const struct prof_sig_range *r = exec_range(ip);
-    return r ? r->name : "[native code]";
-}
-
-int prof_sigsample_is_code(uintptr_t ip)
-{
-    return exec_range(ip) != NULL;
-}
-
-void prof_sigsample_refresh_maps(int sure)
-{
-    S.maps_dirty |= sure ? 2 : 1;
-}
-
-static int cmp_code(const void *a, const void *b)
-{
-    const struct prof_sig_code *x = a, *y = b;
-    return x->lo < y->lo ? -1 : x->lo > y->lo;
-}
-
-void prof_sigsample_set_frameless(const uintptr_t (*ranges)[3], size_t n)
-{
-    if (!S.maps_kept)
-        return;
-    struct prof_sig_codes *c = malloc(sizeof *c + (n ? n : 1) * sizeof c->c[0]);
-    if (!c)
-        return;
-    c->n = (uint32_t)n;
-    for (size_t i = 0; i < n; i++)
-        c->c[i] = (struct prof_sig_code){.lo = ranges[i][0], .hi = ranges[i][1],
-                                         .frame = ranges[i][2]};
-    qsort(c->c, n, sizeof c->c[0], cmp_code);
-    struct prof_sig_codes *old = __atomic_exchange_n(&g_sig.codes, c, __ATOMIC_SEQ_CST);
-    if (old)
-        retire(old, -1, -1);
-}
-
-static int cmp_uintptr(const void *a, const void *b)
-{
-    uintptr_t x = *(const uintptr_t *)a, y = *(const uintptr_t *)b;
-    return x < y ? -1 : x > y;
-}
-
-void prof_sigsample_set_osr(const uintptr_t *ra, size_t n)
-{
-    if (!S.maps_kept)
-        return;
-    struct prof_sig_osrs *t = malloc(sizeof *t + (n ? n : 1) * sizeof t->ra[0]);
-    if (!t)
-        return;
-    t->n = (uint32_t)n;
-    memcpy(t->ra, ra, n * sizeof *ra);
-    qsort(t->ra, n, sizeof t->ra[0], cmp_uintptr);
-    struct prof_sig_osrs *old = __atomic_exchange_n(&g_sig.osr, t, __ATOMIC_SEQ_CST);
-    if (old)
-        retire(old, -1, -1);
-    S.osr_returns = n;
-}
-
-static int cmp_hidden(const void *a, const void *b)
-{
-    const struct prof_sig_hidden *x = a, *y = b;
-    return x->ra < y->ra ? -1 : x->ra > y->ra;
-}
-
-void prof_sigsample_set_hidden(const struct prof_sig_hidden *h, size_t n)
-{
-    if (!S.maps_kept)
-        return;
-    struct prof_sig_hiddens *t = malloc(sizeof *t + (n ? n : 1) * sizeof t->h[0]);
-    if (!t)
-        return;
-    t->n = (uint32_t)n;
-    memcpy(t->h, h, n * sizeof *h);
-    qsort(t->h, n, sizeof t->h[0], cmp_hidden);
-    struct prof_sig_hiddens *old = __atomic_exchange_n(&g_sig.hidden, t, __ATOMIC_SEQ_CST);
-    if (old)
-        retire(old, -1, -1);
-}
-
-static int64_t doubled(int64_t gap)
-{
-    return gap * 2 < MAPS_PERIOD_NS ? gap * 2 : MAPS_PERIOD_NS;
-}
-
-static int is_phantom(uintptr_t page)
-{
-    for (int i = 0; i < PHANTOMS; i++)
-        if (S.phantom[i] == page)
-            return 1;
-    return 0;
-}
-
-/* A signal walk cut at an address that could be code mapped since the snapshot asks for a
- * refresh (g_sig.code_miss, the address in g_sig.miss_ra): the JIT maps new code at startup and
- * on tier-up, and until a refresh every sample through that code loses its callers (at startup
- * that was most of a second's samples). But such an address can also be a stale word in a frame
- * chain that no refresh explains (a phantom), which would ask again at every tick. So the
- * refresh comes after code_gap_ns (MAPS_MIN_GAP_NS); if it explains the address, fine; if not,
- * the address's page joins the phantoms (never asking again) and code_gap_ns doubles, up to
- * MAPS_PERIOD_NS, until a refresh explains one.
- * Other misses (a stack missing from the snapshot, a self-walk cut at unknown code) ask after
- * miss_gap_ns, which doubles the same way while their refreshes change nothing. */
 void prof_sigsample_maintain(int64_t now)
 {
-    uint64_t miss = __atomic_load_n(&g_sig.maps_miss, __ATOMIC_RELAXED);
-    uint64_t code_miss = __atomic_load_n(&g_sig.code_miss, __ATOMIC_RELAXED);
-    uintptr_t ra = __atomic_load_n(&g_sig.miss_ra, __ATOMIC_RELAXED);
-    int64_t since = now - S.maps_at;
-    int missed = miss != S.maps_miss_seen;
-    int code = code_miss != S.code_miss_seen && ra && !is_phantom(ra >> 12);
-    if (!S.miss_gap_ns)
-        S.miss_gap_ns = S.code_gap_ns = MAPS_MIN_GAP_NS;
-    if (since >= MAPS_PERIOD_NS || (code && since >= S.code_gap_ns) ||
-        (missed && since >= S.miss_gap_ns) || ((S.maps_dirty & 2) && since >= MAPS_MIN_GAP_NS) ||
-        (S.maps_dirty && since >= MAPS_HINT_GAP_NS)) {
-        int only_missed = missed && !code && !S.maps_dirty && since < MAPS_PERIOD_NS;
-        S.maps_miss_seen = miss;
-        S.code_miss_seen = code_miss;
-        int changed = refresh_maps(now);
-        if (changed > 0)
-            S.miss_gap_ns = MAPS_MIN_GAP_NS;
-        else if (changed == 0 && only_missed)
-            S.miss_gap_ns = doubled(S.miss_gap_ns);
-        if (code && changed >= 0) {
-            if (prof_sigsample_is_code(ra)) {
-                S.code_gap_ns = MAPS_MIN_GAP_NS;
-            } else {
-                S.phantom[S.next_phantom] = ra >> 12;
-                S.next_phantom = (S.next_phantom + 1) % PHANTOMS;
-                S.code_gap_ns = doubled(S.code_gap_ns);
-            }
-        }
-    }
+    prof_maps_maintain(now);
     reclaim();
 }
 
@@ -568,7 +250,7 @@ int prof_sigsample_start(int hz, int max_frames, int max_threads, int entries)
                                                                              : entries);
     /* the entries a ring does not use stay untouched zero pages (the chunks are calloc'd) */
     g_sig.ring_size = (uint32_t)(sizeof(struct prof_sig_ring) + g_sig.entries * g_sig.entry_size);
-    refresh_maps(mono_ns());
+    prof_maps_take();
 
     struct sigaction sa;
     memset(&sa, 0, sizeof sa);
@@ -582,8 +264,7 @@ int prof_sigsample_start(int hz, int max_frames, int max_threads, int entries)
         return -e;
     }
     S.signo = sig;
-    S.maps_kept = 1;
-    __atomic_store_n(&g_sig.self_walk, 1, __ATOMIC_RELEASE);
+    prof_maps_keep();
     prof_log(LOG_DEBUG, "cpu sampler: per-thread CPU timers on signal %d (%s)", sig,
              sigabbrev_np(sig));
     return 0;
@@ -681,7 +362,7 @@ static int arm_perf(struct sthread *t, int idx, uint32_t gen)
         if (ioctl(fd, PERF_EVENT_IOC_REFRESH, 1)) { /* enabled for one period at a time */
             e = errno;
             __atomic_store_n(&g_sig.fdmap[fd], 0, __ATOMIC_SEQ_CST);
-            retire(NULL, -1, fd); /* (it was in the map: closed as close_perf's are) */
+            retire(-1, fd); /* (it was in the map: closed as close_perf's are) */
             return -e;
         }
     }
@@ -699,7 +380,7 @@ static int arm_perf(struct sthread *t, int idx, uint32_t gen)
 static void give_back(int idx, int own)
 {
     if (own)
-        retire(NULL, idx, -1);
+        retire(idx, -1);
     else
         S.free_rings[S.nfree++] = idx;
 }
@@ -843,7 +524,7 @@ static void close_perf(struct sthread *t)
 {
     ioctl(t->fd, PERF_EVENT_IOC_DISABLE, 0);
     __atomic_store_n(&g_sig.fdmap[t->fd], 0, __ATOMIC_SEQ_CST);
-    retire(NULL, -1, t->fd);
+    retire(-1, t->fd);
     t->fd = -1;
     S.perf_open--;
 }
@@ -860,7 +541,7 @@ static void disarm(struct sthread *t, prof_sigsample_fn fn, void *arg)
         close_perf(t);
     struct prof_sig_ring *r = ring_at((int)t->ring);
     __atomic_add_fetch(&r->gen, 1, __ATOMIC_SEQ_CST); /* late signals now miss */
-    retire(NULL, (int)t->ring, -1);
+    retire((int)t->ring, -1);
 }
 
 static int cmp_u32(const void *a, const void *b)
@@ -899,7 +580,7 @@ void prof_sigsample_sync(uint32_t *tids, size_t n, prof_sigsample_fn fn, void *a
                               "cpu sampler: cannot arm a CPU timer for thread %u (%s); "
                               "such threads are not CPU-sampled", t.tid, strerrordesc_np(-rc));
             } else {
-                S.maps_dirty |= 2; /* its stack may be newer than the snapshot */
+                prof_maps_refresh(1); /* its stack may be newer than the snapshot */
             }
             nt[k++] = t;
         } else {
@@ -908,7 +589,7 @@ void prof_sigsample_sync(uint32_t *tids, size_t n, prof_sigsample_fn fn, void *a
             if (t.retry && !armed(&t)) { /* (counted in timer_failures once, at the change) */
                 int rc = arm(&t, -1);
                 if (!rc)
-                    S.maps_dirty |= 2;
+                    prof_maps_refresh(1);
                 t.retry = rc && rc != -EINVAL && rc != -ESRCH;
             }
             nt[k++] = t;
@@ -1253,7 +934,7 @@ void prof_sigsample_use_perf(int on, int64_t now, prof_sigsample_fn fn, void *ar
             t->retry = 1; /* the next sync tries again */
         }
     }
-    S.maps_dirty |= 2;
+    prof_maps_refresh(1);
     size_t perf_threads = 0, armed_now = 0;
     for (size_t i = 0; i < S.nth; i++) {
         armed_now += armed(&S.th[i]);
@@ -1271,22 +952,10 @@ void prof_sigsample_use_perf(int on, int64_t now, prof_sigsample_fn fn, void *ar
              100 * S.budget);
 }
 
-int prof_sigsample_maps_start(void)
-{
-    if (!__atomic_load_n(&g_sig.maps, __ATOMIC_SEQ_CST))
-        refresh_maps(mono_ns());
-    if (!__atomic_load_n(&g_sig.maps, __ATOMIC_SEQ_CST))
-        return -1;
-    S.maps_kept = 1;
-    __atomic_store_n(&g_sig.self_walk, 1, __ATOMIC_RELEASE);
-    return 0;
-}
-
 void prof_sigsample_stop(void)
 {
     S.stopped = 1;
-    /* the snapshots are no longer refreshed: self-walks go back to the runtime's walk */
-    __atomic_store_n(&g_sig.self_walk, 0, __ATOMIC_RELEASE);
+    prof_maps_stop(); /* self-walks go back to the runtime's walk */
     for (size_t i = 0; i < S.nth; i++) {
         if (S.th[i].timer >= 0) {
             syscall(SYS_timer_delete, S.th[i].timer);
@@ -1332,7 +1001,9 @@ void prof_sigsample_get_stats(struct prof_sigsample_stats *out)
     out->no_stack = __atomic_load_n(&g_sig.no_stack, __ATOMIC_RELAXED);
     out->altstack = __atomic_load_n(&g_sig.altstack, __ATOMIC_RELAXED);
     out->truncated = S.truncated;
-    out->maps_refreshes = S.maps_refreshes;
     out->new_code = S.new_code;
-    out->osr_returns = S.osr_returns;
+    struct prof_maps_stats ms;
+    prof_maps_get_stats(&ms);
+    out->maps_refreshes = ms.refreshes;
+    out->osr_returns = ms.osr_returns;
 }

@@ -9,8 +9,8 @@
 #include "prof_codemap.h"
 #include "prof_core.h"
 #include "prof_log.h"
+#include "prof_maps.h"
 #include "prof_sighandler.h"
-#include "prof_sigsample.h"
 #include "prof_symbols.h"
 
 #define CAL_FIRST 256     /* the first frame-pointer samples all calibrate */
@@ -270,7 +270,7 @@ static void publish_places(void)
     for (uint32_t i = 0; i < np; i++)
         if (P[i].published != INT32_MIN)
             h[n++] = (struct prof_sig_hidden){.ra = P[i].x, .off = P[i].published};
-    prof_sigsample_set_hidden(h, n);
+    prof_maps_set_hidden(h, n);
     free(h);
 }
 

@@ -20,7 +20,7 @@
  * and every sample whose leaf stub is not known yet, are walked both ways; the runtime's stack
  * goes to the profile, and the records the frame-pointer walk saw (probes) vote on where the
  * runtime's extra frame came from. A place published after VOTES agreeing calibrations is read
- * exactly by later walks (prof_sigsample_set_hidden); one that keeps disagreeing is marked
+ * exactly by later walks (prof_maps_set_hidden); one that keeps disagreeing is marked
  * unsure and its samples keep the runtime's walk (and calibrate it: RECOVER agreeing ones in a
  * row bring it back). Only evidence counts against a place: a probe the code map cannot name
  * (code JIT-compiled since its last refresh) proves nothing. A walk that meets such code, or

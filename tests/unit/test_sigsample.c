@@ -19,6 +19,7 @@
 #include <unistd.h>
 
 #include "prof_codemap.h"
+#include "prof_maps.h"
 #include "prof_sighandler.h"
 #include "prof_sigsample.h"
 
@@ -353,7 +354,7 @@ static void trusted_when_published(struct self_case *c, int hiding, const char *
     self_walk(c, hiding, 1);
     CHECK(c->n > 0 && in_app_frame(c->ips[0]), "%s chains to the app's frame", what);
     struct prof_sig_hidden h = {.ra = c->out.stub, .off = 0};
-    prof_sigsample_set_hidden(&h, 1);
+    prof_maps_set_hidden(&h, 1);
     self_walk(c, hiding, 0);
     CHECK(!(c->flags & PROF_SIG_F_STUB_UNKNOWN) && c->n > 0 && in_app_frame(c->ips[0]),
           "\"nothing hidden\" published for %s: trusted (flags %#x)", what, c->flags);
@@ -367,7 +368,7 @@ static void test_hidden_stub(void)
 {
     struct self_case c;
     struct prof_sig_hidden h = {0};
-    prof_sigsample_set_hidden(&h, 0);
+    prof_maps_set_hidden(&h, 0);
     self_walk(&c, 1, 1);
     CHECK(c.n > 0 && c.out.stub != 0, "self-walk through the hiding stub: %u frames", c.n);
     uintptr_t x = c.out.stub;
@@ -381,14 +382,14 @@ static void test_hidden_stub(void)
           c.out.nprobes);
 
     h = (struct prof_sig_hidden){.ra = x, .off = 64};
-    prof_sigsample_set_hidden(&h, 1);
+    prof_maps_set_hidden(&h, 1);
     self_walk(&c, 1, 0);
     CHECK(!(c.flags & PROF_SIG_F_STUB_UNKNOWN) && c.n > 0 && in_app_frame(c.ips[0]) &&
               (c.out.found & 1),
           "offset published: the app's frame is found (flags %#x)", c.flags);
 
     h.off = 0; /* wrong: "nothing hidden" */
-    prof_sigsample_set_hidden(&h, 1);
+    prof_maps_set_hidden(&h, 1);
     self_walk(&c, 1, 0);
     CHECK(c.flags & PROF_SIG_F_STUB_UNKNOWN,
           "\"nothing hidden\" published for a stub that hides a record: the walk doubts it");
@@ -398,7 +399,7 @@ static void test_hidden_stub(void)
     trusted_when_published(&c, 2, "a stub keeping a copy of rbp and a stack pointer");
     /* nor by a number below all code: new code is mapped among the mappings, never down there */
     trusted_when_published(&c, 3, "a stub keeping a copy of rbp and a number");
-    prof_sigsample_set_hidden(&h, 0);
+    prof_maps_set_hidden(&h, 0);
 }
 
 /* ---- code mapped after the snapshot ---- */
@@ -654,7 +655,7 @@ static void test_walks(void)
     CHECK(sh.known && !sh.framed && sh.frame % 16 == 8, "middle decodes as frameless: known %d "
           "framed %d frame %u (compiler prologue not understood?)", sh.known, sh.framed, sh.frame);
     uintptr_t ranges[1][3] = {{(uintptr_t)middle, (uintptr_t)middle + 64, sh.frame}};
-    prof_sigsample_set_frameless((const uintptr_t(*)[3])ranges, 1);
+    prof_maps_set_frameless((const uintptr_t(*)[3])ranges, 1);
 
     pthread_t th[2];
     struct spin_arg spin = {0, 0};
