@@ -59,45 +59,63 @@ struct retired {
                 * could be the app's next file */
 };
 
-static struct {
-    int signo;
-    int64_t interval_ns;
-    int timer_mode;   /* PROF_SIG_TIMER_* asked for */
-    int perf;         /* new threads get perf events (else POSIX timers) */
-    int perf_budget;  /* perf events at most (file descriptors) */
-    int perf_open;    /* perf events now */
-    int perf_user_only; /* the kernel refused events that count its time: exclude_kernel */
+/* The perf-cost measurement's pipes and CPU (prof_sigsample_review): shared with its helper
+ * thread; static storage, so that a helper left behind never reads freed memory. One
+ * measurement per process. */
+struct sigsample_calib {
+    int to[2], from[2]; /* pipes: sampler -> helper, helper -> sampler; each side closes its
+                         * own ends */
+    int cpu;            /* written before the helper starts; both pin themselves to it */
+};
+
+/* The signal sampler's state. Written by the clrscope-sampler thread only, but where noted
+ * "start": by prof_sigsample_set_timer and prof_sigsample_start, on the thread that starts the
+ * sampler before the sampler thread exists, read-only after. prof_sigsample_stop runs on the
+ * sampler thread, or once it has ended. What the handler shares lives in g_sig
+ * (prof_sighandler.h). */
+struct sigsample_state {
+    int signo;            /* start: the signal, 0 = not started */
+    int64_t interval_ns;  /* start: CPU time between two samples of a thread */
+    int max_rings;        /* start: rings at most (CLRSCOPE_MAX_THREADS, PROF_SIG_MAX_CHUNKS) */
+    int timer_mode;       /* start: PROF_SIG_TIMER_* asked for */
+    double budget;        /* start: CLRSCOPE_CPU_TIMER_BUDGET as a fraction of the app's CPU */
+    int stopped;          /* prof_sigsample_stop was called: no clock is armed again */
+    /* the clocks: perf events or POSIX timers (start, then arm and prof_sigsample_use_perf) */
+    int perf;             /* new threads get perf events (else POSIX timers) */
+    int perf_usable;      /* the kernel gives perf events here (auto may go back to them) */
+    int perf_budget;      /* perf events at most (file descriptors) */
+    int perf_open;        /* perf events now */
+    int perf_user_only;   /* the kernel refused events that count its time: exclude_kernel */
     const char *perf_off; /* why the POSIX timers are used (NULL: perf events) */
     uint64_t perf_fallbacks, clock_misses;
+    uint64_t phase_rng;   /* xorshift64 state for the timers' first expiries (never 0) */
     /* auto: what perf events cost the app (prof_sigsample_review) */
-    int perf_usable;      /* the kernel gives perf events here (auto may go back to them) */
-    int stopped;          /* prof_sigsample_stop was called: no clock is armed again */
-    double budget;        /* CLRSCOPE_CPU_TIMER_BUDGET as a fraction of the app's CPU */
     int64_t switch_cost_ns; /* measured extra per context switch of a thread with one; -1 */
     double switch_rate;   /* the app's context switches per CPU-second, last window */
     double perf_cost;     /* switch_cost_ns * switch_rate: their share of the app's CPU */
     int64_t review_at, rev_cpu_ns, changed_at;
     uint64_t rev_switches, clock_changes;
-    size_t review_next; /* the next thread whose schedstat the review reads */
+    size_t review_next;   /* the next thread whose schedstat the review reads */
     int calib_tried, over, under; /* windows in a row past the budget / under half of it */
-    int max_rings;
-    struct sthread *th; /* sorted by tid */
+    struct sigsample_calib calib;
+    /* the sampled threads and their rings */
+    struct sthread *th;   /* sorted by tid */
     size_t nth;
-    int *free_rings;
+    int *free_rings;      /* allocated at start */
     int nfree;
-    int nchunks;
-    struct retired *ret;
+    int nchunks;          /* chunks allocated (g_sig.chunks[0..nchunks)) */
+    struct retired *ret;  /* rings and perf events the handler may still be using */
     size_t nret, capret;
-    uint64_t phase_rng; /* xorshift64 state for the timers' first expiries (never 0) */
     uint64_t timer_failures, samples, truncated, new_code;
-} S;
+    int timer_failure_logged, perf_logged; /* atomic (prof_log_once) */
+};
 
-static int timer_failure_logged, perf_logged;
+static struct sigsample_state sig = {.calib = {.to = {-1, -1}, .from = {-1, -1}}};
 
 void prof_sigsample_set_timer(int mode, double budget)
 {
-    S.timer_mode = mode;
-    S.budget = budget;
+    sig.timer_mode = mode;
+    sig.budget = budget;
 }
 
 static int64_t mono_ns(void)
@@ -115,15 +133,15 @@ static struct prof_sig_ring *ring_at(int idx)
 
 static void retire(int ring, int fd)
 {
-    if (S.nret == S.capret) {
-        size_t nc = S.capret ? S.capret * 2 : 64;
-        struct retired *r = realloc(S.ret, nc * sizeof *r);
+    if (sig.nret == sig.capret) {
+        size_t nc = sig.capret ? sig.capret * 2 : 64;
+        struct retired *r = realloc(sig.ret, nc * sizeof *r);
         if (!r)
             return; /* leak it rather than recycle (or close) what a handler may read */
-        S.ret = r;
-        S.capret = nc;
+        sig.ret = r;
+        sig.capret = nc;
     }
-    S.ret[S.nret++] = (struct retired){.ring = ring, .fd = fd};
+    sig.ret[sig.nret++] = (struct retired){.ring = ring, .fd = fd};
 }
 
 static void recycle_ring(int idx)
@@ -132,21 +150,21 @@ static void recycle_ring(int idx)
     for (uint32_t i = 0; i < g_sig.entries; i++)
         __atomic_store_n(&prof_sig_entry_at(r, i)->state, PROF_SIG_EMPTY, __ATOMIC_RELEASE);
     __atomic_store_n(&r->lost, 0, __ATOMIC_RELAXED);
-    S.free_rings[S.nfree++] = idx;
+    sig.free_rings[sig.nfree++] = idx;
 }
 
 /* Everything retired before this call was swapped out before the handler count read 0. */
 static void reclaim(void)
 {
-    if (!S.nret || __atomic_load_n(&g_sig.inflight, __ATOMIC_SEQ_CST))
+    if (!sig.nret || __atomic_load_n(&g_sig.inflight, __ATOMIC_SEQ_CST))
         return;
-    for (size_t i = 0; i < S.nret; i++) {
-        if (S.ret[i].ring >= 0)
-            recycle_ring(S.ret[i].ring);
-        if (S.ret[i].fd >= 0)
-            close(S.ret[i].fd);
+    for (size_t i = 0; i < sig.nret; i++) {
+        if (sig.ret[i].ring >= 0)
+            recycle_ring(sig.ret[i].ring);
+        if (sig.ret[i].fd >= 0)
+            close(sig.ret[i].fd);
     }
-    S.nret = 0;
+    sig.nret = 0;
 }
 
 void prof_sigsample_maintain(int64_t now)
@@ -196,30 +214,30 @@ static int pick_signal(void)
 int prof_sigsample_intact(void)
 {
     struct sigaction cur;
-    if (!S.signo || sigaction(S.signo, NULL, &cur))
+    if (!sig.signo || sigaction(sig.signo, NULL, &cur))
         return 0;
     return (cur.sa_flags & SA_SIGINFO) && cur.sa_sigaction == prof_sig_handler;
 }
 
 int prof_sigsample_start(int hz, int max_frames, int max_threads, int entries)
 {
-    if (S.signo)
+    if (sig.signo)
         return 0;
-    int sig = pick_signal();
-    if (!sig) {
+    int signo = pick_signal();
+    if (!signo) {
         prof_log(LOG_WARN, "cpu sampler: SIGPROF, SIGUSR2 and SIGUSR1 all have handlers, are "
                  "ignored or are blocked; falling back to the stop-the-world sampler");
         return -EBUSY;
     }
-    S.max_rings = max_threads < PROF_SIG_CHUNK * PROF_SIG_MAX_CHUNKS
+    sig.max_rings = max_threads < PROF_SIG_CHUNK * PROF_SIG_MAX_CHUNKS
                       ? max_threads
                       : PROF_SIG_CHUNK * PROF_SIG_MAX_CHUNKS;
-    S.free_rings = malloc((size_t)S.max_rings * sizeof *S.free_rings);
-    if (!S.free_rings)
+    sig.free_rings = malloc((size_t)sig.max_rings * sizeof *sig.free_rings);
+    if (!sig.free_rings)
         return -ENOMEM;
-    S.interval_ns = 1000000000LL / hz;
-    S.perf_off = "CLRSCOPE_CPU_TIMER=posix";
-    if (S.timer_mode != PROF_SIG_TIMER_POSIX) {
+    sig.interval_ns = 1000000000LL / hz;
+    sig.perf_off = "CLRSCOPE_CPU_TIMER=posix";
+    if (sig.timer_mode != PROF_SIG_TIMER_POSIX) {
         struct rlimit rl;
         long budget = PERF_FD_BUDGET, len = FDMAP_MAX;
         if (!getrlimit(RLIMIT_NOFILE, &rl) && rl.rlim_cur != RLIM_INFINITY) {
@@ -231,15 +249,15 @@ int prof_sigsample_start(int hz, int max_frames, int max_threads, int entries)
         uint64_t *map = budget >= 16 ? calloc((size_t)len, sizeof *map) : NULL;
         if (map) {
             g_sig.fdmap_len = (int)len;
-            g_sig.perf_period = (uint64_t)S.interval_ns;
+            g_sig.perf_period = (uint64_t)sig.interval_ns;
             __atomic_store_n(&g_sig.fdmap, map, __ATOMIC_RELEASE);
-            S.perf = 1;
-            S.perf_usable = 1;
-            S.switch_cost_ns = -1;
-            S.perf_budget = (int)budget;
-            S.perf_off = NULL;
+            sig.perf = 1;
+            sig.perf_usable = 1;
+            sig.switch_cost_ns = -1;
+            sig.perf_budget = (int)budget;
+            sig.perf_off = NULL;
         } else {
-            S.perf_off = budget < 16 ? "RLIMIT_NOFILE leaves too few file descriptors"
+            sig.perf_off = budget < 16 ? "RLIMIT_NOFILE leaves too few file descriptors"
                                      : "out of memory";
         }
     }
@@ -257,16 +275,16 @@ int prof_sigsample_start(int hz, int max_frames, int max_threads, int entries)
     sa.sa_sigaction = prof_sig_handler;
     sa.sa_flags = SA_SIGINFO | SA_RESTART;
     sigemptyset(&sa.sa_mask);
-    if (sigaction(sig, &sa, NULL)) {
+    if (sigaction(signo, &sa, NULL)) {
         int e = errno;
         prof_log(LOG_WARN, "cpu sampler: cannot install a handler for signal %d (%s); "
-                 "falling back to the stop-the-world sampler", sig, strerrordesc_np(e));
+                 "falling back to the stop-the-world sampler", signo, strerrordesc_np(e));
         return -e;
     }
-    S.signo = sig;
+    sig.signo = signo;
     prof_maps_keep();
-    prof_log(LOG_DEBUG, "cpu sampler: per-thread CPU timers on signal %d (%s)", sig,
-             sigabbrev_np(sig));
+    prof_log(LOG_DEBUG, "cpu sampler: per-thread CPU timers on signal %d (%s)", signo,
+             sigabbrev_np(signo));
     return 0;
 }
 
@@ -274,22 +292,22 @@ int prof_sigsample_start(int hz, int max_frames, int max_threads, int entries)
 
 static int ring_alloc(void)
 {
-    if (!S.nfree) {
-        if (S.nchunks * PROF_SIG_CHUNK >= S.max_rings || S.nchunks >= PROF_SIG_MAX_CHUNKS)
+    if (!sig.nfree) {
+        if (sig.nchunks * PROF_SIG_CHUNK >= sig.max_rings || sig.nchunks >= PROF_SIG_MAX_CHUNKS)
             return -1;
         char *chunk = calloc(PROF_SIG_CHUNK, g_sig.ring_size);
         if (!chunk)
             return -1;
-        __atomic_store_n(&g_sig.chunks[S.nchunks], (struct prof_sig_ring *)chunk,
+        __atomic_store_n(&g_sig.chunks[sig.nchunks], (struct prof_sig_ring *)chunk,
                          __ATOMIC_RELEASE);
         for (int i = PROF_SIG_CHUNK - 1; i >= 0; i--)
-            if (S.nchunks * PROF_SIG_CHUNK + i < S.max_rings)
-                S.free_rings[S.nfree++] = S.nchunks * PROF_SIG_CHUNK + i;
-        S.nchunks++;
-        if (!S.nfree)
+            if (sig.nchunks * PROF_SIG_CHUNK + i < sig.max_rings)
+                sig.free_rings[sig.nfree++] = sig.nchunks * PROF_SIG_CHUNK + i;
+        sig.nchunks++;
+        if (!sig.nfree)
             return -1;
     }
-    return S.free_rings[--S.nfree];
+    return sig.free_rings[--sig.nfree];
 }
 
 /* The thread's CPU clock (ns), or -1 when it cannot be read (the thread is gone). */
@@ -319,26 +337,26 @@ static void task_clock_attr(struct perf_event_attr *a, uint64_t period)
 static int arm_perf(struct sthread *t, int idx, uint32_t gen)
 {
     struct perf_event_attr a;
-    task_clock_attr(&a, (uint64_t)S.interval_ns);
+    task_clock_attr(&a, (uint64_t)sig.interval_ns);
     /* the first period anywhere in the first interval, at least the 10 us the kernel allows
      * (as for the timers below); the handler sets the whole interval after it */
-    uint64_t x = S.phase_rng ? S.phase_rng : (uint64_t)mono_ns() | 1u;
+    uint64_t x = sig.phase_rng ? sig.phase_rng : (uint64_t)mono_ns() | 1u;
     x ^= x << 13;
     x ^= x >> 7;
     x ^= x << 17;
-    S.phase_rng = x;
-    uint64_t first = 10000 + x % (uint64_t)S.interval_ns;
-    a.sample_period = first < (uint64_t)S.interval_ns ? first : (uint64_t)S.interval_ns;
+    sig.phase_rng = x;
+    uint64_t first = 10000 + x % (uint64_t)sig.interval_ns;
+    a.sample_period = first < (uint64_t)sig.interval_ns ? first : (uint64_t)sig.interval_ns;
     a.disabled = 1;
     /* Time in the kernel sampled too where allowed (perf_event_paranoid 1, CAP_PERFMON): the
      * signal then lands where the thread entered the kernel (a page fault, a system call), as a
      * POSIX timer's does. Else user time only; the thread's clock still weighs it all, shared
      * evenly among the drain's samples (a method's page faults count as everyone's). */
     int fd = -1;
-    if (!S.perf_user_only) {
+    if (!sig.perf_user_only) {
         fd = (int)syscall(SYS_perf_event_open, &a, (pid_t)t->tid, -1, -1, PERF_FLAG_FD_CLOEXEC);
         if (fd < 0 && (errno == EACCES || errno == EPERM))
-            S.perf_user_only = 1;
+            sig.perf_user_only = 1;
     }
     if (fd < 0) {
         a.exclude_kernel = 1;
@@ -351,11 +369,11 @@ static int arm_perf(struct sthread *t, int idx, uint32_t gen)
     int fl = fcntl(fd, F_GETFL);
     if (fd >= g_sig.fdmap_len)
         e = EMFILE;
-    else if (fl < 0 || fcntl(fd, F_SETOWN_EX, &own) || fcntl(fd, F_SETSIG, S.signo) ||
+    else if (fl < 0 || fcntl(fd, F_SETOWN_EX, &own) || fcntl(fd, F_SETSIG, sig.signo) ||
              fcntl(fd, F_SETFL, fl | O_ASYNC | O_NONBLOCK))
         e = errno;
     if (!e) {
-        __atomic_store_n(&ring_at(idx)->perf_first, a.sample_period != (uint64_t)S.interval_ns,
+        __atomic_store_n(&ring_at(idx)->perf_first, a.sample_period != (uint64_t)sig.interval_ns,
                          __ATOMIC_RELAXED);
         __atomic_store_n(&g_sig.fdmap[fd], (uint64_t)gen << 32 | (uint32_t)idx, __ATOMIC_RELEASE);
         t->cpu_seen = thread_cpu(t->tid);
@@ -371,7 +389,7 @@ static int arm_perf(struct sthread *t, int idx, uint32_t gen)
         return -e;
     }
     t->fd = fd;
-    S.perf_open++;
+    sig.perf_open++;
     return 0;
 }
 
@@ -382,7 +400,7 @@ static void give_back(int idx, int own)
     if (own)
         retire(idx, -1);
     else
-        S.free_rings[S.nfree++] = idx;
+        sig.free_rings[sig.nfree++] = idx;
 }
 
 /* Arms a perf event or a CPU-time timer on thread `tid` that signals that very thread, on ring
@@ -395,7 +413,7 @@ static int arm(struct sthread *t, int own)
     struct prof_sig_ring *r = ring_at(idx);
     uint32_t gen = __atomic_add_fetch(&r->gen, 1, __ATOMIC_SEQ_CST);
     r->tid = t->tid;
-    if (S.perf && S.perf_open < S.perf_budget) {
+    if (sig.perf && sig.perf_open < sig.perf_budget) {
         int rc = arm_perf(t, idx, gen);
         if (!rc) {
             t->ring = (uint32_t)idx;
@@ -405,26 +423,26 @@ static int arm(struct sthread *t, int own)
             give_back(idx, own >= 0);
             return rc;
         }
-        if (!S.perf_open && rc != -EMFILE && rc != -ENFILE && rc != -ENOMEM) {
+        if (!sig.perf_open && rc != -EMFILE && rc != -ENFILE && rc != -ENOMEM) {
             /* refused outright (paranoid 3, seccomp, no perf events): timers from now on */
-            S.perf = 0;
-            S.perf_usable = 0;
-            S.perf_off = "perf_event_open refused";
-            prof_log_once(perf_logged, LOG_INFO,
+            sig.perf = 0;
+            sig.perf_usable = 0;
+            sig.perf_off = "perf_event_open refused";
+            prof_log_once(sig.perf_logged, LOG_INFO,
                           "cpu sampler: perf_event_open refused (%s): CPU samples come from "
                           "per-thread CPU timers, which the kernel fires on its scheduler tick "
                           "(the CPU split of work in short bursts, such as async continuations, "
                           "can be off; README \"Known biases\")", strerrordesc_np(-rc));
         } else {
-            S.perf_fallbacks++; /* this thread only (out of descriptors) */
+            sig.perf_fallbacks++; /* this thread only (out of descriptors) */
         }
-    } else if (S.perf) {
-        S.perf_fallbacks++; /* past the descriptor budget */
+    } else if (sig.perf) {
+        sig.perf_fallbacks++; /* past the descriptor budget */
     }
     struct sigevent sev;
     memset(&sev, 0, sizeof sev);
     sev.sigev_notify = SIGEV_THREAD_ID;
-    sev.sigev_signo = S.signo;
+    sev.sigev_signo = sig.signo;
     sev.sigev_value.sival_ptr = (void *)(uintptr_t)((uint64_t)gen << 32 | (uint32_t)idx);
     sev._sigev_un._tid = (pid_t)t->tid;
     /* the kernel's per-thread CPU clock id: MAKE_THREAD_CPUCLOCK(tid, CPUCLOCK_SCHED) */
@@ -436,21 +454,21 @@ static int arm(struct sthread *t, int own)
         return -e;
     }
     struct itimerspec its = {
-        .it_interval = {.tv_sec = S.interval_ns / 1000000000LL,
-                        .tv_nsec = S.interval_ns % 1000000000LL},
+        .it_interval = {.tv_sec = sig.interval_ns / 1000000000LL,
+                        .tv_nsec = sig.interval_ns % 1000000000LL},
     };
     /* The first expiry falls anywhere in the first interval of the thread's CPU, not at its end:
      * then a thread that burns c ns of CPU gets c / interval samples on average, whatever c. With
      * a whole interval first, a thread that lives less than one (4 ms of work on a thread of its
      * own) was never sampled at all, and every thread's last part interval was lost. */
     its.it_value = its.it_interval;
-    if (S.interval_ns > 1) {
-        uint64_t x = S.phase_rng ? S.phase_rng : (uint64_t)mono_ns() | 1u;
+    if (sig.interval_ns > 1) {
+        uint64_t x = sig.phase_rng ? sig.phase_rng : (uint64_t)mono_ns() | 1u;
         x ^= x << 13;
         x ^= x >> 7;
         x ^= x << 17;
-        S.phase_rng = x;
-        int64_t first = 1 + (int64_t)(x % (uint64_t)S.interval_ns);
+        sig.phase_rng = x;
+        int64_t first = 1 + (int64_t)(x % (uint64_t)sig.interval_ns);
         its.it_value.tv_sec = first / 1000000000LL;
         its.it_value.tv_nsec = first % 1000000000LL;
     }
@@ -485,7 +503,7 @@ static int drain_ring(struct sthread *t, prof_sigsample_fn fn, void *arg)
             share = (now - t->cpu_seen) / nfull;
             rest = (now - t->cpu_seen) % nfull;
         } else {
-            S.clock_misses++;
+            sig.clock_misses++;
         }
         if (now >= 0)
             t->cpu_seen = now;
@@ -495,18 +513,18 @@ static int drain_ring(struct sthread *t, prof_sigsample_fn fn, void *arg)
         if (__atomic_load_n(&e->state, __ATOMIC_ACQUIRE) != PROF_SIG_FULL)
             continue;
         uint64_t lost = __atomic_exchange_n(&r->lost, 0, __ATOMIC_RELAXED);
-        int64_t cpu = S.interval_ns * (int64_t)(1 + (uint64_t)e->overrun + lost);
+        int64_t cpu = sig.interval_ns * (int64_t)(1 + (uint64_t)e->overrun + lost);
         if (t->fd >= 0) {
             if (k >= nfull) /* filled since the count: weighed at the next drain */
                 break;
-            cpu = share >= 0 ? share + (++k == nfull ? rest : 0) : S.interval_ns;
+            cpu = share >= 0 ? share + (++k == nfull ? rest : 0) : sig.interval_ns;
         }
         uint32_t n = e->n <= (uint32_t)g_sig.max_frames ? e->n : (uint32_t)g_sig.max_frames;
         uint32_t nw = e->nwindow <= PROF_SIG_WINDOW ? e->nwindow : PROF_SIG_WINDOW;
         if (e->flags & PROF_SIG_F_TRUNCATED)
-            S.truncated++;
+            sig.truncated++;
         if (e->flags & PROF_SIG_F_NEWCODE)
-            S.new_code++;
+            sig.new_code++;
         struct prof_sigsample smp = {.tid = t->tid, .flags = (int)e->flags, .n = (int)n,
                                      .nwindow = (int)nw, .ips = e->ips, .window = e->window,
                                      .cpu_ns = cpu, .epoch = e->epoch, .found = e->found};
@@ -514,7 +532,7 @@ static int drain_ring(struct sthread *t, prof_sigsample_fn fn, void *arg)
         __atomic_store_n(&e->state, PROF_SIG_EMPTY, __ATOMIC_RELEASE);
         got++;
     }
-    S.samples += (uint64_t)got;
+    sig.samples += (uint64_t)got;
     return got;
 }
 
@@ -526,7 +544,7 @@ static void close_perf(struct sthread *t)
     __atomic_store_n(&g_sig.fdmap[t->fd], 0, __ATOMIC_SEQ_CST);
     retire(-1, t->fd);
     t->fd = -1;
-    S.perf_open--;
+    sig.perf_open--;
 }
 
 static void disarm(struct sthread *t, prof_sigsample_fn fn, void *arg)
@@ -552,7 +570,7 @@ static int cmp_u32(const void *a, const void *b)
 
 void prof_sigsample_sync(uint32_t *tids, size_t n, prof_sigsample_fn fn, void *arg)
 {
-    if (!S.signo)
+    if (!sig.signo)
         return;
     if (n)
         qsort(tids, n, sizeof *tids, cmp_u32); /* (tids may be NULL when n is 0) */
@@ -560,14 +578,14 @@ void prof_sigsample_sync(uint32_t *tids, size_t n, prof_sigsample_fn fn, void *a
     if (!nt)
         return;
     size_t i = 0, j = 0, k = 0;
-    while (i < S.nth || j < n) {
+    while (i < sig.nth || j < n) {
         if (j < n && j > 0 && tids[j] == tids[j - 1]) {
             j++;
             continue;
         }
-        if (j >= n || (i < S.nth && S.th[i].tid < tids[j])) {
-            disarm(&S.th[i++], fn, arg); /* gone */
-        } else if (i >= S.nth || tids[j] < S.th[i].tid) {
+        if (j >= n || (i < sig.nth && sig.th[i].tid < tids[j])) {
+            disarm(&sig.th[i++], fn, arg); /* gone */
+        } else if (i >= sig.nth || tids[j] < sig.th[i].tid) {
             struct sthread t = {.tid = tids[j++], .timer = -1, .fd = -1, .cpu_seen = -1};
             if (!t.tid)
                 continue;
@@ -575,8 +593,8 @@ void prof_sigsample_sync(uint32_t *tids, size_t n, prof_sigsample_fn fn, void *a
             if (rc == -EINVAL || rc == -ESRCH)
                 continue; /* the thread exited before the runtime told us: no failure */
             if (rc) { /* kept with no timer, so that it is not retried every sync */
-                S.timer_failures++;
-                prof_log_once(timer_failure_logged, LOG_WARN,
+                sig.timer_failures++;
+                prof_log_once(sig.timer_failure_logged, LOG_WARN,
                               "cpu sampler: cannot arm a CPU timer for thread %u (%s); "
                               "such threads are not CPU-sampled", t.tid, strerrordesc_np(-rc));
             } else {
@@ -584,7 +602,7 @@ void prof_sigsample_sync(uint32_t *tids, size_t n, prof_sigsample_fn fn, void *a
             }
             nt[k++] = t;
         } else {
-            struct sthread t = S.th[i++];
+            struct sthread t = sig.th[i++];
             j++;
             if (t.retry && !armed(&t)) { /* (counted in timer_failures once, at the change) */
                 int rc = arm(&t, -1);
@@ -595,17 +613,17 @@ void prof_sigsample_sync(uint32_t *tids, size_t n, prof_sigsample_fn fn, void *a
             nt[k++] = t;
         }
     }
-    free(S.th);
-    S.th = nt;
-    S.nth = k;
+    free(sig.th);
+    sig.th = nt;
+    sig.nth = k;
 }
 
 int prof_sigsample_drain(prof_sigsample_fn fn, void *arg)
 {
     int got = 0;
-    for (size_t i = 0; i < S.nth; i++)
-        if (armed(&S.th[i]))
-            got += drain_ring(&S.th[i], fn, arg);
+    for (size_t i = 0; i < sig.nth; i++)
+        if (armed(&sig.th[i]))
+            got += drain_ring(&sig.th[i], fn, arg);
     return got;
 }
 
@@ -632,19 +650,12 @@ int prof_sigsample_drain(prof_sigsample_fn fn, void *arg)
 
 #define CALIB_LIMIT_NS 500000000LL /* the whole measurement, at most: else "not measured" */
 
-/* Shared with the helper thread; static, so that a helper left behind (below) never reads freed
- * memory. One measurement per process. */
-static struct calib {
-    int to[2], from[2]; /* pipes: sampler -> helper, helper -> sampler */
-    int cpu;
-} C = {.to = {-1, -1}, .from = {-1, -1}};
-
 /* A perf task-clock event on the calling thread as arm_perf makes them, without the signal. */
 static int calib_event(void)
 {
     struct perf_event_attr a;
-    task_clock_attr(&a, (uint64_t)S.interval_ns);
-    a.exclude_kernel = S.perf_user_only;
+    task_clock_attr(&a, (uint64_t)sig.interval_ns);
+    a.exclude_kernel = sig.perf_user_only;
     return (int)syscall(SYS_perf_event_open, &a, 0, -1, -1, PERF_FLAG_FD_CLOEXEC);
 }
 
@@ -662,23 +673,23 @@ static void *calib_helper(void *arg)
 {
     (void)arg;
     pthread_setname_np(pthread_self(), "clrscope-calib");
-    pin_to(C.cpu);
+    pin_to(sig.calib.cpu);
     int fd = -1;
     char b;
-    while (read(C.to[0], &b, 1) == 1) {
+    while (read(sig.calib.to[0], &b, 1) == 1) {
         if (b == 'p' && fd < 0 && (fd = calib_event()) < 0)
             b = 'f';
         else if (b == 'c' && fd >= 0) {
             close(fd);
             fd = -1;
         }
-        if (write(C.from[1], &b, 1) != 1)
+        if (write(sig.calib.from[1], &b, 1) != 1)
             break;
     }
     if (fd >= 0)
         close(fd);
-    close(C.to[0]);
-    close(C.from[1]);
+    close(sig.calib.to[0]);
+    close(sig.calib.from[1]);
     return NULL;
 }
 
@@ -686,19 +697,19 @@ static void *calib_helper(void *arg)
 static int ask(char b, int64_t deadline)
 {
     char got;
-    if (write(C.to[1], &b, 1) != 1)
+    if (write(sig.calib.to[1], &b, 1) != 1)
         return -1;
     for (;;) {
         int64_t left = deadline - mono_ns();
         if (left <= 0)
             return -1;
-        struct pollfd pf = {.fd = C.from[0], .events = POLLIN};
+        struct pollfd pf = {.fd = sig.calib.from[0], .events = POLLIN};
         int n = poll(&pf, 1, (int)(left / 1000000 + 1));
         if (n < 0 && errno == EINTR)
             continue;
         if (n != 1)
             return -1;
-        return read(C.from[0], &got, 1) == 1 && got == b ? 0 : -1;
+        return read(sig.calib.from[0], &got, 1) == 1 && got == b ? 0 : -1;
     }
 }
 
@@ -707,17 +718,17 @@ static int ask(char b, int64_t deadline)
  * ~15 ms on the bench's VM. The sampler thread is pinned meanwhile, then given its mask back. */
 static int64_t calibrate(void)
 {
-    C.cpu = sched_getcpu();
+    sig.calib.cpu = sched_getcpu();
     cpu_set_t saved;
-    if (C.cpu < 0 || sched_getaffinity(0, sizeof saved, &saved))
+    if (sig.calib.cpu < 0 || sched_getaffinity(0, sizeof saved, &saved))
         return -1;
-    if (pipe2(C.to, O_CLOEXEC) || pipe2(C.from, O_CLOEXEC)) {
+    if (pipe2(sig.calib.to, O_CLOEXEC) || pipe2(sig.calib.from, O_CLOEXEC)) {
         for (int i = 0; i < 2; i++) {
-            if (C.to[i] >= 0)
-                close(C.to[i]);
-            if (C.from[i] >= 0)
-                close(C.from[i]);
-            C.to[i] = C.from[i] = -1;
+            if (sig.calib.to[i] >= 0)
+                close(sig.calib.to[i]);
+            if (sig.calib.from[i] >= 0)
+                close(sig.calib.from[i]);
+            sig.calib.to[i] = sig.calib.from[i] = -1;
         }
         return -1;
     }
@@ -728,15 +739,15 @@ static int64_t calibrate(void)
     int started = !pthread_create(&th, NULL, calib_helper, NULL);
     pthread_sigmask(SIG_SETMASK, &old, NULL);
     if (!started) {
-        close(C.to[0]);
-        close(C.to[1]);
-        close(C.from[0]);
-        close(C.from[1]);
+        close(sig.calib.to[0]);
+        close(sig.calib.to[1]);
+        close(sig.calib.from[0]);
+        close(sig.calib.from[1]);
         return -1;
     }
     int64_t best[2] = {INT64_MAX, INT64_MAX};
     int64_t deadline = mono_ns() + CALIB_LIMIT_NS;
-    int ok = !pin_to(C.cpu);
+    int ok = !pin_to(sig.calib.cpu);
     for (int b = 0; b < CALIB_BATCHES && ok; b++) {
         for (int perf = 0; perf < 2 && ok; perf++) {
             int fd = perf ? calib_event() : -1;
@@ -756,7 +767,7 @@ static int64_t calibrate(void)
                 close(fd);
         }
     }
-    close(C.to[1]); /* the helper reads the end of its pipe and returns */
+    close(sig.calib.to[1]); /* the helper reads the end of its pipe and returns */
     if (sched_setaffinity(0, sizeof saved, &saved)) {
         cpu_set_t any; /* (the cpuset changed meanwhile: every CPU it allows) */
         memset(&any, 0xff, sizeof any);
@@ -773,7 +784,7 @@ static int64_t calibrate(void)
         pthread_detach(th); /* starved on its CPU: it ends when it runs, closing its own ends */
         ok = 0;
     }
-    close(C.from[0]);
+    close(sig.calib.from[0]);
     if (!ok)
         return -1;
     int64_t d = (best[1] - best[0]) / (2 * CALIB_ROUNDS); /* two switches per round trip */
@@ -811,12 +822,12 @@ static int schedstat(uint32_t tid, uint64_t *run_ns, uint64_t *ins)
  * runtime's native ones carry none). 0, or -1 when no thread's schedstat could be read. */
 static int sampled_switches(uint64_t *dsw, int64_t *dcpu, size_t *counted)
 {
-    size_t n = S.nth < REVIEW_THREADS ? S.nth : REVIEW_THREADS, read_any = 0;
+    size_t n = sig.nth < REVIEW_THREADS ? sig.nth : REVIEW_THREADS, read_any = 0;
     *dsw = 0;
     *dcpu = 0;
     *counted = 0;
     for (size_t k = 0; k < n; k++) {
-        struct sthread *t = &S.th[(S.review_next + k) % S.nth];
+        struct sthread *t = &sig.th[(sig.review_next + k) % sig.nth];
         uint64_t run = 0, ins = 0;
         if (schedstat(t->tid, &run, &ins))
             continue;
@@ -829,19 +840,20 @@ static int sampled_switches(uint64_t *dsw, int64_t *dcpu, size_t *counted)
         t->ss_ins = ins ? ins : 1;
         t->ss_run = run;
     }
-    if (S.nth)
-        S.review_next = (S.review_next + n) % S.nth;
+    if (sig.nth)
+        sig.review_next = (sig.review_next + n) % sig.nth;
     return read_any ? 0 : -1;
 }
 
 int prof_sigsample_review(int64_t now)
 {
-    if (!S.signo || S.stopped || S.timer_mode != PROF_SIG_TIMER_AUTO || !S.perf_usable ||
-        (S.review_at && now - S.review_at < REVIEW_NS) || (S.calib_tried && S.switch_cost_ns < 0))
+    if (!sig.signo || sig.stopped || sig.timer_mode != PROF_SIG_TIMER_AUTO || !sig.perf_usable ||
+        (sig.review_at && now - sig.review_at < REVIEW_NS) ||
+        (sig.calib_tried && sig.switch_cost_ns < 0))
         return -1; /* (a failed measurement keeps perf events for good) */
-    int64_t dt = now - S.review_at;
-    int whole = S.review_at && dt <= 10 * REVIEW_NS; /* (else one the sampler slept through) */
-    S.review_at = now;
+    int64_t dt = now - sig.review_at;
+    int whole = sig.review_at && dt <= 10 * REVIEW_NS; /* (else one the sampler slept through) */
+    sig.review_at = now;
     uint64_t dsw;
     int64_t dcpu;
     size_t counted;
@@ -852,66 +864,66 @@ int prof_sigsample_review(int64_t now)
             return -1;
         uint64_t sw = (uint64_t)ru.ru_nvcsw + (uint64_t)ru.ru_nivcsw;
         int64_t cpu = tv_ns(ru.ru_utime) + tv_ns(ru.ru_stime);
-        whole = whole && S.rev_switches && cpu >= S.rev_cpu_ns && sw >= S.rev_switches;
-        dsw = sw - S.rev_switches;
-        dcpu = cpu - S.rev_cpu_ns;
-        counted = S.nth;
-        S.rev_switches = sw;
-        S.rev_cpu_ns = cpu;
+        whole = whole && sig.rev_switches && cpu >= sig.rev_cpu_ns && sw >= sig.rev_switches;
+        dsw = sw - sig.rev_switches;
+        dcpu = cpu - sig.rev_cpu_ns;
+        counted = sig.nth;
+        sig.rev_switches = sw;
+        sig.rev_cpu_ns = cpu;
     }
     /* a window that tells nothing breaks a run of windows past (or under) the budget; so does
      * one too idle to tell, with nothing to save: under 5 % of a core (the threads counted) */
-    if (!whole || !counted || !S.nth ||
-        (double)dcpu < REVIEW_MIN_CPU * (double)dt * (double)counted / (double)S.nth) {
-        S.over = S.under = 0;
+    if (!whole || !counted || !sig.nth ||
+        (double)dcpu < REVIEW_MIN_CPU * (double)dt * (double)counted / (double)sig.nth) {
+        sig.over = sig.under = 0;
         return -1;
     }
-    S.switch_rate = (double)dsw * 1e9 / (double)dcpu;
-    if (!S.calib_tried) {
-        if (S.switch_rate * CALIB_WORST_NS / 1e9 <= S.budget)
+    sig.switch_rate = (double)dsw * 1e9 / (double)dcpu;
+    if (!sig.calib_tried) {
+        if (sig.switch_rate * CALIB_WORST_NS / 1e9 <= sig.budget)
             return -1; /* cheap whatever a switch costs */
-        S.calib_tried = 1;
+        sig.calib_tried = 1;
         int64_t t0 = mono_ns();
-        S.switch_cost_ns = calibrate();
-        if (S.switch_cost_ns < 0)
+        sig.switch_cost_ns = calibrate();
+        if (sig.switch_cost_ns < 0)
             prof_log(LOG_INFO, "cpu sampler: could not measure what perf events add to a "
                      "context switch here; they are kept (CLRSCOPE_CPU_TIMER=posix gives them up)");
         else
             prof_log(LOG_DEBUG, "cpu sampler: perf events add %lld ns to a context switch here",
-                     (long long)S.switch_cost_ns);
+                     (long long)sig.switch_cost_ns);
         /* the next window leaves the measurement out: its own threads' switches count in the
          * getrusage fallback (schedstat counts only the sampled threads, which it spares) */
-        S.review_at = now + (mono_ns() - t0);
+        sig.review_at = now + (mono_ns() - t0);
         struct rusage ru;
         if (!getrusage(RUSAGE_SELF, &ru)) {
-            S.rev_switches = (uint64_t)ru.ru_nvcsw + (uint64_t)ru.ru_nivcsw;
-            S.rev_cpu_ns = tv_ns(ru.ru_utime) + tv_ns(ru.ru_stime);
+            sig.rev_switches = (uint64_t)ru.ru_nvcsw + (uint64_t)ru.ru_nivcsw;
+            sig.rev_cpu_ns = tv_ns(ru.ru_utime) + tv_ns(ru.ru_stime);
         }
     }
-    if (S.switch_cost_ns < 0)
+    if (sig.switch_cost_ns < 0)
         return -1;
-    S.perf_cost = S.switch_rate * (double)S.switch_cost_ns / 1e9;
+    sig.perf_cost = sig.switch_rate * (double)sig.switch_cost_ns / 1e9;
     /* two windows in a row decide (a start-up's JIT or one burst of GCs alone does not) */
-    S.over = S.perf && S.perf_cost > S.budget ? S.over + 1 : 0;
-    S.under = !S.perf && S.perf_cost < S.budget / 2 ? S.under + 1 : 0;
-    if (S.changed_at && now - S.changed_at < REVIEW_HOLD_NS)
+    sig.over = sig.perf && sig.perf_cost > sig.budget ? sig.over + 1 : 0;
+    sig.under = !sig.perf && sig.perf_cost < sig.budget / 2 ? sig.under + 1 : 0;
+    if (sig.changed_at && now - sig.changed_at < REVIEW_HOLD_NS)
         return -1;
-    if (S.over >= 2 || S.under >= 2) {
-        S.over = S.under = 0;
-        return !S.perf;
+    if (sig.over >= 2 || sig.under >= 2) {
+        sig.over = sig.under = 0;
+        return !sig.perf;
     }
     return -1;
 }
 
 void prof_sigsample_use_perf(int on, int64_t now, prof_sigsample_fn fn, void *arg)
 {
-    if (!S.signo || S.stopped || !S.perf_usable || !on == !S.perf)
+    if (!sig.signo || sig.stopped || !sig.perf_usable || !on == !sig.perf)
         return;
-    S.perf = on;
-    S.changed_at = now;
-    S.clock_changes++;
-    for (size_t i = 0; i < S.nth; i++) {
-        struct sthread *t = &S.th[i];
+    sig.perf = on;
+    sig.changed_at = now;
+    sig.clock_changes++;
+    for (size_t i = 0; i < sig.nth; i++) {
+        struct sthread *t = &sig.th[i];
         int own = -1;
         if (armed(t)) {
             /* the same ring again: a signal of the old clock still in flight can only write
@@ -930,47 +942,47 @@ void prof_sigsample_use_perf(int on, int64_t now, prof_sigsample_fn fn, void *ar
         t->retry = 0;
         int rc = arm(t, own);
         if (rc && rc != -EINVAL && rc != -ESRCH) {
-            S.timer_failures++;
+            sig.timer_failures++;
             t->retry = 1; /* the next sync tries again */
         }
     }
     prof_maps_refresh(1);
     size_t perf_threads = 0, armed_now = 0;
-    for (size_t i = 0; i < S.nth; i++) {
-        armed_now += armed(&S.th[i]);
-        perf_threads += S.th[i].fd >= 0;
+    for (size_t i = 0; i < sig.nth; i++) {
+        armed_now += armed(&sig.th[i]);
+        perf_threads += sig.th[i].fd >= 0;
     }
-    S.perf_off = S.perf ? NULL : !on ? "auto: perf events would cost more than "
+    sig.perf_off = sig.perf ? NULL : !on ? "auto: perf events would cost more than "
                                        "CLRSCOPE_CPU_TIMER_BUDGET of the app's CPU here "
                                        "(perf_cost)"
-                                     : S.perf_off; /* (refused meanwhile: arm said why) */
+                                     : sig.perf_off; /* (refused meanwhile: arm said why) */
     prof_log(LOG_INFO, "cpu sampler: %s (%zu of %zu threads on perf events): they would cost "
              "~%.2f %% of the app's CPU here (%lld ns per context switch, %.0f switches per "
              "CPU-second; budget %g %%)",
              on ? "perf events again" : "POSIX CPU timers instead of perf events", perf_threads,
-             armed_now, 100 * S.perf_cost, (long long)S.switch_cost_ns, S.switch_rate,
-             100 * S.budget);
+             armed_now, 100 * sig.perf_cost, (long long)sig.switch_cost_ns, sig.switch_rate,
+             100 * sig.budget);
 }
 
 void prof_sigsample_stop(void)
 {
-    S.stopped = 1;
+    sig.stopped = 1;
     prof_maps_stop(); /* self-walks go back to the runtime's walk */
-    for (size_t i = 0; i < S.nth; i++) {
-        if (S.th[i].timer >= 0) {
-            syscall(SYS_timer_delete, S.th[i].timer);
-            S.th[i].timer = -1;
+    for (size_t i = 0; i < sig.nth; i++) {
+        if (sig.th[i].timer >= 0) {
+            syscall(SYS_timer_delete, sig.th[i].timer);
+            sig.th[i].timer = -1;
         }
-        if (S.th[i].fd >= 0)
-            close_perf(&S.th[i]);
+        if (sig.th[i].fd >= 0)
+            close_perf(&sig.th[i]);
     }
-    S.nth = 0;
+    sig.nth = 0;
     /* the perf events' fds closed once no handler runs (one may have read a number from the
      * map before it was cleared), waiting 50 ms at most; the rings and the current snapshots
      * stay allocated: a signal already queued may still read them */
-    for (int i = 0; i < 50 && S.nret; i++) {
+    for (int i = 0; i < 50 && sig.nret; i++) {
         reclaim();
-        if (S.nret)
+        if (sig.nret)
             nanosleep(&(struct timespec){.tv_nsec = 1000000}, NULL);
     }
 }
@@ -978,30 +990,30 @@ void prof_sigsample_stop(void)
 void prof_sigsample_get_stats(struct prof_sigsample_stats *out)
 {
     memset(out, 0, sizeof *out);
-    out->signo = S.signo;
-    for (size_t i = 0; i < S.nth; i++) {
-        out->threads += armed(&S.th[i]);
-        out->perf_threads += S.th[i].fd >= 0;
+    out->signo = sig.signo;
+    for (size_t i = 0; i < sig.nth; i++) {
+        out->threads += armed(&sig.th[i]);
+        out->perf_threads += sig.th[i].fd >= 0;
     }
-    out->timer = S.perf ? (S.perf_user_only ? "perf-user" : "perf") : "posix";
-    out->timer_off = S.perf_off;
-    out->perf_fallbacks = S.perf_fallbacks;
-    out->reviewing = S.signo && !S.stopped && S.timer_mode == PROF_SIG_TIMER_AUTO &&
-                     S.perf_usable;
-    out->switch_cost_ns = S.switch_cost_ns;
-    out->switch_rate = S.switch_rate;
-    out->perf_cost = S.perf_cost;
-    out->clock_changes = S.clock_changes;
-    out->clock_misses = S.clock_misses;
+    out->timer = sig.perf ? (sig.perf_user_only ? "perf-user" : "perf") : "posix";
+    out->timer_off = sig.perf_off;
+    out->perf_fallbacks = sig.perf_fallbacks;
+    out->reviewing = sig.signo && !sig.stopped && sig.timer_mode == PROF_SIG_TIMER_AUTO &&
+                     sig.perf_usable;
+    out->switch_cost_ns = sig.switch_cost_ns;
+    out->switch_rate = sig.switch_rate;
+    out->perf_cost = sig.perf_cost;
+    out->clock_changes = sig.clock_changes;
+    out->clock_misses = sig.clock_misses;
     out->rearm_failures = __atomic_load_n(&g_sig.rearm_failures, __ATOMIC_RELAXED);
-    out->timer_failures = S.timer_failures;
-    out->samples = S.samples;
+    out->timer_failures = sig.timer_failures;
+    out->samples = sig.samples;
     out->stale = __atomic_load_n(&g_sig.stale, __ATOMIC_RELAXED);
     out->ring_full = __atomic_load_n(&g_sig.ring_full, __ATOMIC_RELAXED);
     out->no_stack = __atomic_load_n(&g_sig.no_stack, __ATOMIC_RELAXED);
     out->altstack = __atomic_load_n(&g_sig.altstack, __ATOMIC_RELAXED);
-    out->truncated = S.truncated;
-    out->new_code = S.new_code;
+    out->truncated = sig.truncated;
+    out->new_code = sig.new_code;
     struct prof_maps_stats ms;
     prof_maps_get_stats(&ms);
     out->maps_refreshes = ms.refreshes;
