@@ -54,14 +54,15 @@ struct dyn_range {
     uint32_t entry;
 };
 
-static struct {
-    struct dyn_note q[DYN_QUEUE];
-    uint64_t head; /* producers */
-    uint64_t tail; /* the code map's owner */
-    uint64_t dropped;
-    struct dyn_range r[DYN_MAX]; /* sorted by lo, never overlapping */
+/* The dynamic methods' notes and ranges (a member of struct codemap_state). */
+struct codemap_dyn {
+    struct dyn_note q[DYN_QUEUE]; /* slots: producers fill them, the owner empties them */
+    uint64_t head;    /* atomic: producers (any app thread, in a runtime callback) */
+    uint64_t tail;    /* the code map's owner, under the lock */
+    uint64_t dropped; /* atomic: notes lost to a full queue (producers) */
+    struct dyn_range r[DYN_MAX]; /* under the lock: sorted by lo, never overlapping */
     uint32_t n;
-} D;
+};
 
 struct ipc {
     uintptr_t key; /* 0 = empty */
@@ -80,7 +81,12 @@ struct callsite {
     int ok;
 };
 
-static struct {
+/* The code map's state. Everything but where noted is written and read under `lock`, by the
+ * clrscope-sampler thread and clrscope-agg (prof_codemap_init's allocations happen before either
+ * looks: prof_sampler_start); prof_codemap_get_stats and prof_codemap_mem_bytes read the
+ * counters without it. */
+struct codemap_state {
+    pthread_mutex_t lock; /* prof_codemap_lock() */
     struct code *pool; /* append-only until a flush */
     uint32_t npool, cap;
     uint32_t ndyn; /* of which dynamic methods' */
@@ -96,10 +102,13 @@ static struct {
     int osr_dirty;
     int64_t flushed_at;
     uint32_t epoch; /* prof_unload's epoch the tables were learned in */
-    int no_code_reads;
+    int no_code_reads; /* atomic, any thread: process_vm_readv is refused here */
     struct callsite callsites[CALLSITE_CACHE];
+    struct codemap_dyn dyn;
     struct prof_codemap_stats st;
-} C;
+};
+
+static struct codemap_state codemap = {.lock = PTHREAD_MUTEX_INITIALIZER};
 
 /* ---- x86-64 prologue and call-site decoding (pure) ---- */
 
@@ -277,12 +286,12 @@ int prof_frame_is_call_site(const uint8_t *b, size_t n)
  * fault): clrscope's threads must not crash the process either. */
 size_t prof_codemap_read_code(uintptr_t addr, uint8_t *buf, size_t len)
 {
-    if (__atomic_load_n(&C.no_code_reads, __ATOMIC_RELAXED) || !addr)
+    if (__atomic_load_n(&codemap.no_code_reads, __ATOMIC_RELAXED) || !addr)
         return 0;
     struct iovec local = {buf, len}, remote = {(void *)addr, len};
     ssize_t got = process_vm_readv(g_core.pid, &local, 1, &remote, 1, 0);
     if (got < 0 && (errno == EPERM || errno == ENOSYS) &&
-        !__atomic_exchange_n(&C.no_code_reads, 1, __ATOMIC_RELAXED))
+        !__atomic_exchange_n(&codemap.no_code_reads, 1, __ATOMIC_RELAXED))
         prof_log(LOG_INFO, "process_vm_readv is not allowed here; frames of methods without a "
                  "frame pointer may miss their caller");
     return got > 0 ? (size_t)got : 0;
@@ -290,35 +299,35 @@ size_t prof_codemap_read_code(uintptr_t addr, uint8_t *buf, size_t len)
 
 static int find_code(uintptr_t key)
 {
-    uint32_t lo = 0, hi = C.npool;
+    uint32_t lo = 0, hi = codemap.npool;
     while (lo < hi) {
         uint32_t mid = lo + (hi - lo) / 2;
-        const struct code *c = &C.pool[C.order[mid]];
+        const struct code *c = &codemap.pool[codemap.order[mid]];
         if (key < c->lo)
             hi = mid;
         else if (key >= c->hi)
             lo = mid + 1;
         else
-            return (int)C.order[mid];
+            return (int)codemap.order[mid];
     }
     return -1;
 }
 
 static void flush(int64_t now)
 {
-    C.npool = 0;
-    C.ndyn = 0;
-    memset(C.cache, 0, IPCACHE_SIZE * sizeof *C.cache);
-    memset(C.callsites, 0, sizeof C.callsites);
-    C.flushed_at = now;
-    C.frameless_dirty = 1;
+    codemap.npool = 0;
+    codemap.ndyn = 0;
+    memset(codemap.cache, 0, IPCACHE_SIZE * sizeof *codemap.cache);
+    memset(codemap.callsites, 0, sizeof codemap.callsites);
+    codemap.flushed_at = now;
+    codemap.frameless_dirty = 1;
 }
 
 /* Adds the code range [lo, hi) of `fn` to the pool (sorted by lo); `entry`: the method starts at
  * lo, where its prologue tells its frame shape. Returns its index, -1 when the pool is full. */
 static int add_code(uintptr_t lo, uintptr_t hi, FunctionID fn, int entry, int dyn)
 {
-    if (C.npool >= CODEMAP_MAX_CODES)
+    if (codemap.npool >= CODEMAP_MAX_CODES)
         return -1;
     struct code c = {.lo = lo, .hi = hi, .fn = fn, .dyn = (uint8_t)dyn};
     if (entry) {
@@ -327,23 +336,24 @@ static int add_code(uintptr_t lo, uintptr_t hi, FunctionID fn, int entry, int dy
         size_t len = prof_codemap_read_code(lo, bytes, want);
         prof_frame_decode(bytes, len, &c.shape);
     }
-    C.pool[C.npool] = c;
-    C.ndyn += (uint32_t)dyn;
+    codemap.pool[codemap.npool] = c;
+    codemap.ndyn += (uint32_t)dyn;
     uint32_t at = 0; /* sorted insert */
-    while (at < C.npool && C.pool[C.order[at]].lo < lo)
+    while (at < codemap.npool && codemap.pool[codemap.order[at]].lo < lo)
         at++;
-    memmove(&C.order[at + 1], &C.order[at], (C.npool - at) * sizeof *C.order);
-    C.order[at] = C.npool;
+    memmove(&codemap.order[at + 1], &codemap.order[at],
+            (codemap.npool - at) * sizeof *codemap.order);
+    codemap.order[at] = codemap.npool;
     if (c.shape.known && !c.shape.framed && c.shape.frame % 16 == 8)
-        C.frameless_dirty = 1;
-    return (int)C.npool++;
+        codemap.frameless_dirty = 1;
+    return (int)codemap.npool++;
 }
 
 /* Learns the native code range and frame shape of the code of `fn` that contains `key`. */
 static int learn(FunctionID fn, UINT_PTR rejit, uintptr_t key)
 {
     ICorProfilerInfo15 *info = g_core.info;
-    if (C.npool >= CODEMAP_MAX_CODES || g_core.info_version < 9)
+    if (codemap.npool >= CODEMAP_MAX_CODES || g_core.info_version < 9)
         return -1;
     UINT_PTR starts[16];
     ULONG32 nstarts = 0;
@@ -367,21 +377,21 @@ static int learn(FunctionID fn, UINT_PTR rejit, uintptr_t key)
 
 static void dyn_push(uintptr_t lo, uintptr_t hi, FunctionID fn, int entry)
 {
-    uint64_t pos = __atomic_load_n(&D.head, __ATOMIC_RELAXED);
+    uint64_t pos = __atomic_load_n(&codemap.dyn.head, __ATOMIC_RELAXED);
     struct dyn_note *n;
     for (;;) {
         uint64_t at = pos & (DYN_QUEUE - 1);
-        n = &D.q[at];
+        n = &codemap.dyn.q[at];
         int64_t dif = (int64_t)(__atomic_load_n(&n->seq, __ATOMIC_ACQUIRE) + at - pos);
         if (dif == 0) {
-            if (__atomic_compare_exchange_n(&D.head, &pos, pos + 1, 1, __ATOMIC_RELAXED,
+            if (__atomic_compare_exchange_n(&codemap.dyn.head, &pos, pos + 1, 1, __ATOMIC_RELAXED,
                                             __ATOMIC_RELAXED))
                 break;
         } else if (dif < 0) { /* full: the owner has not looked up anything for a while */
-            __atomic_fetch_add(&D.dropped, 1, __ATOMIC_RELAXED);
+            __atomic_fetch_add(&codemap.dyn.dropped, 1, __ATOMIC_RELAXED);
             return;
         } else {
-            pos = __atomic_load_n(&D.head, __ATOMIC_RELAXED);
+            pos = __atomic_load_n(&codemap.dyn.head, __ATOMIC_RELAXED);
         }
     }
     n->lo = lo;
@@ -393,13 +403,13 @@ static void dyn_push(uintptr_t lo, uintptr_t hi, FunctionID fn, int entry)
 
 static int dyn_pop(struct dyn_note *out)
 {
-    uint64_t at = D.tail & (DYN_QUEUE - 1);
-    struct dyn_note *n = &D.q[at];
-    if ((int64_t)(__atomic_load_n(&n->seq, __ATOMIC_ACQUIRE) + at - (D.tail + 1)) < 0)
+    uint64_t at = codemap.dyn.tail & (DYN_QUEUE - 1);
+    struct dyn_note *n = &codemap.dyn.q[at];
+    if ((int64_t)(__atomic_load_n(&n->seq, __ATOMIC_ACQUIRE) + at - (codemap.dyn.tail + 1)) < 0)
         return 0;
     *out = *n;
-    __atomic_store_n(&n->seq, D.tail + DYN_QUEUE - at, __ATOMIC_RELEASE);
-    D.tail++;
+    __atomic_store_n(&n->seq, codemap.dyn.tail + DYN_QUEUE - at, __ATOMIC_RELEASE);
+    codemap.dyn.tail++;
     return 1;
 }
 
@@ -439,7 +449,7 @@ void prof_codemap_dynamic_unloaded(uintptr_t fn)
 static void forget_cached(uintptr_t lo, uintptr_t hi, FunctionID fn)
 {
     for (uint32_t i = 0; i < IPCACHE_SIZE; i++) {
-        struct ipc *e = &C.cache[i];
+        struct ipc *e = &codemap.cache[i];
         if (e->key && ((e->key >= lo && e->key < hi) || (fn && e->fn == fn)))
             e->key = 0;
     }
@@ -449,47 +459,49 @@ static void dyn_add(const struct dyn_note *n)
 {
     uint32_t at = 0, keep = 0;
     /* code freed by a collected method is reused: what overlaps is gone */
-    for (uint32_t i = 0; i < D.n; i++)
-        if (D.r[i].hi <= n->lo || D.r[i].lo >= n->hi)
-            D.r[keep++] = D.r[i];
-    D.n = keep;
+    for (uint32_t i = 0; i < codemap.dyn.n; i++)
+        if (codemap.dyn.r[i].hi <= n->lo || codemap.dyn.r[i].lo >= n->hi)
+            codemap.dyn.r[keep++] = codemap.dyn.r[i];
+    codemap.dyn.n = keep;
     /* learned from the code that was there before: the ranges do not overlap one another, so
      * the one with the highest start below n->hi overlaps if any does */
-    uint32_t lo = 0, hi = C.npool;
+    uint32_t lo = 0, hi = codemap.npool;
     while (lo < hi) {
         uint32_t mid = lo + (hi - lo) / 2;
-        if (C.pool[C.order[mid]].lo < n->hi)
+        if (codemap.pool[codemap.order[mid]].lo < n->hi)
             lo = mid + 1;
         else
             hi = mid;
     }
-    if (lo > 0 && C.pool[C.order[lo - 1]].hi > n->lo) {
-        flush(C.flushed_at);
-        C.st.dynamic_flushes++;
+    if (lo > 0 && codemap.pool[codemap.order[lo - 1]].hi > n->lo) {
+        flush(codemap.flushed_at);
+        codemap.st.dynamic_flushes++;
     }
     forget_cached(n->lo, n->hi, 0);
-    if (D.n >= DYN_MAX) {
-        C.st.dynamic_dropped++;
+    if (codemap.dyn.n >= DYN_MAX) {
+        codemap.st.dynamic_dropped++;
         return;
     }
-    while (at < D.n && D.r[at].lo < n->lo)
+    while (at < codemap.dyn.n && codemap.dyn.r[at].lo < n->lo)
         at++;
-    memmove(&D.r[at + 1], &D.r[at], (D.n - at) * sizeof *D.r);
-    D.r[at] = (struct dyn_range){.lo = n->lo, .hi = n->hi, .fn = n->fn, .entry = n->entry};
-    D.n++;
+    memmove(&codemap.dyn.r[at + 1], &codemap.dyn.r[at],
+            (codemap.dyn.n - at) * sizeof *codemap.dyn.r);
+    codemap.dyn.r[at] =
+        (struct dyn_range){.lo = n->lo, .hi = n->hi, .fn = n->fn, .entry = n->entry};
+    codemap.dyn.n++;
 }
 
 static void dyn_remove(FunctionID fn)
 {
     uint32_t keep = 0;
-    for (uint32_t i = 0; i < D.n; i++)
-        if (D.r[i].fn != fn)
-            D.r[keep++] = D.r[i];
-    D.n = keep;
-    for (uint32_t i = 0; C.ndyn && i < C.npool; i++)
-        if (C.pool[i].dyn && C.pool[i].fn == fn) {
-            C.pool[i].dead = 1;
-            C.frameless_dirty = 1; /* its frame shape no longer describes that memory */
+    for (uint32_t i = 0; i < codemap.dyn.n; i++)
+        if (codemap.dyn.r[i].fn != fn)
+            codemap.dyn.r[keep++] = codemap.dyn.r[i];
+    codemap.dyn.n = keep;
+    for (uint32_t i = 0; codemap.ndyn && i < codemap.npool; i++)
+        if (codemap.pool[i].dyn && codemap.pool[i].fn == fn) {
+            codemap.pool[i].dead = 1;
+            codemap.frameless_dirty = 1; /* its frame shape no longer describes that memory */
         }
     forget_cached(0, 0, fn);
     prof_symbols_forget_dynamic();
@@ -502,24 +514,24 @@ static void dyn_apply(void)
     while (dyn_pop(&n)) {
         if (n.hi) {
             dyn_add(&n);
-            C.st.dynamic_compiled++;
+            codemap.st.dynamic_compiled++;
         } else {
             dyn_remove(n.fn);
-            C.st.dynamic_unloaded++;
+            codemap.st.dynamic_unloaded++;
         }
     }
-    C.st.dynamic_methods = D.n;
-    C.st.dynamic_dropped_notes = __atomic_load_n(&D.dropped, __ATOMIC_RELAXED);
+    codemap.st.dynamic_methods = codemap.dyn.n;
+    codemap.st.dynamic_dropped_notes = __atomic_load_n(&codemap.dyn.dropped, __ATOMIC_RELAXED);
 }
 
 static int dyn_find(uintptr_t key)
 {
-    uint32_t lo = 0, hi = D.n;
+    uint32_t lo = 0, hi = codemap.dyn.n;
     while (lo < hi) {
         uint32_t mid = lo + (hi - lo) / 2;
-        if (key < D.r[mid].lo)
+        if (key < codemap.dyn.r[mid].lo)
             hi = mid;
-        else if (key >= D.r[mid].hi)
+        else if (key >= codemap.dyn.r[mid].hi)
             lo = mid + 1;
         else
             return (int)mid;
@@ -531,17 +543,18 @@ static int dyn_find(uintptr_t key)
 static FunctionID lookup(uintptr_t key, int *code)
 {
     uint32_t epoch = prof_unload_epoch();
-    if (epoch != C.epoch) { /* a module unload started: its code may be gone, its range reused */
-        C.epoch = epoch;
-        flush(C.flushed_at);
-        C.st.unload_flushes++;
-        C.nosr = 0;
-        C.st.osr_returns = 0;
-        C.osr_dirty = 1;
+    if (epoch != codemap.epoch) {
+        /* a module unload started: its code may be gone, its range reused */
+        codemap.epoch = epoch;
+        flush(codemap.flushed_at);
+        codemap.st.unload_flushes++;
+        codemap.nosr = 0;
+        codemap.st.osr_returns = 0;
+        codemap.osr_dirty = 1;
     }
-    if (__atomic_load_n(&D.head, __ATOMIC_ACQUIRE) != D.tail)
+    if (__atomic_load_n(&codemap.dyn.head, __ATOMIC_ACQUIRE) != codemap.dyn.tail)
         dyn_apply();
-    struct ipc *e = &C.cache[(key ^ (key >> 13)) & (IPCACHE_SIZE - 1)];
+    struct ipc *e = &codemap.cache[(key ^ (key >> 13)) & (IPCACHE_SIZE - 1)];
     if (e->key == key) {
         *code = e->code;
         return e->fn;
@@ -549,20 +562,21 @@ static FunctionID lookup(uintptr_t key, int *code)
     FunctionID fn = 0;
     int idx = find_code(key), d;
     const char *module = prof_maps_native_name(key);
-    if (idx >= 0 && C.pool[idx].dead) {
+    if (idx >= 0 && codemap.pool[idx].dead) {
         idx = -1; /* a collected dynamic method's: nothing there now */
     } else if (idx >= 0) {
-        fn = C.pool[idx].fn;
+        fn = codemap.pool[idx].fn;
     } else if ((d = dyn_find(key)) >= 0) {
-        fn = D.r[d].fn;
-        idx = add_code(D.r[d].lo, D.r[d].hi, fn, (int)D.r[d].entry, 1);
+        fn = codemap.dyn.r[d].fn;
+        idx = add_code(codemap.dyn.r[d].lo, codemap.dyn.r[d].hi, fn,
+                       (int)codemap.dyn.r[d].entry, 1);
     } else if (!strstr(module, ".so") && !prof_unload_may_query()) {
         *code = -1; /* taken before an unload started: not asked, not remembered */
         return 0;
     } else if (!strstr(module, ".so")) { /* shared libraries hold no managed code */
         ICorProfilerInfo15 *info = g_core.info;
         UINT_PTR rejit = 0;
-        C.st.clr_lookups++;
+        codemap.st.clr_lookups++;
         if (info->vt->GetFunctionFromIP2(info, (const BYTE *)key, &fn, &rejit) != S_OK)
             fn = 0;
         if (fn)
@@ -578,22 +592,20 @@ static FunctionID lookup(uintptr_t key, int *code)
     return fn;
 }
 
-static pthread_mutex_t g_lock = PTHREAD_MUTEX_INITIALIZER;
-
 void prof_codemap_lock(void)
 {
-    pthread_mutex_lock(&g_lock);
+    pthread_mutex_lock(&codemap.lock);
 }
 
 void prof_codemap_unlock(void)
 {
-    pthread_mutex_unlock(&g_lock);
+    pthread_mutex_unlock(&codemap.lock);
 }
 
 /* Whether the bytes before ra end with a call instruction (cached per address). */
 static int after_call(uintptr_t ra)
 {
-    struct callsite *e = &C.callsites[(ra ^ (ra >> 11)) & (CALLSITE_CACHE - 1)];
+    struct callsite *e = &codemap.callsites[(ra ^ (ra >> 11)) & (CALLSITE_CACHE - 1)];
     if (e->ra == ra)
         return e->ok;
     uint8_t before[8];
@@ -618,7 +630,7 @@ int prof_codemap_returns(const uintptr_t *ra, int n, uint64_t found, uint64_t ho
         n = PROF_CODEMAP_MAX_RETURNS;
     for (int i = 0; i < n; i++) {
         fn[i] = lookup(ra[i] - 1, &code[i]);
-        if (code[i] >= 0 && C.pool[code[i]].dyn) { /* as DoStackSnapshot: none (see .h) */
+        if (code[i] >= 0 && codemap.pool[code[i]].dyn) { /* as DoStackSnapshot: none (see .h) */
             fn[i] = 0;
             code[i] = -1;
         }
@@ -631,7 +643,7 @@ int prof_codemap_returns(const uintptr_t *ra, int n, uint64_t found, uint64_t ho
             /* read from a frame record off the chain where the learned table puts it: still
              * only a frame if it is managed code right after a call instruction */
             keep = fn[i] && after_call(ra[i]);
-            *(keep ? &C.st.gap_kept : &C.st.gap_dropped) += 1;
+            *(keep ? &codemap.st.gap_kept : &codemap.st.gap_dropped) += 1;
             if (!keep)
                 continue;
         } else if (hops & bit) {
@@ -639,7 +651,7 @@ int prof_codemap_returns(const uintptr_t *ra, int n, uint64_t found, uint64_t ho
                 continue; /* reached from a record that was dropped */
         }
         if (fn[i] && fn[i] == prev_fn && code[i] >= 0 && prev_code >= 0 &&
-            code[i] != prev_code && C.pool[code[i]].lo != C.pool[prev_code].lo) {
+            code[i] != prev_code && codemap.pool[code[i]].lo != codemap.pool[prev_code].lo) {
             prev_code = code[i]; /* OSR code and the Tier0 frame it runs on: one frame */
             continue;
         }
@@ -659,26 +671,26 @@ int prof_codemap_returns(const uintptr_t *ra, int n, uint64_t found, uint64_t ho
 
 int prof_codemap_init(int max_frames)
 {
-    if (C.pool) /* already (the signal sampler, then the maps keeper); all four or none */
+    if (codemap.pool) /* already (the signal sampler, then the maps keeper); all four or none */
         return 0;
-    C.max_frames = max_frames;
-    C.cap = CODEMAP_MAX_CODES;
-    C.pool = malloc(C.cap * sizeof *C.pool);
-    C.order = malloc(C.cap * sizeof *C.order);
-    C.cache = calloc(IPCACHE_SIZE, sizeof *C.cache);
-    C.frames = malloc((size_t)(max_frames + PROF_SIG_MAX_HOPS + 1) * sizeof *C.frames);
-    if (!C.pool || !C.order || !C.cache || !C.frames) {
-        free(C.pool);
-        free(C.order);
-        free(C.cache);
-        free(C.frames);
-        C.pool = NULL;
-        C.order = NULL;
-        C.cache = NULL;
-        C.frames = NULL;
+    codemap.max_frames = max_frames;
+    codemap.cap = CODEMAP_MAX_CODES;
+    codemap.pool = malloc(codemap.cap * sizeof *codemap.pool);
+    codemap.order = malloc(codemap.cap * sizeof *codemap.order);
+    codemap.cache = calloc(IPCACHE_SIZE, sizeof *codemap.cache);
+    codemap.frames = malloc((size_t)(max_frames + PROF_SIG_MAX_HOPS + 1) * sizeof *codemap.frames);
+    if (!codemap.pool || !codemap.order || !codemap.cache || !codemap.frames) {
+        free(codemap.pool);
+        free(codemap.order);
+        free(codemap.cache);
+        free(codemap.frames);
+        codemap.pool = NULL;
+        codemap.order = NULL;
+        codemap.cache = NULL;
+        codemap.frames = NULL;
         return -ENOMEM;
     }
-    C.flushed_at = prof_now_ns();
+    codemap.flushed_at = prof_now_ns();
     return 0;
 }
 
@@ -703,7 +715,7 @@ static int leaf_fix(const struct prof_sigsample *s, struct frame *out, int cap)
         return 0;
     long off;
     if (fn && code >= 0) {
-        const struct code *c = &C.pool[code];
+        const struct code *c = &codemap.pool[code];
         uint8_t at[16];
         size_t len =
             prof_codemap_read_code(pc, at, c->hi - pc < sizeof at ? c->hi - pc : sizeof at);
@@ -720,12 +732,12 @@ static int leaf_fix(const struct prof_sigsample *s, struct frame *out, int cap)
             break; /* already on the chain, or not a return address */
         out[n++] = (struct frame){.ip = ra, .ret = 1};
         /* a frameless caller: its own return address is right above its frame */
-        if (!lookup(ra - 1, &code) || code < 0 || !C.pool[code].shape.known ||
-            C.pool[code].shape.framed)
+        if (!lookup(ra - 1, &code) || code < 0 || !codemap.pool[code].shape.known ||
+            codemap.pool[code].shape.framed)
             break;
-        off += 8 + (long)C.pool[code].shape.frame;
+        off += 8 + (long)codemap.pool[code].shape.frame;
     }
-    C.st.leaf_fixes += n > 0;
+    codemap.st.leaf_fixes += n > 0;
     return n;
 }
 
@@ -733,15 +745,16 @@ static int leaf_fix(const struct prof_sigsample *s, struct frame *out, int cap)
 static void note_osr_return(uintptr_t ra)
 {
     uint32_t at = 0;
-    while (at < C.nosr && C.osr_ra[at] < ra)
+    while (at < codemap.nosr && codemap.osr_ra[at] < ra)
         at++;
-    if ((at < C.nosr && C.osr_ra[at] == ra) || C.nosr >= OSR_RETURNS)
+    if ((at < codemap.nosr && codemap.osr_ra[at] == ra) || codemap.nosr >= OSR_RETURNS)
         return;
-    memmove(&C.osr_ra[at + 1], &C.osr_ra[at], (C.nosr - at) * sizeof *C.osr_ra);
-    C.osr_ra[at] = ra;
-    C.nosr++;
-    C.osr_dirty = 1;
-    C.st.osr_returns = C.nosr;
+    memmove(&codemap.osr_ra[at + 1], &codemap.osr_ra[at],
+            (codemap.nosr - at) * sizeof *codemap.osr_ra);
+    codemap.osr_ra[at] = ra;
+    codemap.nosr++;
+    codemap.osr_dirty = 1;
+    codemap.st.osr_returns = codemap.nosr;
 }
 
 /* For a sample taken before the handler knew where this OSR frame returns (x, into its Tier0
@@ -771,48 +784,48 @@ int prof_codemap_name_stack(const struct prof_sigsample *s, const char **names,
 {
     int nf = 0;
     if (s->n > 0) {
-        C.frames[nf++] = (struct frame){.ip = s->ips[0], .ret = 0};
-        nf += leaf_fix(s, &C.frames[nf], PROF_SIG_MAX_HOPS);
+        codemap.frames[nf++] = (struct frame){.ip = s->ips[0], .ret = 0};
+        nf += leaf_fix(s, &codemap.frames[nf], PROF_SIG_MAX_HOPS);
     }
-    for (int i = 1; i < s->n && nf < C.max_frames + PROF_SIG_MAX_HOPS + 1; i++)
-        C.frames[nf++] = (struct frame){.ip = s->ips[i], .ret = 1,
+    for (int i = 1; i < s->n && nf < codemap.max_frames + PROF_SIG_MAX_HOPS + 1; i++)
+        codemap.frames[nf++] = (struct frame){.ip = s->ips[i], .ret = 1,
                                         .found = i < 64 && (s->found >> i & 1)};
 
     int k = 0, outer = -1, prev_code = -1;
     FunctionID prev_fn = 0;
     for (int i = 0; i < nf && k < cap; i++) {
-        uintptr_t key = C.frames[i].ret ? C.frames[i].ip - 1 : C.frames[i].ip;
+        uintptr_t key = codemap.frames[i].ret ? codemap.frames[i].ip - 1 : codemap.frames[i].ip;
         int code;
         FunctionID fn = lookup(key, &code);
         /* a Tier0 record found behind an OSR frame is a frame only if it is managed code right
          * after a call instruction */
-        if (C.frames[i].found && !(fn && after_call(C.frames[i].ip))) {
-            C.st.gap_dropped++;
+        if (codemap.frames[i].found && !(fn && after_call(codemap.frames[i].ip))) {
+            codemap.st.gap_dropped++;
             continue;
         }
-        C.st.gap_kept += C.frames[i].found;
+        codemap.st.gap_kept += codemap.frames[i].found;
         if (fn && fn == prev_fn && code >= 0 && prev_code >= 0 && code != prev_code &&
-            C.pool[code].lo != C.pool[prev_code].lo) {
+            codemap.pool[code].lo != codemap.pool[prev_code].lo) {
             /* OSR code and the Tier0 frame it runs on: one frame. The handler is told where the
              * OSR frame returns, so that it finds the Tier0 record passed over there. */
             prev_code = code;
-            if (!C.frames[i].ret)
+            if (!codemap.frames[i].ret)
                 continue;
-            note_osr_return(C.frames[i].ip);
+            note_osr_return(codemap.frames[i].ip);
             /* the handler did not know it yet: the caller from the copied words, if there */
             uintptr_t ra;
             int code2;
             FunctionID fn2;
-            if (!(i + 1 < nf && C.frames[i + 1].found) && k < cap &&
-                osr_in_window(s, C.frames[i].ip, &ra) &&
-                !(i + 1 < nf && C.frames[i + 1].ip == ra) && (fn2 = lookup(ra - 1, &code2)) &&
+            if (!(i + 1 < nf && codemap.frames[i + 1].found) && k < cap &&
+                osr_in_window(s, codemap.frames[i].ip, &ra) &&
+                !(i + 1 < nf && codemap.frames[i + 1].ip == ra) && (fn2 = lookup(ra - 1, &code2)) &&
                 fn2 != fn) {
                 names[k] = prof_symbols_function(fn2);
                 managed[k] = 1;
                 outer = k++;
                 prev_fn = fn2;
                 prev_code = code2;
-                C.st.osr_window_fixes++;
+                codemap.st.osr_window_fixes++;
             }
             continue;
         }
@@ -840,21 +853,21 @@ int prof_codemap_name_stack(const struct prof_sigsample *s, const char **names,
 
 void prof_codemap_tick(int64_t now)
 {
-    if (now - C.flushed_at >= CODEMAP_FLUSH_NS)
+    if (now - codemap.flushed_at >= CODEMAP_FLUSH_NS)
         flush(now);
-    if (C.osr_dirty) { /* the return addresses of OSR frames (prof_sig_osrs) */
-        C.osr_dirty = 0;
-        prof_maps_set_osr(C.osr_ra, C.nosr);
+    if (codemap.osr_dirty) { /* the return addresses of OSR frames (prof_sig_osrs) */
+        codemap.osr_dirty = 0;
+        prof_maps_set_osr(codemap.osr_ra, codemap.nosr);
     }
-    if (!C.frameless_dirty)
+    if (!codemap.frameless_dirty)
         return;
-    C.frameless_dirty = 0;
-    uintptr_t(*r)[3] = malloc((C.npool ? C.npool : 1) * sizeof *r);
+    codemap.frameless_dirty = 0;
+    uintptr_t(*r)[3] = malloc((codemap.npool ? codemap.npool : 1) * sizeof *r);
     if (!r)
         return;
     size_t n = 0;
-    for (uint32_t i = 0; i < C.npool; i++) {
-        const struct code *c = &C.pool[C.order[i]];
+    for (uint32_t i = 0; i < codemap.npool; i++) {
+        const struct code *c = &codemap.pool[codemap.order[i]];
         /* a method that calls keeps sp 16-aligned at the call: frame % 16 == 8; anything else
          * is not a frameless caller (the handler only needs callers) */
         if (c->shape.known && !c->shape.framed && c->shape.frame % 16 == 8 && !c->dead) {
@@ -866,21 +879,22 @@ void prof_codemap_tick(int64_t now)
     }
     prof_maps_set_frameless((const uintptr_t(*)[3])r, n);
     free(r);
-    C.st.frameless = n;
+    codemap.st.frameless = n;
 }
 
 void prof_codemap_get_stats(struct prof_codemap_stats *out)
 {
-    *out = C.st;
-    out->methods = C.npool;
+    *out = codemap.st;
+    out->methods = codemap.npool;
 }
 
 size_t prof_codemap_mem_bytes(void)
 {
-    if (!C.pool)
+    if (!codemap.pool)
         return 0;
-    return (size_t)C.cap * (sizeof *C.pool + sizeof *C.order) + IPCACHE_SIZE * sizeof *C.cache +
-           (size_t)(C.max_frames + PROF_SIG_MAX_HOPS + 1) * sizeof *C.frames;
+    return (size_t)codemap.cap * (sizeof *codemap.pool + sizeof *codemap.order) +
+           IPCACHE_SIZE * sizeof *codemap.cache +
+           (size_t)(codemap.max_frames + PROF_SIG_MAX_HOPS + 1) * sizeof *codemap.frames;
 }
 
 const struct prof_kind prof_codemap_kind = {

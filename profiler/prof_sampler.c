@@ -75,11 +75,15 @@ struct sig_names {
     double now_unix;
 };
 
-static struct {
+/* The sampler's state. Written by prof_sampler_start (on the thread that starts clrscope,
+ * before the sampler thread exists) and by the clrscope-sampler thread after; where noted,
+ * atomics other threads read, or `st` under st_lock. */
+struct sampler_state {
     pthread_t thread;
-    int running;
+    int running;   /* atomic: the sampler thread runs (prof_sampler_start, prof_sampler_stop) */
+    int stop;      /* atomic: prof_sampler_stop asks the sampler thread to end */
     uint32_t threads_started; /* atomic: a thread started since the last sync (1), else 0 */
-    int cpu_mode;  /* enum cpu_mode */
+    int cpu_mode;  /* enum cpu_mode; atomic (the sampler thread falls back to CPU_SUSPEND) */
     int wall_hz;
     int64_t tick_ns;  /* how far apart the thread wakes (but in stop-the-world CPU mode) */
     int ring_entries; /* per-thread signal ring size */
@@ -95,11 +99,13 @@ static struct {
     int cap_threads;
     struct cpu_seen *seen;
     uint32_t nseen; /* power of two */
-    struct prof_sampler_stats st;
+    uint64_t unload_acked; /* what the sampler last told prof_unload it had drained */
+    int suspend_warned;    /* atomic (prof_log_once) */
+    struct prof_sampler_stats st; /* under st_lock: the sampler thread writes, anyone reads */
     pthread_mutex_t st_lock;
-} S = {.st_lock = PTHREAD_MUTEX_INITIALIZER};
+};
 
-static int g_stop;
+static struct sampler_state sampler = {.st_lock = PTHREAD_MUTEX_INITIALIZER};
 
 static HRESULT snapshot_cb(FunctionID fn, UINT_PTR ip, UINT_PTR frame_info, ULONG32 ctx_size,
                            BYTE *ctx, void *data)
@@ -122,47 +128,47 @@ static HRESULT snapshot_cb(FunctionID fn, UINT_PTR ip, UINT_PTR frame_info, ULON
 
 static int ensure_capacity(int threads)
 {
-    if (threads <= S.cap_threads)
+    if (threads <= sampler.cap_threads)
         return 0;
-    int nc = S.cap_threads ? S.cap_threads : 64;
+    int nc = sampler.cap_threads ? sampler.cap_threads : 64;
     while (nc < threads)
         nc *= 2;
     if (nc > g_cfg.max_threads)
         nc = g_cfg.max_threads;
-    struct captured *c = realloc(S.caps, (size_t)nc * sizeof *c);
+    struct captured *c = realloc(sampler.caps, (size_t)nc * sizeof *c);
     if (!c)
         return -1;
-    S.caps = c;
-    struct frame *f = realloc(S.frames, (size_t)nc * (size_t)g_cfg.max_frames * sizeof *f);
+    sampler.caps = c;
+    struct frame *f = realloc(sampler.frames, (size_t)nc * (size_t)g_cfg.max_frames * sizeof *f);
     if (!f)
         return -1;
-    S.frames = f;
-    S.cap_threads = nc;
+    sampler.frames = f;
+    sampler.cap_threads = nc;
     return 0;
 }
 
 static struct cpu_seen *seen_slot(uint32_t tid)
 {
-    uint32_t mask = S.nseen - 1;
-    for (uint32_t i = (tid * 2654435761u) & mask, k = 0; k < S.nseen; i = (i + 1) & mask, k++)
-        if (S.seen[i].tid == tid || S.seen[i].tid == 0)
-            return &S.seen[i];
+    uint32_t mask = sampler.nseen - 1;
+    for (uint32_t i = (tid * 2654435761u) & mask, k = 0; k < sampler.nseen; i = (i + 1) & mask, k++)
+        if (sampler.seen[i].tid == tid || sampler.seen[i].tid == 0)
+            return &sampler.seen[i];
     return NULL;
 }
 
 /* Drops threads not seen for a while so the table never fills with dead tids. */
 static void seen_sweep(uint32_t gen)
 {
-    for (uint32_t i = 0; i < S.nseen; i++)
-        if (S.seen[i].tid && gen - S.seen[i].gen > 100)
-            S.seen[i].tid = 0;
+    for (uint32_t i = 0; i < sampler.nseen; i++)
+        if (sampler.seen[i].tid && gen - sampler.seen[i].gen > 100)
+            sampler.seen[i].tid = 0;
     /* rebuild probe chains */
-    struct cpu_seen *old = malloc(S.nseen * sizeof *old);
+    struct cpu_seen *old = malloc(sampler.nseen * sizeof *old);
     if (!old)
         return;
-    memcpy(old, S.seen, S.nseen * sizeof *old);
-    memset(S.seen, 0, S.nseen * sizeof *old);
-    for (uint32_t i = 0; i < S.nseen; i++)
+    memcpy(old, sampler.seen, sampler.nseen * sizeof *old);
+    memset(sampler.seen, 0, sampler.nseen * sizeof *old);
+    for (uint32_t i = 0; i < sampler.nseen; i++)
         if (old[i].tid) {
             struct cpu_seen *s = seen_slot(old[i].tid);
             if (s)
@@ -182,33 +188,34 @@ static int capture_all(ICorProfilerInfo15 *info, int *overflow, int read_cpu, in
     ULONG got = 0;
     while (en->vt->Next(en, 64, ids, &got) >= 0 && got > 0) {
         for (ULONG i = 0; i < got; i++) {
-            if (n >= S.cap_threads) {
+            if (n >= sampler.cap_threads) {
                 (*overflow)++;
                 continue;
             }
             DWORD os_tid = 0;
             if (info->vt->GetThreadInfo(info, ids[i], &os_tid) != S_OK || !os_tid)
                 continue;
-            struct walk w = {.frames = &S.frames[(size_t)n * (size_t)g_cfg.max_frames],
+            struct walk w = {.frames = &sampler.frames[(size_t)n * (size_t)g_cfg.max_frames],
                              .max = g_cfg.max_frames};
             HRESULT hr = info->vt->DoStackSnapshot(info, ids[i], snapshot_cb,
                                                    COR_PRF_SNAPSHOT_DEFAULT, &w, NULL, 0);
             if (hr < 0 && hr != CORPROF_E_STACKSNAPSHOT_ABORTED && w.n == 0) {
-                S.st.walk_failures++;
+                sampler.st.walk_failures++;
                 /* still record the thread: its wall and CPU time count, under "[unknown]" */
             }
-            S.caps[n].os_tid = os_tid;
-            S.caps[n].nframes = w.n;
-            S.caps[n].truncated = w.truncated;
+            sampler.caps[n].os_tid = os_tid;
+            sampler.caps[n].nframes = w.n;
+            sampler.caps[n].truncated = w.truncated;
             /* here, not after the resume: the CPU a thread burns once resumed belongs to what
              * it runs next, not to the stack just walked (read later, a busy machine's delay
              * before this thread ran again moved CPU from one caller to the other); only when
              * the tick samples CPU, so that a wall tick's suspension is no longer than it was */
-            S.caps[n].cpu_ns = read_cpu ? prof_thread_cpu_ns((pid_t)os_tid) : -1;
-            S.caps[n].wait_since = 0;
-            if (read_locks && !prof_lock_waiting(os_tid, &S.caps[n].lock_id,
-                                                 &S.caps[n].lock_owner, &S.caps[n].wait_since))
-                S.caps[n].wait_since = 0;
+            sampler.caps[n].cpu_ns = read_cpu ? prof_thread_cpu_ns((pid_t)os_tid) : -1;
+            sampler.caps[n].wait_since = 0;
+            if (read_locks &&
+                !prof_lock_waiting(os_tid, &sampler.caps[n].lock_id, &sampler.caps[n].lock_owner,
+                                   &sampler.caps[n].wait_since))
+                sampler.caps[n].wait_since = 0;
             n++;
         }
         if (got < 64)
@@ -224,8 +231,8 @@ static void record(int n, double now_unix, int64_t wall_ns, uint32_t gen, int do
     if (!names)
         return;
     for (int t = 0; t < n; t++) {
-        struct captured *c = &S.caps[t];
-        struct frame *f = &S.frames[(size_t)t * (size_t)g_cfg.max_frames];
+        struct captured *c = &sampler.caps[t];
+        struct frame *f = &sampler.frames[(size_t)t * (size_t)g_cfg.max_frames];
         int k = 0;
         if (c->truncated)
             names[k++] = "[truncated]";
@@ -234,7 +241,7 @@ static void record(int n, double now_unix, int64_t wall_ns, uint32_t gen, int do
         if (k == 0)
             names[k++] = "[no managed frames]";
         if (c->truncated)
-            S.st.truncated_stacks++;
+            sampler.st.truncated_stacks++;
         int64_t cpu = c->cpu_ns;
         int64_t delta = 0;
         struct cpu_seen *s = cpu >= 0 ? seen_slot(c->os_tid) : NULL;
@@ -253,7 +260,7 @@ static void record(int n, double now_unix, int64_t wall_ns, uint32_t gen, int do
             int64_t v[PROF_NVALUES] = {1, wall_ns, 0};
             prof_store_add(PK_WALL, now_unix, names, k, c->os_tid, NULL, v);
         }
-        S.st.samples++;
+        sampler.st.samples++;
     }
     free(names);
 }
@@ -329,7 +336,7 @@ static void dump_threads(ICorProfilerInfo15 *info, uint64_t want)
         if (hr != S_OK) {
             /* a GC (or another suspension) in progress: it ends soon */
             if (hr == CORPROF_E_SUSPENSION_IN_PROGRESS && ++busy_tries < 100 &&
-                !prof_core_stopping() && !__atomic_load_n(&g_stop, __ATOMIC_ACQUIRE)) {
+                !prof_core_stopping() && !__atomic_load_n(&sampler.stop, __ATOMIC_ACQUIRE)) {
                 struct timespec ts = {0, 5000000L};
                 nanosleep(&ts, NULL);
                 continue;
@@ -345,16 +352,16 @@ static void dump_threads(ICorProfilerInfo15 *info, uint64_t want)
         t1 = prof_now_ns();
         if (!overflow)
             break;
-        int can_grow = S.cap_threads < g_cfg.max_threads;
-        ensure_capacity(S.cap_threads + overflow); /* for the next tick, whatever happens */
-        if (grown || !can_grow || S.cap_threads < n + overflow)
+        int can_grow = sampler.cap_threads < g_cfg.max_threads;
+        ensure_capacity(sampler.cap_threads + overflow); /* for the next tick, whatever happens */
+        if (grown || !can_grow || sampler.cap_threads < n + overflow)
             break;
         grown = 1; /* more threads than the sampler had room for: once more, with room */
     }
     struct prof_tdump *d = calloc(1, sizeof *d);
     size_t total = 0;
     for (int t = 0; t < n; t++)
-        total += S.caps[t].nframes ? (size_t)S.caps[t].nframes : 1;
+        total += sampler.caps[t].nframes ? (size_t)sampler.caps[t].nframes : 1;
     const char **fr = malloc((total ? total : 1) * sizeof *fr);
     uint32_t *off = malloc((n ? (size_t)n : 1) * sizeof *off);
     uint32_t *len = malloc((n ? (size_t)n : 1) * sizeof *len);
@@ -370,8 +377,8 @@ static void dump_threads(ICorProfilerInfo15 *info, uint64_t want)
     int asking = prof_unload_enter(epoch); /* the frames are named under their walk's epoch */
     size_t at = 0;
     for (int t = 0; t < n; t++) {
-        struct captured *c = &S.caps[t];
-        struct frame *f = &S.frames[(size_t)t * (size_t)g_cfg.max_frames];
+        struct captured *c = &sampler.caps[t];
+        struct frame *f = &sampler.frames[(size_t)t * (size_t)g_cfg.max_frames];
         off[t] = (uint32_t)at;
         for (int i = 0; i < c->nframes; i++) /* leaf first, as walked */
             fr[at++] = f[i].fn ? prof_symbols_function(f[i].fn) : prof_symbols_native(f[i].ip);
@@ -384,16 +391,16 @@ static void dump_threads(ICorProfilerInfo15 *info, uint64_t want)
         prof_unload_leave();
     for (int t = 0; t < n; t++) {
         struct prof_tdump_thread *th = &d->threads[t];
-        th->tid = S.caps[t].os_tid;
-        th->cpu_ns = S.caps[t].cpu_ns;
+        th->tid = sampler.caps[t].os_tid;
+        th->cpu_ns = sampler.caps[t].cpu_ns;
         prof_threads_name_of(th->tid, th->name, sizeof th->name);
         uint32_t *hit = bsearch(&th->tid, tids, nt, sizeof *tids, cmp_u32);
         th->state = hit ? states[hit - tids] : os_state(th->tid);
-        int64_t since = S.caps[t].wait_since;
+        int64_t since = sampler.caps[t].wait_since;
         /* a wait that began after the walk is not on its stack, nor one that ended unseen */
         if (since > 0 && since <= t1 && still_waits_for_lock(fr + off[t], len[t], th->state)) {
-            th->lock_id = S.caps[t].lock_id;
-            th->lock_owner = S.caps[t].lock_owner;
+            th->lock_id = sampler.caps[t].lock_id;
+            th->lock_owner = sampler.caps[t].lock_owner;
             th->wait_ns = t1 > since ? t1 - since : 1;
         }
     }
@@ -435,9 +442,9 @@ static void sig_stop(const char *why)
 {
     prof_log(LOG_WARN, "cpu sampler: %s; switching to the stop-the-world sampler", why);
     prof_sigsample_stop();
-    __atomic_store_n(&S.cpu_mode, CPU_SUSPEND, __ATOMIC_RELAXED);
-    if (S.keep_maps && prof_maps_start())
-        S.keep_maps = 0; /* the allocation walks keep the runtime's walk */
+    __atomic_store_n(&sampler.cpu_mode, CPU_SUSPEND, __ATOMIC_RELAXED);
+    if (sampler.keep_maps && prof_maps_start())
+        sampler.keep_maps = 0; /* the allocation walks keep the runtime's walk */
 }
 
 /* The signal sampler's own tick drains, names and refreshes; without it, only the refresh. */
@@ -449,34 +456,34 @@ static void maps_tick(int64_t now)
     prof_codemap_unlock();
     struct prof_sigsample_stats ss;
     prof_sigsample_get_stats(&ss);
-    pthread_mutex_lock(&S.st_lock);
-    S.st.sig = ss;
-    pthread_mutex_unlock(&S.st_lock);
+    pthread_mutex_lock(&sampler.st_lock);
+    sampler.st.sig = ss;
+    pthread_mutex_unlock(&sampler.st_lock);
 }
 
 /* One tick of the signal sampler: drain what the handlers captured, pick up new threads. */
 static void signal_tick_locked(int64_t now, int64_t *last_sync)
 {
-    S.sn.now_unix = prof_unix_now();
+    sampler.sn.now_unix = prof_unix_now();
     int started = now - *last_sync >= SIGNAL_SYNC_MIN_NS &&
-                  __atomic_load_n(&S.threads_started, __ATOMIC_RELAXED);
+                  __atomic_load_n(&sampler.threads_started, __ATOMIC_RELAXED);
     if (now - *last_sync >= SIGNAL_SYNC_NS || started) {
         *last_sync = now;
         /* cleared before the list is read: a thread started after the read sets it again */
-        __atomic_store_n(&S.threads_started, 0, __ATOMIC_SEQ_CST);
+        __atomic_store_n(&sampler.threads_started, 0, __ATOMIC_SEQ_CST);
         if (!prof_sigsample_intact()) {
             sig_stop("another component replaced clrscope's signal handler");
             return;
         }
-        size_t n = prof_threads_tids(S.tids, (size_t)g_cfg.max_threads);
-        prof_sigsample_sync(S.tids, n, on_sig_sample, &S.sn);
+        size_t n = prof_threads_tids(sampler.tids, (size_t)g_cfg.max_threads);
+        prof_sigsample_sync(sampler.tids, n, on_sig_sample, &sampler.sn);
         struct prof_sigsample_stats ss;
         prof_sigsample_get_stats(&ss);
-        pthread_mutex_lock(&S.st_lock);
-        S.st.sig = ss;
-        pthread_mutex_unlock(&S.st_lock);
+        pthread_mutex_lock(&sampler.st_lock);
+        sampler.st.sig = ss;
+        pthread_mutex_unlock(&sampler.st_lock);
     }
-    prof_sigsample_drain(on_sig_sample, &S.sn);
+    prof_sigsample_drain(on_sig_sample, &sampler.sn);
     prof_codemap_tick(now);
     prof_sigsample_maintain(now);
 }
@@ -487,21 +494,18 @@ static void signal_tick(int64_t now, int64_t *last_sync)
     signal_tick_locked(now, last_sync);
     prof_codemap_unlock();
     int perf = prof_sigsample_review(now); /* (its one measurement holds no lock) */
-    if (perf >= 0 && S.cpu_mode == CPU_SIGNAL) {
+    if (perf >= 0 && sampler.cpu_mode == CPU_SIGNAL) {
         prof_codemap_lock();
-        S.sn.now_unix = prof_unix_now();
-        prof_sigsample_use_perf(perf, now, on_sig_sample, &S.sn);
+        sampler.sn.now_unix = prof_unix_now();
+        prof_sigsample_use_perf(perf, now, on_sig_sample, &sampler.sn);
         prof_codemap_unlock();
     }
 }
 
-/* What the sampler last told prof_unload it had drained (sampler thread only). */
-static uint64_t g_unload_acked;
-
 static void sampler_drained(uint64_t wanted)
 {
     prof_unload_drained(PROF_UNLOAD_SAMPLER, wanted);
-    g_unload_acked = wanted;
+    sampler.unload_acked = wanted;
 }
 
 static void *sampler_main(void *arg)
@@ -511,22 +515,21 @@ static void *sampler_main(void *arg)
     ICorProfilerInfo15 *info = g_core.info;
     info->vt->InitializeCurrentThread(info);
     const int64_t period = 1000000000LL / g_cfg.sampling_hz;
-    const int64_t wall_period = 1000000000LL / S.wall_hz;
+    const int64_t wall_period = 1000000000LL / sampler.wall_hz;
     struct timespec next;
     clock_gettime(CLOCK_MONOTONIC, &next);
     int64_t last = prof_now_ns(), prev_tick = last, last_sync = last - SIGNAL_SYNC_NS;
     int64_t last_maps = last;
     uint32_t gen = 0;
-    static int warned_suspend;
     uint32_t nudges = prof_core_nudges();
     int advance = 1;
     prof_unload_consumer(PROF_UNLOAD_SAMPLER, 1);
-    while (!__atomic_load_n(&g_stop, __ATOMIC_ACQUIRE) && !prof_core_stopping()) {
+    while (!__atomic_load_n(&sampler.stop, __ATOMIC_ACQUIRE) && !prof_core_stopping()) {
         /* the stop-the-world CPU sampler (chosen, or fallen back to) ticks at the sampling rate */
-        int64_t tick = __atomic_load_n(&S.cpu_mode, __ATOMIC_RELAXED) == CPU_SUSPEND &&
+        int64_t tick = __atomic_load_n(&sampler.cpu_mode, __ATOMIC_RELAXED) == CPU_SUSPEND &&
                                (g_core.profiles & PROFILE_CPU)
                            ? period
-                           : S.tick_ns;
+                           : sampler.tick_ns;
         if (advance) {
             next.tv_nsec += tick;
             while (next.tv_nsec >= 1000000000L) {
@@ -537,8 +540,8 @@ static void *sampler_main(void *arg)
         int64_t deadline = (int64_t)next.tv_sec * 1000000000LL + next.tv_nsec;
         /* a new thread waits for its timer no longer than SIGNAL_SYNC_MIN_NS after the last sync */
         int64_t wake = deadline;
-        if (S.cpu_mode == CPU_SIGNAL && (g_core.profiles & PROFILE_CPU) &&
-            __atomic_load_n(&S.threads_started, __ATOMIC_SEQ_CST) &&
+        if (sampler.cpu_mode == CPU_SIGNAL && (g_core.profiles & PROFILE_CPU) &&
+            __atomic_load_n(&sampler.threads_started, __ATOMIC_SEQ_CST) &&
             last_sync + SIGNAL_SYNC_MIN_NS < wake)
             wake = last_sync + SIGNAL_SYNC_MIN_NS;
         /* a module unload or a new thread cuts the nap short: the signal samples are named
@@ -557,11 +560,11 @@ static void *sampler_main(void *arg)
              * Sampling now would time the wall samples by the app's unloads (a thread waiting
              * for them in every sample). A thread that started less than SIGNAL_SYNC_MIN_NS
              * after the last sync waits for the next wake-up, which the nap above times. */
-            int sync_due = __atomic_load_n(&S.threads_started, __ATOMIC_SEQ_CST) &&
+            int sync_due = __atomic_load_n(&sampler.threads_started, __ATOMIC_SEQ_CST) &&
                            now - last_sync >= SIGNAL_SYNC_MIN_NS;
-            if (S.cpu_mode == CPU_SIGNAL && (__atomic_load_n(&g_core.profiles, __ATOMIC_RELAXED) &
-                                             PROFILE_CPU) &&
-                (sync_due || unload_wanted != g_unload_acked))
+            if (sampler.cpu_mode == CPU_SIGNAL &&
+                (__atomic_load_n(&g_core.profiles, __ATOMIC_RELAXED) & PROFILE_CPU) &&
+                (sync_due || unload_wanted != sampler.unload_acked))
                 signal_tick(now, &last_sync);
             sampler_drained(unload_wanted);
             continue;
@@ -571,14 +574,14 @@ static void *sampler_main(void *arg)
         if (now - last > 10 * wall_period) /* and a stall is not wall time of the threads */
             last = now - wall_period;
         prev_tick = now;
-        if (S.cpu_mode == CPU_SIGNAL && (g_core.profiles & PROFILE_CPU))
+        if (sampler.cpu_mode == CPU_SIGNAL && (g_core.profiles & PROFILE_CPU))
             signal_tick(now, &last_sync);
-        else if (S.keep_maps && now - last_maps >= MAPS_KEEPER_NS) {
+        else if (sampler.keep_maps && now - last_maps >= MAPS_KEEPER_NS) {
             last_maps = now;
             maps_tick(now);
         }
         /* `last` is the previous wall sample: wall weights are the time since, at any rate */
-        int cpu_suspend = S.cpu_mode == CPU_SUSPEND && (g_core.profiles & PROFILE_CPU);
+        int cpu_suspend = sampler.cpu_mode == CPU_SUSPEND && (g_core.profiles & PROFILE_CPU);
         int wall_due = (g_core.profiles & PROFILE_WALL) && now - last >= wall_period - tick / 2;
         if (!cpu_suspend && !wall_due) {
             sampler_drained(unload_wanted);
@@ -588,9 +591,9 @@ static void *sampler_main(void *arg)
         uint32_t epoch = prof_unload_epoch(); /* the frames are alive from here to the walk */
         HRESULT hr = info->vt->SuspendRuntime(info);
         if (hr != S_OK) {
-            S.st.skipped_ticks++;
+            sampler.st.skipped_ticks++;
             if (hr != CORPROF_E_SUSPENSION_IN_PROGRESS && hr != CORPROF_E_RUNTIME_UNINITIALIZED)
-                prof_log_once(warned_suspend, LOG_WARN, "SuspendRuntime failed (0x%08x); "
+                prof_log_once(sampler.suspend_warned, LOG_WARN, "SuspendRuntime failed (0x%08x); "
                               "skipping samples while it does", (unsigned)hr);
             sampler_drained(unload_wanted);
             continue;
@@ -600,13 +603,13 @@ static void *sampler_main(void *arg)
         info->vt->ResumeRuntime(info);
         int64_t t1 = prof_now_ns();
         gen++;
-        pthread_mutex_lock(&S.st_lock);
-        S.st.ticks++;
-        S.st.suspended_ns += (uint64_t)(t1 - t0);
-        S.st.last_thread_count = (uint64_t)(n + overflow);
-        pthread_mutex_unlock(&S.st_lock);
+        pthread_mutex_lock(&sampler.st_lock);
+        sampler.st.ticks++;
+        sampler.st.suspended_ns += (uint64_t)(t1 - t0);
+        sampler.st.last_thread_count = (uint64_t)(n + overflow);
+        pthread_mutex_unlock(&sampler.st_lock);
         if (overflow)
-            ensure_capacity(S.cap_threads + overflow);
+            ensure_capacity(sampler.cap_threads + overflow);
         /* an unload that asked for a drain after this tick began waits for its end (below), so
          * the frames are named under the epoch they were walked in */
         int asking = prof_unload_enter(epoch);
@@ -627,9 +630,9 @@ static void *sampler_main(void *arg)
 static void choose_modes(void)
 {
     const char *m = getenv("CLRSCOPE_CPU_SAMPLER");
-    S.cpu_mode = CPU_SIGNAL;
+    sampler.cpu_mode = CPU_SIGNAL;
     if (m && !strcmp(m, "suspend"))
-        S.cpu_mode = CPU_SUSPEND;
+        sampler.cpu_mode = CPU_SUSPEND;
     else if (m && *m && strcmp(m, "signal"))
         prof_log(LOG_WARN, "CLRSCOPE_CPU_SAMPLER=\"%.40s\" is neither signal nor suspend; using "
                  "signal", m);
@@ -645,15 +648,15 @@ static void choose_modes(void)
     prof_sigsample_set_timer(timer, g_cfg.cpu_timer_budget);
     /* The stop-the-world walk costs the same whatever it records: while it runs every tick for
      * CPU, wall samples come free at the full rate; otherwise they are what it costs. */
-    long def = S.cpu_mode == CPU_SUSPEND ? g_cfg.sampling_hz : 5;
+    long def = sampler.cpu_mode == CPU_SUSPEND ? g_cfg.sampling_hz : 5;
     if (def > g_cfg.sampling_hz)
         def = g_cfg.sampling_hz;
-    S.wall_hz = (int)prof_env_long("CLRSCOPE_WALL_HZ", def, 1, g_cfg.sampling_hz);
-    int64_t period = 1000000000LL / g_cfg.sampling_hz, wall_period = 1000000000LL / S.wall_hz;
-    S.tick_ns = wall_period; /* wall alone */
-    if (S.cpu_mode != CPU_SIGNAL || !(g_core.profiles & PROFILE_CPU)) {
+    sampler.wall_hz = (int)prof_env_long("CLRSCOPE_WALL_HZ", def, 1, g_cfg.sampling_hz);
+    int64_t period = 1000000000LL / g_cfg.sampling_hz, wall_period = 1000000000LL / sampler.wall_hz;
+    sampler.tick_ns = wall_period; /* wall alone */
+    if (sampler.cpu_mode != CPU_SIGNAL || !(g_core.profiles & PROFILE_CPU)) {
         if (g_core.profiles & PROFILE_CPU)
-            S.tick_ns = period;
+            sampler.tick_ns = period;
         return;
     }
     /* signal mode: drain every SIGNAL_DRAIN_NS (or faster for wall samples); a thread burning a
@@ -668,17 +671,17 @@ static void choose_modes(void)
         entries = PROF_SIG_MAX_ENTRIES;
         tick = (entries - 1) * period * 2 / 3;
     }
-    S.tick_ns = tick;
-    S.ring_entries = (int)entries;
-    S.tids = malloc((size_t)g_cfg.max_threads * sizeof *S.tids);
-    S.sn.leaf = malloc((size_t)g_cfg.max_frames * sizeof *S.sn.leaf);
-    S.sn.managed = malloc((size_t)g_cfg.max_frames);
-    S.sn.root = malloc((size_t)(g_cfg.max_frames + 1) * sizeof *S.sn.root);
-    if (!S.tids || !S.sn.leaf || !S.sn.managed || !S.sn.root ||
+    sampler.tick_ns = tick;
+    sampler.ring_entries = (int)entries;
+    sampler.tids = malloc((size_t)g_cfg.max_threads * sizeof *sampler.tids);
+    sampler.sn.leaf = malloc((size_t)g_cfg.max_frames * sizeof *sampler.sn.leaf);
+    sampler.sn.managed = malloc((size_t)g_cfg.max_frames);
+    sampler.sn.root = malloc((size_t)(g_cfg.max_frames + 1) * sizeof *sampler.sn.root);
+    if (!sampler.tids || !sampler.sn.leaf || !sampler.sn.managed || !sampler.sn.root ||
         prof_codemap_init(g_cfg.max_frames) ||
         prof_sigsample_start(g_cfg.sampling_hz, g_cfg.max_frames, g_cfg.max_threads,
-                             S.ring_entries))
-        S.cpu_mode = CPU_SUSPEND; /* prof_sigsample_start logged why */
+                             sampler.ring_entries))
+        sampler.cpu_mode = CPU_SUSPEND; /* prof_sigsample_start logged why */
 }
 
 /* Starts keep_maps when the allocation walk wants it and the signal sampler does not run. */
@@ -688,24 +691,24 @@ static void choose_maps_keeper(void)
     prof_walk_get_stats(&ws);
     if (!(g_core.profiles & (PROFILE_ALLOC | PROFILE_LIVE)) || ws.mode == PROF_WALK_RUNTIME)
         return;
-    int signal_runs = S.cpu_mode == CPU_SIGNAL && (g_core.profiles & PROFILE_CPU);
+    int signal_runs = sampler.cpu_mode == CPU_SIGNAL && (g_core.profiles & PROFILE_CPU);
     if (!signal_runs && (prof_codemap_init(g_cfg.max_frames) || prof_maps_start())) {
         prof_log(LOG_WARN, "allocation stacks: no memory map snapshot; they take the runtime's "
                  "walk");
         return;
     }
-    S.keep_maps = 1;
+    sampler.keep_maps = 1;
     if (!(g_core.profiles & (PROFILE_CPU | PROFILE_WALL)))
-        S.tick_ns = MAPS_KEEPER_NS; /* the thread only keeps the maps */
+        sampler.tick_ns = MAPS_KEEPER_NS; /* the thread only keeps the maps */
 }
 
 void prof_sampler_thread_started(void)
 {
-    if (!__atomic_load_n(&S.running, __ATOMIC_ACQUIRE) ||
-        __atomic_load_n(&S.cpu_mode, __ATOMIC_RELAXED) != CPU_SIGNAL ||
+    if (!__atomic_load_n(&sampler.running, __ATOMIC_ACQUIRE) ||
+        __atomic_load_n(&sampler.cpu_mode, __ATOMIC_RELAXED) != CPU_SIGNAL ||
         !(__atomic_load_n(&g_core.profiles, __ATOMIC_RELAXED) & PROFILE_CPU))
         return;
-    if (!__atomic_exchange_n(&S.threads_started, 1, __ATOMIC_SEQ_CST))
+    if (!__atomic_exchange_n(&sampler.threads_started, 1, __ATOMIC_SEQ_CST))
         prof_core_nudge();
 }
 
@@ -716,44 +719,46 @@ int prof_sampler_start(void)
         return 0;
     choose_modes();
     choose_maps_keeper();
-    S.nseen = 8192;
-    S.seen = calloc(S.nseen, sizeof *S.seen);
-    if (!S.seen || ensure_capacity(64)) {
+    sampler.nseen = 8192;
+    sampler.seen = calloc(sampler.nseen, sizeof *sampler.seen);
+    if (!sampler.seen || ensure_capacity(64)) {
         prof_log(LOG_ERROR, "cpu/wall sampler: out of memory; cpu and wall profiles are off");
         prof_core_disable(PROFILE_CPU | PROFILE_WALL);
         return -1;
     }
-    if (pthread_create(&S.thread, NULL, sampler_main, NULL)) {
+    if (pthread_create(&sampler.thread, NULL, sampler_main, NULL)) {
         prof_log(LOG_ERROR, "cpu/wall sampler: cannot start its thread; cpu and wall are off");
         prof_core_disable(PROFILE_CPU | PROFILE_WALL);
         return -1;
     }
-    __atomic_store_n(&S.running, 1, __ATOMIC_RELEASE);
+    __atomic_store_n(&sampler.running, 1, __ATOMIC_RELEASE);
     prof_tdump_enable(1);
     return 0;
 }
 
 void prof_sampler_stop(void)
 {
-    if (!S.running)
+    if (!sampler.running)
         return;
-    __atomic_store_n(&g_stop, 1, __ATOMIC_RELEASE);
-    pthread_join(S.thread, NULL);
+    __atomic_store_n(&sampler.stop, 1, __ATOMIC_RELEASE);
+    pthread_join(sampler.thread, NULL);
     prof_tdump_enable(0);
-    if (S.cpu_mode == CPU_SIGNAL || S.keep_maps)
+    if (sampler.cpu_mode == CPU_SIGNAL || sampler.keep_maps)
         prof_sigsample_stop(); /* and the allocation walks stop trusting the last snapshot */
-    __atomic_store_n(&S.running, 0, __ATOMIC_RELEASE);
+    __atomic_store_n(&sampler.running, 0, __ATOMIC_RELEASE);
 }
 
 void prof_sampler_get_stats(struct prof_sampler_stats *out)
 {
-    pthread_mutex_lock(&S.st_lock);
-    *out = S.st;
+    pthread_mutex_lock(&sampler.st_lock);
+    *out = sampler.st;
+    int mode = __atomic_load_n(&sampler.cpu_mode, __ATOMIC_RELAXED);
     out->cpu_sampler = !(g_core.profiles & PROFILE_CPU) ? "off"
-                       : __atomic_load_n(&S.cpu_mode, __ATOMIC_RELAXED) == CPU_SIGNAL ? "signal"
-                                                                                : "suspend";
-    out->wall_hz = S.wall_hz;
-    out->tick_ns = !strcmp(out->cpu_sampler, "suspend") ? 1000000000LL / g_cfg.sampling_hz : S.tick_ns;
-    out->ring_entries = S.ring_entries;
-    pthread_mutex_unlock(&S.st_lock);
+                       : mode == CPU_SIGNAL             ? "signal"
+                                                        : "suspend";
+    out->wall_hz = sampler.wall_hz;
+    out->tick_ns = !strcmp(out->cpu_sampler, "suspend") ? 1000000000LL / g_cfg.sampling_hz
+                                                         : sampler.tick_ns;
+    out->ring_entries = sampler.ring_entries;
+    pthread_mutex_unlock(&sampler.st_lock);
 }

@@ -168,6 +168,13 @@ struct prof_sig_self {
     struct prof_sig_probe probes[PROF_SIG_PROBES];
 };
 
+/* What the handler shares (g_sig, defined in prof_sighandler.c, where it stays reachable from the
+ * signal without any indirection). Writers: prof_sigsample_start, before the handler is
+ * installed (max_frames, entry_size, entries, ring_size, fdmap_len, perf_period, fdmap itself);
+ * the clrscope-sampler thread after (chunks, fdmap's entries); prof_maps, under
+ * prof_codemap_lock() (maps, codes, hidden, osr, self_walk); prof_unload (unload_epoch); the
+ * handlers and self-walks, on the sampled threads (inflight and the counters, which the sampler
+ * thread reads for its stats). */
 struct prof_sig_shared {
     int max_frames;     /* written before the handler is installed, then read-only */
     int self_walk;      /* atomic: maps (and codes) are kept current: self-walks may use them */
