@@ -17,7 +17,11 @@
  * removed (a late signal must always find it). If another component later replaces it,
  * prof_sigsample_intact() turns false and the caller must stop using this module.
  *
- * ctx: every function here is for the clrscope-sampler thread only.
+ * ctx: the clrscope-sampler thread, holding prof_codemap_lock() around the drains, syncs, clock
+ * changes and upkeep (the code map names what they hand over; prof_maps is kept under that lock),
+ * but not around prof_sigsample_review (its one measurement takes ~20 ms); prof_sigsample_set_timer
+ * and prof_sigsample_start before that thread starts (prof_sampler_start), prof_sigsample_stop on
+ * it or once it has ended (prof_sampler_stop).
  */
 #ifndef PROF_SIGSAMPLE_H
 #define PROF_SIGSAMPLE_H

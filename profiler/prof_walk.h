@@ -9,10 +9,10 @@
  *     tens on deep stacks (ASP.NET Core: ~40 frames).
  *   - the frame pointers: prof_sig_walk_self, the signal sampler's checked walk applied to the
  *     calling thread, records return addresses (well under a microsecond). It leaves out the
- *     leading frames of clrscope and libcoreclr (the event plumbing) and needs the signal
- *     sampler's maps snapshot and table of frameless methods (CPU profile on,
- *     CLRSCOPE_CPU_SAMPLER=signal); the addresses become FunctionIDs later, on clrscope-agg,
- *     through the sampler's code map (prof_walk_resolve).
+ *     leading frames of clrscope and libcoreclr (the event plumbing) and needs the maps
+ *     snapshot and table of frameless methods (prof_maps), which the sampler thread keeps
+ *     current; the addresses become FunctionIDs later, on clrscope-agg, through the sampler's
+ *     code map (prof_walk_resolve).
  * The runtime's allocation stubs push rbp without making it the frame pointer, which hides the
  * allocating method from the chain; OSR code hides the caller of the method it replaces. Where
  * the hidden record lies is a fixed offset per stub (per OSR call site), which this module
@@ -32,8 +32,8 @@
  * who doubt a stack).
  *
  * ctx: capture functions on any thread, inside a runtime callback (no allocation, no locks);
- * prof_walk_resolve and prof_walk_names on clrscope-agg only; prof_walk_init at Initialize;
- * stats anywhere.
+ * prof_walk_begin, prof_walk_resolve, prof_walk_end and prof_walk_names on clrscope-agg only;
+ * prof_walk_init at Initialize; stats and prof_walk_mode_name anywhere.
  */
 #ifndef PROF_WALK_H
 #define PROF_WALK_H
