@@ -18,10 +18,15 @@
  * Caches are bounded (CODEMAP_MAX_CODES ranges) and flushed every 10 minutes so that code freed
  * by an unloaded collectible assembly cannot keep a stale name for long.
  *
- * ctx: the clrscope-sampler thread, and clrscope-agg through prof_codemap_returns; both hold
- * prof_codemap_lock() around every call here and around the signal sampler's drains and maps
- * upkeep (prof_sigsample), whose snapshots these functions read. ICorProfilerInfo SYNC methods
- * only; never a runtime callback.
+ * ctx: the lookups (prof_codemap_name_stack on the clrscope-sampler thread, prof_codemap_returns
+ * and prof_codemap_function on clrscope-agg) and prof_codemap_tick (the sampler thread), each
+ * thread holding prof_codemap_lock() around every such call and around the signal sampler's
+ * drains and the maps upkeep (prof_sigsample, prof_maps), whose snapshots these functions read;
+ * they call ICorProfilerInfo SYNC methods only, never from a runtime callback. prof_codemap_init from
+ * prof_sampler_start. prof_codemap_dynamic_compiled and prof_codemap_dynamic_unloaded on any
+ * thread, in a runtime callback, without the lock. prof_frame_* and prof_codemap_read_code on any
+ * clrscope thread; prof_codemap_get_stats and prof_codemap_mem_bytes on any thread but a runtime
+ * callback (counters read without the lock).
  */
 #ifndef PROF_CODEMAP_H
 #define PROF_CODEMAP_H
@@ -82,7 +87,7 @@ struct prof_codemap_stats {
 int prof_codemap_init(int max_frames);
 /* Writes the names of sample `s` leaf first into names[0..cap); returns how many. `managed[i]`
  * tells whether names[i] is a managed frame. Names are valid until the next
- * prof_sigsample_maintain() (prof_store_add copies them). */
+ * prof_maps_maintain() (prof_store_add copies them). */
 int prof_codemap_name_stack(const struct prof_sigsample *s, const char **names,
                             unsigned char *managed, int cap);
 /* Return addresses (leaf first, e.g. prof_sig_walk_self's, at most PROF_CODEMAP_MAX_RETURNS) to

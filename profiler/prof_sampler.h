@@ -16,6 +16,14 @@
  *   suspend the stop-the-world walk above every CLRSCOPE_SAMPLING_HZ tick; each sample weighted
  *           by the CPU time the thread burned since the previous tick (per-thread CPU clocks).
  * Either way an idle thread costs CPU nothing and shows only in wall time.
+ *
+ * The same thread serves thread dumps (prof_tdump.h) and, when the allocation or live profile
+ * walks stacks by frame pointers and the signal sampler does not run, keeps the maps snapshot and
+ * the code map fresh for those walks (prof_maps.h).
+ *
+ * ctx: prof_sampler_start and prof_sampler_stop once each, from prof_entry (Initialize, shutdown);
+ * prof_sampler_thread_started on any thread, in a runtime callback; prof_sampler_get_stats on any
+ * thread but a runtime callback. Everything else runs on the clrscope-sampler thread it starts.
  */
 #ifndef PROF_SAMPLER_H
 #define PROF_SAMPLER_H

@@ -1,18 +1,21 @@
 /*
  * prof_sighandler - the only code clrscope runs inside a signal handler, and the data it shares
- * with prof_sigsample (its owner), plus the same frame-pointer walk of the calling thread for
- * prof_walk (prof_sig_walk_self).
+ * with prof_sigsample (the rings, the perf events' map) and prof_maps (the maps snapshot and the
+ * walk tables), plus the same frame-pointer walk of the calling thread for prof_walk
+ * (prof_sig_walk_self).
  *
  * ctx: prof_sig_handler runs on an application thread, at any instruction, when that thread's
  * CPU timer fires. It is async-signal-safe by construction: no calls at all (not even libc), no
  * locks, no allocation, no TLS; it reads only clrscope's own tables and the interrupted thread's
  * own stack between its stack pointer and the top of that stack, proven mapped beforehand (see
- * prof_sighandler.c). tests/unit/test_sigsample.c checks that the object file references no
- * external symbol.
+ * prof_sighandler.c). tests/unit/check_handler_symbols.cmake checks that the object file
+ * references no external symbol. prof_sig_walk_self: any thread, in a runtime callback, under
+ * the same rules.
  *
  * Sharing protocol (all hand-offs are single atomic words):
- *   - the sampler thread publishes immutable `struct prof_sig_maps` snapshots through g_sig.maps
- *     and frees a replaced one only after it has seen g_sig.inflight == 0 after the swap;
+ *   - prof_maps publishes immutable `struct prof_sig_maps` snapshots (and the walk tables) through
+ *     g_sig.maps (codes, osr, hidden) and frees a replaced one only after it has seen
+ *     g_sig.inflight == 0 after the swap;
  *   - rings live in chunks that are allocated once and never freed; a ring is owned by one
  *     thread at a time (ring->gen changes on every reassignment, and each timer carries the gen
  *     it was armed with in its sigevent value);
@@ -165,6 +168,13 @@ struct prof_sig_self {
     struct prof_sig_probe probes[PROF_SIG_PROBES];
 };
 
+/* What the handler shares (g_sig, defined in prof_sighandler.c, where it stays reachable from the
+ * signal without any indirection). Writers: prof_sigsample_start, before the handler is
+ * installed (max_frames, entry_size, entries, ring_size, fdmap_len, perf_period, fdmap itself);
+ * the clrscope-sampler thread after (chunks, fdmap's entries); prof_maps, under
+ * prof_codemap_lock() (maps, codes, hidden, osr, self_walk); prof_unload (unload_epoch); the
+ * handlers and self-walks, on the sampled threads (inflight and the counters, which the sampler
+ * thread reads for its stats). */
 struct prof_sig_shared {
     int max_frames;     /* written before the handler is installed, then read-only */
     int self_walk;      /* atomic: maps (and codes) are kept current: self-walks may use them */

@@ -17,7 +17,11 @@
  * removed (a late signal must always find it). If another component later replaces it,
  * prof_sigsample_intact() turns false and the caller must stop using this module.
  *
- * ctx: every function here is for the clrscope-sampler thread only.
+ * ctx: the clrscope-sampler thread, holding prof_codemap_lock() around the drains, syncs, clock
+ * changes and upkeep (the code map names what they hand over; prof_maps is kept under that lock),
+ * but not around prof_sigsample_review (its one measurement takes ~20 ms); prof_sigsample_set_timer
+ * and prof_sigsample_start before that thread starts (prof_sampler_start), prof_sigsample_stop on
+ * it or once it has ended (prof_sampler_stop).
  */
 #ifndef PROF_SIGSAMPLE_H
 #define PROF_SIGSAMPLE_H
@@ -77,13 +81,8 @@ typedef void (*prof_sigsample_fn)(void *arg, const struct prof_sigsample *s);
  * samples each thread's ring holds between two drains (2..PROF_SIG_MAX_ENTRIES). */
 int prof_sigsample_start(int hz, int max_frames, int max_threads, int entries);
 /* Deletes every timer; the handler stays installed and ignores whatever arrives late. Self-walks
- * (prof_sig_walk_self) go back to the runtime's walk until prof_sigsample_maps_start. */
+ * (prof_sig_walk_self) go back to the runtime's walk until prof_maps_start (prof_maps_stop). */
 void prof_sigsample_stop(void);
-/* Without the signal sampler (cpu profile off, or the stop-the-world sampler): takes the maps
- * snapshot the allocation callback's self-walk needs and lets it walk; the caller then keeps the
- * snapshot fresh with prof_sigsample_maintain, as the signal sampler does. 0, or -1 when
- * /proc/self/maps cannot be read. */
-int prof_sigsample_maps_start(void);
 /* 1 while the installed handler of our signal is still ours. */
 int prof_sigsample_intact(void);
 /* Makes the sampled set equal to tids[0..n) (sorted in place): arms timers for new threads,
@@ -98,26 +97,9 @@ int prof_sigsample_review(int64_t now_ns);
 /* Re-arms every sampled thread with perf events (on) or POSIX timers (off); its samples so far go
  * to fn. */
 void prof_sigsample_use_perf(int on, int64_t now_ns, prof_sigsample_fn fn, void *arg);
-/* Housekeeping: refreshes the maps snapshot when due, frees what the handler can no longer see. */
+/* Housekeeping: keeps the maps snapshot current (prof_maps_maintain), recycles the rings and
+ * closes the perf events the handler can no longer see. */
 void prof_sigsample_maintain(int64_t now_ns);
-/* "[native libfoo.so]" for an address in an executable file mapping, "[native code]" otherwise.
- * Valid until the next prof_sigsample_maintain(). */
-const char *prof_sigsample_native_name(uintptr_t ip);
-/* 1 when ip lies in an executable mapping of the current snapshot. */
-int prof_sigsample_is_code(uintptr_t ip);
-/* Asks for a new maps snapshot at a coming prof_sigsample_maintain(): `sure` (an address that
- * must be code is in no known mapping) at most 10 times a second, otherwise (a hint) once. */
-void prof_sigsample_refresh_maps(int sure);
-/* Publishes the frameless methods the handler may hop over: {lo, hi, frame} triples, copied. */
-void prof_sigsample_set_frameless(const uintptr_t (*ranges)[3], size_t n);
-/* Publishes the return addresses behind which the signal walk looks for an OSR method's Tier0
- * record (struct prof_sig_osrs), copied. */
-void prof_sigsample_set_osr(const uintptr_t *ra, size_t n);
-/* Publishes where self-walks find the frame records the chain passes over (copied; see
- * prof_sighandler.h). From clrscope-agg too, holding prof_codemap_lock(), which the sampler
- * thread holds around all of this module's work. */
-struct prof_sig_hidden;
-void prof_sigsample_set_hidden(const struct prof_sig_hidden *h, size_t n);
 void prof_sigsample_get_stats(struct prof_sigsample_stats *out);
 
 #endif

@@ -10,7 +10,12 @@
 #include "prof_agg.h"
 #include "prof_core.h"
 
-static struct {
+struct grp;
+
+/* The thread dumps' state: written under `lock` (requests from any clrscope or HTTP thread, the
+ * sampler thread's answers), `requested` and `served` with atomic stores, which the sampler
+ * thread reads without the lock (prof_tdump_wanted); the sorting context under `sort_lock`. */
+struct tdump_state {
     pthread_mutex_t lock;
     pthread_cond_t done; /* CLOCK_MONOTONIC */
     int cond_ready;
@@ -23,31 +28,37 @@ static struct {
     int64_t published_ns, cost_ns; /* when the last dump was published; what it took */
     uint64_t seq;
     struct prof_tdump_stats st;
-} T = {.lock = PTHREAD_MUTEX_INITIALIZER};
+    /* prof_tdump_group's sort (any thread that groups: the sampler thread, tests) */
+    pthread_mutex_t sort_lock;
+    const struct grp *sort_groups; /* qsort has no context argument in C11 */
+};
+
+static struct tdump_state tdump = {.lock = PTHREAD_MUTEX_INITIALIZER,
+                                   .sort_lock = PTHREAD_MUTEX_INITIALIZER};
 
 static void init_cond_locked(void)
 {
-    if (T.cond_ready)
+    if (tdump.cond_ready)
         return;
     pthread_condattr_t a;
     pthread_condattr_init(&a);
     pthread_condattr_setclock(&a, CLOCK_MONOTONIC);
-    pthread_cond_init(&T.done, &a);
+    pthread_cond_init(&tdump.done, &a);
     pthread_condattr_destroy(&a);
-    T.cond_ready = 1;
+    tdump.cond_ready = 1;
 }
 
 void prof_tdump_enable(int on)
 {
-    pthread_mutex_lock(&T.lock);
+    pthread_mutex_lock(&tdump.lock);
     init_cond_locked();
-    T.enabled = on;
-    if (!on && T.requested != T.served) { /* nobody will serve what waits: wake it */
-        T.served = T.requested;
-        T.failure = "the sampler thread stopped";
-        pthread_cond_broadcast(&T.done);
+    tdump.enabled = on;
+    if (!on && tdump.requested != tdump.served) { /* nobody will serve what waits: wake it */
+        tdump.served = tdump.requested;
+        tdump.failure = "the sampler thread stopped";
+        pthread_cond_broadcast(&tdump.done);
     }
-    pthread_mutex_unlock(&T.lock);
+    pthread_mutex_unlock(&tdump.lock);
 }
 
 void prof_tdump_free(struct prof_tdump *d)
@@ -71,35 +82,35 @@ int prof_tdump_take(int timeout_ms, int any_age, struct prof_tdump **out, const 
     *out = NULL;
     *why = NULL;
     int64_t deadline = prof_now_ns() + (int64_t)timeout_ms * 1000000;
-    pthread_mutex_lock(&T.lock);
+    pthread_mutex_lock(&tdump.lock);
     init_cond_locked();
-    struct prof_tdump *d = T.last;
+    struct prof_tdump *d = tdump.last;
     /* at least TDUMP_REUSE_MS after the last one was published, and ten times what it cost: a
      * dump of thousands of threads that takes 100 ms is taken at most once a second */
     int64_t reuse = (int64_t)TDUMP_REUSE_MS * 1000000;
-    if (reuse < 10 * T.cost_ns)
-        reuse = 10 * T.cost_ns;
-    if (d && (any_age || prof_now_ns() - T.published_ns < reuse)) {
+    if (reuse < 10 * tdump.cost_ns)
+        reuse = 10 * tdump.cost_ns;
+    if (d && (any_age || prof_now_ns() - tdump.published_ns < reuse)) {
         __atomic_add_fetch(&d->refs, 1, __ATOMIC_RELAXED);
-        T.st.reused++;
-        pthread_mutex_unlock(&T.lock);
+        tdump.st.reused++;
+        pthread_mutex_unlock(&tdump.lock);
         *out = d;
         return TDUMP_OK;
     }
-    if (!T.enabled) {
-        pthread_mutex_unlock(&T.lock);
+    if (!tdump.enabled) {
+        pthread_mutex_unlock(&tdump.lock);
         *why = "thread dumps need clrscope's sampler thread, which runs with the cpu, wall, "
                "alloc or live profile (CLRSCOPE_PROFILES)";
         return TDUMP_UNAVAILABLE;
     }
     /* one dump serves every request waiting for it */
-    uint64_t want = T.requested == T.served ? T.requested + 1 : T.requested;
-    __atomic_store_n(&T.requested, want, __ATOMIC_RELEASE);
-    pthread_mutex_unlock(&T.lock);
+    uint64_t want = tdump.requested == tdump.served ? tdump.requested + 1 : tdump.requested;
+    __atomic_store_n(&tdump.requested, want, __ATOMIC_RELEASE);
+    pthread_mutex_unlock(&tdump.lock);
     prof_core_nudge(); /* the sampler thread naps in prof_core_nap_nudged */
-    pthread_mutex_lock(&T.lock);
+    pthread_mutex_lock(&tdump.lock);
     int rc = TDUMP_OK;
-    while (T.served < want) {
+    while (tdump.served < want) {
         if (prof_core_stopping()) {
             rc = TDUMP_UNAVAILABLE;
             *why = "the process is shutting down";
@@ -110,7 +121,7 @@ int prof_tdump_take(int timeout_ms, int any_age, struct prof_tdump **out, const 
             rc = TDUMP_TIMEOUT;
             *why = "the runtime did not stop for the dump in time (a long GC, or a thread "
                    "that cannot reach a safe point)";
-            T.st.timeouts++;
+            tdump.st.timeouts++;
             break;
         }
         if (left > 100000000)
@@ -123,35 +134,35 @@ int prof_tdump_take(int timeout_ms, int any_age, struct prof_tdump **out, const 
             ts.tv_sec++;
             ts.tv_nsec -= 1000000000L;
         }
-        pthread_cond_timedwait(&T.done, &T.lock, &ts);
+        pthread_cond_timedwait(&tdump.done, &tdump.lock, &ts);
     }
     if (rc == TDUMP_OK) {
-        if (T.failure || !T.last) {
+        if (tdump.failure || !tdump.last) {
             rc = TDUMP_FAILED;
-            *why = T.failure ? T.failure : "no dump was taken";
+            *why = tdump.failure ? tdump.failure : "no dump was taken";
         } else {
-            d = T.last;
+            d = tdump.last;
             __atomic_add_fetch(&d->refs, 1, __ATOMIC_RELAXED);
             *out = d;
         }
     }
-    pthread_mutex_unlock(&T.lock);
+    pthread_mutex_unlock(&tdump.lock);
     return rc;
 }
 
 uint64_t prof_tdump_wanted(void)
 {
-    uint64_t want = __atomic_load_n(&T.requested, __ATOMIC_ACQUIRE);
-    uint64_t served = __atomic_load_n(&T.served, __ATOMIC_ACQUIRE);
+    uint64_t want = __atomic_load_n(&tdump.requested, __ATOMIC_ACQUIRE);
+    uint64_t served = __atomic_load_n(&tdump.served, __ATOMIC_ACQUIRE);
     return want != served ? want : 0;
 }
 
-/* Request `want` is answered (T.last, or T.failure): its waiters go. Lock held. */
+/* Request `want` is answered (tdump.last, or tdump.failure): its waiters go. Lock held. */
 static void answered_locked(uint64_t want)
 {
-    if (want > T.served)
-        __atomic_store_n(&T.served, want, __ATOMIC_RELEASE);
-    pthread_cond_broadcast(&T.done);
+    if (want > tdump.served)
+        __atomic_store_n(&tdump.served, want, __ATOMIC_RELEASE);
+    pthread_cond_broadcast(&tdump.done);
 }
 
 /* The bytes a dump holds: itself, its threads, groups and frame pointers (the names are
@@ -169,44 +180,44 @@ static size_t dump_bytes(const struct prof_tdump *d)
 void prof_tdump_publish(uint64_t want, struct prof_tdump *d)
 {
     size_t bytes = dump_bytes(d);
-    pthread_mutex_lock(&T.lock);
+    pthread_mutex_lock(&tdump.lock);
     init_cond_locked();
     d->refs = 1; /* the module's */
-    d->seq = ++T.seq;
-    struct prof_tdump *old = T.last;
-    T.last = d;
-    T.last_bytes = bytes;
-    T.published_ns = prof_now_ns();
-    T.cost_ns = T.published_ns - d->t_mono_ns;
-    T.failure = NULL;
-    T.st.taken++;
+    d->seq = ++tdump.seq;
+    struct prof_tdump *old = tdump.last;
+    tdump.last = d;
+    tdump.last_bytes = bytes;
+    tdump.published_ns = prof_now_ns();
+    tdump.cost_ns = tdump.published_ns - d->t_mono_ns;
+    tdump.failure = NULL;
+    tdump.st.taken++;
     answered_locked(want);
-    pthread_mutex_unlock(&T.lock);
+    pthread_mutex_unlock(&tdump.lock);
     prof_tdump_release(old);
 }
 
 void prof_tdump_fail(uint64_t want, const char *why)
 {
-    pthread_mutex_lock(&T.lock);
+    pthread_mutex_lock(&tdump.lock);
     init_cond_locked();
-    T.failure = why;
-    T.st.failed++;
+    tdump.failure = why;
+    tdump.st.failed++;
     answered_locked(want);
-    pthread_mutex_unlock(&T.lock);
+    pthread_mutex_unlock(&tdump.lock);
 }
 
 void prof_tdump_get_stats(struct prof_tdump_stats *out)
 {
-    pthread_mutex_lock(&T.lock);
-    *out = T.st;
-    pthread_mutex_unlock(&T.lock);
+    pthread_mutex_lock(&tdump.lock);
+    *out = tdump.st;
+    pthread_mutex_unlock(&tdump.lock);
 }
 
 size_t prof_tdump_mem_bytes(void)
 {
-    pthread_mutex_lock(&T.lock);
-    size_t n = T.last ? T.last_bytes : 0;
-    pthread_mutex_unlock(&T.lock);
+    pthread_mutex_lock(&tdump.lock);
+    size_t n = tdump.last ? tdump.last_bytes : 0;
+    pthread_mutex_unlock(&tdump.lock);
     return n;
 }
 
@@ -239,12 +250,10 @@ struct grp {
     uint32_t rank;    /* position after sorting */
 };
 
-static const struct grp *g_sort_groups; /* qsort has no context argument in C11 */
-
 static int cmp_group(const void *a, const void *b)
 {
-    const struct grp *x = &g_sort_groups[*(const uint32_t *)a];
-    const struct grp *y = &g_sort_groups[*(const uint32_t *)b];
+    const struct grp *x = &tdump.sort_groups[*(const uint32_t *)a];
+    const struct grp *y = &tdump.sort_groups[*(const uint32_t *)b];
     if (x->count != y->count)
         return x->count > y->count ? -1 : 1;
     return x->min_tid < y->min_tid ? -1 : x->min_tid > y->min_tid;
@@ -257,8 +266,6 @@ static int cmp_thread(const void *a, const void *b)
         return x->group < y->group ? -1 : 1;
     return x->tid < y->tid ? -1 : x->tid > y->tid;
 }
-
-static pthread_mutex_t g_sort_lock = PTHREAD_MUTEX_INITIALIZER;
 
 int prof_tdump_group(struct prof_tdump *d, const char *const *frames, const uint32_t *off,
                      const uint32_t *len, const int *truncated)
@@ -300,10 +307,10 @@ int prof_tdump_group(struct prof_tdump *d, const char *const *frames, const uint
     }
     for (uint32_t i = 0; i < ng; i++)
         order[i] = i;
-    pthread_mutex_lock(&g_sort_lock);
-    g_sort_groups = g;
+    pthread_mutex_lock(&tdump.sort_lock);
+    tdump.sort_groups = g;
     qsort(order, ng, sizeof *order, cmp_group);
-    pthread_mutex_unlock(&g_sort_lock);
+    pthread_mutex_unlock(&tdump.sort_lock);
     struct prof_tdump_group *groups = malloc((ng ? ng : 1) * sizeof *groups);
     const char **fr = malloc((nframes ? nframes : 1) * sizeof *fr);
     if (!groups || !fr) {

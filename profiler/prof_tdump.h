@@ -12,7 +12,10 @@
  * world at most twice a second.
  *
  * ctx: prof_tdump_take and the getters on any clrscope or HTTP thread (never a runtime callback);
- * prof_tdump_wanted, prof_tdump_publish and prof_tdump_fail on the sampler thread only.
+ * prof_tdump_wanted, prof_tdump_publish and prof_tdump_fail on the sampler thread only;
+ * prof_tdump_enable from prof_sampler_start and prof_sampler_stop; prof_tdump_mem_bytes on
+ * clrscope-agg (prof_tdump_kind); prof_tdump_group, prof_tdump_find_deadlocks, prof_tdump_pool,
+ * prof_tdump_app_frame and prof_tdump_free work on the dump they are given, on any thread.
  */
 #ifndef PROF_TDUMP_H
 #define PROF_TDUMP_H
@@ -84,7 +87,8 @@ int prof_tdump_group(struct prof_tdump *d, const char *const *frames, const uint
                      const uint32_t *len, const int *truncated);
 /* Finds the deadlocks among d->threads (their lock_owner links, waits of TDUMP_DEADLOCK_MIN_NS
  * or more): numbers each cycle's threads (deadlock = 1, 2, …) and sets d->ndeadlocks. A thread
- * that waits for a deadlocked one is not in the cycle itself. Returns -1 out of memory (nothing marked). Exposed for tests. */
+ * that waits for a deadlocked one is not in the cycle itself. Returns -1 out of memory (nothing
+ * marked). Exposed for tests. */
 int prof_tdump_find_deadlocks(struct prof_tdump *d);
 /* The thread pool in a dump. A worker is a thread under the pool's WorkerThreadStart; it is busy
  * while it runs a work item (ThreadPoolWorkQueue.Dispatch is on its stack), idle otherwise, and

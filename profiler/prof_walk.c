@@ -9,8 +9,8 @@
 #include "prof_codemap.h"
 #include "prof_core.h"
 #include "prof_log.h"
+#include "prof_maps.h"
 #include "prof_sighandler.h"
-#include "prof_sigsample.h"
 #include "prof_symbols.h"
 
 #define CAL_FIRST 256     /* the first frame-pointer samples all calibrate */
@@ -21,27 +21,35 @@
 #define RECOVER 32        /* agreeing ones in a row that bring an unsure place back */
 #define MAX_PLACES 1024   /* places learned at most (runtime stubs and OSR call sites) */
 
-static struct {
-    int mode;
-    struct prof_sig_skip skip; /* read-only after prof_walk_init */
-    int check_logged;
-    uint64_t seq;              /* atomic: frame-pointer walks started, picks calibrations */
-    /* counters: capture side atomic, clrscope-agg side written with relaxed atomics too */
-    uint64_t fp, runtime, fallbacks, unknown_stub, not_code, calibrations, resolved, check_same,
-        check_differ;
-} W;
-
-/* What calibration learned: clrscope-agg only. A place is a return address x (into a runtime
- * stub, or into Tier0 code under OSR code) and the offset of the record hidden there. */
-static struct place {
+/* What calibration learned. A place is a return address x (into a runtime stub, or into Tier0
+ * code under OSR code) and the offset of the record hidden there. */
+struct place {
     uintptr_t x;
     int32_t off;       /* candidate offset (0: nothing hidden) */
     uint32_t run;      /* agreeing verdicts in a row for off */
     uint32_t agree, disagree; /* all verdicts */
-    int32_t published; /* offset published, or INT32_MIN when not yet */
-} P[MAX_PLACES];
-static uint32_t np;
-static int places_dirty, places_full_logged;
+    int32_t published; /* atomic: offset published, or INT32_MIN when not yet */
+};
+
+/* The walks' state. mode and skip are written by prof_walk_init (at Initialize, before any
+ * callback walks), read-only after; the counters are atomics (the capture side on any thread,
+ * the resolve side on clrscope-agg); the places are clrscope-agg's, under prof_codemap_lock()
+ * (prof_walk_begin), but for prof_walk_get_stats, which reads nplaces and published with
+ * atomics from any thread. */
+struct walk_state {
+    int mode;
+    struct prof_sig_skip skip;
+    int check_logged;          /* clrscope-agg */
+    uint64_t seq;              /* atomic: frame-pointer walks started, picks calibrations */
+    uint64_t fp, runtime, fallbacks, unknown_stub, not_code, calibrations, resolved, check_same,
+        check_differ;
+    struct place places[MAX_PLACES];
+    uint32_t nplaces;          /* atomic store: places[0..nplaces) are in use */
+    int places_dirty;          /* places changed since they were last published */
+    int places_full_logged;    /* atomic (prof_log_once) */
+};
+
+static struct walk_state walk;
 
 const char *prof_walk_mode_name(int mode)
 {
@@ -75,8 +83,8 @@ static void find_skip_ranges(void)
         int is_coreclr = len >= sizeof coreclr - 1 &&
                          !memcmp(path + len - (sizeof coreclr - 1), coreclr, sizeof coreclr - 1);
         if (is_coreclr || (self >= lo && self < hi) || (runtime >= lo && runtime < hi)) {
-            W.skip.lo[n] = lo;
-            W.skip.hi[n] = hi;
+            walk.skip.lo[n] = lo;
+            walk.skip.hi[n] = hi;
             n++;
         }
     }
@@ -86,17 +94,17 @@ static void find_skip_ranges(void)
 void prof_walk_init(void)
 {
     const char *m = getenv("CLRSCOPE_ALLOC_WALK");
-    W.mode = PROF_WALK_FP;
+    walk.mode = PROF_WALK_FP;
     if (m && !strcmp(m, "runtime"))
-        W.mode = PROF_WALK_RUNTIME;
+        walk.mode = PROF_WALK_RUNTIME;
     else if (m && !strcmp(m, "check"))
-        W.mode = PROF_WALK_CHECK;
+        walk.mode = PROF_WALK_CHECK;
     else if (m && *m && strcmp(m, "fp"))
         prof_log(LOG_WARN, "CLRSCOPE_ALLOC_WALK=\"%.40s\" is none of fp, runtime, check; using fp",
                  m);
     find_skip_ranges();
     for (uint32_t i = 0; i < MAX_PLACES; i++)
-        P[i].published = INT32_MIN;
+        walk.places[i].published = INT32_MIN;
 }
 
 /* ---- the runtime's walk ---- */
@@ -150,12 +158,12 @@ __attribute__((noinline)) void prof_walk_fast(struct prof_rec *r)
 {
     r->ips = 0;
     r->check = 0;
-    if (W.mode != PROF_WALK_RUNTIME) {
-        uint64_t seq = __atomic_fetch_add(&W.seq, 1, __ATOMIC_RELAXED);
-        int cal = W.mode == PROF_WALK_CHECK || seq < CAL_FIRST || seq % CAL_EVERY == 0;
+    if (walk.mode != PROF_WALK_RUNTIME) {
+        uint64_t seq = __atomic_fetch_add(&walk.seq, 1, __ATOMIC_RELAXED);
+        int cal = walk.mode == PROF_WALK_CHECK || seq < CAL_FIRST || seq % CAL_EVERY == 0;
         uint32_t flags = 0;
         struct prof_sig_self out;
-        uint32_t n = prof_sig_walk_self(r->frames, REC_MAX_FRAMES, &W.skip, cal, &out, &flags);
+        uint32_t n = prof_sig_walk_self(r->frames, REC_MAX_FRAMES, &walk.skip, cal, &out, &flags);
         if (n) {
             r->nframes = n;
             r->truncated = (flags & PROF_SIG_F_TRUNCATED) != 0;
@@ -174,24 +182,26 @@ __attribute__((noinline)) void prof_walk_fast(struct prof_rec *r)
             int unknown = (flags & PROF_SIG_F_STUB_UNKNOWN) != 0;
             int notcode = (flags & PROF_SIG_F_NOTCODE) != 0;
             if (!cal && !unknown && !notcode) {
-                __atomic_fetch_add(&W.fp, 1, __ATOMIC_RELAXED);
+                __atomic_fetch_add(&walk.fp, 1, __ATOMIC_RELAXED);
                 return;
             }
             /* the leaf is unsure, the chain met code the maps snapshot does not know yet, or
              * this one calibrates: the runtime walks it too, and the profile takes the
              * runtime's stack */
-            __atomic_fetch_add(cal ? &W.calibrations : unknown ? &W.unknown_stub : &W.not_code, 1,
-                               __ATOMIC_RELAXED);
-            __atomic_fetch_add(&W.runtime, 1, __ATOMIC_RELAXED);
+            __atomic_fetch_add(cal       ? &walk.calibrations
+                               : unknown ? &walk.unknown_stub
+                                         : &walk.not_code,
+                               1, __ATOMIC_RELAXED);
+            __atomic_fetch_add(&walk.runtime, 1, __ATOMIC_RELAXED);
             uint32_t t = 0;
             int k = prof_walk_current(r->frames + REC_CHECK_AT, REC_MAX_FRAMES, &t);
             r->check = (uint32_t)(k > 0 ? k : 0) | (t ? 0x80000000u : 0) | 0x40000000u;
             r->calibrating = (uint32_t)cal;
             return;
         }
-        __atomic_fetch_add(&W.fallbacks, 1, __ATOMIC_RELAXED);
+        __atomic_fetch_add(&walk.fallbacks, 1, __ATOMIC_RELAXED);
     }
-    __atomic_fetch_add(&W.runtime, 1, __ATOMIC_RELAXED);
+    __atomic_fetch_add(&walk.runtime, 1, __ATOMIC_RELAXED);
     int n = prof_walk_current(r->frames, REC_MAX_FRAMES, &r->truncated);
     r->nframes = (uint32_t)(n > 0 ? n : 0);
 }
@@ -200,17 +210,17 @@ __attribute__((noinline)) void prof_walk_fast(struct prof_rec *r)
 
 static struct place *place_of(uintptr_t x)
 {
-    for (uint32_t i = 0; i < np; i++)
-        if (P[i].x == x)
-            return &P[i];
-    if (np >= MAX_PLACES) {
-        prof_log_once(places_full_logged, LOG_INFO, "stack walks: more than %d runtime stubs "
-                      "and OSR call sites; the others keep the runtime's walk", MAX_PLACES);
+    for (uint32_t i = 0; i < walk.nplaces; i++)
+        if (walk.places[i].x == x)
+            return &walk.places[i];
+    if (walk.nplaces >= MAX_PLACES) {
+        prof_log_once(walk.places_full_logged, LOG_INFO, "stack walks: more than %d runtime "
+                      "stubs and OSR call sites; the others keep the runtime's walk", MAX_PLACES);
         return NULL;
     }
-    P[np] = (struct place){.x = x, .off = 0, .published = INT32_MIN};
-    __atomic_store_n(&np, np + 1, __ATOMIC_RELEASE);
-    return &P[np - 1];
+    walk.places[walk.nplaces] = (struct place){.x = x, .off = 0, .published = INT32_MIN};
+    __atomic_store_n(&walk.nplaces, walk.nplaces + 1, __ATOMIC_RELEASE);
+    return &walk.places[walk.nplaces - 1];
 }
 
 /* One calibration's verdict for place x: the record is `off` bytes above the frame (0: nothing
@@ -235,7 +245,7 @@ static void vote(uintptr_t x, int32_t off, int ok)
                 p->disagree = 0;
             }
             __atomic_store_n(&p->published, off, __ATOMIC_RELAXED);
-            places_dirty = 1;
+            walk.places_dirty = 1;
             if (off)
                 prof_log(LOG_DEBUG, "stack walks: the record behind %#lx is %d bytes above its "
                          "frame", (unsigned long)x, off);
@@ -251,7 +261,7 @@ static void vote(uintptr_t x, int32_t off, int ok)
         return;
     if (++p->disagree >= GIVE_UP && p->disagree * 10 > p->agree + p->disagree) {
         __atomic_store_n(&p->published, PROF_SIG_HIDDEN_UNSURE, __ATOMIC_RELAXED);
-        places_dirty = 1;
+        walk.places_dirty = 1;
         prof_log(LOG_DEBUG, "stack walks: no record found behind %#lx; its samples keep the "
                  "runtime's walk", (unsigned long)x);
     }
@@ -260,17 +270,18 @@ static void vote(uintptr_t x, int32_t off, int ok)
 /* codemap lock held */
 static void publish_places(void)
 {
-    if (!places_dirty)
+    if (!walk.places_dirty)
         return;
-    places_dirty = 0;
-    struct prof_sig_hidden *h = malloc((np ? np : 1) * sizeof *h);
+    walk.places_dirty = 0;
+    struct prof_sig_hidden *h = malloc((walk.nplaces ? walk.nplaces : 1) * sizeof *h);
     if (!h)
         return;
     size_t n = 0;
-    for (uint32_t i = 0; i < np; i++)
-        if (P[i].published != INT32_MIN)
-            h[n++] = (struct prof_sig_hidden){.ra = P[i].x, .off = P[i].published};
-    prof_sigsample_set_hidden(h, n);
+    for (uint32_t i = 0; i < walk.nplaces; i++)
+        if (walk.places[i].published != INT32_MIN)
+            h[n++] = (struct prof_sig_hidden){.ra = walk.places[i].x,
+                                              .off = walk.places[i].published};
+    prof_maps_set_hidden(h, n);
     free(h);
 }
 
@@ -375,13 +386,13 @@ static void log_difference(const uintptr_t *a, uint32_t na, const uintptr_t *b, 
 
 void prof_walk_begin(void)
 {
-    if (W.mode != PROF_WALK_RUNTIME)
+    if (walk.mode != PROF_WALK_RUNTIME)
         prof_codemap_lock();
 }
 
 void prof_walk_end(void)
 {
-    if (W.mode != PROF_WALK_RUNTIME)
+    if (walk.mode != PROF_WALK_RUNTIME)
         prof_codemap_unlock();
 }
 
@@ -409,14 +420,14 @@ void prof_walk_resolve(struct prof_rec *r)
             nd--;
         calibrate(r, r->frames, src, (int)r->nframes, d, (int)nd);
         publish_places();
-        if (W.mode == PROF_WALK_CHECK) {
+        if (walk.mode == PROF_WALK_CHECK) {
             if (same_stack(r->frames, r->nframes, (int)r->truncated, b, nb, b_cut)) {
-                __atomic_fetch_add(&W.check_same, 1, __ATOMIC_RELAXED);
+                __atomic_fetch_add(&walk.check_same, 1, __ATOMIC_RELAXED);
             } else {
-                __atomic_fetch_add(&W.check_differ, 1, __ATOMIC_RELAXED);
+                __atomic_fetch_add(&walk.check_differ, 1, __ATOMIC_RELAXED);
                 /* the first 20, then one in 500: warm-up and steady state both show */
                 if (prof_log_level() >= LOG_DEBUG &&
-                    (W.check_logged++ < 20 || W.check_logged % 500 == 0))
+                    (walk.check_logged++ < 20 || walk.check_logged % 500 == 0))
                     log_difference(r->frames, r->nframes, b, nb);
             }
         }
@@ -426,7 +437,7 @@ void prof_walk_resolve(struct prof_rec *r)
         r->truncated = (uint32_t)b_cut;
         r->check = 0;
     }
-    __atomic_fetch_add(&W.resolved, n, __ATOMIC_RELAXED);
+    __atomic_fetch_add(&walk.resolved, n, __ATOMIC_RELAXED);
 }
 
 int prof_walk_names(const uintptr_t *frames, int n, int truncated, const char **names, int cap)
@@ -443,19 +454,20 @@ int prof_walk_names(const uintptr_t *frames, int n, int truncated, const char **
 
 void prof_walk_get_stats(struct prof_walk_stats *out)
 {
-    out->mode = W.mode;
-    out->fp = __atomic_load_n(&W.fp, __ATOMIC_RELAXED);
-    out->runtime = __atomic_load_n(&W.runtime, __ATOMIC_RELAXED);
-    out->fallbacks = __atomic_load_n(&W.fallbacks, __ATOMIC_RELAXED);
-    out->unknown_stub = __atomic_load_n(&W.unknown_stub, __ATOMIC_RELAXED);
-    out->not_code = __atomic_load_n(&W.not_code, __ATOMIC_RELAXED);
-    out->calibrations = __atomic_load_n(&W.calibrations, __ATOMIC_RELAXED);
-    out->resolved = __atomic_load_n(&W.resolved, __ATOMIC_RELAXED);
-    out->check_same = __atomic_load_n(&W.check_same, __ATOMIC_RELAXED);
-    out->check_differ = __atomic_load_n(&W.check_differ, __ATOMIC_RELAXED);
+    out->mode = walk.mode;
+    out->fp = __atomic_load_n(&walk.fp, __ATOMIC_RELAXED);
+    out->runtime = __atomic_load_n(&walk.runtime, __ATOMIC_RELAXED);
+    out->fallbacks = __atomic_load_n(&walk.fallbacks, __ATOMIC_RELAXED);
+    out->unknown_stub = __atomic_load_n(&walk.unknown_stub, __ATOMIC_RELAXED);
+    out->not_code = __atomic_load_n(&walk.not_code, __ATOMIC_RELAXED);
+    out->calibrations = __atomic_load_n(&walk.calibrations, __ATOMIC_RELAXED);
+    out->resolved = __atomic_load_n(&walk.resolved, __ATOMIC_RELAXED);
+    out->check_same = __atomic_load_n(&walk.check_same, __ATOMIC_RELAXED);
+    out->check_differ = __atomic_load_n(&walk.check_differ, __ATOMIC_RELAXED);
     uint32_t learned = 0, unsure = 0;
-    for (uint32_t i = 0; i < __atomic_load_n(&np, __ATOMIC_ACQUIRE) && i < MAX_PLACES; i++) {
-        int32_t p = __atomic_load_n(&P[i].published, __ATOMIC_RELAXED);
+    for (uint32_t i = 0; i < __atomic_load_n(&walk.nplaces, __ATOMIC_ACQUIRE) && i < MAX_PLACES;
+         i++) {
+        int32_t p = __atomic_load_n(&walk.places[i].published, __ATOMIC_RELAXED);
         learned += p != INT32_MIN && p != PROF_SIG_HIDDEN_UNSURE;
         unsure += p == PROF_SIG_HIDDEN_UNSURE;
     }

@@ -9,10 +9,10 @@
  *     tens on deep stacks (ASP.NET Core: ~40 frames).
  *   - the frame pointers: prof_sig_walk_self, the signal sampler's checked walk applied to the
  *     calling thread, records return addresses (well under a microsecond). It leaves out the
- *     leading frames of clrscope and libcoreclr (the event plumbing) and needs the signal
- *     sampler's maps snapshot and table of frameless methods (CPU profile on,
- *     CLRSCOPE_CPU_SAMPLER=signal); the addresses become FunctionIDs later, on clrscope-agg,
- *     through the sampler's code map (prof_walk_resolve).
+ *     leading frames of clrscope and libcoreclr (the event plumbing) and needs the maps
+ *     snapshot and table of frameless methods (prof_maps), which the sampler thread keeps
+ *     current; the addresses become FunctionIDs later, on clrscope-agg, through the sampler's
+ *     code map (prof_walk_resolve).
  * The runtime's allocation stubs push rbp without making it the frame pointer, which hides the
  * allocating method from the chain; OSR code hides the caller of the method it replaces. Where
  * the hidden record lies is a fixed offset per stub (per OSR call site), which this module
@@ -20,7 +20,7 @@
  * and every sample whose leaf stub is not known yet, are walked both ways; the runtime's stack
  * goes to the profile, and the records the frame-pointer walk saw (probes) vote on where the
  * runtime's extra frame came from. A place published after VOTES agreeing calibrations is read
- * exactly by later walks (prof_sigsample_set_hidden); one that keeps disagreeing is marked
+ * exactly by later walks (prof_maps_set_hidden); one that keeps disagreeing is marked
  * unsure and its samples keep the runtime's walk (and calibrate it: RECOVER agreeing ones in a
  * row bring it back). Only evidence counts against a place: a probe the code map cannot name
  * (code JIT-compiled since its last refresh) proves nothing. A walk that meets such code, or
@@ -32,8 +32,8 @@
  * who doubt a stack).
  *
  * ctx: capture functions on any thread, inside a runtime callback (no allocation, no locks);
- * prof_walk_resolve and prof_walk_names on clrscope-agg only; prof_walk_init at Initialize;
- * stats anywhere.
+ * prof_walk_begin, prof_walk_resolve, prof_walk_end and prof_walk_names on clrscope-agg only;
+ * prof_walk_init at Initialize; stats and prof_walk_mode_name anywhere.
  */
 #ifndef PROF_WALK_H
 #define PROF_WALK_H

@@ -2,11 +2,12 @@
  * test_sigsample.c - the signal sampler without a runtime: prologue decoding, call-site checks,
  * and the handler itself on real threads (frame-pointer walks, a frameless middle frame, threads
  * that load garbage into rbp, threads that come and go), all in this process. The handler must
- * never fault: a fault here kills the test. Also: code mapped after the maps snapshot is walked
- * through within a fraction of a second, and a walk that ends at an address no refresh explains
- * does not make the sampler re-read /proc/self/maps at every tick. Threads that each burn less
- * CPU than one sampling interval are still sampled (the timers' first expiry is random). A perf
- * event's fd is closed only once no handler may still use it.
+ * never fault: a fault here kills the test. The maps snapshot (prof_maps) tells code from data
+ * and names code by its module; a refresh asked for comes within 100 ms. Also: code mapped after
+ * the maps snapshot is walked through within a fraction of a second, and a walk that ends at an
+ * address no refresh explains does not make the sampler re-read /proc/self/maps at every tick.
+ * Threads that each burn less CPU than one sampling interval are still sampled (the timers' first
+ * expiry is random). A perf event's fd is closed only once no handler may still use it.
  */
 #include <pthread.h>
 #include <stdint.h>
@@ -19,6 +20,7 @@
 #include <unistd.h>
 
 #include "prof_codemap.h"
+#include "prof_maps.h"
 #include "prof_sighandler.h"
 #include "prof_sigsample.h"
 
@@ -353,7 +355,7 @@ static void trusted_when_published(struct self_case *c, int hiding, const char *
     self_walk(c, hiding, 1);
     CHECK(c->n > 0 && in_app_frame(c->ips[0]), "%s chains to the app's frame", what);
     struct prof_sig_hidden h = {.ra = c->out.stub, .off = 0};
-    prof_sigsample_set_hidden(&h, 1);
+    prof_maps_set_hidden(&h, 1);
     self_walk(c, hiding, 0);
     CHECK(!(c->flags & PROF_SIG_F_STUB_UNKNOWN) && c->n > 0 && in_app_frame(c->ips[0]),
           "\"nothing hidden\" published for %s: trusted (flags %#x)", what, c->flags);
@@ -367,7 +369,7 @@ static void test_hidden_stub(void)
 {
     struct self_case c;
     struct prof_sig_hidden h = {0};
-    prof_sigsample_set_hidden(&h, 0);
+    prof_maps_set_hidden(&h, 0);
     self_walk(&c, 1, 1);
     CHECK(c.n > 0 && c.out.stub != 0, "self-walk through the hiding stub: %u frames", c.n);
     uintptr_t x = c.out.stub;
@@ -381,14 +383,14 @@ static void test_hidden_stub(void)
           c.out.nprobes);
 
     h = (struct prof_sig_hidden){.ra = x, .off = 64};
-    prof_sigsample_set_hidden(&h, 1);
+    prof_maps_set_hidden(&h, 1);
     self_walk(&c, 1, 0);
     CHECK(!(c.flags & PROF_SIG_F_STUB_UNKNOWN) && c.n > 0 && in_app_frame(c.ips[0]) &&
               (c.out.found & 1),
           "offset published: the app's frame is found (flags %#x)", c.flags);
 
     h.off = 0; /* wrong: "nothing hidden" */
-    prof_sigsample_set_hidden(&h, 1);
+    prof_maps_set_hidden(&h, 1);
     self_walk(&c, 1, 0);
     CHECK(c.flags & PROF_SIG_F_STUB_UNKNOWN,
           "\"nothing hidden\" published for a stub that hides a record: the walk doubts it");
@@ -398,7 +400,7 @@ static void test_hidden_stub(void)
     trusted_when_published(&c, 2, "a stub keeping a copy of rbp and a stack pointer");
     /* nor by a number below all code: new code is mapped among the mappings, never down there */
     trusted_when_published(&c, 3, "a stub keeping a copy of rbp and a number");
-    prof_sigsample_set_hidden(&h, 0);
+    prof_maps_set_hidden(&h, 0);
 }
 
 /* ---- code mapped after the snapshot ---- */
@@ -577,6 +579,37 @@ static void test_brief_threads(void)
     CHECK(sampled >= 3, "threads burning 0.9 ms at a 1 ms interval: %d of 200 sampled", sampled);
 }
 
+/* The maps snapshot's lookups (prof_maps): code and its module's name; a page of code mapped
+ * after the snapshot is unknown until a refresh asked for (prof_maps_refresh) comes, and it
+ * comes within the 100 ms a sure request waits at most. Needs prof_sigsample_start. */
+static void test_maps_lookups(void)
+{
+    int local = 0;
+    CHECK(prof_maps_is_code((uintptr_t)outer), "this test's code is code");
+    CHECK(!prof_maps_is_code((uintptr_t)&local), "its stack is not");
+    const char *own = prof_maps_native_name((uintptr_t)outer);
+    CHECK(!strcmp(own, "[native test_sigsample]"), "its code is named %s", own);
+    const char *libc = prof_maps_native_name((uintptr_t)nanosleep);
+    CHECK(!strncmp(libc, "[native libc", 12), "nanosleep's code is named %s", libc);
+    CHECK(!strcmp(prof_maps_native_name((uintptr_t)&local), "[native code]"),
+          "an address in no code mapping is \"[native code]\"");
+
+    uint8_t *page = mmap(NULL, 4096, PROT_READ | PROT_EXEC, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    CHECK(page != MAP_FAILED, "map a page of code");
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    prof_maps_maintain((int64_t)ts.tv_sec * 1000000000LL + ts.tv_nsec);
+    CHECK(!prof_maps_is_code((uintptr_t)page), "code mapped after the snapshot is unknown");
+    prof_maps_refresh(1);
+    sleep_ms(110);
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    prof_maps_maintain((int64_t)ts.tv_sec * 1000000000LL + ts.tv_nsec);
+    CHECK(prof_maps_is_code((uintptr_t)page), "known after the refresh it asked for");
+    CHECK(!strcmp(prof_maps_native_name((uintptr_t)page), "[native code]"),
+          "anonymous code is \"[native code]\"");
+    munmap(page, 4096);
+}
+
 /* perf events open now: the fds of /proc/self/fd that are perf events */
 static int perf_fds(void)
 {
@@ -646,6 +679,7 @@ static void test_walks(void)
 {
     CHECK(prof_sigsample_start(1000, 64, 64, 2) == 0, "start");
     CHECK(prof_sigsample_intact(), "our handler is installed");
+    test_maps_lookups();
     test_hidden_stub();
 
     /* publish `middle` as frameless with the frame size its own prologue declares */
@@ -654,7 +688,7 @@ static void test_walks(void)
     CHECK(sh.known && !sh.framed && sh.frame % 16 == 8, "middle decodes as frameless: known %d "
           "framed %d frame %u (compiler prologue not understood?)", sh.known, sh.framed, sh.frame);
     uintptr_t ranges[1][3] = {{(uintptr_t)middle, (uintptr_t)middle + 64, sh.frame}};
-    prof_sigsample_set_frameless((const uintptr_t(*)[3])ranges, 1);
+    prof_maps_set_frameless((const uintptr_t(*)[3])ranges, 1);
 
     pthread_t th[2];
     struct spin_arg spin = {0, 0};

@@ -1,0 +1,101 @@
+/*
+ * prof_sampler_int.h - what the files of the sampler share: its state (one struct, defined in
+ * prof_sampler.c) and the functions one file calls in another. Not for other modules: their
+ * interface is prof_sampler.h.
+ *
+ * The files: prof_sampler.c (the sampler thread's loop, the signal sampler's ticks, the modes,
+ * start and stop), prof_sampler_wall.c (the stop-the-world walk of every managed thread, and the
+ * samples a tick records from it) and prof_sampler_dump.c (thread dumps served with that walk).
+ *
+ * ctx: the clrscope-sampler thread, but where prof_sampler.h says otherwise.
+ */
+#ifndef PROF_SAMPLER_INT_H
+#define PROF_SAMPLER_INT_H
+
+#include <pthread.h>
+#include <stdint.h>
+
+#include "clr_abi.h"
+#include "prof_sampler.h"
+
+enum cpu_mode { CPU_SUSPEND, CPU_SIGNAL };
+
+/* One frame of a stop-the-world walk: fn 0 for a run of native frames, at ip. */
+struct frame {
+    uintptr_t fn, ip;
+};
+
+/* One thread's walk in a suspension (sampler.caps; its frames in sampler.frames). */
+struct captured {
+    uint32_t os_tid;
+    int nframes, truncated;
+    int64_t cpu_ns; /* the thread's CPU clock right after its walk, still suspended */
+    /* thread dumps: the lock it waits for, read in the same suspension as its stack
+     * (prof_lock_waiting: atomics only); wait_since 0 = none */
+    uint64_t lock_id, lock_owner;
+    int64_t wait_since;
+};
+
+/* A thread's CPU clock at the last tick that walked it (sampler.seen, by tid). */
+struct cpu_seen {
+    uint32_t tid;     /* 0 = free */
+    uint32_t gen;     /* last tick that saw it */
+    int64_t cpu_ns;
+};
+
+/* Scratch space for naming one signal sample (sampler thread only). */
+struct sig_names {
+    const char **leaf; /* max_frames, leaf first */
+    unsigned char *managed;
+    const char **root; /* max_frames + 1, root first */
+    double now_unix;
+};
+
+/* The sampler's state. Written by prof_sampler_start (on the thread that starts clrscope,
+ * before the sampler thread exists) and by the clrscope-sampler thread after; where noted,
+ * atomics other threads read, or `st` under st_lock. */
+struct sampler_state {
+    pthread_t thread;
+    int running;   /* atomic: the sampler thread runs (prof_sampler_start, prof_sampler_stop) */
+    int stop;      /* atomic: prof_sampler_stop asks the sampler thread to end */
+    uint32_t threads_started; /* atomic: a thread started since the last sync (1), else 0 */
+    int cpu_mode;  /* enum cpu_mode; atomic (the sampler thread falls back to CPU_SUSPEND) */
+    int wall_hz;
+    int64_t tick_ns;  /* how far apart the thread wakes (but in stop-the-world CPU mode) */
+    int ring_entries; /* per-thread signal ring size */
+    /* The allocation and live profiles walk stacks by frame pointers (prof_walk) with the signal
+     * sampler's maps snapshot and code map. When the signal sampler does not run (cpu off, the
+     * stop-the-world sampler chosen or fallen back to) this thread keeps them fresh itself:
+     * without them every allocation sample would take the runtime's much slower walk. */
+    int keep_maps;
+    uint32_t *tids; /* max_threads, for the signal sampler's thread list */
+    struct sig_names sn;
+    struct captured *caps;
+    struct frame *frames; /* cap_threads * max_frames */
+    int cap_threads;
+    struct cpu_seen *seen;
+    uint32_t nseen; /* power of two */
+    uint64_t unload_acked; /* what the sampler last told prof_unload it had drained */
+    int suspend_warned;    /* atomic (prof_log_once) */
+    struct prof_sampler_stats st; /* under st_lock: the sampler thread writes, anyone reads */
+    pthread_mutex_t st_lock;
+};
+
+extern struct sampler_state sampler;
+
+/* prof_sampler_wall.c */
+/* Room for `threads` threads' stacks (at most CLRSCOPE_MAX_THREADS): 0, or -1 out of memory. */
+int sampler_ensure_capacity(int threads);
+/* Drops threads not seen for a while so the table never fills with dead tids. */
+void sampler_seen_sweep(uint32_t gen);
+/* Walks all managed threads while the runtime is suspended. No malloc, no locks, no logging. */
+int sampler_capture_all(ICorProfilerInfo15 *info, int *overflow, int read_cpu, int read_locks);
+/* Names the n stacks captured and records them: CPU samples weighed by the CPU each thread
+ * burned since the last tick (do_cpu), wall samples weighed wall_ns (do_wall). */
+void sampler_record(int n, double now_unix, int64_t wall_ns, uint32_t gen, int do_cpu,
+                    int do_wall);
+
+/* prof_sampler_dump.c: serves dump request `want` (prof_tdump.h). */
+void sampler_dump_threads(ICorProfilerInfo15 *info, uint64_t want);
+
+#endif
