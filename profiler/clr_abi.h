@@ -2,7 +2,7 @@
  * clr_abi.h - the CoreCLR profiling ABI, declared by hand in C for Linux x86-64.
  *
  * Every type width, slot order, IID and constant here follows the runtime's corprof.idl / cor.h /
- * pal_mstypes.h as summarised in ../shared/reference/clr-abi.md. On Linux the PAL makes every COM
+ * pal_mstypes.h (dotnet/runtime, src/coreclr/inc and src/coreclr/pal). On Linux the PAL makes every COM
  * method a plain SysV function, `this` first. LONG/ULONG/DWORD/BOOL/HRESULT are 32-bit, WCHAR is
  * 16-bit, GUID is 16 bytes. tests/unit/test_abi.c checks sizes and slot offsets.
  */

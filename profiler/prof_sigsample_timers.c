@@ -163,7 +163,7 @@ static int arm(struct sthread *t, int own)
                           "cpu sampler: perf_event_open refused (%s): CPU samples come from "
                           "per-thread CPU timers, which the kernel fires on its scheduler tick "
                           "(the CPU split of work in short bursts, such as async continuations, "
-                          "can be off; README \"Known biases\")", strerrordesc_np(-rc));
+                          "can be off; docs/profiles/cpu-wall.md, \"Known biases\")", strerrordesc_np(-rc));
         } else {
             sig.perf_fallbacks++; /* this thread only (out of descriptors) */
         }
