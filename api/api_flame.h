@@ -5,7 +5,7 @@
 #define API_FLAME_H
 
 #include "prof_tree.h"
-#include "web_json.h"
+#include "api_json.h"
 
 /* Appends {"name","value","self","children":[...]} for node 0 of `t` and its subtree to `b`,
  * depth first without recursion (civetweb stacks are small). Sets b->overflow on allocation

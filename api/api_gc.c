@@ -12,7 +12,7 @@
 #include "prof_core.h"
 #include "prof_events.h"
 #include "prof_gc.h"
-#include "web_json.h"
+#include "api_json.h"
 
 #define REPLY_MAX (64u << 20)
 

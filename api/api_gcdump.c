@@ -29,7 +29,7 @@
 #include "prof_config.h"
 #include "prof_core.h"
 #include "prof_heapsnap.h"
-#include "web_json.h"
+#include "api_json.h"
 
 #define BASE "/api/v1/gcdump"
 #define DEFAULT_LIMIT 1000

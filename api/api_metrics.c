@@ -18,7 +18,7 @@
 #include "prof_sampler.h"
 #include "prof_store.h"
 #include "prof_threads.h"
-#include "web_json.h"
+#include "api_json.h"
 
 #define CLRSCOPE_VERSION  "0.1.0"
 #define GC_RATIO_WINDOW_S 60.0

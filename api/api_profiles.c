@@ -18,7 +18,7 @@
 #include "prof_pprof.h"
 #include "prof_store.h"
 #include "prof_tree.h"
-#include "web_json.h"
+#include "api_json.h"
 #include "web_peer.h"
 
 struct flame_type {

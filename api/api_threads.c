@@ -15,7 +15,7 @@
 #include "prof_counters.h"
 #include "prof_tdump.h"
 #include "prof_threads.h"
-#include "web_json.h"
+#include "api_json.h"
 
 #define TAKE_TIMEOUT_MS 3000
 
