@@ -10,6 +10,7 @@
 #include <stdint.h>
 
 struct mg_connection;
+struct api_reply;
 typedef struct cJSON cJSON;
 
 struct web_req {
@@ -19,6 +20,11 @@ struct web_req {
     const char *query;  /* may be NULL */
 };
 
+/* Sends the reply a handler built and frees it (api_reply.h): its headers, the API's security
+ * headers and Content-Length unless it is verbatim, no body for a HEAD, the body in chunks of
+ * 64 KB or streamed from its descriptor; for API_NO_REPLY nothing, and the connection is not
+ * kept. Returns the reply's status. */
+int web_send(struct mg_connection *c, struct api_reply *r);
 /* Sends `obj` as JSON (and frees it). Returns status. */
 int web_reply_json(struct mg_connection *c, int status, cJSON *obj);
 /* Sends {"error": "..."} with `status`. Returns status. */
