@@ -160,17 +160,17 @@ static void add_by_type(cJSON *o, const struct prof_wtab_row *rows, size_t n)
     free(t);
 }
 
-int api_exceptions(const struct web_req *r)
+int api_exceptions(const struct api_req *q, struct api_reply *out)
 {
     double seconds;
     long limit;
     char *type = malloc(512);
     if (!type)
-        return web_reply_error(r->conn, 503, "out of memory");
+        return api_reply_error(out, 503, "out of memory");
     int has_type;
-    if (web_query_seconds(r, &seconds) < 0 ||
-        web_query_long(r, "limit", 200, 1, 100000, &limit) < 0 ||
-        (has_type = web_query_str(r, "type", type, 512)) < 0) {
+    if (api_query_seconds(q, &seconds, out) < 0 ||
+        api_query_long(q, "limit", 200, 1, 100000, &limit, out) < 0 ||
+        (has_type = api_query_str(q, "type", type, 512, out)) < 0) {
         free(type);
         return 400;
     }
@@ -180,7 +180,7 @@ int api_exceptions(const struct web_req *r)
     size_t n = 0;
     if (prof_wtab_sum(prof_exc_table(), seconds, has_type ? type : NULL, &rows, &n)) {
         free(type);
-        return web_reply_error(r->conn, 503, "out of memory");
+        return api_reply_error(out, 503, "out of memory");
     }
     qsort(rows, n, sizeof *rows, cmp_row_v0);
     struct prof_exc_stats st;
@@ -230,7 +230,7 @@ int api_exceptions(const struct web_req *r)
     }
     free(rows);
     free(type);
-    return web_reply_json(r->conn, 200, o);
+    return api_reply_json(out, 200, o);
 }
 
 /* ---- /api/v1/locks ---- */
@@ -323,17 +323,17 @@ static void add_locks(cJSON *o, struct prof_wtab_row *rows, size_t n, long limit
     free(ls);
 }
 
-int api_locks(const struct web_req *r)
+int api_locks(const struct api_req *q, struct api_reply *out)
 {
     double seconds;
     long limit;
     char *lock = malloc(128);
     if (!lock)
-        return web_reply_error(r->conn, 503, "out of memory");
+        return api_reply_error(out, 503, "out of memory");
     int has_lock;
-    if (web_query_seconds(r, &seconds) < 0 ||
-        web_query_long(r, "limit", 100, 1, 100000, &limit) < 0 ||
-        (has_lock = web_query_str(r, "lock", lock, 128)) < 0) {
+    if (api_query_seconds(q, &seconds, out) < 0 ||
+        api_query_long(q, "limit", 100, 1, 100000, &limit, out) < 0 ||
+        (has_lock = api_query_str(q, "lock", lock, 128, out)) < 0) {
         free(lock);
         return 400;
     }
@@ -343,7 +343,7 @@ int api_locks(const struct web_req *r)
     size_t n = 0;
     if (prof_wtab_sum(prof_lock_table(), seconds, has_lock ? lock : NULL, &rows, &n)) {
         free(lock);
-        return web_reply_error(r->conn, 503, "out of memory");
+        return api_reply_error(out, 503, "out of memory");
     }
     struct prof_lock_window w;
     prof_lock_window(seconds, &w);
@@ -380,5 +380,5 @@ int api_locks(const struct web_req *r)
         cJSON_AddStringToObject(o, "filter", lock);
     free(rows);
     free(lock);
-    return web_reply_json(r->conn, 200, o);
+    return api_reply_json(out, 200, o);
 }

@@ -11,39 +11,16 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "api.h"
+#include "api_reply.h"
+#include "api_routes.h"
 #include "prof_config.h"
 #include "prof_core.h"
 #include "prof_fdguard.h"
 #include "prof_files.h"
 #include "prof_log.h"
 #include "web_assets.h"
+#include "web_peer.h"
 #include "web_util.h"
-
-enum { M_GET = 1, M_POST = 2, M_DELETE = 4 };
-
-struct route {
-    const char *path;
-    int prefix; /* 1: path is a prefix ("/api/v1/gcdump" matches "/api/v1/gcdump/3") */
-    int methods;
-    int (*fn)(const struct web_req *r);
-};
-
-static const struct route g_routes[] = {
-    {"/api/v1/status", 0, M_GET, api_status},
-    {"/api/v1/flamegraph", 0, M_GET, api_flamegraph},
-    {"/api/v1/top", 0, M_GET, api_top},
-    {"/api/v1/gc", 0, M_GET, api_gc},
-    {"/api/v1/allocations", 0, M_GET, api_allocations},
-    {"/api/v1/live", 0, M_GET, api_live},
-    {"/api/v1/exceptions", 0, M_GET, api_exceptions},
-    {"/api/v1/locks", 0, M_GET, api_locks},
-    {"/api/v1/counters", 0, M_GET, api_counters},
-    {"/api/v1/threads", 0, M_GET, api_threads},
-    {"/api/v1/gcdump", 1, M_GET | M_POST | M_DELETE, api_gcdump},
-    {"/debug/pprof", 1, M_GET, api_pprof},
-    {"/metrics", 0, M_GET, api_metrics},
-};
 
 static struct mg_context *g_ctx;
 static int g_port;
@@ -102,17 +79,6 @@ static int choose_listen_host(void)
     return -1;
 }
 
-static int method_bit(const char *m)
-{
-    if (!strcmp(m, "GET") || !strcmp(m, "HEAD"))
-        return M_GET;
-    if (!strcmp(m, "POST"))
-        return M_POST;
-    if (!strcmp(m, "DELETE"))
-        return M_DELETE;
-    return 0;
-}
-
 /* Host must name this server (DNS-rebinding defence): loopback names with our port, or the bound
  * address. With a token on a non-loopback bind any Host is accepted: the token is the guard. */
 static int host_ok(struct mg_connection *c)
@@ -142,7 +108,7 @@ static int cookie_value(struct mg_connection *c, const char *name, char *buf, si
     return mg_get_cookie(h, name, buf, cap) > 0;
 }
 
-static int auth_ok(const struct web_req *r, int *set_cookie)
+static int auth_ok(struct mg_connection *c, const char *query, int *set_cookie)
 {
     *set_cookie = 0;
     if (!g_cfg.token[0])
@@ -151,15 +117,15 @@ static int auth_ok(const struct web_req *r, int *set_cookie)
     if (!buf)
         return 0;
     int ok = 0;
-    const char *h = mg_get_header(r->conn, "Authorization");
+    const char *h = mg_get_header(c, "Authorization");
     if (h && !strncasecmp(h, "Bearer ", 7) && web_token_ok(h + 7, g_cfg.token))
         ok = 1;
-    if (!ok && r->query && mg_get_var(r->query, strlen(r->query), "token", buf, 256) > 0 &&
+    if (!ok && query && mg_get_var(query, strlen(query), "token", buf, 256) > 0 &&
         web_token_ok(buf, g_cfg.token)) {
         ok = 1;
         *set_cookie = 1;
     }
-    if (!ok && cookie_value(r->conn, "clrscope_token", buf, 256) && web_token_ok(buf, g_cfg.token))
+    if (!ok && cookie_value(c, "clrscope_token", buf, 256) && web_token_ok(buf, g_cfg.token))
         ok = 1;
     free(buf);
     return ok;
@@ -178,75 +144,115 @@ static int origin_ok(struct mg_connection *c)
     return p && !strcasecmp(p + 3, host);
 }
 
-static int serve_asset(const struct web_req *r, int set_cookie)
+static int serve_asset(struct mg_connection *c, const char *path, int set_cookie)
 {
-    const struct web_asset *a = web_asset_find(r->path);
+    const struct web_asset *a = web_asset_find(path);
     if (!a)
-        return web_reply_error(r->conn, 404, "no such page: %.200s", r->path);
-    const char *inm = mg_get_header(r->conn, "If-None-Match");
-    char cookie[320] = "";
-    if (set_cookie)
-        snprintf(cookie, sizeof cookie,
-                 "clrscope_token=%s; Path=/; HttpOnly; SameSite=Strict", g_cfg.token);
+        return web_reply_error(c, 404, "no such page: %.200s", path);
+    const char *inm = mg_get_header(c, "If-None-Match");
+    struct api_reply r;
+    api_reply_init(&r);
     /* kept by the browser but asked again each load (the .so may be newer): 304 by ETag */
     if (inm && !strcmp(inm, a->etag) && !set_cookie) {
-        mg_response_header_start(r->conn, 304);
-        mg_response_header_add(r->conn, "ETag", a->etag, -1);
-        mg_response_header_add(r->conn, "Cache-Control", "no-cache", -1);
-        mg_response_header_send(r->conn);
-        return 304;
+        api_reply_static(&r, 304, NULL, "", 0);
+        r.verbatim = 1;
+        api_reply_header(&r, "ETag", a->etag);
+        api_reply_header(&r, "Cache-Control", "no-cache");
+        return web_send(c, &r);
     }
-    const char *ae = mg_get_header(r->conn, "Accept-Encoding");
+    const char *ae = mg_get_header(c, "Accept-Encoding");
     int gz = ae && strstr(ae, "gzip") && a->gz_len < a->len;
-    const char *extra[] = {"Cache-Control", "no-cache", "ETag", a->etag, "Vary", "Accept-Encoding",
-                           gz ? "Content-Encoding" : NULL, "gzip",
-                           NULL, NULL, NULL};
+    api_reply_static(&r, 200, a->mime, gz ? a->gz : a->data, gz ? a->gz_len : a->len);
+    api_reply_header(&r, "Cache-Control", "no-cache");
+    api_reply_header(&r, "ETag", a->etag);
+    api_reply_header(&r, "Vary", "Accept-Encoding");
+    if (gz)
+        api_reply_header(&r, "Content-Encoding", "gzip");
     if (set_cookie) {
-        int k = gz ? 8 : 6;
-        extra[k] = "Set-Cookie";
-        extra[k + 1] = cookie;
+        char cookie[320];
+        snprintf(cookie, sizeof cookie, "clrscope_token=%s; Path=/; HttpOnly; SameSite=Strict",
+                 g_cfg.token);
+        api_reply_header(&r, "Set-Cookie", cookie);
     }
-    return web_reply_bytes(r->conn, 200, a->mime, gz ? a->gz : a->data, gz ? a->gz_len : a->len,
-                           extra);
+    return web_send(c, &r);
+}
+
+/* What a waiting handler asks of the server: whether its client is gone. The request's socket
+ * is looked for at the first question (a handler that never waits costs no listing). */
+struct peer_watch {
+    struct mg_connection *conn;
+    int fd;
+    int looked;
+};
+
+static int client_gone(void *ctx)
+{
+    struct peer_watch *w = ctx;
+    if (!w->looked) {
+        w->fd = web_peer_socket(w->conn);
+        w->looked = 1;
+    }
+    return web_peer_gone(w->fd);
+}
+
+static void guard_stats(struct api_guard_stats *out)
+{
+    struct prof_fdguard_stats fg;
+    prof_fdguard_get_stats(&fg);
+    out->guarded = fg.guarded;
+    out->spare_held = fg.spare_held;
+    out->out_of_fds = fg.out_of_fds;
+    out->refused = fg.refused;
+    out->resets = fg.resets;
 }
 
 static int handle(struct mg_connection *c, void *cbdata)
 {
     (void)cbdata;
     const struct mg_request_info *ri = mg_get_request_info(c);
-    struct web_req r = {.conn = c,
-                        .method = ri->request_method,
-                        .path = ri->local_uri ? ri->local_uri : "/",
-                        .query = ri->query_string};
+    const char *method = ri->request_method, *query = ri->query_string;
+    const char *path = ri->local_uri ? ri->local_uri : "/";
     if (prof_core_stopping())
         return web_reply_error(c, 503, "the process is shutting down");
     if (!host_ok(c))
         return web_reply_error(c, 403, "Host header does not name this server");
     int set_cookie = 0;
-    if (!auth_ok(&r, &set_cookie))
+    if (!auth_ok(c, query, &set_cookie))
         return web_reply_error(c, 401, "missing or wrong token: send 'Authorization: Bearer "
                                "<token>' or open the dashboard with ?token=<token>");
-    int m = method_bit(r.method);
-    size_t plen = strlen(r.path);
-    while (plen > 1 && r.path[plen - 1] == '/' && strncmp(r.path, "/debug/pprof", 12))
-        plen--; /* "/api/v1/status/" == "/api/v1/status" */
-    for (size_t i = 0; i < sizeof g_routes / sizeof g_routes[0]; i++) {
-        const struct route *rt = &g_routes[i];
-        size_t n = strlen(rt->path);
-        int match = rt->prefix ? (!strncmp(r.path, rt->path, n) &&
-                                  (r.path[n] == 0 || r.path[n] == '/'))
-                               : (plen == n && !strncmp(r.path, rt->path, n));
-        if (!match)
-            continue;
-        if (!(rt->methods & m))
-            return web_reply_error(c, 405, "method %.10s not allowed on %s", r.method, rt->path);
-        if (m != M_GET && !origin_ok(c))
-            return web_reply_error(c, 403, "cross-origin request refused");
-        return rt->fn(&r);
+    unsigned m = api_method_bit(method);
+    struct api_match match;
+    enum api_match_result res = api_route_match(method, path, &match);
+    if (res == API_ROUTE_NONE) {
+        if (m != API_GET)
+            return web_reply_error(c, 405, "method not allowed");
+        return serve_asset(c, path, set_cookie);
     }
-    if (m != M_GET)
-        return web_reply_error(c, 405, "method not allowed");
-    return serve_asset(&r, set_cookie);
+    if (res == API_ROUTE_SCOPE_METHOD)
+        return web_reply_error(c, 405, "method %.10s not allowed on %s", method, match.scope);
+    if (m != API_GET && !origin_ok(c))
+        return web_reply_error(c, 403, "cross-origin request refused");
+    if (res == API_ROUTE_METHOD) {
+        if (match.route->not_allowed)
+            return web_reply_error(c, 405, "%s", match.route->not_allowed);
+        return web_reply_error(c, 405, "method %.10s not allowed on %s", method, match.scope);
+    }
+    struct peer_watch watch = {.conn = c, .fd = -1};
+    struct api_req q = {.method = method,
+                        .path = path,
+                        .query = query,
+                        .id = match.id,
+                        .name = match.name,
+                        .name_len = match.name_len,
+                        .client_gone = client_gone,
+                        .client_ctx = &watch};
+    guard_stats(&q.guard);
+    struct api_reply out;
+    api_reply_init(&out);
+    match.route->handler(&q, &out);
+    if (!out.status) /* a handler that filled nothing */
+        api_reply_error(&out, 500, "no reply for %.200s", path);
+    return web_send(c, &out);
 }
 
 static int log_message(const struct mg_connection *c, const char *msg)

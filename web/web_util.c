@@ -2,7 +2,6 @@
 #include "web_util.h"
 
 #include <civetweb.h>
-#include <cjson/cJSON.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -85,25 +84,6 @@ int web_send(struct mg_connection *c, struct api_reply *r)
     return status;
 }
 
-int web_reply_bytes(struct mg_connection *c, int status, const char *mime, const void *data,
-                    size_t len, const char *const *extra)
-{
-    struct api_reply r;
-    api_reply_init(&r);
-    api_reply_static(&r, status, mime, data, len);
-    for (int i = 0; extra && extra[i] && extra[i + 1]; i += 2)
-        api_reply_header(&r, extra[i], extra[i + 1]);
-    return web_send(c, &r);
-}
-
-int web_reply_json(struct mg_connection *c, int status, cJSON *obj)
-{
-    struct api_reply r;
-    api_reply_init(&r);
-    api_reply_json(&r, status, obj);
-    return web_send(c, &r);
-}
-
 int web_reply_error(struct mg_connection *c, int status, const char *fmt, ...)
 {
     char msg[512];
@@ -115,53 +95,4 @@ int web_reply_error(struct mg_connection *c, int status, const char *fmt, ...)
     api_reply_init(&r);
     api_reply_error(&r, status, "%s", msg);
     return web_send(c, &r);
-}
-
-static struct api_req api_req_of(const struct web_req *r)
-{
-    struct api_req q = {.method = r->method, .path = r->path, .query = r->query};
-    return q;
-}
-
-static int query_failed(const struct web_req *r, int rc, struct api_reply *err)
-{
-    if (rc < 0)
-        web_send(r->conn, err);
-    else
-        api_reply_free(err);
-    return rc;
-}
-
-int web_query_str(const struct web_req *r, const char *name, char *buf, size_t cap)
-{
-    struct api_req q = api_req_of(r);
-    struct api_reply err;
-    api_reply_init(&err);
-    return query_failed(r, api_query_str(&q, name, buf, cap, &err), &err);
-}
-
-int web_query_long(const struct web_req *r, const char *name, long def, long min, long max,
-                   long *out)
-{
-    struct api_req q = api_req_of(r);
-    struct api_reply err;
-    api_reply_init(&err);
-    return query_failed(r, api_query_long(&q, name, def, min, max, out, &err), &err);
-}
-
-int web_query_double(const struct web_req *r, const char *name, double def, double min, double max,
-                     double *out)
-{
-    struct api_req q = api_req_of(r);
-    struct api_reply err;
-    api_reply_init(&err);
-    return query_failed(r, api_query_double(&q, name, def, min, max, out, &err), &err);
-}
-
-int web_query_seconds(const struct web_req *r, double *out)
-{
-    struct api_req q = api_req_of(r);
-    struct api_reply err;
-    api_reply_init(&err);
-    return query_failed(r, api_query_seconds(&q, out, &err), &err);
 }
