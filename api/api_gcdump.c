@@ -152,6 +152,30 @@ int api_gcdump_list(const struct api_req *q, struct api_reply *out)
     return reply_jbuf(out, 200, &b);
 }
 
+/* A refusal on the wire: its status and the JSON "reason". */
+struct refusal_http {
+    int status;
+    const char *reason;
+};
+
+static const struct refusal_http *refusal_http(enum hs_reason why)
+{
+    static const struct refusal_http busy = {409, "busy"}, too_big = {413, "heap_too_large"},
+                                     low_memory = {413, "low_memory"},
+                                     unavailable = {503, "unavailable"};
+    switch (why) {
+    case HS_BUSY:
+        return &busy;
+    case HS_TOO_BIG:
+        return &too_big;
+    case HS_LOW_MEMORY:
+        return &low_memory;
+    case HS_UNAVAILABLE:
+        break;
+    }
+    return &unavailable;
+}
+
 int api_gcdump_create(const struct api_req *q, struct api_reply *out)
 {
     long force = 0;
@@ -169,8 +193,9 @@ int api_gcdump_create(const struct api_req *q, struct api_reply *out)
         cJSON_AddStringToObject(o, "status", "running");
         return api_reply_json(out, 202, o);
     }
+    const struct refusal_http *h = refusal_http(why.reason);
     cJSON_AddStringToObject(o, "error", why.message);
-    cJSON_AddStringToObject(o, "reason", why.reason ? why.reason : "unavailable");
+    cJSON_AddStringToObject(o, "reason", h->reason);
     if (why.running_id)
         cJSON_AddNumberToObject(o, "running_id", why.running_id);
     if (why.heap_bytes >= 0)
@@ -181,7 +206,7 @@ int api_gcdump_create(const struct api_req *q, struct api_reply *out)
         cJSON_AddNumberToObject(o, "available_bytes", (double)why.available_bytes);
     if (why.needed_bytes >= 0)
         cJSON_AddNumberToObject(o, "needed_bytes", (double)why.needed_bytes);
-    return api_reply_json(out, why.status ? why.status : 503, o);
+    return api_reply_json(out, h->status, o);
 }
 
 /* Case-insensitive substring test. */
