@@ -15,7 +15,7 @@
 #include "api_routes.h"
 #include "prof_config.h"
 #include "prof_core.h"
-#include "prof_fdguard.h"
+#include "web_fdguard.h"
 #include "prof_files.h"
 #include "prof_log.h"
 #include "web_assets.h"
@@ -197,8 +197,8 @@ static int client_gone(void *ctx)
 
 static void guard_stats(struct api_guard_stats *out)
 {
-    struct prof_fdguard_stats fg;
-    prof_fdguard_get_stats(&fg);
+    struct web_fdguard_stats fg;
+    web_fdguard_get_stats(&fg);
     out->guarded = fg.guarded;
     out->spare_held = fg.spare_held;
     out->out_of_fds = fg.out_of_fds;
@@ -424,7 +424,7 @@ int web_server_start(void)
     int np = mg_get_server_ports(g_ctx, 4, ports);
     g_port = np > 0 ? ports[0].port : g_cfg.port;
     mg_set_request_handler(g_ctx, "/", handle, NULL);
-    prof_fdguard_start(g_port); /* logs when it cannot guard */
+    web_fdguard_start(g_port); /* logs when it cannot guard */
     write_discovery();
     atexit(remove_discovery);
     const char *host = url_host();
