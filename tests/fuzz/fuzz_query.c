@@ -102,8 +102,10 @@ static void direct(const struct api_req *q)
         check_refusal(&err, "seconds");
 }
 
-/* The path: a route's pattern with {id} and {name} from the input, or the input's bytes. */
-static char *make_path(struct fin *in)
+/* The path: a route's pattern with {id} and {name} from the input, or the input's bytes.
+ * flags: 2 = {id} a small number (often no such snapshot) instead of the input's text,
+ * 4 = a trailing slash. */
+static char *make_path(struct fin *in, unsigned flags)
 {
     uint8_t pick = fin_u8(in);
     char *part = fin_str(in, 64);
@@ -122,9 +124,10 @@ static char *make_path(struct fin *in)
         abort();
     for (const char *s = pat; *s;) {
         if (!strncmp(s, "{id}", 4)) {
-            w += pick & 1 ? snprintf(w, 12, "%u", (unsigned)(part[0] & 0x1f)) /* often no such
-                                                                               * snapshot */
-                          : (int)(stpcpy(w, part) - w);
+            if (flags & 2)
+                w += snprintf(w, 12, "%u", (unsigned)(part[0] & 0x1f));
+            else
+                w = stpcpy(w, part);
             s += 4;
         } else if (!strncmp(s, "{name}", 6)) {
             w = stpcpy(w, part);
@@ -134,7 +137,7 @@ static char *make_path(struct fin *in)
         }
     }
     *w = 0;
-    if (pick & 1 && pick % 4 == 3) /* a trailing slash now and then */
+    if (flags & 4)
         strcat(p, "/");
     free(part);
     return p;
@@ -143,8 +146,9 @@ static char *make_path(struct fin *in)
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     struct fin in = {data, size};
-    const char *method = fin_u8(&in) & 1 ? "HEAD" : "GET";
-    char *path = make_path(&in);
+    unsigned flags = fin_u8(&in);
+    const char *method = flags & 1 ? "HEAD" : "GET";
+    char *path = make_path(&in, flags);
     char *query = fin_str(&in, 4096);
     char *q = malloc(strlen(query) + 16);
     if (!q)
