@@ -227,13 +227,12 @@ static int contains_ci(const char *hay, const char *needle)
 
 enum sort_key { SORT_RETAINED, SORT_BYTES, SORT_COUNT, SORT_TYPE };
 
-static int g_sort_key; /* only read inside qsort, under the list lock */
-
-static int cmp_rows(const void *a, const void *b)
+/* qsort_r's comparison: `key` points to the enum sort_key */
+static int cmp_rows(const void *a, const void *b, void *key)
 {
     const struct hs_row *x = *(const struct hs_row *const *)a, *y = *(const struct hs_row *const *)b;
     uint64_t vx = 0, vy = 0;
-    switch (g_sort_key) {
+    switch (*(const int *)key) {
     case SORT_BYTES: vx = x->bytes; vy = y->bytes; break;
     case SORT_COUNT: vx = x->count; vy = y->count; break;
     case SORT_TYPE: return strcmp(x->type, y->type);
@@ -283,8 +282,7 @@ int api_gcdump_details(const struct api_req *q, struct api_reply *out)
             if (contains_ci(s->rows[i].type, search))
                 sel[nsel++] = &s->rows[i];
         if (sel && key != SORT_RETAINED) {
-            g_sort_key = key;
-            qsort(sel, nsel, sizeof *sel, cmp_rows);
+            qsort_r(sel, nsel, sizeof *sel, cmp_rows, &key);
         }
         for (uint32_t i = 0; sel && i < nsel && i < (uint32_t)limit; i++) {
             const struct hs_row *row = sel[i];

@@ -22,13 +22,18 @@
 #include "web_peer.h"
 #include "web_util.h"
 
-static struct mg_context *g_ctx;
-static int g_port;
-static char g_discovery[600];
+/* Written by web_server_start (Initialize's thread) before the request handler is set, read by
+ * civetweb's workers after; discovery is cleared at exit or at Shutdown. */
+static struct server_state {
+    struct mg_context *ctx;
+    int port;              /* the port bound */
+    char listen_host[72];  /* the host part of civetweb's listening_ports */
+    char discovery[600];   /* the discovery file written, "" when none */
+} server;
 
 int web_server_port(void)
 {
-    return g_port;
+    return server.port;
 }
 
 int web_token_ok(const char *presented, const char *expected)
@@ -47,11 +52,10 @@ static int is_loopback(const char *addr)
 
 /* The host of the URLs shown and written for discovery: the bound address itself when it is
  * one (127.0.0.2 answers there only), 127.0.0.1 for a loopback name. */
-static char g_listen_host[72]; /* the host part of civetweb's listening_ports */
 
 static const char *url_host(void)
 {
-    return !strcmp(g_listen_host, "localhost") ? "127.0.0.1" : g_listen_host;
+    return !strcmp(server.listen_host, "localhost") ? "127.0.0.1" : server.listen_host;
 }
 
 /* What civetweb listens on for CLRSCOPE_BIND: an IPv6 literal in brackets where the civetweb
@@ -60,15 +64,15 @@ static const char *url_host(void)
 static int choose_listen_host(void)
 {
     if (!strchr(g_cfg.bind, ':')) {
-        snprintf(g_listen_host, sizeof g_listen_host, "%s", g_cfg.bind);
+        snprintf(server.listen_host, sizeof server.listen_host, "%s", g_cfg.bind);
         return 0;
     }
     if (mg_check_feature(8)) {
-        snprintf(g_listen_host, sizeof g_listen_host, "[%s]", g_cfg.bind);
+        snprintf(server.listen_host, sizeof server.listen_host, "[%s]", g_cfg.bind);
         return 0;
     }
     if (!strcmp(g_cfg.bind, "::1")) {
-        snprintf(g_listen_host, sizeof g_listen_host, "127.0.0.1");
+        snprintf(server.listen_host, sizeof server.listen_host, "127.0.0.1");
         prof_log(LOG_INFO, "CLRSCOPE_BIND=::1: the civetweb library here has no IPv6; the "
                  "dashboard listens on 127.0.0.1 instead");
         return 0;
@@ -89,7 +93,7 @@ static int host_ok(struct mg_connection *c)
     if (!is_loopback(g_cfg.bind) && g_cfg.token[0])
         return 1;
     char port[16];
-    snprintf(port, sizeof port, ":%d", g_port);
+    snprintf(port, sizeof port, ":%d", server.port);
     const char *names[] = {"127.0.0.1", "localhost", "[::1]", g_cfg.bind};
     for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
         size_t n = strlen(names[i]);
@@ -310,18 +314,18 @@ static void write_discovery(void)
                      dir, strerror(errno));
         return;
     }
-    snprintf(g_discovery, sizeof g_discovery, "%s/%d.json", dir, (int)g_core.pid);
+    snprintf(server.discovery, sizeof server.discovery, "%s/%d.json", dir, (int)g_core.pid);
     char tmp[620];
-    snprintf(tmp, sizeof tmp, "%s.tmp", g_discovery);
+    snprintf(tmp, sizeof tmp, "%s.tmp", server.discovery);
     int fd = prof_files_create(tmp, 0600);
     if (fd < 0) {
         prof_log(LOG_WARN, "cannot write %s (%s); `clrscope ls` will not list this process", tmp,
                  strerror(errno));
-        g_discovery[0] = 0;
+        server.discovery[0] = 0;
         return;
     }
     char url[200];
-    snprintf(url, sizeof url, "http://%s:%d/", url_host(), g_port);
+    snprintf(url, sizeof url, "http://%s:%d/", url_host(), server.port);
     /* names are escaped for JSON by keeping only printable ASCII without quotes/backslashes */
     char cmd[sizeof g_core.cmdline];
     size_t j = 0;
@@ -342,31 +346,31 @@ static void write_discovery(void)
     int n = snprintf(body, sizeof body,
                      "{\"pid\":%d,\"port\":%d,\"url\":\"%s\",\"bind\":\"%s\",\"token\":%s%s%s,"
                      "\"cmdline\":\"%s\",\"runtime\":\"%s\",\"started\":%.3f,\"pid_ns\":\"%s\"}\n",
-                     (int)g_core.pid, g_port, url, g_cfg.bind, g_cfg.token[0] ? "\"" : "",
+                     (int)g_core.pid, server.port, url, g_cfg.bind, g_cfg.token[0] ? "\"" : "",
                      g_cfg.token[0] ? g_cfg.token : "null", g_cfg.token[0] ? "\"" : "", cmd,
                      g_core.runtime_version, g_core.start_unix, ns);
     if (n < 0 || (size_t)n >= sizeof body)
         n = 0; /* cannot happen with the fields' sizes; an empty file then fails below */
     ssize_t w = n ? write(fd, body, (size_t)n) : -1;
     close(fd);
-    if (w != n || rename(tmp, g_discovery)) {
+    if (w != n || rename(tmp, server.discovery)) {
         unlink(tmp);
-        g_discovery[0] = 0;
+        server.discovery[0] = 0;
     }
 }
 
 static void remove_discovery(void)
 {
-    if (g_discovery[0]) {
-        unlink(g_discovery);
-        g_discovery[0] = 0;
+    if (server.discovery[0]) {
+        unlink(server.discovery);
+        server.discovery[0] = 0;
     }
 }
 
 static struct mg_context *try_start(int port, char *err, size_t errcap)
 {
     char listen[96], nthreads[8] = "6";
-    snprintf(listen, sizeof listen, "%s:%d", g_listen_host, port);
+    snprintf(listen, sizeof listen, "%s:%d", server.listen_host, port);
     const char *opts[] = {"listening_ports", listen,
                           "num_threads", nthreads,
                           "request_timeout_ms", "15000",
@@ -374,7 +378,7 @@ static struct mg_context *try_start(int port, char *err, size_t errcap)
                           "enable_keep_alive", "no",
                           "access_control_list", NULL,
                           NULL, NULL};
-    if (is_loopback(g_listen_host) && g_listen_host[0] != '[') /* an IPv4 list */
+    if (is_loopback(server.listen_host) && server.listen_host[0] != '[') /* an IPv4 list */
         opts[11] = "-0.0.0.0/0,+127.0.0.0/8";
     else
         opts[10] = NULL;
@@ -408,31 +412,31 @@ int web_server_start(void)
     mg_init_library(0);
     char err[256];
     int tries = g_cfg.port == 0 ? 1 : 16;
-    for (int i = 0; i < tries && !g_ctx; i++) {
+    for (int i = 0; i < tries && !server.ctx; i++) {
         int port = g_cfg.port == 0 ? 0 : g_cfg.port + i;
         if (port > 65535)
             break;
-        g_ctx = try_start(port, err, sizeof err);
+        server.ctx = try_start(port, err, sizeof err);
     }
-    if (!g_ctx) {
+    if (!server.ctx) {
         prof_log(LOG_ERROR, "dashboard not started: %s on %s ports %d..%d (%s); the app and the "
-                 "other profiles run on", "no free port", g_listen_host, g_cfg.port,
+                 "other profiles run on", "no free port", server.listen_host, g_cfg.port,
                  g_cfg.port + tries - 1, err[0] ? err : "unknown error");
         return -1;
     }
     struct mg_server_port ports[4];
-    int np = mg_get_server_ports(g_ctx, 4, ports);
-    g_port = np > 0 ? ports[0].port : g_cfg.port;
-    mg_set_request_handler(g_ctx, "/", handle, NULL);
-    web_fdguard_start(g_port); /* logs when it cannot guard */
+    int np = mg_get_server_ports(server.ctx, 4, ports);
+    server.port = np > 0 ? ports[0].port : g_cfg.port;
+    mg_set_request_handler(server.ctx, "/", handle, NULL);
+    web_fdguard_start(server.port); /* logs when it cannot guard */
     write_discovery();
     atexit(remove_discovery);
     const char *host = url_host();
     if (g_cfg.token[0] && g_cfg.token_auto)
-        prof_log(LOG_ALWAYS, "dashboard http://%s:%d/?token=%s (pid %d)", host, g_port, g_cfg.token,
+        prof_log(LOG_ALWAYS, "dashboard http://%s:%d/?token=%s (pid %d)", host, server.port, g_cfg.token,
                  (int)g_core.pid);
     else
-        prof_log(LOG_ALWAYS, "dashboard http://%s:%d/ (pid %d)", host, g_port, (int)g_core.pid);
+        prof_log(LOG_ALWAYS, "dashboard http://%s:%d/ (pid %d)", host, server.port, (int)g_core.pid);
     return 0;
 }
 
