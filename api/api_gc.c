@@ -8,11 +8,11 @@
 #include <string.h>
 
 #include "api.h"
+#include "api_json.h"
 #include "prof_config.h"
 #include "prof_core.h"
 #include "prof_events.h"
 #include "prof_gc.h"
-#include "api_json.h"
 
 #define REPLY_MAX (64u << 20)
 

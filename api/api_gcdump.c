@@ -25,11 +25,11 @@
 #include <unistd.h>
 
 #include "api.h"
+#include "api_json.h"
 #include "api_routes.h"
 #include "prof_config.h"
 #include "prof_core.h"
 #include "prof_heapsnap.h"
-#include "api_json.h"
 
 #define BASE "/api/v1/gcdump"
 #define DEFAULT_LIMIT 1000

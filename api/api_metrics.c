@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "api.h"
+#include "api_json.h"
 #include "prof_agg.h"
 #include "prof_config.h"
 #include "prof_core.h"
@@ -18,7 +19,6 @@
 #include "prof_sampler.h"
 #include "prof_store.h"
 #include "prof_threads.h"
-#include "api_json.h"
 
 #define CLRSCOPE_VERSION  "0.1.0"
 #define GC_RATIO_WINDOW_S 60.0

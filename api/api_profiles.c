@@ -10,6 +10,7 @@
 
 #include "api.h"
 #include "api_flame.h"
+#include "api_json.h"
 #include "prof_config.h"
 #include "prof_core.h"
 #include "prof_live.h"
@@ -17,7 +18,6 @@
 #include "prof_pprof.h"
 #include "prof_store.h"
 #include "prof_tree.h"
-#include "api_json.h"
 
 struct flame_type {
     const char *name;

@@ -9,12 +9,12 @@
 #include <time.h>
 
 #include "api.h"
+#include "api_json.h"
 #include "pprof.h"
 #include "prof_core.h"
 #include "prof_counters.h"
 #include "prof_tdump.h"
 #include "prof_threads.h"
-#include "api_json.h"
 
 #define TAKE_TIMEOUT_MS 3000
 

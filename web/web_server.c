@@ -15,10 +15,10 @@
 #include "api_routes.h"
 #include "prof_config.h"
 #include "prof_core.h"
-#include "web_fdguard.h"
 #include "prof_files.h"
 #include "prof_log.h"
 #include "web_assets.h"
+#include "web_fdguard.h"
 #include "web_peer.h"
 #include "web_util.h"
 
@@ -52,7 +52,6 @@ static int is_loopback(const char *addr)
 
 /* The host of the URLs shown and written for discovery: the bound address itself when it is
  * one (127.0.0.2 answers there only), 127.0.0.1 for a loopback name. */
-
 static const char *url_host(void)
 {
     return !strcmp(server.listen_host, "localhost") ? "127.0.0.1" : server.listen_host;

@@ -16,11 +16,11 @@
 #include <string.h>
 
 #include "api_flame.h"
+#include "api_json.h"
 #include "fuzz_input.h"
 #include "fuzz_runtime.h"
-#include "prof_utf8.h"
 #include "prof_tree.h"
-#include "api_json.h"
+#include "prof_utf8.h"
 
 int LLVMFuzzerInitialize(int *argc, char ***argv);
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);

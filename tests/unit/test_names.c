@@ -8,9 +8,9 @@
  */
 #include <string.h>
 
+#include "api_json.h"
 #include "prof_symbols.h"
 #include "prof_utf8.h"
-#include "api_json.h"
 
 #include "unit_check.h"
 
