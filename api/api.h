@@ -1,30 +1,68 @@
 /*
- * api - the JSON and pprof endpoint handlers. Each takes the parsed request, replies, and returns
- * the HTTP status it sent. They run on civetweb workers (100 KB stacks): no recursion, no large
- * stack buffers; heavy data is copied out of the profiler's stores under their locks.
+ * api - the JSON, text and pprof endpoints: a parsed request in, a reply out.
+ *
+ * Each handler is an api_handler: it reads the request (api_reply.h: method, path, what its
+ * route captured, the query through api_query_*), reads what capture publishes, fills `out`
+ * and returns the status it put there. web/ finds the handler in the route table
+ * (api_routes.h), calls it on a civetweb worker and sends the reply.
+ *
+ * A handler may: read capture's views and statistics (prof_*_view, _get_stats, the heap
+ * snapshots under their lock), each copied out under the module's own lock; ask capture for what
+ * its endpoint exists for (start or delete a heap snapshot, take a thread dump); wait, polling
+ * q->client_gone, when its endpoint is defined to (a profile of the next N seconds).
+ * A handler may not: send anything or touch a socket (no civetweb, no web/ header); change
+ * capture's figures (no ticks, no aggregator calls: what it shows is read-only); recurse, or put
+ * large buffers on its stack (civetweb workers have 100 KB stacks: big buffers are malloc'd);
+ * block without bound.
+ *
+ * ctx: handlers on any thread but the runtime's callbacks and clrscope's own (civetweb workers;
+ * tests and fuzz targets call them directly). api_pprof_waits and api_thread_state_name
+ * anywhere.
  */
 #ifndef API_H
 #define API_H
 
-#include "web_util.h"
+#include <stdint.h>
 
-int api_status(const struct web_req *r);
-int api_flamegraph(const struct web_req *r);
-int api_top(const struct web_req *r);
-int api_gc(const struct web_req *r);
-int api_allocations(const struct web_req *r);
-int api_live(const struct web_req *r);
-int api_exceptions(const struct web_req *r);
-int api_locks(const struct web_req *r);
-int api_gcdump(const struct web_req *r);   /* /api/v1/gcdump and below; GET, POST, DELETE */
-int api_pprof(const struct web_req *r);    /* /debug/pprof/ and below */
-/* /debug/pprof/profile and wall waiting out their window now, and those whose client left */
+#include "api_reply.h"
+
+typedef int (*api_handler)(const struct api_req *q, struct api_reply *out);
+
+int api_status(const struct api_req *q, struct api_reply *out);
+int api_flamegraph(const struct api_req *q, struct api_reply *out);
+int api_top(const struct api_req *q, struct api_reply *out);
+int api_gc(const struct api_req *q, struct api_reply *out);
+int api_allocations(const struct api_req *q, struct api_reply *out);
+int api_live(const struct api_req *q, struct api_reply *out);
+int api_exceptions(const struct api_req *q, struct api_reply *out);
+int api_locks(const struct api_req *q, struct api_reply *out);
+int api_metrics(const struct api_req *q, struct api_reply *out);
+int api_counters(const struct api_req *q, struct api_reply *out);
+int api_threads(const struct api_req *q, struct api_reply *out); /* /api/v1/threads */
+
+/* Heap snapshots (api_gcdump.c); {id} is q->id, {name} what follows /api/v1/gcdump/. */
+int api_gcdump_list(const struct api_req *q, struct api_reply *out);    /* GET    /api/v1/gcdump */
+int api_gcdump_create(const struct api_req *q, struct api_reply *out);  /* POST   /api/v1/gcdump */
+int api_gcdump_diff(const struct api_req *q, struct api_reply *out);    /* GET    …/diff */
+int api_gcdump_details(const struct api_req *q, struct api_reply *out); /* GET    …/{id} */
+int api_gcdump_delete(const struct api_req *q, struct api_reply *out);  /* DELETE …/{id} */
+int api_gcdump_file(const struct api_req *q, struct api_reply *out);    /* GET    …/{id}/file */
+int api_gcdump_paths(const struct api_req *q, struct api_reply *out);   /* GET    …/{id}/paths */
+int api_gcdump_unknown(const struct api_req *q, struct api_reply *out); /* …/{name}: the 404 */
+
+/* /debug/pprof, as Go's net/http/pprof serves it (api_profiles.c, api_threads.c). */
+int api_pprof_redirect(const struct api_req *q, struct api_reply *out); /* /debug/pprof */
+int api_pprof_index(const struct api_req *q, struct api_reply *out);    /* /debug/pprof/ */
+/* /debug/pprof/<profile>, the name the path's last part: profile and wall wait out the next
+ * `seconds` unless wait=0 (two at once at most: 429 for a third; API_NO_REPLY when the client
+ * leaves meanwhile); allocs, heap, exceptions, lock (mutex, block) the past window */
+int api_pprof_profile(const struct api_req *q, struct api_reply *out);
+/* /debug/pprof/threads and goroutine: the thread dump as pprof, or text (debug=1, 2) */
+int api_pprof_threads(const struct api_req *q, struct api_reply *out);
+int api_pprof_unknown(const struct api_req *q, struct api_reply *out); /* …/{name}: the 404 */
+/* The profile requests waiting out their window now, and those whose client left meanwhile. */
 void api_pprof_waits(int *waiting, uint64_t *abandoned);
-int api_metrics(const struct web_req *r);
-int api_counters(const struct web_req *r);
-int api_threads(const struct web_req *r);  /* /api/v1/threads: a thread dump */
-/* /debug/pprof/threads and its alias goroutine (`name`): the dump as pprof or text (debug=1, 2) */
-int api_threads_pprof(const struct web_req *r, const char *name);
+
 /* "running", "sleeping", … for a /proc state letter */
 const char *api_thread_state_name(char state);
 

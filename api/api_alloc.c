@@ -127,23 +127,23 @@ static void add_exact(cJSON *o, cJSON *tot, double t_from, double t_to)
     }
 }
 
-int api_allocations(const struct web_req *r)
+int api_allocations(const struct api_req *q, struct api_reply *out)
 {
     double seconds;
     long limit;
-    if (web_query_seconds(r, &seconds) < 0 ||
-        web_query_long(r, "limit", 1000, 1, 100000, &limit) < 0)
+    if (api_query_seconds(q, &seconds, out) < 0 ||
+        api_query_long(q, "limit", 1000, 1, 100000, &limit, out) < 0)
         return 400;
     struct prof_alloc_stats st;
     prof_alloc_get_stats(&st);
     struct prof_view v;
     if (prof_store_view(PK_ALLOC_TYPE, seconds, NULL, &v))
-        return web_reply_error(r->conn, 503, "profile data unavailable (out of memory)");
+        return api_reply_error(out, 503, "profile data unavailable (out of memory)");
     struct type_sum *sums = NULL;
     long ntypes = group_by_type(&v, &sums);
     if (ntypes < 0) {
         prof_view_free(&v);
-        return web_reply_error(r->conn, 503, "out of memory");
+        return api_reply_error(out, 503, "out of memory");
     }
     cJSON *o = cJSON_CreateObject();
     const char *m = method_name(st.method);
@@ -214,7 +214,7 @@ int api_allocations(const struct web_req *r)
     }
     free(sums);
     prof_view_free(&v);
-    return web_reply_json(r->conn, 200, o);
+    return api_reply_json(out, 200, o);
 }
 
 static cJSON *quant_json(cJSON *parent, const char *name, const struct prof_live_quant *q)
@@ -226,15 +226,15 @@ static cJSON *quant_json(cJSON *parent, const char *name, const struct prof_live
     return o;
 }
 
-int api_live(const struct web_req *r)
+int api_live(const struct api_req *q, struct api_reply *out)
 {
     long limit;
-    if (web_query_long(r, "limit", 1000, 1, 100000, &limit) < 0)
+    if (api_query_long(q, "limit", 1000, 1, 100000, &limit, out) < 0)
         return 400;
     struct prof_live_report rep;
     if (prof_live_report(&rep)) {
         prof_live_report_free(&rep);
-        return web_reply_error(r->conn, 503, "out of memory building the live-object table");
+        return api_reply_error(out, 503, "out of memory building the live-object table");
     }
     struct prof_alloc_stats st;
     prof_alloc_get_stats(&st);
@@ -291,5 +291,5 @@ int api_live(const struct web_req *r)
     cJSON_AddNumberToObject(o, "types_total", (double)rep.ntypes);
     cJSON_AddNumberToObject(o, "types_recycled", (double)rep.types_recycled);
     prof_live_report_free(&rep);
-    return web_reply_json(r->conn, 200, o);
+    return api_reply_json(out, 200, o);
 }

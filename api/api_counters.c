@@ -17,11 +17,12 @@ static int cmp_name(const void *a, const void *b)
     return strcmp(((const struct prof_counter *)a)->name, ((const struct prof_counter *)b)->name);
 }
 
-int api_counters(const struct web_req *r)
+int api_counters(const struct api_req *q, struct api_reply *out)
 {
+    (void)q;
     struct prof_counter *c = malloc(PROF_COUNTERS_MAX * sizeof *c);
     if (!c)
-        return web_reply_error(r->conn, 503, "out of memory");
+        return api_reply_error(out, 503, "out of memory");
     int n = prof_counters_snapshot(c, PROF_COUNTERS_MAX);
     qsort(c, (size_t)n, sizeof *c, cmp_name);
     struct prof_counters_stats st;
@@ -58,5 +59,5 @@ int api_counters(const struct web_req *r)
     cJSON_AddNumberToObject(o, "malformed", (double)st.malformed);
     cJSON_AddNumberToObject(o, "dropped", (double)st.dropped);
     free(c);
-    return web_reply_json(r->conn, 200, o);
+    return api_reply_json(out, 200, o);
 }

@@ -3,6 +3,10 @@
  * message, estimated counts) and GET /api/v1/locks (lock contention: totals, wait histogram, per
  * lock and owner thread). Stacks come from the windowed store (PK_EXC, PK_LOCK); the flame graphs
  * of the same data are /api/v1/flamegraph?type=exceptions|lock-time.
+ *
+ * The events counted since a type's (a lock's) last sample reach the table and the store at the
+ * aggregator's next tick, up to a second later; these handlers add them to what they read
+ * (prof_exc_read, prof_lock_read), so that the figures are those of now, and change nothing.
  */
 #include <cjson/cJSON.h>
 #include <stdio.h>
@@ -20,10 +24,58 @@
 #define MAX_STACKS 10
 #define MAX_FRAMES 256
 
+/* ---- shared: counts no sample carries yet ---- */
+
+/* What the aggregator's next tick adds for one type or lock (prof_exc_unattributed,
+ * prof_lock_unattributed), in one shape for both tables: to the table row (a, b, n), and to the
+ * stack `frames` in the store. */
+struct unattributed {
+    const char *a, *b, *extra;
+    uint64_t n;
+    int64_t v[WTAB_NV];
+    const char *const *frames;
+    int nframes;
+    int64_t sv[PROF_NVALUES];
+};
+
+/* rows (prof_wtab_sum's) with u added as the tick adds them: to the row of the same key, or as
+ * a row of its own. A new array (free()); its strings point into rows' block and u's. NULL when
+ * out of memory. */
+static struct prof_wtab_row *with_unattributed(const struct prof_wtab_row *rows, size_t n,
+                                               const struct unattributed *u, size_t nu,
+                                               size_t *nout)
+{
+    struct prof_wtab_row *all = malloc((n + nu ? n + nu : 1) * sizeof *all);
+    if (!all)
+        return NULL;
+    if (n)
+        memcpy(all, rows, n * sizeof *all);
+    size_t m = n;
+    for (size_t k = 0; k < nu; k++) {
+        size_t i = 0;
+        while (i < m && (all[i].n != u[k].n || strcmp(all[i].a, u[k].a) || strcmp(all[i].b, u[k].b)))
+            i++;
+        if (i == m) {
+            memset(&all[m], 0, sizeof all[m]);
+            all[m].a = u[k].a;
+            all[m].b = u[k].b;
+            all[m].extra = u[k].extra;
+            all[m].n = u[k].n;
+            m++;
+        }
+        for (int j = 0; j < WTAB_NV; j++)
+            all[i].v[j] += u[k].v[j];
+    }
+    *nout = m;
+    return all;
+}
+
 /* ---- shared: the heaviest stacks of a store view ---- */
 
 struct stack_sum {
-    uint32_t node;
+    uint32_t node;             /* in the view; UINT32_MAX: a stack the view does not have yet */
+    const char *const *frames; /* then its frames, root first */
+    int nframes;
     int64_t v[PROF_NVALUES];
 };
 
@@ -43,6 +95,27 @@ static int cmp_stack1(const void *a, const void *b)
     return cmp_stack(a, b, 1);
 }
 
+/* Whether stack s is `frames` (root first). */
+static int same_stack(const struct prof_view *v, const struct stack_sum *s,
+                      const char *const *frames, int nframes)
+{
+    if (s->node == UINT32_MAX) {
+        if (s->nframes != nframes)
+            return 0;
+        for (int i = 0; i < nframes; i++)
+            if (strcmp(s->frames[i], frames[i]))
+                return 0;
+        return 1;
+    }
+    uint32_t node = s->node;
+    int i = nframes - 1;
+    while (node != 0 && node < v->nnodes && i >= 0 && !strcmp(v->name[node], frames[i])) {
+        node = v->parent[node];
+        i--;
+    }
+    return node == 0 && i < 0;
+}
+
 /* t_from, t_to: the span the window covers (from the profiler's start when it reaches further) */
 static void add_span(cJSON *o, struct prof_wtab *t, double seconds)
 {
@@ -52,24 +125,25 @@ static void add_span(cJSON *o, struct prof_wtab *t, double seconds)
     cJSON_AddNumberToObject(o, "t_to", to);
 }
 
-/* Adds "stacks": the `max` heaviest leaf stacks by v[slot], each with the values named in keys
- * (NULL = skip that slot). Frames root first. */
-static void add_stacks(cJSON *o, int kind, double seconds, const char *filter, int slot,
-                       const char *const keys[PROF_NVALUES], int max)
+/* Adds "stacks": the `max` heaviest leaf stacks of view `v` (NULL: none) with the counts of u
+ * added, by v[slot], each with the values named in keys (NULL = skip that slot). Frames root
+ * first. The view is taken before u is read, so that no count is in both. */
+static void add_stacks(cJSON *o, const struct prof_view *v, int slot,
+                       const char *const keys[PROF_NVALUES], int max,
+                       const struct unattributed *u, size_t nu)
 {
-    struct prof_view v;
     cJSON *arr = cJSON_AddArrayToObject(o, "stacks");
-    if (prof_store_view(kind, seconds, filter, &v))
+    if (!v)
         return;
-    struct stack_sum *sums = calloc(v.nrows ? v.nrows : 1, sizeof *sums);
-    uint32_t *pos = calloc(v.nnodes ? v.nnodes : 1, sizeof *pos); /* node -> index + 1 */
+    struct stack_sum *sums = calloc(v->nrows + nu ? v->nrows + nu : 1, sizeof *sums);
+    uint32_t *pos = calloc(v->nnodes ? v->nnodes : 1, sizeof *pos); /* node -> index + 1 */
     const char **frames = malloc(MAX_FRAMES * sizeof *frames);
     if (!sums || !pos || !frames)
         goto out;
     size_t n = 0;
-    for (size_t i = 0; i < v.nrows; i++) {
-        const struct prof_row *r = &v.rows[i];
-        if (r->node >= v.nnodes)
+    for (size_t i = 0; i < v->nrows; i++) {
+        const struct prof_row *r = &v->rows[i];
+        if (r->node >= v->nnodes)
             continue;
         if (!pos[r->node]) {
             sums[n].node = r->node;
@@ -79,13 +153,31 @@ static void add_stacks(cJSON *o, int kind, double seconds, const char *filter, i
         for (int k = 0; k < PROF_NVALUES; k++)
             s->v[k] += r->v[k];
     }
+    for (size_t k = 0; k < nu; k++) {
+        size_t i = 0;
+        while (i < n && !same_stack(v, &sums[i], u[k].frames, u[k].nframes))
+            i++;
+        if (i == n) {
+            sums[n].node = UINT32_MAX;
+            sums[n].frames = u[k].frames;
+            sums[n].nframes = u[k].nframes;
+            n++;
+        }
+        for (int j = 0; j < PROF_NVALUES; j++)
+            sums[i].v[j] += u[k].sv[j];
+    }
     qsort(sums, n, sizeof *sums, slot == 0 ? cmp_stack0 : cmp_stack1);
     for (size_t i = 0; i < n && (int)i < max; i++) {
         if (sums[i].v[slot] <= 0)
             break;
         int nf = 0;
-        for (uint32_t node = sums[i].node; node != 0 && nf < MAX_FRAMES; node = v.parent[node])
-            frames[nf++] = v.name[node];
+        if (sums[i].node == UINT32_MAX) /* leaf first, as walked below */
+            for (int f = sums[i].nframes - 1; f >= 0 && nf < MAX_FRAMES; f--)
+                frames[nf++] = sums[i].frames[f];
+        else
+            for (uint32_t node = sums[i].node; node != 0 && nf < MAX_FRAMES;
+                 node = v->parent[node])
+                frames[nf++] = v->name[node];
         cJSON *st = cJSON_CreateObject();
         cJSON *fa = cJSON_AddArrayToObject(st, "frames");
         for (int f = nf - 1; f >= 0; f--)
@@ -99,7 +191,6 @@ out:
     free(sums);
     free(pos);
     free(frames);
-    prof_view_free(&v);
 }
 
 /* ---- /api/v1/exceptions ---- */
@@ -160,27 +251,46 @@ static void add_by_type(cJSON *o, const struct prof_wtab_row *rows, size_t n)
     free(t);
 }
 
-int api_exceptions(const struct web_req *r)
+int api_exceptions(const struct api_req *q, struct api_reply *out)
 {
     double seconds;
     long limit;
     char *type = malloc(512);
     if (!type)
-        return web_reply_error(r->conn, 503, "out of memory");
+        return api_reply_error(out, 503, "out of memory");
     int has_type;
-    if (web_query_seconds(r, &seconds) < 0 ||
-        web_query_long(r, "limit", 200, 1, 100000, &limit) < 0 ||
-        (has_type = web_query_str(r, "type", type, 512)) < 0) {
+    if (api_query_seconds(q, &seconds, out) < 0 ||
+        api_query_long(q, "limit", 200, 1, 100000, &limit, out) < 0 ||
+        (has_type = api_query_str(q, "type", type, 512, out)) < 0) {
         free(type);
         return 400;
     }
     has_type = has_type > 0 && type[0];
-    prof_exc_tick(prof_unix_now()); /* bring the estimates up to now */
-    struct prof_wtab_row *rows = NULL;
-    size_t n = 0;
-    if (prof_wtab_sum(prof_exc_table(), seconds, has_type ? type : NULL, &rows, &n)) {
+    /* the drill-down's stacks: the view before the counts no sample carries yet */
+    struct prof_view view;
+    int have_view = has_type && !prof_store_view(PK_EXC, seconds, type, &view);
+    struct prof_wtab_row *table = NULL, *rows = NULL;
+    struct prof_exc_unattributed *eu = NULL;
+    size_t nt = 0, neu = 0, n = 0;
+    struct unattributed *u = NULL;
+    if (!prof_exc_read(seconds, has_type ? type : NULL, &table, &nt, &eu, &neu) &&
+        (u = calloc(neu ? neu : 1, sizeof *u))) {
+        for (size_t i = 0; i < neu; i++)
+            u[i] = (struct unattributed){.a = eu[i].type, .b = eu[i].message,
+                                         .extra = eu[i].site,
+                                         .v = {eu[i].count, 0, eu[i].rethrown},
+                                         .frames = eu[i].frames, .nframes = eu[i].nframes,
+                                         .sv = {eu[i].count, 0, 0}};
+        rows = with_unattributed(table, nt, u, neu, &n);
+    }
+    if (!rows) {
+        free(table);
+        free(eu);
+        free(u);
+        if (have_view)
+            prof_view_free(&view);
         free(type);
-        return web_reply_error(r->conn, 503, "out of memory");
+        return api_reply_error(out, 503, "out of memory");
     }
     qsort(rows, n, sizeof *rows, cmp_row_v0);
     struct prof_exc_stats st;
@@ -226,11 +336,16 @@ int api_exceptions(const struct web_req *r)
     if (has_type) {
         cJSON_AddStringToObject(o, "filter", type);
         static const char *const keys[PROF_NVALUES] = {"count", "samples", NULL};
-        add_stacks(o, PK_EXC, seconds, type, 0, keys, MAX_STACKS);
+        add_stacks(o, have_view ? &view : NULL, 0, keys, MAX_STACKS, u, neu);
     }
+    if (have_view)
+        prof_view_free(&view);
     free(rows);
+    free(table);
+    free(eu);
+    free(u);
     free(type);
-    return web_reply_json(r->conn, 200, o);
+    return api_reply_json(out, 200, o);
 }
 
 /* ---- /api/v1/locks ---- */
@@ -323,27 +438,46 @@ static void add_locks(cJSON *o, struct prof_wtab_row *rows, size_t n, long limit
     free(ls);
 }
 
-int api_locks(const struct web_req *r)
+int api_locks(const struct api_req *q, struct api_reply *out)
 {
     double seconds;
     long limit;
     char *lock = malloc(128);
     if (!lock)
-        return web_reply_error(r->conn, 503, "out of memory");
+        return api_reply_error(out, 503, "out of memory");
     int has_lock;
-    if (web_query_seconds(r, &seconds) < 0 ||
-        web_query_long(r, "limit", 100, 1, 100000, &limit) < 0 ||
-        (has_lock = web_query_str(r, "lock", lock, 128)) < 0) {
+    if (api_query_seconds(q, &seconds, out) < 0 ||
+        api_query_long(q, "limit", 100, 1, 100000, &limit, out) < 0 ||
+        (has_lock = api_query_str(q, "lock", lock, 128, out)) < 0) {
         free(lock);
         return 400;
     }
     has_lock = has_lock > 0 && lock[0];
-    prof_lock_tick(prof_unix_now()); /* bring the totals and estimates up to now */
-    struct prof_wtab_row *rows = NULL;
-    size_t n = 0;
-    if (prof_wtab_sum(prof_lock_table(), seconds, has_lock ? lock : NULL, &rows, &n)) {
+    /* the stacks: the view before the counts no sample carries yet */
+    struct prof_view view;
+    int have_view = !prof_store_view(PK_LOCK, seconds, has_lock ? lock : NULL, &view);
+    struct prof_wtab_row *table = NULL, *rows = NULL;
+    struct prof_lock_unattributed *lu = NULL;
+    size_t nt = 0, nlu = 0, n = 0;
+    struct unattributed *u = NULL;
+    if (!prof_lock_read(seconds, has_lock ? lock : NULL, &table, &nt, &lu, &nlu) &&
+        (u = calloc(nlu ? nlu : 1, sizeof *u))) {
+        for (size_t i = 0; i < nlu; i++)
+            u[i] = (struct unattributed){.a = lu[i].lock, .b = lu[i].owner_name,
+                                         .extra = lu[i].site, .n = lu[i].owner,
+                                         .v = {lu[i].count, lu[i].wait_ns, 0},
+                                         .frames = lu[i].frames, .nframes = lu[i].nframes,
+                                         .sv = {lu[i].count, lu[i].wait_ns, 0}};
+        rows = with_unattributed(table, nt, u, nlu, &n);
+    }
+    if (!rows) {
+        free(table);
+        free(lu);
+        free(u);
+        if (have_view)
+            prof_view_free(&view);
         free(lock);
-        return web_reply_error(r->conn, 503, "out of memory");
+        return api_reply_error(out, 503, "out of memory");
     }
     struct prof_lock_window w;
     prof_lock_window(seconds, &w);
@@ -363,7 +497,7 @@ int api_locks(const struct web_req *r)
     add_histogram(o, &w);
     add_locks(o, rows, n, limit);
     static const char *const keys[PROF_NVALUES] = {"count", "wait_ns", "samples"};
-    add_stacks(o, PK_LOCK, seconds, has_lock ? lock : NULL, 1, keys, MAX_STACKS);
+    add_stacks(o, have_view ? &view : NULL, 1, keys, MAX_STACKS, u, nlu);
     cJSON_AddNumberToObject(o, "dropped", (double)(st.dropped + st.table_dropped));
     cJSON *d = cJSON_AddObjectToObject(o, "profiler");
     cJSON_AddNumberToObject(d, "events", (double)st.events);
@@ -378,7 +512,12 @@ int api_locks(const struct web_req *r)
     cJSON_AddNumberToObject(d, "samples_per_s", g_cfg.lock_rate);
     if (has_lock)
         cJSON_AddStringToObject(o, "filter", lock);
+    if (have_view)
+        prof_view_free(&view);
     free(rows);
+    free(table);
+    free(lu);
+    free(u);
     free(lock);
-    return web_reply_json(r->conn, 200, o);
+    return api_reply_json(out, 200, o);
 }

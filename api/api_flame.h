@@ -1,11 +1,12 @@
 /*
  * api_flame - the flame-graph JSON of /api/v1/flamegraph, written from a trimmed call tree.
+ * ctx: pure; the thread that owns the buffer (api_flamegraph on a civetweb worker, fuzz_flame).
  */
 #ifndef API_FLAME_H
 #define API_FLAME_H
 
+#include "api_json.h"
 #include "prof_tree.h"
-#include "web_json.h"
 
 /* Appends {"name","value","self","children":[...]} for node 0 of `t` and its subtree to `b`,
  * depth first without recursion (civetweb stacks are small). Sets b->overflow on allocation

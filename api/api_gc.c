@@ -8,11 +8,11 @@
 #include <string.h>
 
 #include "api.h"
+#include "api_json.h"
 #include "prof_config.h"
 #include "prof_core.h"
 #include "prof_events.h"
 #include "prof_gc.h"
-#include "web_json.h"
 
 #define REPLY_MAX (64u << 20)
 
@@ -184,18 +184,18 @@ static void emit_totals(struct jbuf *b, const struct prof_gc_totals *t)
     jb_lit(b, "}");
 }
 
-int api_gc(const struct web_req *r)
+int api_gc(const struct api_req *q, struct api_reply *out)
 {
     double seconds;
     long limit;
-    if (web_query_seconds(r, &seconds) < 0 ||
-        web_query_long(r, "limit", 1000, 0, 1000000, &limit) < 0)
+    if (api_query_seconds(q, &seconds, out) < 0 ||
+        api_query_long(q, "limit", 1000, 0, 1000000, &limit, out) < 0)
         return 400;
     if (!(__atomic_load_n(&g_core.profiles, __ATOMIC_RELAXED) & PROFILE_GC))
-        return web_reply_error(r->conn, 404, "the gc profile is off (CLRSCOPE_PROFILES)");
+        return api_reply_error(out, 404, "the gc profile is off (CLRSCOPE_PROFILES)");
     struct prof_gc_view v;
     if (prof_gc_view(seconds, (size_t)limit, &v))
-        return web_reply_error(r->conn, 503, "out of memory");
+        return api_reply_error(out, 503, "out of memory");
     double gc = 0, proc = 0, pause = 0, span = 0;
     uint64_t in_window = v.collections_omitted + v.ncollections;
     for (size_t i = 0; i < v.nseconds; i++) {
@@ -271,11 +271,5 @@ int api_gc(const struct web_req *r)
     jb_lit(&b, "}");
     prof_gc_view_free(&v);
 
-    int status;
-    if (b.overflow)
-        status = web_reply_error(r->conn, 500, "reply too large; lower seconds or limit");
-    else
-        status = web_reply_bytes(r->conn, 200, "application/json; charset=utf-8", b.p, b.len, NULL);
-    jb_free(&b);
-    return status;
+    return api_reply_jbuf(out, 200, API_JSON, &b, "reply too large; lower seconds or limit");
 }

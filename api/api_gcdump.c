@@ -9,11 +9,10 @@
  *   GET    /api/v1/gcdump/diff?a=ID&b=ID     per-type count and byte deltas, b - a
  *   DELETE /api/v1/gcdump/ID
  *
- * The sub-path is parsed here: anything else is a 404 JSON error. Snapshot data is read under the
- * module's list lock (never taken by runtime callbacks); the file is streamed from an fd opened
- * under it.
+ * One handler per route (api_routes.c); any other path below /api/v1/gcdump is a 404 JSON error
+ * (api_gcdump_unknown). Snapshot data is read under the module's list lock (never taken by
+ * runtime callbacks); the file is handed to the server as a descriptor opened under it.
  */
-#include <civetweb.h>
 #include <cjson/cJSON.h>
 #include <ctype.h>
 #include <errno.h>
@@ -26,10 +25,11 @@
 #include <unistd.h>
 
 #include "api.h"
+#include "api_json.h"
+#include "api_routes.h"
 #include "prof_config.h"
 #include "prof_core.h"
 #include "prof_heapsnap.h"
-#include "web_json.h"
 
 #define BASE "/api/v1/gcdump"
 #define DEFAULT_LIMIT 1000
@@ -40,29 +40,9 @@ static const char *status_name(int st)
     return st == HS_DONE ? "done" : st == HS_FAILED ? "failed" : "running";
 }
 
-/* "123" -> 123; anything else (empty, signs, junk, > 9 digits) -> -1. */
-static int parse_id(const char *s, size_t n)
+static int reply_jbuf(struct api_reply *out, int status, struct jbuf *b)
 {
-    if (n == 0 || n > 9)
-        return -1;
-    int v = 0;
-    for (size_t i = 0; i < n; i++) {
-        if (s[i] < '0' || s[i] > '9')
-            return -1;
-        v = v * 10 + (s[i] - '0');
-    }
-    return v > 0 ? v : -1;
-}
-
-static int reply_jbuf(const struct web_req *r, int status, struct jbuf *b)
-{
-    if (b->overflow) {
-        jb_free(b);
-        return web_reply_error(r->conn, 500, "reply too large; use ?limit= or ?search=");
-    }
-    web_reply_bytes(r->conn, status, "application/json; charset=utf-8", b->p, b->len, NULL);
-    jb_free(b);
-    return status;
+    return api_reply_jbuf(out, status, API_JSON, b, "reply too large; use ?limit= or ?search=");
 }
 
 static void kv_int(struct jbuf *b, const char *k, int64_t v)
@@ -141,8 +121,9 @@ static void snapshot_head(struct jbuf *b, const struct hs_snapshot *s)
     }
 }
 
-static int list(const struct web_req *r)
+int api_gcdump_list(const struct api_req *q, struct api_reply *out)
 {
+    (void)q;
     struct jbuf b;
     jb_init(&b, MAX_REPLY);
     jb_lit(&b, "{\"snapshots\":[");
@@ -168,14 +149,38 @@ static int list(const struct web_req *r)
     kv_str(&b, "dir", g_cfg.dump_dir);
     kv_int(&b, "max_heap_bytes", g_cfg.dump_max_heap);
     jb_raw(&b, "}", 1);
-    return reply_jbuf(r, 200, &b);
+    return reply_jbuf(out, 200, &b);
 }
 
-static int create(const struct web_req *r)
+/* A refusal on the wire: its status and the JSON "reason". */
+struct refusal_http {
+    int status;
+    const char *reason;
+};
+
+static const struct refusal_http *refusal_http(enum hs_reason why)
+{
+    static const struct refusal_http busy = {409, "busy"}, too_big = {413, "heap_too_large"},
+                                     low_memory = {413, "low_memory"},
+                                     unavailable = {503, "unavailable"};
+    switch (why) {
+    case HS_BUSY:
+        return &busy;
+    case HS_TOO_BIG:
+        return &too_big;
+    case HS_LOW_MEMORY:
+        return &low_memory;
+    case HS_UNAVAILABLE:
+        break;
+    }
+    return &unavailable;
+}
+
+int api_gcdump_create(const struct api_req *q, struct api_reply *out)
 {
     long force = 0;
     char fbuf[16];
-    int fr = web_query_str(r, "force", fbuf, sizeof fbuf);
+    int fr = api_query_str(q, "force", fbuf, sizeof fbuf, out);
     if (fr < 0)
         return 400;
     if (fr > 0)
@@ -186,10 +191,11 @@ static int create(const struct web_req *r)
     if (id > 0) {
         cJSON_AddNumberToObject(o, "id", id);
         cJSON_AddStringToObject(o, "status", "running");
-        return web_reply_json(r->conn, 202, o);
+        return api_reply_json(out, 202, o);
     }
+    const struct refusal_http *h = refusal_http(why.reason);
     cJSON_AddStringToObject(o, "error", why.message);
-    cJSON_AddStringToObject(o, "reason", why.reason ? why.reason : "unavailable");
+    cJSON_AddStringToObject(o, "reason", h->reason);
     if (why.running_id)
         cJSON_AddNumberToObject(o, "running_id", why.running_id);
     if (why.heap_bytes >= 0)
@@ -200,7 +206,7 @@ static int create(const struct web_req *r)
         cJSON_AddNumberToObject(o, "available_bytes", (double)why.available_bytes);
     if (why.needed_bytes >= 0)
         cJSON_AddNumberToObject(o, "needed_bytes", (double)why.needed_bytes);
-    return web_reply_json(r->conn, why.status ? why.status : 503, o);
+    return api_reply_json(out, h->status, o);
 }
 
 /* Case-insensitive substring test. */
@@ -221,13 +227,12 @@ static int contains_ci(const char *hay, const char *needle)
 
 enum sort_key { SORT_RETAINED, SORT_BYTES, SORT_COUNT, SORT_TYPE };
 
-static int g_sort_key; /* only read inside qsort, under the list lock */
-
-static int cmp_rows(const void *a, const void *b)
+/* qsort_r's comparison: `key` points to the enum sort_key */
+static int cmp_rows(const void *a, const void *b, void *key)
 {
     const struct hs_row *x = *(const struct hs_row *const *)a, *y = *(const struct hs_row *const *)b;
     uint64_t vx = 0, vy = 0;
-    switch (g_sort_key) {
+    switch (*(const int *)key) {
     case SORT_BYTES: vx = x->bytes; vy = y->bytes; break;
     case SORT_COUNT: vx = x->count; vy = y->count; break;
     case SORT_TYPE: return strcmp(x->type, y->type);
@@ -238,14 +243,15 @@ static int cmp_rows(const void *a, const void *b)
     return strcmp(x->type, y->type);
 }
 
-static int details(const struct web_req *r, int id)
+int api_gcdump_details(const struct api_req *q, struct api_reply *out)
 {
+    int id = q->id;
     long limit;
-    if (web_query_long(r, "limit", DEFAULT_LIMIT, 0, 10000000, &limit) < 0)
+    if (api_query_long(q, "limit", DEFAULT_LIMIT, 0, 10000000, &limit, out) < 0)
         return 400;
     char search[256], sort[32];
-    if (web_query_str(r, "search", search, sizeof search) < 0 ||
-        web_query_str(r, "sort", sort, sizeof sort) < 0)
+    if (api_query_str(q, "search", search, sizeof search, out) < 0 ||
+        api_query_str(q, "sort", sort, sizeof sort, out) < 0)
         return 400;
     int key = SORT_RETAINED;
     if (sort[0]) {
@@ -256,7 +262,7 @@ static int details(const struct web_req *r, int id)
         else if (!strcmp(sort, "type"))
             key = SORT_TYPE;
         else if (strcmp(sort, "retained"))
-            return web_reply_error(r->conn, 400, "sort must be retained, bytes, count or type");
+            return api_reply_error(out, 400, "sort must be retained, bytes, count or type");
     }
     struct jbuf b;
     jb_init(&b, MAX_REPLY);
@@ -265,7 +271,7 @@ static int details(const struct web_req *r, int id)
     if (!s) {
         prof_heapsnap_unlock();
         jb_free(&b);
-        return web_reply_error(r->conn, 404, "no heap snapshot %d", id);
+        return api_reply_error(out, 404, "no heap snapshot %d", id);
     }
     snapshot_head(&b, s);
     jb_lit(&b, ",\"types\":[");
@@ -276,8 +282,7 @@ static int details(const struct web_req *r, int id)
             if (contains_ci(s->rows[i].type, search))
                 sel[nsel++] = &s->rows[i];
         if (sel && key != SORT_RETAINED) {
-            g_sort_key = key;
-            qsort(sel, nsel, sizeof *sel, cmp_rows);
+            qsort_r(sel, nsel, sizeof *sel, cmp_rows, &key);
         }
         for (uint32_t i = 0; sel && i < nsel && i < (uint32_t)limit; i++) {
             const struct hs_row *row = sel[i];
@@ -296,17 +301,18 @@ static int details(const struct web_req *r, int id)
     }
     prof_heapsnap_unlock();
     jb_raw(&b, "}", 1);
-    return reply_jbuf(r, 200, &b);
+    return reply_jbuf(out, 200, &b);
 }
 
-static int paths(const struct web_req *r, int id)
+int api_gcdump_paths(const struct api_req *q, struct api_reply *out)
 {
+    int id = q->id;
     char type[512];
-    int q = web_query_str(r, "type", type, sizeof type);
-    if (q < 0)
+    int has = api_query_str(q, "type", type, sizeof type, out);
+    if (has < 0)
         return 400;
-    if (q == 0 || !type[0])
-        return web_reply_error(r->conn, 400, "query parameter 'type' is required");
+    if (has == 0 || !type[0])
+        return api_reply_error(out, 400, "query parameter 'type' is required");
     struct jbuf b;
     jb_init(&b, MAX_REPLY);
     prof_heapsnap_lock();
@@ -320,10 +326,10 @@ static int paths(const struct web_req *r, int id)
         prof_heapsnap_unlock();
         jb_free(&b);
         if (!s)
-            return web_reply_error(r->conn, 404, "no heap snapshot %d", id);
+            return api_reply_error(out, 404, "no heap snapshot %d", id);
         if (st == HS_RUNNING)
-            return web_reply_error(r->conn, 409, "heap snapshot %d is still running", id);
-        return web_reply_error(r->conn, 404, "no type named '%.300s' in heap snapshot %d", type,
+            return api_reply_error(out, 409, "heap snapshot %d is still running", id);
+        return api_reply_error(out, 404, "no type named '%.300s' in heap snapshot %d", type,
                                id);
     }
     jb_lit(&b, "{\"id\":");
@@ -343,7 +349,7 @@ static int paths(const struct web_req *r, int id)
     }
     jb_raw(&b, "]}", 2);
     prof_heapsnap_unlock();
-    return reply_jbuf(r, 200, &b);
+    return reply_jbuf(out, 200, &b);
 }
 
 struct drow {
@@ -379,30 +385,30 @@ static const struct hs_row **sorted_rows(const struct hs_snapshot *s)
     return v;
 }
 
-static int diff(const struct web_req *r)
+int api_gcdump_diff(const struct api_req *q, struct api_reply *out)
 {
     long a, bid, limit;
-    if (web_query_long(r, "a", 0, 1, 999999999, &a) < 0 ||
-        web_query_long(r, "b", 0, 1, 999999999, &bid) < 0 ||
-        web_query_long(r, "limit", DEFAULT_LIMIT, 0, 10000000, &limit) < 0)
+    if (api_query_long(q, "a", 0, 1, 999999999, &a, out) < 0 ||
+        api_query_long(q, "b", 0, 1, 999999999, &bid, out) < 0 ||
+        api_query_long(q, "limit", DEFAULT_LIMIT, 0, 10000000, &limit, out) < 0)
         return 400;
     if (!a || !bid)
-        return web_reply_error(r->conn, 400, "query parameters 'a' and 'b' (snapshot ids) are "
+        return api_reply_error(out, 400, "query parameters 'a' and 'b' (snapshot ids) are "
                                "required");
     char all[8];
-    if (web_query_str(r, "all", all, sizeof all) < 0)
+    if (api_query_str(q, "all", all, sizeof all, out) < 0)
         return 400;
     int show_all = !strcmp(all, "1") || !strcasecmp(all, "true");
     prof_heapsnap_lock();
     const struct hs_snapshot *sa = prof_heapsnap_find((int)a), *sb = prof_heapsnap_find((int)bid);
     if (!sa || !sb) {
         prof_heapsnap_unlock();
-        return web_reply_error(r->conn, 404, "no heap snapshot %ld", !sa ? a : bid);
+        return api_reply_error(out, 404, "no heap snapshot %ld", !sa ? a : bid);
     }
     if (__atomic_load_n(&sa->status, __ATOMIC_ACQUIRE) != HS_DONE ||
         __atomic_load_n(&sb->status, __ATOMIC_ACQUIRE) != HS_DONE) {
         prof_heapsnap_unlock();
-        return web_reply_error(r->conn, 409, "both snapshots must be done to compare them");
+        return api_reply_error(out, 409, "both snapshots must be done to compare them");
     }
     const struct hs_row **ra = sorted_rows(sa), **rb = sorted_rows(sb);
     struct drow *d = malloc(((size_t)sa->nrows + sb->nrows + 1) * sizeof *d);
@@ -411,7 +417,7 @@ static int diff(const struct web_req *r)
         free(ra);
         free(rb);
         free(d);
-        return web_reply_error(r->conn, 500, "out of memory");
+        return api_reply_error(out, 500, "out of memory");
     }
     size_t nd = 0;
     uint32_t i = 0, j = 0;
@@ -459,11 +465,12 @@ static int diff(const struct web_req *r)
     free(ra);
     free(rb);
     free(d);
-    return reply_jbuf(r, 200, &b);
+    return reply_jbuf(out, 200, &b);
 }
 
-static int send_file(const struct web_req *r, int id)
+int api_gcdump_file(const struct api_req *q, struct api_reply *out)
 {
+    int id = q->id;
     prof_heapsnap_lock();
     const struct hs_snapshot *s = prof_heapsnap_find(id);
     int st = s ? __atomic_load_n(&s->status, __ATOMIC_ACQUIRE) : HS_FAILED;
@@ -472,106 +479,64 @@ static int send_file(const struct web_req *r, int id)
     int err = errno;
     prof_heapsnap_unlock();
     if (!s)
-        return web_reply_error(r->conn, 404, "no heap snapshot %d", id);
+        return api_reply_error(out, 404, "no heap snapshot %d", id);
     if (st == HS_RUNNING)
-        return web_reply_error(r->conn, 409, "heap snapshot %d is still running", id);
+        return api_reply_error(out, 409, "heap snapshot %d is still running", id);
     if (fd < 0) {
         char e[128] = "";
         if (st != HS_FAILED && err) {
             char tmp[128];
             snprintf(e, sizeof e, ": %s", strerror_r(err, tmp, sizeof tmp));
         }
-        return web_reply_error(r->conn, 404, "heap snapshot %d has no file%s%s", id,
+        return api_reply_error(out, 404, "heap snapshot %d has no file%s%s", id,
                                st == HS_FAILED ? " (it failed)" : "", e);
     }
     struct stat sb;
     if (fstat(fd, &sb)) {
         close(fd);
-        return web_reply_error(r->conn, 500, "cannot read the snapshot file");
+        return api_reply_error(out, 500, "cannot read the snapshot file");
     }
     char len[32], disp[128];
     snprintf(len, sizeof len, "%lld", (long long)sb.st_size);
     snprintf(disp, sizeof disp, "attachment; filename=\"clrscope-%d-%d.gcdump\"", (int)g_core.pid,
              id);
-    int head = !strcmp(r->method, "HEAD");
-    if (head) {
-        /* closed before the reply: a client that has its headers finds no descriptor left */
-        close(fd);
-        fd = -1;
-    }
-    mg_response_header_start(r->conn, 200);
-    mg_response_header_add(r->conn, "Content-Type", "application/octet-stream", -1);
-    mg_response_header_add(r->conn, "Content-Length", len, -1);
-    mg_response_header_add(r->conn, "Content-Disposition", disp, -1);
-    mg_response_header_add(r->conn, "Cache-Control", "no-store", -1);
-    mg_response_header_add(r->conn, "X-Content-Type-Options", "nosniff", -1);
-    mg_response_header_send(r->conn);
-    if (!head) {
-        char *buf = malloc(65536);
-        ssize_t n;
-        while (buf && (n = read(fd, buf, 65536)) > 0)
-            if (mg_write(r->conn, buf, (size_t)n) <= 0)
-                break;
-        free(buf);
-        close(fd);
-    }
+    /* the headers of a download, and only those (the server closes the descriptor once the
+     * bytes are sent, or before it replies to a HEAD) */
+    api_reply_static(out, 200, NULL, "", 0);
+    out->verbatim = 1;
+    out->fd = fd;
+    out->fd_len = (int64_t)sb.st_size;
+    api_reply_header(out, "Content-Type", "application/octet-stream");
+    api_reply_header(out, "Content-Length", len);
+    api_reply_header(out, "Content-Disposition", disp);
+    api_reply_header(out, "Cache-Control", "no-store");
+    api_reply_header(out, "X-Content-Type-Options", "nosniff");
     return 200;
 }
 
-int api_gcdump(const struct web_req *r)
+int api_gcdump_delete(const struct api_req *q, struct api_reply *out)
 {
-    const char *p = r->path + strlen(BASE);
-    while (*p == '/')
-        p++;
-    size_t plen = strlen(p);
-    while (plen && p[plen - 1] == '/')
-        plen--;
-    int is_get = !strcmp(r->method, "GET") || !strcmp(r->method, "HEAD");
-    int is_post = !strcmp(r->method, "POST"), is_delete = !strcmp(r->method, "DELETE");
-    if (plen == 0) {
-        if (is_post)
-            return create(r);
-        if (is_get)
-            return list(r);
-        return web_reply_error(r->conn, 405, "use GET or POST on " BASE);
-    }
-    if (plen == 4 && !strncmp(p, "diff", 4)) {
-        if (!is_get)
-            return web_reply_error(r->conn, 405, "use GET on " BASE "/diff");
-        return diff(r);
-    }
+    int id = q->id;
+    int rc = prof_heapsnap_delete(id);
+    if (rc == -1)
+        return api_reply_error(out, 404, "no heap snapshot %d", id);
+    if (rc == -2)
+        return api_reply_error(out, 409, "heap snapshot %d is still running", id);
+    cJSON *o = cJSON_CreateObject();
+    cJSON_AddNumberToObject(o, "deleted", id);
+    return api_reply_json(out, 200, o);
+}
+
+/* Any other path below /api/v1/gcdump/ ({name}: what follows it): its first part is no
+ * snapshot id, or what follows the id is no resource of a snapshot. */
+int api_gcdump_unknown(const struct api_req *q, struct api_reply *out)
+{
+    const char *p = q->name ? q->name : "";
+    size_t plen = q->name ? q->name_len : 0;
     const char *slash = memchr(p, '/', plen);
     size_t idlen = slash ? (size_t)(slash - p) : plen;
-    int id = parse_id(p, idlen);
-    if (id < 0)
-        return web_reply_error(r->conn, 404, "no such heap snapshot: '%.*s'",
+    if (api_parse_id(p, idlen) < 0)
+        return api_reply_error(out, 404, "no such heap snapshot: '%.*s'",
                                (int)(idlen > 40 ? 40 : idlen), p);
-    if (!slash) {
-        if (is_get)
-            return details(r, id);
-        if (is_delete) {
-            int rc = prof_heapsnap_delete(id);
-            if (rc == -1)
-                return web_reply_error(r->conn, 404, "no heap snapshot %d", id);
-            if (rc == -2)
-                return web_reply_error(r->conn, 409, "heap snapshot %d is still running", id);
-            cJSON *o = cJSON_CreateObject();
-            cJSON_AddNumberToObject(o, "deleted", id);
-            return web_reply_json(r->conn, 200, o);
-        }
-        return web_reply_error(r->conn, 405, "use GET or DELETE on a snapshot");
-    }
-    const char *sub = slash + 1;
-    size_t sublen = plen - idlen - 1;
-    if (sublen == 4 && !strncmp(sub, "file", 4)) {
-        if (!is_get)
-            return web_reply_error(r->conn, 405, "use GET on a snapshot's file");
-        return send_file(r, id);
-    }
-    if (sublen == 5 && !strncmp(sub, "paths", 5)) {
-        if (!is_get)
-            return web_reply_error(r->conn, 405, "use GET on a snapshot's paths");
-        return paths(r, id);
-    }
-    return web_reply_error(r->conn, 404, "no such heap snapshot resource");
+    return api_reply_error(out, 404, "no such heap snapshot resource");
 }

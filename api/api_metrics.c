@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "api.h"
+#include "api_json.h"
 #include "prof_agg.h"
 #include "prof_config.h"
 #include "prof_core.h"
@@ -18,7 +19,6 @@
 #include "prof_sampler.h"
 #include "prof_store.h"
 #include "prof_threads.h"
-#include "web_json.h"
 
 #define CLRSCOPE_VERSION  "0.1.0"
 #define GC_RATIO_WINDOW_S 60.0
@@ -200,8 +200,9 @@ static void runtime_counter_metrics(struct jbuf *b)
     free(c);
 }
 
-int api_metrics(const struct web_req *r)
+int api_metrics(const struct api_req *q, struct api_reply *out)
 {
+    (void)q;
     struct jbuf b;
     jb_init(&b, 1u << 20);
     family(&b, "clrscope_build_info", "gauge", "clrscope and .NET runtime versions.");
@@ -214,12 +215,8 @@ int api_metrics(const struct web_req *r)
         gc_metrics(&b);
     self_metrics(&b);
     runtime_counter_metrics(&b);
-    int status;
-    if (b.overflow || !b.p)
-        status = web_reply_error(r->conn, 500, "out of memory building /metrics");
-    else
-        status = web_reply_bytes(r->conn, 200, "text/plain; version=0.0.4; charset=utf-8", b.p,
-                                 b.len, NULL);
-    jb_free(&b);
-    return status;
+    if (!b.p)
+        b.overflow = 1; /* not a byte written: out of memory */
+    return api_reply_jbuf(out, 200, "text/plain; version=0.0.4; charset=utf-8", &b,
+                          "out of memory building /metrics");
 }

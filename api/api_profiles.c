@@ -2,7 +2,6 @@
  * api_profiles.c - the windowed profiles as flame graphs (/api/v1/flamegraph), top tables
  * (/api/v1/top) and pprof downloads (the /debug/pprof endpoints, as Go serves them).
  */
-#include <civetweb.h>
 #include <cjson/cJSON.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -11,6 +10,7 @@
 
 #include "api.h"
 #include "api_flame.h"
+#include "api_json.h"
 #include "prof_config.h"
 #include "prof_core.h"
 #include "prof_live.h"
@@ -18,8 +18,6 @@
 #include "prof_pprof.h"
 #include "prof_store.h"
 #include "prof_tree.h"
-#include "web_json.h"
-#include "web_peer.h"
 
 struct flame_type {
     const char *name;
@@ -44,26 +42,27 @@ static const struct flame_type *find_type(const char *name)
     return NULL;
 }
 
-/* Parses type, seconds and filter; replies 400 itself on bad input (returns NULL then). */
-static const struct flame_type *parse_common(const struct web_req *r, double *seconds,
-                                             char *filter, size_t fcap, int *has_filter)
+/* Parses type, seconds and filter; NULL with a 400 in `out` on bad input. */
+static const struct flame_type *parse_common(const struct api_req *q, struct api_reply *out,
+                                             double *seconds, char *filter, size_t fcap,
+                                             int *has_filter)
 {
     char tname[32];
-    int rc = web_query_str(r, "type", tname, sizeof tname);
+    int rc = api_query_str(q, "type", tname, sizeof tname, out);
     if (rc < 0)
         return NULL;
     if (rc == 0)
         snprintf(tname, sizeof tname, "cpu");
     const struct flame_type *t = find_type(tname);
     if (!t) {
-        web_reply_error(r->conn, 400, "unknown type '%.31s' (one of cpu, wall, alloc-bytes, "
+        api_reply_error(out, 400, "unknown type '%.31s' (one of cpu, wall, alloc-bytes, "
                         "alloc-count, live-bytes, live-count, exceptions, lock-time, lock-count)",
                         tname);
         return NULL;
     }
-    if (web_query_seconds(r, seconds) < 0)
+    if (api_query_seconds(q, seconds, out) < 0)
         return NULL;
-    rc = web_query_str(r, "filter", filter, fcap);
+    rc = api_query_str(q, "filter", filter, fcap, out);
     if (rc < 0)
         return NULL;
     *has_filter = rc > 0 && filter[0];
@@ -78,11 +77,9 @@ static int get_view(const struct flame_type *t, double seconds, const char *filt
     return prof_store_view(t->kind, seconds, filter, v);
 }
 
-static int reply_jbuf(struct mg_connection *c, struct jbuf *b)
+static int reply_jbuf(struct api_reply *out, struct jbuf *b)
 {
-    if (b->overflow)
-        return web_reply_error(c, 500, "reply too large; lower max_nodes");
-    return web_reply_bytes(c, 200, "application/json; charset=utf-8", b->p, b->len, NULL);
+    return api_reply_jbuf(out, 200, API_JSON, b, "reply too large; lower max_nodes");
 }
 
 /* Depth-first, iterative: "stack" holds the next sibling to visit at each open level. */
@@ -128,23 +125,23 @@ done:
     free(stack);
 }
 
-int api_flamegraph(const struct web_req *r)
+int api_flamegraph(const struct api_req *q, struct api_reply *out)
 {
     double seconds;
     int has_filter;
     char *filter = malloc(512);
     if (!filter)
-        return web_reply_error(r->conn, 503, "out of memory");
-    const struct flame_type *t = parse_common(r, &seconds, filter, 512, &has_filter);
+        return api_reply_error(out, 503, "out of memory");
+    const struct flame_type *t = parse_common(q, out, &seconds, filter, 512, &has_filter);
     long max_nodes;
-    if (!t || web_query_long(r, "max_nodes", 8192, 16, 200000, &max_nodes) < 0) {
+    if (!t || api_query_long(q, "max_nodes", 8192, 16, 200000, &max_nodes, out) < 0) {
         free(filter);
         return 400;
     }
     struct prof_view v;
     if (get_view(t, seconds, has_filter ? filter : NULL, &v)) {
         free(filter);
-        return web_reply_error(r->conn, 503, "profile data unavailable (out of memory)");
+        return api_reply_error(out, 503, "profile data unavailable (out of memory)");
     }
     struct prof_tree tree; /* its names point into the view's: freed after the reply is written */
     int rc = prof_tree_build(&v, t->slot, (size_t)max_nodes, &tree);
@@ -152,7 +149,7 @@ int api_flamegraph(const struct web_req *r)
     if (rc) {
         prof_view_free(&v);
         free(filter);
-        return web_reply_error(r->conn, 503, "out of memory building the tree");
+        return api_reply_error(out, 503, "out of memory building the tree");
     }
     struct jbuf b;
     jb_init(&b, 64u << 20);
@@ -182,28 +179,26 @@ int api_flamegraph(const struct web_req *r)
     prof_tree_free(&tree);
     prof_view_free(&v);
     free(filter);
-    rc = reply_jbuf(r->conn, &b);
-    jb_free(&b);
-    return rc;
+    return reply_jbuf(out, &b);
 }
 
-int api_top(const struct web_req *r)
+int api_top(const struct api_req *q, struct api_reply *out)
 {
     double seconds;
     int has_filter;
     char *filter = malloc(512);
     if (!filter)
-        return web_reply_error(r->conn, 503, "out of memory");
-    const struct flame_type *t = parse_common(r, &seconds, filter, 512, &has_filter);
+        return api_reply_error(out, 503, "out of memory");
+    const struct flame_type *t = parse_common(q, out, &seconds, filter, 512, &has_filter);
     long limit;
-    if (!t || web_query_long(r, "limit", 50, 1, 10000, &limit) < 0) {
+    if (!t || api_query_long(q, "limit", 50, 1, 10000, &limit, out) < 0) {
         free(filter);
         return 400;
     }
     struct prof_view v;
     if (get_view(t, seconds, has_filter ? filter : NULL, &v)) {
         free(filter);
-        return web_reply_error(r->conn, 503, "profile data unavailable (out of memory)");
+        return api_reply_error(out, 503, "profile data unavailable (out of memory)");
     }
     struct prof_top_row *rows = NULL;
     size_t n = 0;
@@ -237,24 +232,40 @@ int api_top(const struct web_req *r)
     free(rows);
     prof_view_free(&v);
     free(filter);
-    rc = reply_jbuf(r->conn, &b);
-    jb_free(&b);
-    return rc;
+    return reply_jbuf(out, &b);
 }
 
 /* ---- /debug/pprof ---- */
 
-static int g_waiting; /* profile requests currently waiting out their window */
-static uint64_t g_abandoned; /* waits ended early because their client went away */
+static struct {
+    int waiting;        /* profile requests waiting out their window now (atomic) */
+    uint64_t abandoned; /* waits ended early because their client went away (atomic) */
+} pprof_waits;
 
 void api_pprof_waits(int *waiting, uint64_t *abandoned)
 {
-    *waiting = __atomic_load_n(&g_waiting, __ATOMIC_ACQUIRE);
-    *abandoned = __atomic_load_n(&g_abandoned, __ATOMIC_ACQUIRE);
+    *waiting = __atomic_load_n(&pprof_waits.waiting, __ATOMIC_ACQUIRE);
+    *abandoned = __atomic_load_n(&pprof_waits.abandoned, __ATOMIC_ACQUIRE);
 }
 
-static int pprof_index(const struct web_req *r)
+/* The index's links are relative: from /debug/pprof they would miss, as in Go. */
+int api_pprof_redirect(const struct api_req *q, struct api_reply *out)
 {
+    char loc[1040];
+    int qn = q->query ? (int)strlen(q->query) : 0;
+    snprintf(loc, sizeof loc, "/debug/pprof/%s%s", qn && qn < 1024 ? "?" : "",
+             qn && qn < 1024 ? q->query : ""); /* (a ?token= kept) */
+    api_reply_static(out, 301, NULL, "", 0);
+    out->verbatim = 1;
+    api_reply_header(out, "Location", loc);
+    api_reply_header(out, "Content-Length", "0");
+    api_reply_header(out, "Cache-Control", "no-store");
+    return 301;
+}
+
+int api_pprof_index(const struct api_req *q, struct api_reply *out)
+{
+    (void)q;
     static const char page[] =
         "<!DOCTYPE html><html><head><meta charset=\"utf-8\"><title>/debug/pprof/</title>"
         "</head><body><h1>/debug/pprof/</h1><p>Profiles of this .NET process (clrscope):</p>"
@@ -274,21 +285,28 @@ static int pprof_index(const struct web_req *r)
         "goroutine)</td></tr></table>"
         "<p>Use: <code>go tool pprof http://HOST:PORT/debug/pprof/profile?seconds=30</code></p>"
         "</body></html>";
-    return web_reply_bytes(r->conn, 200, "text/html; charset=utf-8", page, sizeof page - 1, NULL);
+    return api_reply_static(out, 200, "text/html; charset=utf-8", page, sizeof page - 1);
+}
+
+int api_pprof_unknown(const struct api_req *q, struct api_reply *out)
+{
+    int n = q->name_len > 60 ? 60 : (int)q->name_len;
+    return api_reply_error(out, 404, "unknown profile '%.*s' (profile, wall, allocs, heap, "
+                           "exceptions, lock, threads)", n, q->name ? q->name : "");
 }
 
 enum wait_end { WAITED, STOPPING, CLIENT_GONE };
 
-/* Sleeps `seconds`, waking every 100 ms to notice shutdown and a client that went away (its
- * socket `fd`, -1 when unknown): a `go tool pprof` stopped with ^C gives its place back at
- * once instead of holding one of the two waits for the rest of its window. */
-static enum wait_end wait_window(double seconds, int fd)
+/* Sleeps `seconds`, waking every 100 ms to notice shutdown and a client that went away: a
+ * `go tool pprof` stopped with ^C gives its place back at once instead of holding one of the two
+ * waits for the rest of its window. */
+static enum wait_end wait_window(const struct api_req *q, double seconds)
 {
     int64_t end = prof_now_ns() + (int64_t)(seconds * 1e9);
     while (prof_now_ns() < end) {
         if (prof_core_stopping())
             return STOPPING;
-        if (web_peer_gone(fd))
+        if (q->client_gone && q->client_gone(q->client_ctx))
             return CLIENT_GONE;
         struct timespec ts = {0, 100 * 1000000L};
         nanosleep(&ts, NULL);
@@ -296,80 +314,66 @@ static enum wait_end wait_window(double seconds, int fd)
     return WAITED;
 }
 
-int api_pprof(const struct web_req *r)
+static const struct pprof_path {
+    const char *path, *spec;
+    double def_seconds;
+    int waits;
+} pprof_paths[] = {
+    {"profile", "cpu", 30, 1},   {"wall", "wall", 30, 1}, {"allocs", "alloc", 60, 0},
+    {"heap", "heap", 0, 0},      {"exceptions", "exceptions", 60, 0},
+    {"lock", "lock", 60, 0},     {"mutex", "lock", 60, 0}, {"block", "lock", 60, 0},
+};
+
+int api_pprof_profile(const struct api_req *q, struct api_reply *out)
 {
-    const char *sub = r->path + strlen("/debug/pprof");
-    if (!*sub) { /* the index's links are relative: from /debug/pprof they would miss, as in Go */
-        char loc[1040];
-        int qn = r->query ? (int)strlen(r->query) : 0;
-        snprintf(loc, sizeof loc, "/debug/pprof/%s%s", qn && qn < 1024 ? "?" : "",
-                 qn && qn < 1024 ? r->query : ""); /* (a ?token= kept) */
-        mg_response_header_start(r->conn, 301);
-        mg_response_header_add(r->conn, "Location", loc, -1);
-        mg_response_header_add(r->conn, "Content-Length", "0", -1);
-        mg_response_header_add(r->conn, "Cache-Control", "no-store", -1);
-        mg_response_header_send(r->conn);
-        return 301;
+    const char *slash = strrchr(q->path, '/');
+    const char *sub = slash ? slash + 1 : q->path;
+    const struct pprof_path *pp = NULL;
+    for (size_t i = 0; i < sizeof pprof_paths / sizeof pprof_paths[0] && !pp; i++)
+        if (!strcmp(sub, pprof_paths[i].path))
+            pp = &pprof_paths[i];
+    if (!pp) {
+        struct api_req named = *q;
+        named.name = sub;
+        named.name_len = strlen(sub);
+        return api_pprof_unknown(&named, out);
     }
-    if (*sub == '/')
-        sub++;
-    if (!*sub)
-        return pprof_index(r);
-    if (!strcmp(sub, "threads") || !strcmp(sub, "goroutine"))
-        return api_threads_pprof(r, sub);
-    struct {
-        const char *path, *spec;
-        double def_seconds;
-        int waits;
-    } map[] = {
-        {"profile", "cpu", 30, 1},   {"wall", "wall", 30, 1}, {"allocs", "alloc", 60, 0},
-        {"heap", "heap", 0, 0},      {"exceptions", "exceptions", 60, 0},
-        {"lock", "lock", 60, 0},     {"mutex", "lock", 60, 0}, {"block", "lock", 60, 0},
-    };
-    size_t i = 0;
-    for (; i < sizeof map / sizeof map[0]; i++)
-        if (!strcmp(sub, map[i].path))
-            break;
-    if (i == sizeof map / sizeof map[0])
-        return web_reply_error(r->conn, 404, "unknown profile '%.60s' (profile, wall, allocs, "
-                               "heap, exceptions, lock, threads)", sub);
-    const struct prof_pprof_spec *spec = prof_pprof_spec(map[i].spec);
+    const struct prof_pprof_spec *spec = prof_pprof_spec(pp->spec);
     double seconds;
-    if (web_query_double(r, "seconds", map[i].def_seconds ? map[i].def_seconds : 60, 1,
-                         g_cfg.history_s, &seconds) < 0)
+    if (api_query_double(q, "seconds", pp->def_seconds ? pp->def_seconds : 60, 1,
+                         g_cfg.history_s, &seconds, out) < 0)
         return 400;
     long wait;
-    if (web_query_long(r, "wait", map[i].waits, 0, 1, &wait) < 0)
+    if (api_query_long(q, "wait", pp->waits, 0, 1, &wait, out) < 0)
         return 400;
-    if (!strcmp(r->method, "HEAD"))
+    if (!strcmp(q->method, "HEAD"))
         wait = 0; /* no body follows: the headers of the past window, at once */
     if (wait) {
-        if (__atomic_add_fetch(&g_waiting, 1, __ATOMIC_RELAXED) > 2) {
-            __atomic_sub_fetch(&g_waiting, 1, __ATOMIC_RELAXED);
-            return web_reply_error(r->conn, 429, "two profiles are already being collected; "
+        if (__atomic_add_fetch(&pprof_waits.waiting, 1, __ATOMIC_RELAXED) > 2) {
+            __atomic_sub_fetch(&pprof_waits.waiting, 1, __ATOMIC_RELAXED);
+            return api_reply_error(out, 429, "two profiles are already being collected; "
                                    "retry later or use wait=0 for the past window");
         }
-        enum wait_end how = wait_window(seconds, web_peer_socket(r->conn));
+        enum wait_end how = wait_window(q, seconds);
         if (how == CLIENT_GONE) /* counted before the wait is given back: a reader of both
                                  * never sees the wait gone and not yet counted */
-            __atomic_fetch_add(&g_abandoned, 1, __ATOMIC_RELEASE);
-        __atomic_sub_fetch(&g_waiting, 1, __ATOMIC_RELEASE);
+            __atomic_fetch_add(&pprof_waits.abandoned, 1, __ATOMIC_RELEASE);
+        __atomic_sub_fetch(&pprof_waits.waiting, 1, __ATOMIC_RELEASE);
         if (how == STOPPING)
-            return web_reply_error(r->conn, 503, "the process is shutting down");
-        if (how == CLIENT_GONE) { /* nobody to answer: the connection is closed, no reply */
-            prof_log(LOG_DEBUG, "web: %s abandoned by its client during its window", r->path);
-            mg_disable_connection_keep_alive(r->conn);
-            return 499;
+            return api_reply_error(out, 503, "the process is shutting down");
+        if (how == CLIENT_GONE) { /* nobody to answer: no reply, the connection is closed */
+            prof_log(LOG_DEBUG, "web: %s abandoned by its client during its window", q->path);
+            out->status = API_NO_REPLY;
+            return API_NO_REPLY;
         }
     }
     unsigned char *buf = NULL;
     size_t len = 0;
     if (prof_pprof_build(spec, seconds, &buf, &len))
-        return web_reply_error(r->conn, 503, "could not build the profile (out of memory)");
+        return api_reply_error(out, 503, "could not build the profile (out of memory)");
     char disp[96];
-    snprintf(disp, sizeof disp, "attachment; filename=\"%s.pb.gz\"", map[i].path);
-    const char *extra[] = {"Content-Disposition", disp, NULL, NULL};
-    int rc = web_reply_bytes(r->conn, 200, "application/octet-stream", buf, len, extra);
-    free(buf);
-    return rc;
+    snprintf(disp, sizeof disp, "attachment; filename=\"%s.pb.gz\"", pp->path);
+    api_reply_owned(out, 200, "application/octet-stream", buf, len);
+    api_reply_header(out, "Content-Disposition", disp);
+    return 200;
 }

@@ -9,7 +9,6 @@
 #include "prof_counters.h"
 #include "prof_events.h"
 #include "prof_exporter.h"
-#include "prof_fdguard.h"
 #include "prof_sampler.h"
 #include "prof_store.h"
 #include "prof_threads.h"
@@ -18,7 +17,7 @@
 
 #define CLRSCOPE_VERSION "0.1.0"
 
-int api_status(const struct web_req *r)
+int api_status(const struct api_req *q, struct api_reply *out)
 {
     cJSON *o = cJSON_CreateObject();
     cJSON_AddNumberToObject(o, "pid", g_core.pid);
@@ -160,16 +159,15 @@ int api_status(const struct web_req *r)
     cJSON_AddNumberToObject(td, "failed", (double)ts.failed);
     cJSON_AddNumberToObject(td, "timeouts", (double)ts.timeouts);
 
-    struct prof_fdguard_stats fg;
-    prof_fdguard_get_stats(&fg);
+    const struct api_guard_stats *fg = &q->guard; /* the server's, given with the request */
     cJSON *db = cJSON_AddObjectToObject(o, "dashboard");
-    cJSON_AddBoolToObject(db, "fd_guard", fg.guarded);
-    cJSON_AddBoolToObject(db, "spare_fd_held", fg.spare_held);
-    cJSON_AddBoolToObject(db, "out_of_fds", fg.out_of_fds);
-    cJSON_AddNumberToObject(db, "refused_out_of_fds", (double)fg.refused);
-    cJSON_AddNumberToObject(db, "queue_resets_out_of_fds", (double)fg.resets);
+    cJSON_AddBoolToObject(db, "fd_guard", fg->guarded);
+    cJSON_AddBoolToObject(db, "spare_fd_held", fg->spare_held);
+    cJSON_AddBoolToObject(db, "out_of_fds", fg->out_of_fds);
+    cJSON_AddNumberToObject(db, "refused_out_of_fds", (double)fg->refused);
+    cJSON_AddNumberToObject(db, "queue_resets_out_of_fds", (double)fg->resets);
 
     cJSON *ex = cJSON_AddObjectToObject(o, "export");
     prof_exporter_status_json(ex);
-    return web_reply_json(r->conn, 200, o);
+    return api_reply_json(out, 200, o);
 }

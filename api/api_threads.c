@@ -3,19 +3,18 @@
  * /debug/pprof/threads (alias goroutine, Go's name) as pprof (debug=0), stacks grouped as text
  * (debug=1) or each thread's stack as text (debug=2), as Go serves its goroutine dump.
  */
-#include <civetweb.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
 #include "api.h"
+#include "api_json.h"
 #include "pprof.h"
 #include "prof_core.h"
 #include "prof_counters.h"
 #include "prof_tdump.h"
 #include "prof_threads.h"
-#include "web_json.h"
 
 #define TAKE_TIMEOUT_MS 3000
 
@@ -43,16 +42,16 @@ const char *api_thread_state_name(char s)
     }
 }
 
-/* Takes (or reuses) a dump; replies the error itself and returns NULL when there is none. HEAD
- * is answered from the newest dump, whatever its age: a probe's HEAD does not stop the world. */
-static struct prof_tdump *take(const struct web_req *r)
+/* Takes (or reuses) a dump; NULL with a 503 in `out` when there is none. HEAD is answered from
+ * the newest dump, whatever its age: a probe's HEAD does not stop the world. */
+static struct prof_tdump *take(const struct api_req *q, struct api_reply *out)
 {
     struct prof_tdump *d = NULL;
     const char *why = NULL;
-    int rc = prof_tdump_take(TAKE_TIMEOUT_MS, !strcmp(r->method, "HEAD"), &d, &why);
+    int rc = prof_tdump_take(TAKE_TIMEOUT_MS, !strcmp(q->method, "HEAD"), &d, &why);
     if (rc == TDUMP_OK)
         return d;
-    web_reply_error(r->conn, 503, "no thread dump: %s", why ? why : "unknown reason");
+    api_reply_error(out, 503, "no thread dump: %s", why ? why : "unknown reason");
     return NULL;
 }
 
@@ -156,9 +155,9 @@ static double queue_length(void)
     return v;
 }
 
-int api_threads(const struct web_req *r)
+int api_threads(const struct api_req *q, struct api_reply *out)
 {
-    struct prof_tdump *d = take(r);
+    struct prof_tdump *d = take(q, out);
     if (!d)
         return 503;
     struct jbuf b;
@@ -305,11 +304,7 @@ int api_threads(const struct web_req *r)
     }
     jb_lit(&b, "]}");
     prof_tdump_release(d);
-    int rc = b.overflow ? web_reply_error(r->conn, 500, "thread dump too large")
-                        : web_reply_bytes(r->conn, 200, "application/json; charset=utf-8", b.p,
-                                          b.len, NULL);
-    jb_free(&b);
-    return rc;
+    return api_reply_jbuf(out, 200, API_JSON, &b, "thread dump too large");
 }
 
 static void text_thread_name(struct jbuf *b, uint64_t tid, const char *name)
@@ -500,26 +495,26 @@ static int build_pprof(const struct prof_tdump *d, unsigned char **out, size_t *
     return rc;
 }
 
-int api_threads_pprof(const struct web_req *r, const char *name)
+int api_pprof_threads(const struct api_req *q, struct api_reply *out)
 {
+    const char *slash = strrchr(q->path, '/');
+    const char *name = slash ? slash + 1 : q->path; /* threads, or Go's name goroutine */
     long debug;
-    if (web_query_long(r, "debug", 0, 0, 2, &debug) < 0)
+    if (api_query_long(q, "debug", 0, 0, 2, &debug, out) < 0)
         return 400;
-    struct prof_tdump *d = take(r);
+    struct prof_tdump *d = take(q, out);
     if (!d)
         return 503;
-    int rc;
     if (debug == 0) {
         unsigned char *buf = NULL;
         size_t len = 0;
         if (build_pprof(d, &buf, &len)) {
-            rc = web_reply_error(r->conn, 503, "could not build the profile (out of memory)");
+            api_reply_error(out, 503, "could not build the profile (out of memory)");
         } else {
             char disp[96];
             snprintf(disp, sizeof disp, "attachment; filename=\"%s.pb.gz\"", name);
-            const char *extra[] = {"Content-Disposition", disp, NULL, NULL};
-            rc = web_reply_bytes(r->conn, 200, "application/octet-stream", buf, len, extra);
-            free(buf);
+            api_reply_owned(out, 200, "application/octet-stream", buf, len);
+            api_reply_header(out, "Content-Disposition", disp);
         }
     } else {
         struct jbuf b;
@@ -528,11 +523,8 @@ int api_threads_pprof(const struct web_req *r, const char *name)
             text_grouped(&b, d);
         else
             text_each(&b, d);
-        rc = b.overflow ? web_reply_error(r->conn, 500, "thread dump too large")
-                        : web_reply_bytes(r->conn, 200, "text/plain; charset=utf-8", b.p, b.len,
-                                          NULL);
-        jb_free(&b);
+        api_reply_jbuf(out, 200, "text/plain; charset=utf-8", &b, "thread dump too large");
     }
     prof_tdump_release(d);
-    return rc;
+    return out->status;
 }

@@ -590,6 +590,91 @@ void prof_exc_tick(double now_unix)
     pthread_mutex_unlock(&A.lock);
 }
 
+/* A copy of s into the block at *p, cleaned as the table cleans its keys. */
+static const char *copy_out(char **p, const char *s)
+{
+    char *c = *p;
+    size_t n = strlen(s) + 1;
+    memcpy(c, s, n);
+    prof_utf8_clean(c);
+    *p += n;
+    return c;
+}
+
+static int unattributed(const char *filter, struct prof_exc_unattributed **out, size_t *nout)
+{
+    uint32_t *sel = malloc((EXC_SLOTS + 1) * sizeof *sel);
+    if (!sel)
+        return -1;
+    size_t n = 0, nframes = 0, bytes = 0;
+    for (uint32_t slot = 0; slot <= EXC_SLOTS; slot++) {
+        const struct last_sample *l = A.last[slot];
+        if (!l || __atomic_load_n(&E.slots[slot].count, __ATOMIC_RELAXED) <= A.attributed[slot] ||
+            (filter && strcmp(l->type, filter)))
+            continue;
+        sel[n++] = slot;
+        nframes += (size_t)l->n;
+        bytes += strlen(l->type) + strlen(l->msg) + strlen(l->site) + 3;
+        for (int f = 0; f < l->n; f++)
+            bytes += strlen(l->names[f] ? l->names[f] : "[unknown]") + 1;
+    }
+    /* one block: the entries, their frame arrays, the strings */
+    struct prof_exc_unattributed *u = malloc(n * sizeof *u + nframes * sizeof(char *) + bytes + 1);
+    if (!u) {
+        free(sel);
+        return -1;
+    }
+    const char **fp = (const char **)(void *)(u + n);
+    char *p = (char *)(fp + nframes);
+    for (size_t i = 0; i < n; i++) {
+        uint32_t slot = sel[i];
+        const struct last_sample *l = A.last[slot];
+        /* as prof_exc_tick computes them, without moving `attributed` */
+        uint64_t count = __atomic_load_n(&E.slots[slot].count, __ATOMIC_RELAXED);
+        int64_t w = (int64_t)(count - A.attributed[slot]);
+        uint64_t re = __atomic_load_n(&E.rethrows[slot], __ATOMIC_RELAXED);
+        int64_t rw = re > A.attributed_re[slot] ? (int64_t)(re - A.attributed_re[slot]) : 0;
+        u[i].count = w;
+        u[i].rethrown = rw > w ? w : rw;
+        u[i].frames = fp;
+        u[i].nframes = l->n;
+        for (int f = 0; f < l->n; f++) {
+            const char *name = l->names[f] ? l->names[f] : "[unknown]"; /* as the store */
+            size_t len = strlen(name) + 1;
+            memcpy(p, name, len);
+            *fp++ = p;
+            p += len;
+        }
+        u[i].type = copy_out(&p, l->type);
+        u[i].message = copy_out(&p, l->msg);
+        u[i].site = copy_out(&p, l->site);
+    }
+    free(sel);
+    *out = u;
+    *nout = n;
+    return 0;
+}
+
+int prof_exc_read(double seconds, const char *filter, struct prof_wtab_row **rows, size_t *nrows,
+                  struct prof_exc_unattributed **pending, size_t *npending)
+{
+    struct prof_wtab *tab = prof_exc_table();
+    *pending = NULL;
+    *npending = 0;
+    /* under the lock the aggregator attributes with: no sample moves events from the one to
+     * the other between the two reads */
+    pthread_mutex_lock(&A.lock);
+    int rc = prof_wtab_sum(tab, seconds, filter, rows, nrows);
+    if (!rc && unattributed(filter, pending, npending)) {
+        free(*rows);
+        *rows = NULL;
+        *nrows = 0;
+        rc = -1;
+    }
+    pthread_mutex_unlock(&A.lock);
+    return rc;
+}
+
 void prof_exc_get_stats(struct prof_exc_stats *out)
 {
     memset(out, 0, sizeof *out);

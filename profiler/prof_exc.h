@@ -39,8 +39,25 @@ void prof_exc_poll(void);
 /* clrscope-agg: one sample (rec->a = type slot, rec->b = the slot's count at the event). */
 void prof_exc_consume(const struct prof_rec *rec, const char **names, int n);
 /* Attributes the events counted since each type's last sample to that sample's stack: 1 Hz on
- * clrscope-agg, and from API handlers before they read (any clrscope thread). */
+ * clrscope-agg only. */
 void prof_exc_tick(double now_unix);
+
+/* The events of one type counted since its last sample: what the next prof_exc_tick adds to
+ * that sample's table row (type, message; method `site`) and to its stack in the store (PK_EXC,
+ * label = type). */
+struct prof_exc_unattributed {
+    const char *type, *message, *site; /* as the table keeps them (valid UTF-8) */
+    const char **frames;               /* root first, as the store has them */
+    int nframes;
+    int64_t count, rethrown;
+};
+/* The table's sums over the last `seconds` (type `filter` only, when not NULL), as
+ * prof_wtab_sum gives them, and the events no sample carries yet, read together under the
+ * module's lock: the two add up to what the table holds once the next tick has run, the figures
+ * as of now. Changes nothing. Each array is one malloc'd block with its strings (free() each);
+ * 0, or -1 when out of memory (both NULL). Any clrscope thread (API handlers). */
+int prof_exc_read(double seconds, const char *filter, struct prof_wtab_row **rows, size_t *nrows,
+                  struct prof_exc_unattributed **pending, size_t *npending);
 void prof_exc_get_stats(struct prof_exc_stats *out);
 /* (type, message) -> v0 estimated count, v1 samples, v2 of v0 the same object thrown again
  * (callback source); extra = the throwing method. NULL when off. */

@@ -1043,8 +1043,7 @@ static int guards(int force, struct hs_refusal *why, int64_t *heap_out)
     if (estimate > g_cfg.dump_max_heap) {
         fmt_mb(a, sizeof a, estimate);
         fmt_mb(b, sizeof b, g_cfg.dump_max_heap);
-        why->status = 413;
-        why->reason = "heap_too_large";
+        why->reason = HS_TOO_BIG;
         snprintf(why->message, sizeof why->message,
                  "%s %s, more than CLRSCOPE_DUMP_MAX_HEAP_MB (%s); a snapshot stops the app for "
                  "a full GC and needs about as much memory again; add ?force=1 to take it anyway",
@@ -1056,8 +1055,7 @@ static int guards(int force, struct hs_refusal *why, int64_t *heap_out)
     if (why->available_bytes >= 0 && why->available_bytes < why->needed_bytes) {
         fmt_mb(a, sizeof a, why->needed_bytes);
         fmt_mb(b, sizeof b, why->available_bytes);
-        why->status = 413;
-        why->reason = "low_memory";
+        why->reason = HS_LOW_MEMORY;
         snprintf(why->message, sizeof why->message,
                  "a snapshot of this heap needs about %s of memory and only %s is available "
                  "(MemAvailable / cgroup limit); add ?force=1 to take it anyway", a, b);
@@ -1072,8 +1070,7 @@ int prof_heapsnap_request(int force, struct hs_refusal *why)
     why->heap_bytes = why->limit_bytes = why->available_bytes = why->needed_bytes = -1;
     if (!g_core.active || !g_inited || !(g_core.profiles & PROFILE_HEAP) || g_core.info_version < 12 ||
         prof_core_stopping()) {
-        why->status = 503;
-        why->reason = "unavailable";
+        why->reason = HS_UNAVAILABLE;
         snprintf(why->message, sizeof why->message, "%s",
                  !(g_core.profiles & PROFILE_HEAP)
                      ? "heap snapshots are off (CLRSCOPE_PROFILES does not include heap)"
@@ -1082,8 +1079,7 @@ int prof_heapsnap_request(int force, struct hs_refusal *why)
     }
     pthread_mutex_lock(&g_lock);
     if (g_running) {
-        why->status = 409;
-        why->reason = "busy";
+        why->reason = HS_BUSY;
         why->running_id = g_running->id;
         if (g_running->id)
             snprintf(why->message, sizeof why->message, "heap snapshot %d is still running",
@@ -1097,8 +1093,7 @@ int prof_heapsnap_request(int force, struct hs_refusal *why)
     struct hs_snapshot *s = calloc(1, sizeof *s);
     if (!s) {
         pthread_mutex_unlock(&g_lock);
-        why->status = 503;
-        why->reason = "unavailable";
+        why->reason = HS_UNAVAILABLE;
         snprintf(why->message, sizeof why->message, "out of memory");
         return 0;
     }
@@ -1123,8 +1118,7 @@ int prof_heapsnap_request(int force, struct hs_refusal *why)
     pthread_mutex_lock(&g_lock);
     if (!refused && __atomic_load_n(&g_abort, __ATOMIC_RELAXED)) { /* stop ran meanwhile */
         refused = 1;
-        why->status = 503;
-        why->reason = "unavailable";
+        why->reason = HS_UNAVAILABLE;
         snprintf(why->message, sizeof why->message, "the process is shutting down");
     }
     if (refused) {
@@ -1142,8 +1136,7 @@ int prof_heapsnap_request(int force, struct hs_refusal *why)
             g_running = NULL;
             pthread_mutex_unlock(&g_lock);
             free(s);
-            why->status = 503;
-            why->reason = "unavailable";
+            why->reason = HS_UNAVAILABLE;
             snprintf(why->message, sizeof why->message, "out of memory");
             return 0;
         }

@@ -68,10 +68,16 @@ struct hs_snapshot {
     struct prof_scratch mem; /* rows, pathv and owned: mappings, unmapped with the snapshot */
 };
 
-/* Why a request was turned down (HTTP status in `status`). */
+/* Why a request was turned down. */
+enum hs_reason {
+    HS_UNAVAILABLE, /* heap snapshots off, no runtime that can take one, shutting down, no memory */
+    HS_BUSY,        /* one is running (running_id) */
+    HS_TOO_BIG,     /* the heap is above CLRSCOPE_DUMP_MAX_HEAP_MB (heap_bytes, limit_bytes) */
+    HS_LOW_MEMORY,  /* less memory available than one needs (available_bytes, needed_bytes) */
+};
+
 struct hs_refusal {
-    int status;            /* 409 busy, 413 guard, 503 unavailable */
-    const char *reason;    /* "busy", "heap_too_large", "low_memory", "unavailable" */
+    enum hs_reason reason;
     char message[300];
     int running_id;
     int64_t heap_bytes, limit_bytes, available_bytes, needed_bytes;

@@ -30,6 +30,7 @@
 #include "prof_log.h"
 #include "prof_store.h"
 #include "prof_threads.h"
+#include "prof_utf8.h"
 #include "prof_walk.h"
 
 #define LOCK_SLOTS 1024 /* distinct locks counted on their own (power of two) */
@@ -472,6 +473,96 @@ void prof_lock_tick(double now_unix)
     }
     reset_lock_table();
     pthread_mutex_unlock(&A.lock);
+}
+
+/* A copy of s into the block at *p, cleaned as the table cleans its keys. */
+static const char *copy_out(char **p, const char *s)
+{
+    char *c = *p;
+    size_t n = strlen(s) + 1;
+    memcpy(c, s, n);
+    prof_utf8_clean(c);
+    *p += n;
+    return c;
+}
+
+/* Whether the slot has counts no sample carries (the tick's test); A.lock held. */
+static int has_unattributed(uint32_t slot)
+{
+    return __atomic_load_n(&L.slots[slot].count, __ATOMIC_RELAXED) > A.att_count[slot] ||
+           __atomic_load_n(&L.slots[slot].wsum, __ATOMIC_RELAXED) > A.att_wait[slot];
+}
+
+static int unattributed(const char *filter, struct prof_lock_unattributed **out, size_t *nout)
+{
+    uint32_t *sel = malloc((LOCK_SLOTS + 1) * sizeof *sel);
+    if (!sel)
+        return -1;
+    size_t n = 0, nframes = 0, bytes = 0;
+    for (uint32_t slot = 0; slot <= LOCK_SLOTS; slot++) {
+        const struct last_sample *l = A.last[slot];
+        if (!l || !has_unattributed(slot) || (filter && strcmp(l->lock, filter)))
+            continue;
+        sel[n++] = slot;
+        nframes += (size_t)l->n;
+        bytes += strlen(l->lock) + strlen(l->owner_name) + strlen(l->site) + 3;
+        for (int f = 0; f < l->n; f++)
+            bytes += strlen(l->names[f] ? l->names[f] : "[unknown]") + 1;
+    }
+    /* one block: the entries, their frame arrays, the strings */
+    struct prof_lock_unattributed *u = malloc(n * sizeof *u + nframes * sizeof(char *) + bytes + 1);
+    if (!u) {
+        free(sel);
+        return -1;
+    }
+    const char **fp = (const char **)(void *)(u + n);
+    char *p = (char *)(fp + nframes);
+    for (size_t i = 0; i < n; i++) {
+        uint32_t slot = sel[i];
+        const struct last_sample *l = A.last[slot];
+        /* as prof_lock_tick computes them, without moving att_count and att_wait */
+        uint64_t count = __atomic_load_n(&L.slots[slot].count, __ATOMIC_RELAXED);
+        uint64_t wait = __atomic_load_n(&L.slots[slot].wsum, __ATOMIC_RELAXED);
+        u[i].count = count > A.att_count[slot] ? (int64_t)(count - A.att_count[slot]) : 0;
+        u[i].wait_ns = wait > A.att_wait[slot] ? (int64_t)(wait - A.att_wait[slot]) : 0;
+        u[i].owner = l->owner;
+        u[i].frames = fp;
+        u[i].nframes = l->n;
+        for (int f = 0; f < l->n; f++) {
+            const char *name = l->names[f] ? l->names[f] : "[unknown]"; /* as the store */
+            size_t len = strlen(name) + 1;
+            memcpy(p, name, len);
+            *fp++ = p;
+            p += len;
+        }
+        u[i].lock = copy_out(&p, l->lock);
+        u[i].owner_name = copy_out(&p, l->owner_name);
+        u[i].site = copy_out(&p, l->site);
+    }
+    free(sel);
+    *out = u;
+    *nout = n;
+    return 0;
+}
+
+int prof_lock_read(double seconds, const char *filter, struct prof_wtab_row **rows,
+                   size_t *nrows, struct prof_lock_unattributed **pending, size_t *npending)
+{
+    struct prof_wtab *tab = prof_lock_table();
+    *pending = NULL;
+    *npending = 0;
+    /* under the lock the aggregator attributes with: no sample moves contentions from the one
+     * to the other between the two reads */
+    pthread_mutex_lock(&A.lock);
+    int rc = prof_wtab_sum(tab, seconds, filter, rows, nrows);
+    if (!rc && unattributed(filter, pending, npending)) {
+        free(*rows);
+        *rows = NULL;
+        *nrows = 0;
+        rc = -1;
+    }
+    pthread_mutex_unlock(&A.lock);
+    return rc;
 }
 
 void prof_lock_window(double seconds, struct prof_lock_window *out)

@@ -35,9 +35,28 @@ void prof_lock_on_event(DWORD id, DWORD version, const BYTE *data, ULONG len);
 /* clrscope-agg: one sample (REC_LOCK: a = wait ns, b = lock id, c = owner thread id). */
 void prof_lock_consume(const struct prof_rec *rec, const char **names, int n);
 /* The per-second series, and the tails of unsampled waits attributed to their lock's last
- * sample: 1 Hz on clrscope-agg, and from API handlers before they read (any clrscope thread). */
+ * sample: 1 Hz on clrscope-agg only. */
 void prof_lock_tick(double now_unix);
-/* Totals and histogram of the last `seconds` (any thread). */
+
+/* The contentions of one lock counted since its last sample: what the next prof_lock_tick adds
+ * to that sample's table row (lock, owner thread name, owner tid; method `site`) and to its
+ * stack in the store (PK_LOCK, label = lock). */
+struct prof_lock_unattributed {
+    const char *lock, *owner_name, *site; /* as the table keeps them (valid UTF-8) */
+    uint64_t owner;
+    const char **frames;                  /* root first, as the store has them */
+    int nframes;
+    int64_t count, wait_ns;
+};
+/* The table's sums over the last `seconds` (lock `filter` only, when not NULL), as
+ * prof_wtab_sum gives them, and the contentions no sample carries yet, read together under the
+ * module's lock: the two add up to what the table holds once the next tick has run, the figures
+ * as of now. Changes nothing. Each array is one malloc'd block with its strings (free() each);
+ * 0, or -1 when out of memory (both NULL). Any clrscope thread (API handlers). */
+int prof_lock_read(double seconds, const char *filter, struct prof_wtab_row **rows,
+                   size_t *nrows, struct prof_lock_unattributed **pending, size_t *npending);
+/* Totals and histogram of the last `seconds`, the contentions since the last tick included
+ * (any thread; changes nothing). */
 void prof_lock_window(double seconds, struct prof_lock_window *out);
 void prof_lock_get_stats(struct prof_lock_stats *out);
 /* The contention OS thread `tid` is in now (its ContentionStart seen, its ContentionStop not

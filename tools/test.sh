@@ -1,15 +1,33 @@
 #!/usr/bin/env bash
-# tools/test.sh - builds clrscope and runs the whole test suite: C unit tests, integration tests
-# that run real .NET apps under the profiler, and the headless-browser dashboard test.
-# Installs what a fresh Debian machine lacks (tools/deps.sh). Then, in their own build directories,
-# the suite again under AddressSanitizer + UndefinedBehaviorSanitizer (build-asan) and a short run
-# of every libFuzzer target (build-fuzz, tools/fuzz.sh). Options: CLRSCOPE_BUILD_DIR (build),
-# CTEST_ARGS (extra ctest arguments, e.g. "-L unit"), CLRSCOPE_TEST_ASAN=0 / CLRSCOPE_TEST_FUZZ=0
-# (skip those stages), CLRSCOPE_FUZZ_SECONDS (15 per target), CLRSCOPE_TEST_JOBS (3: tests run
-# side by side as their weight in tests/CMakeLists.txt allows; 1 runs them one by one).
+# tools/test.sh [--quick] - builds clrscope and runs the whole test suite: C unit tests,
+# integration tests that run real .NET apps under the profiler, and the headless-browser dashboard
+# test. Installs what a fresh Debian machine lacks (tools/deps.sh). Then, in their own build
+# directories, the suite again under AddressSanitizer + UndefinedBehaviorSanitizer (build-asan)
+# and a short run of every libFuzzer target (build-fuzz, tools/fuzz.sh). This (no argument) is
+# what CI runs. Options: CLRSCOPE_BUILD_DIR (build), CTEST_ARGS (extra ctest arguments, e.g.
+# "-L unit"), CLRSCOPE_TEST_ASAN=0 / CLRSCOPE_TEST_FUZZ=0 (skip those stages),
+# CLRSCOPE_FUZZ_SECONDS (15 per target), CLRSCOPE_TEST_JOBS (3: tests run side by side as their
+# weight in tests/CMakeLists.txt allows; 1 runs them one by one).
+#
+# --quick: the tier to run before each commit, in under 3 minutes on 2 cores: the build (with
+# -Werror), the C unit tests (label unit, the API's handlers included: label api) and every
+# fuzz target for CLRSCOPE_FUZZ_SECONDS (3) seconds, in the same build directories. No .NET app
+# runs: integration, hardening, browser and sanitizer runs are the full suite's.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 build=${CLRSCOPE_BUILD_DIR:-build}
+
+if [ "${1:-}" = --quick ]; then
+  tools/deps.sh build
+  cmake -S . -B "$build" -DCLRSCOPE_WERROR=ON >/dev/null
+  cmake --build "$build" -j"$(nproc)"
+  ctest --test-dir "$build" --output-on-failure -j"$(nproc)" -L unit
+  tools/fuzz.sh "${CLRSCOPE_FUZZ_SECONDS:-3}"
+  exit 0
+elif [ $# -gt 0 ]; then
+  echo "usage: tools/test.sh [--quick]" >&2
+  exit 2
+fi
 
 tools/deps.sh test
 cmake -S . -B "$build" -DCLRSCOPE_WERROR=ON >/dev/null

@@ -2,6 +2,7 @@
  * web_assets - the dashboard's files, compiled into the library (static/embed.cmake generates the
  * table); served with their MIME type, a strong ETag and a gzip'd variant. Nothing is read from
  * disk at run time.
+ * ctx: constant data; web_asset_find on any thread (civetweb workers).
  */
 #ifndef WEB_ASSETS_H
 #define WEB_ASSETS_H

@@ -8,7 +8,7 @@
 #include <string.h>
 #include <sys/socket.h>
 
-#include "prof_fdguard.h"
+#include "web_fdguard.h"
 
 /* The port and printed address of a socket end; -1 when it is no IP socket. */
 static int end_of(const struct sockaddr_storage *ss, char *addr, size_t cap, int *port)
@@ -52,7 +52,7 @@ int web_peer_socket(const struct mg_connection *c)
     if (!ri || ri->remote_port <= 0 || !ri->remote_addr[0])
         return -1;
     int matches;
-    int fd = prof_fdguard_find(is_the_request, (void *)ri, &matches);
+    int fd = web_fdguard_find(is_the_request, (void *)ri, &matches);
     /* Two sockets with these ends (the app listening on the same port number at another
      * address, reached from the same client port): which one is ours cannot be told, and
      * the wrong one's close would end a wait whose client is still there. */

@@ -4,7 +4,9 @@
  * next N seconds) would otherwise wait out a client that has gone, as Go's net/http/pprof does
  * not. The request's socket is found once among the process's descriptors by its two ends (the
  * client's address and port, the server's port); the connection is open until the handler
- * returns, so the descriptor stays that socket meanwhile.
+ * returns, so the descriptor stays that socket meanwhile. web_server offers it to a waiting
+ * handler as api_req.client_gone, the socket looked for at the handler's first question.
+ * ctx: the civetweb worker that serves the request.
  */
 #ifndef WEB_PEER_H
 #define WEB_PEER_H

@@ -11,47 +11,29 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "api.h"
+#include "api_reply.h"
+#include "api_routes.h"
 #include "prof_config.h"
 #include "prof_core.h"
-#include "prof_fdguard.h"
 #include "prof_files.h"
 #include "prof_log.h"
 #include "web_assets.h"
+#include "web_fdguard.h"
+#include "web_peer.h"
 #include "web_util.h"
 
-enum { M_GET = 1, M_POST = 2, M_DELETE = 4 };
-
-struct route {
-    const char *path;
-    int prefix; /* 1: path is a prefix ("/api/v1/gcdump" matches "/api/v1/gcdump/3") */
-    int methods;
-    int (*fn)(const struct web_req *r);
-};
-
-static const struct route g_routes[] = {
-    {"/api/v1/status", 0, M_GET, api_status},
-    {"/api/v1/flamegraph", 0, M_GET, api_flamegraph},
-    {"/api/v1/top", 0, M_GET, api_top},
-    {"/api/v1/gc", 0, M_GET, api_gc},
-    {"/api/v1/allocations", 0, M_GET, api_allocations},
-    {"/api/v1/live", 0, M_GET, api_live},
-    {"/api/v1/exceptions", 0, M_GET, api_exceptions},
-    {"/api/v1/locks", 0, M_GET, api_locks},
-    {"/api/v1/counters", 0, M_GET, api_counters},
-    {"/api/v1/threads", 0, M_GET, api_threads},
-    {"/api/v1/gcdump", 1, M_GET | M_POST | M_DELETE, api_gcdump},
-    {"/debug/pprof", 1, M_GET, api_pprof},
-    {"/metrics", 0, M_GET, api_metrics},
-};
-
-static struct mg_context *g_ctx;
-static int g_port;
-static char g_discovery[600];
+/* Written by web_server_start (Initialize's thread) before the request handler is set, read by
+ * civetweb's workers after; discovery is cleared at exit or at Shutdown. */
+static struct server_state {
+    struct mg_context *ctx;
+    int port;              /* the port bound */
+    char listen_host[72];  /* the host part of civetweb's listening_ports */
+    char discovery[600];   /* the discovery file written, "" when none */
+} server;
 
 int web_server_port(void)
 {
-    return g_port;
+    return server.port;
 }
 
 int web_token_ok(const char *presented, const char *expected)
@@ -70,11 +52,9 @@ static int is_loopback(const char *addr)
 
 /* The host of the URLs shown and written for discovery: the bound address itself when it is
  * one (127.0.0.2 answers there only), 127.0.0.1 for a loopback name. */
-static char g_listen_host[72]; /* the host part of civetweb's listening_ports */
-
 static const char *url_host(void)
 {
-    return !strcmp(g_listen_host, "localhost") ? "127.0.0.1" : g_listen_host;
+    return !strcmp(server.listen_host, "localhost") ? "127.0.0.1" : server.listen_host;
 }
 
 /* What civetweb listens on for CLRSCOPE_BIND: an IPv6 literal in brackets where the civetweb
@@ -83,15 +63,15 @@ static const char *url_host(void)
 static int choose_listen_host(void)
 {
     if (!strchr(g_cfg.bind, ':')) {
-        snprintf(g_listen_host, sizeof g_listen_host, "%s", g_cfg.bind);
+        snprintf(server.listen_host, sizeof server.listen_host, "%s", g_cfg.bind);
         return 0;
     }
     if (mg_check_feature(8)) {
-        snprintf(g_listen_host, sizeof g_listen_host, "[%s]", g_cfg.bind);
+        snprintf(server.listen_host, sizeof server.listen_host, "[%s]", g_cfg.bind);
         return 0;
     }
     if (!strcmp(g_cfg.bind, "::1")) {
-        snprintf(g_listen_host, sizeof g_listen_host, "127.0.0.1");
+        snprintf(server.listen_host, sizeof server.listen_host, "127.0.0.1");
         prof_log(LOG_INFO, "CLRSCOPE_BIND=::1: the civetweb library here has no IPv6; the "
                  "dashboard listens on 127.0.0.1 instead");
         return 0;
@@ -100,17 +80,6 @@ static int choose_listen_host(void)
              "built without IPv6: the dashboard stays off (use an IPv4 address; 0.0.0.0 for all)",
              g_cfg.bind);
     return -1;
-}
-
-static int method_bit(const char *m)
-{
-    if (!strcmp(m, "GET") || !strcmp(m, "HEAD"))
-        return M_GET;
-    if (!strcmp(m, "POST"))
-        return M_POST;
-    if (!strcmp(m, "DELETE"))
-        return M_DELETE;
-    return 0;
 }
 
 /* Host must name this server (DNS-rebinding defence): loopback names with our port, or the bound
@@ -123,7 +92,7 @@ static int host_ok(struct mg_connection *c)
     if (!is_loopback(g_cfg.bind) && g_cfg.token[0])
         return 1;
     char port[16];
-    snprintf(port, sizeof port, ":%d", g_port);
+    snprintf(port, sizeof port, ":%d", server.port);
     const char *names[] = {"127.0.0.1", "localhost", "[::1]", g_cfg.bind};
     for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
         size_t n = strlen(names[i]);
@@ -142,7 +111,7 @@ static int cookie_value(struct mg_connection *c, const char *name, char *buf, si
     return mg_get_cookie(h, name, buf, cap) > 0;
 }
 
-static int auth_ok(const struct web_req *r, int *set_cookie)
+static int auth_ok(struct mg_connection *c, const char *query, int *set_cookie)
 {
     *set_cookie = 0;
     if (!g_cfg.token[0])
@@ -151,15 +120,15 @@ static int auth_ok(const struct web_req *r, int *set_cookie)
     if (!buf)
         return 0;
     int ok = 0;
-    const char *h = mg_get_header(r->conn, "Authorization");
+    const char *h = mg_get_header(c, "Authorization");
     if (h && !strncasecmp(h, "Bearer ", 7) && web_token_ok(h + 7, g_cfg.token))
         ok = 1;
-    if (!ok && r->query && mg_get_var(r->query, strlen(r->query), "token", buf, 256) > 0 &&
+    if (!ok && query && mg_get_var(query, strlen(query), "token", buf, 256) > 0 &&
         web_token_ok(buf, g_cfg.token)) {
         ok = 1;
         *set_cookie = 1;
     }
-    if (!ok && cookie_value(r->conn, "clrscope_token", buf, 256) && web_token_ok(buf, g_cfg.token))
+    if (!ok && cookie_value(c, "clrscope_token", buf, 256) && web_token_ok(buf, g_cfg.token))
         ok = 1;
     free(buf);
     return ok;
@@ -178,75 +147,115 @@ static int origin_ok(struct mg_connection *c)
     return p && !strcasecmp(p + 3, host);
 }
 
-static int serve_asset(const struct web_req *r, int set_cookie)
+static int serve_asset(struct mg_connection *c, const char *path, int set_cookie)
 {
-    const struct web_asset *a = web_asset_find(r->path);
+    const struct web_asset *a = web_asset_find(path);
     if (!a)
-        return web_reply_error(r->conn, 404, "no such page: %.200s", r->path);
-    const char *inm = mg_get_header(r->conn, "If-None-Match");
-    char cookie[320] = "";
-    if (set_cookie)
-        snprintf(cookie, sizeof cookie,
-                 "clrscope_token=%s; Path=/; HttpOnly; SameSite=Strict", g_cfg.token);
+        return web_reply_error(c, 404, "no such page: %.200s", path);
+    const char *inm = mg_get_header(c, "If-None-Match");
+    struct api_reply r;
+    api_reply_init(&r);
     /* kept by the browser but asked again each load (the .so may be newer): 304 by ETag */
     if (inm && !strcmp(inm, a->etag) && !set_cookie) {
-        mg_response_header_start(r->conn, 304);
-        mg_response_header_add(r->conn, "ETag", a->etag, -1);
-        mg_response_header_add(r->conn, "Cache-Control", "no-cache", -1);
-        mg_response_header_send(r->conn);
-        return 304;
+        api_reply_static(&r, 304, NULL, "", 0);
+        r.verbatim = 1;
+        api_reply_header(&r, "ETag", a->etag);
+        api_reply_header(&r, "Cache-Control", "no-cache");
+        return web_send(c, &r);
     }
-    const char *ae = mg_get_header(r->conn, "Accept-Encoding");
+    const char *ae = mg_get_header(c, "Accept-Encoding");
     int gz = ae && strstr(ae, "gzip") && a->gz_len < a->len;
-    const char *extra[] = {"Cache-Control", "no-cache", "ETag", a->etag, "Vary", "Accept-Encoding",
-                           gz ? "Content-Encoding" : NULL, "gzip",
-                           NULL, NULL, NULL};
+    api_reply_static(&r, 200, a->mime, gz ? a->gz : a->data, gz ? a->gz_len : a->len);
+    api_reply_header(&r, "Cache-Control", "no-cache");
+    api_reply_header(&r, "ETag", a->etag);
+    api_reply_header(&r, "Vary", "Accept-Encoding");
+    if (gz)
+        api_reply_header(&r, "Content-Encoding", "gzip");
     if (set_cookie) {
-        int k = gz ? 8 : 6;
-        extra[k] = "Set-Cookie";
-        extra[k + 1] = cookie;
+        char cookie[320];
+        snprintf(cookie, sizeof cookie, "clrscope_token=%s; Path=/; HttpOnly; SameSite=Strict",
+                 g_cfg.token);
+        api_reply_header(&r, "Set-Cookie", cookie);
     }
-    return web_reply_bytes(r->conn, 200, a->mime, gz ? a->gz : a->data, gz ? a->gz_len : a->len,
-                           extra);
+    return web_send(c, &r);
+}
+
+/* What a waiting handler asks of the server: whether its client is gone. The request's socket
+ * is looked for at the first question (a handler that never waits costs no listing). */
+struct peer_watch {
+    struct mg_connection *conn;
+    int fd;
+    int looked;
+};
+
+static int client_gone(void *ctx)
+{
+    struct peer_watch *w = ctx;
+    if (!w->looked) {
+        w->fd = web_peer_socket(w->conn);
+        w->looked = 1;
+    }
+    return web_peer_gone(w->fd);
+}
+
+static void guard_stats(struct api_guard_stats *out)
+{
+    struct web_fdguard_stats fg;
+    web_fdguard_get_stats(&fg);
+    out->guarded = fg.guarded;
+    out->spare_held = fg.spare_held;
+    out->out_of_fds = fg.out_of_fds;
+    out->refused = fg.refused;
+    out->resets = fg.resets;
 }
 
 static int handle(struct mg_connection *c, void *cbdata)
 {
     (void)cbdata;
     const struct mg_request_info *ri = mg_get_request_info(c);
-    struct web_req r = {.conn = c,
-                        .method = ri->request_method,
-                        .path = ri->local_uri ? ri->local_uri : "/",
-                        .query = ri->query_string};
+    const char *method = ri->request_method, *query = ri->query_string;
+    const char *path = ri->local_uri ? ri->local_uri : "/";
     if (prof_core_stopping())
         return web_reply_error(c, 503, "the process is shutting down");
     if (!host_ok(c))
         return web_reply_error(c, 403, "Host header does not name this server");
     int set_cookie = 0;
-    if (!auth_ok(&r, &set_cookie))
+    if (!auth_ok(c, query, &set_cookie))
         return web_reply_error(c, 401, "missing or wrong token: send 'Authorization: Bearer "
                                "<token>' or open the dashboard with ?token=<token>");
-    int m = method_bit(r.method);
-    size_t plen = strlen(r.path);
-    while (plen > 1 && r.path[plen - 1] == '/' && strncmp(r.path, "/debug/pprof", 12))
-        plen--; /* "/api/v1/status/" == "/api/v1/status" */
-    for (size_t i = 0; i < sizeof g_routes / sizeof g_routes[0]; i++) {
-        const struct route *rt = &g_routes[i];
-        size_t n = strlen(rt->path);
-        int match = rt->prefix ? (!strncmp(r.path, rt->path, n) &&
-                                  (r.path[n] == 0 || r.path[n] == '/'))
-                               : (plen == n && !strncmp(r.path, rt->path, n));
-        if (!match)
-            continue;
-        if (!(rt->methods & m))
-            return web_reply_error(c, 405, "method %.10s not allowed on %s", r.method, rt->path);
-        if (m != M_GET && !origin_ok(c))
-            return web_reply_error(c, 403, "cross-origin request refused");
-        return rt->fn(&r);
+    unsigned m = api_method_bit(method);
+    struct api_match match;
+    enum api_match_result res = api_route_match(method, path, &match);
+    if (res == API_ROUTE_NONE) {
+        if (m != API_GET)
+            return web_reply_error(c, 405, "method not allowed");
+        return serve_asset(c, path, set_cookie);
     }
-    if (m != M_GET)
-        return web_reply_error(c, 405, "method not allowed");
-    return serve_asset(&r, set_cookie);
+    if (res == API_ROUTE_SCOPE_METHOD)
+        return web_reply_error(c, 405, "method %.10s not allowed on %s", method, match.scope);
+    if (m != API_GET && !origin_ok(c))
+        return web_reply_error(c, 403, "cross-origin request refused");
+    if (res == API_ROUTE_METHOD) {
+        if (match.route->not_allowed)
+            return web_reply_error(c, 405, "%s", match.route->not_allowed);
+        return web_reply_error(c, 405, "method %.10s not allowed on %s", method, match.scope);
+    }
+    struct peer_watch watch = {.conn = c, .fd = -1};
+    struct api_req q = {.method = method,
+                        .path = path,
+                        .query = query,
+                        .id = match.id,
+                        .name = match.name,
+                        .name_len = match.name_len,
+                        .client_gone = client_gone,
+                        .client_ctx = &watch};
+    guard_stats(&q.guard);
+    struct api_reply out;
+    api_reply_init(&out);
+    match.route->handler(&q, &out);
+    if (!out.status) /* a handler that filled nothing */
+        api_reply_error(&out, 500, "no reply for %.200s", path);
+    return web_send(c, &out);
 }
 
 static int log_message(const struct mg_connection *c, const char *msg)
@@ -304,18 +313,18 @@ static void write_discovery(void)
                      dir, strerror(errno));
         return;
     }
-    snprintf(g_discovery, sizeof g_discovery, "%s/%d.json", dir, (int)g_core.pid);
+    snprintf(server.discovery, sizeof server.discovery, "%s/%d.json", dir, (int)g_core.pid);
     char tmp[620];
-    snprintf(tmp, sizeof tmp, "%s.tmp", g_discovery);
+    snprintf(tmp, sizeof tmp, "%s.tmp", server.discovery);
     int fd = prof_files_create(tmp, 0600);
     if (fd < 0) {
         prof_log(LOG_WARN, "cannot write %s (%s); `clrscope ls` will not list this process", tmp,
                  strerror(errno));
-        g_discovery[0] = 0;
+        server.discovery[0] = 0;
         return;
     }
     char url[200];
-    snprintf(url, sizeof url, "http://%s:%d/", url_host(), g_port);
+    snprintf(url, sizeof url, "http://%s:%d/", url_host(), server.port);
     /* names are escaped for JSON by keeping only printable ASCII without quotes/backslashes */
     char cmd[sizeof g_core.cmdline];
     size_t j = 0;
@@ -336,31 +345,31 @@ static void write_discovery(void)
     int n = snprintf(body, sizeof body,
                      "{\"pid\":%d,\"port\":%d,\"url\":\"%s\",\"bind\":\"%s\",\"token\":%s%s%s,"
                      "\"cmdline\":\"%s\",\"runtime\":\"%s\",\"started\":%.3f,\"pid_ns\":\"%s\"}\n",
-                     (int)g_core.pid, g_port, url, g_cfg.bind, g_cfg.token[0] ? "\"" : "",
+                     (int)g_core.pid, server.port, url, g_cfg.bind, g_cfg.token[0] ? "\"" : "",
                      g_cfg.token[0] ? g_cfg.token : "null", g_cfg.token[0] ? "\"" : "", cmd,
                      g_core.runtime_version, g_core.start_unix, ns);
     if (n < 0 || (size_t)n >= sizeof body)
         n = 0; /* cannot happen with the fields' sizes; an empty file then fails below */
     ssize_t w = n ? write(fd, body, (size_t)n) : -1;
     close(fd);
-    if (w != n || rename(tmp, g_discovery)) {
+    if (w != n || rename(tmp, server.discovery)) {
         unlink(tmp);
-        g_discovery[0] = 0;
+        server.discovery[0] = 0;
     }
 }
 
 static void remove_discovery(void)
 {
-    if (g_discovery[0]) {
-        unlink(g_discovery);
-        g_discovery[0] = 0;
+    if (server.discovery[0]) {
+        unlink(server.discovery);
+        server.discovery[0] = 0;
     }
 }
 
 static struct mg_context *try_start(int port, char *err, size_t errcap)
 {
     char listen[96], nthreads[8] = "6";
-    snprintf(listen, sizeof listen, "%s:%d", g_listen_host, port);
+    snprintf(listen, sizeof listen, "%s:%d", server.listen_host, port);
     const char *opts[] = {"listening_ports", listen,
                           "num_threads", nthreads,
                           "request_timeout_ms", "15000",
@@ -368,7 +377,7 @@ static struct mg_context *try_start(int port, char *err, size_t errcap)
                           "enable_keep_alive", "no",
                           "access_control_list", NULL,
                           NULL, NULL};
-    if (is_loopback(g_listen_host) && g_listen_host[0] != '[') /* an IPv4 list */
+    if (is_loopback(server.listen_host) && server.listen_host[0] != '[') /* an IPv4 list */
         opts[11] = "-0.0.0.0/0,+127.0.0.0/8";
     else
         opts[10] = NULL;
@@ -402,31 +411,31 @@ int web_server_start(void)
     mg_init_library(0);
     char err[256];
     int tries = g_cfg.port == 0 ? 1 : 16;
-    for (int i = 0; i < tries && !g_ctx; i++) {
+    for (int i = 0; i < tries && !server.ctx; i++) {
         int port = g_cfg.port == 0 ? 0 : g_cfg.port + i;
         if (port > 65535)
             break;
-        g_ctx = try_start(port, err, sizeof err);
+        server.ctx = try_start(port, err, sizeof err);
     }
-    if (!g_ctx) {
+    if (!server.ctx) {
         prof_log(LOG_ERROR, "dashboard not started: %s on %s ports %d..%d (%s); the app and the "
-                 "other profiles run on", "no free port", g_listen_host, g_cfg.port,
+                 "other profiles run on", "no free port", server.listen_host, g_cfg.port,
                  g_cfg.port + tries - 1, err[0] ? err : "unknown error");
         return -1;
     }
     struct mg_server_port ports[4];
-    int np = mg_get_server_ports(g_ctx, 4, ports);
-    g_port = np > 0 ? ports[0].port : g_cfg.port;
-    mg_set_request_handler(g_ctx, "/", handle, NULL);
-    prof_fdguard_start(g_port); /* logs when it cannot guard */
+    int np = mg_get_server_ports(server.ctx, 4, ports);
+    server.port = np > 0 ? ports[0].port : g_cfg.port;
+    mg_set_request_handler(server.ctx, "/", handle, NULL);
+    web_fdguard_start(server.port); /* logs when it cannot guard */
     write_discovery();
     atexit(remove_discovery);
     const char *host = url_host();
     if (g_cfg.token[0] && g_cfg.token_auto)
-        prof_log(LOG_ALWAYS, "dashboard http://%s:%d/?token=%s (pid %d)", host, g_port, g_cfg.token,
+        prof_log(LOG_ALWAYS, "dashboard http://%s:%d/?token=%s (pid %d)", host, server.port, g_cfg.token,
                  (int)g_core.pid);
     else
-        prof_log(LOG_ALWAYS, "dashboard http://%s:%d/ (pid %d)", host, g_port, (int)g_core.pid);
+        prof_log(LOG_ALWAYS, "dashboard http://%s:%d/ (pid %d)", host, server.port, (int)g_core.pid);
     return 0;
 }
 

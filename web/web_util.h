@@ -1,41 +1,23 @@
 /*
- * web_util - request parsing and reply helpers shared by every handler.
- * Handlers run on civetweb workers (100 KB stacks): these helpers keep buffers small and on the
- * heap, and every reply carries the API security headers (no-store, nosniff, CSP).
+ * web_util - the one place replies are written to civetweb: a reply an API handler built
+ * (api_reply.h), the server's own errors and pages.
+ * Every reply but a verbatim one carries the API security headers (no-store unless it names
+ * its own Cache-Control, nosniff, CSP, no referrer, no framing) and its Content-Length; a HEAD
+ * gets the headers GET would, and no body.
+ * ctx: civetweb workers (100 KB stacks: the file chunk buffer is malloc'd).
  */
 #ifndef WEB_UTIL_H
 #define WEB_UTIL_H
 
-#include <stddef.h>
-#include <stdint.h>
-
 struct mg_connection;
-typedef struct cJSON cJSON;
+struct api_reply;
 
-struct web_req {
-    struct mg_connection *conn;
-    const char *method;
-    const char *path;   /* local_uri, decoded */
-    const char *query;  /* may be NULL */
-};
-
-/* Sends `obj` as JSON (and frees it). Returns status. */
-int web_reply_json(struct mg_connection *c, int status, cJSON *obj);
+/* Sends `r` and frees it: its headers, the body in chunks of 64 KB or streamed from its
+ * descriptor (closed before the headers for a HEAD); for API_NO_REPLY nothing, and the
+ * connection is not kept. Returns the reply's status. */
+int web_send(struct mg_connection *c, struct api_reply *r);
 /* Sends {"error": "..."} with `status`. Returns status. */
 int web_reply_error(struct mg_connection *c, int status, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
-/* Sends raw bytes. `extra` is a NULL-terminated list of name, value pairs (may be NULL). */
-int web_reply_bytes(struct mg_connection *c, int status, const char *mime, const void *data,
-                    size_t len, const char *const *extra);
-
-/* Query parameters. Each returns 0 when absent (out = default), 1 when present and valid, and -1
- * when present but invalid (after replying 400 with a message naming the parameter). */
-int web_query_str(const struct web_req *r, const char *name, char *buf, size_t cap);
-int web_query_long(const struct web_req *r, const char *name, long def, long min, long max,
-                   long *out);
-int web_query_double(const struct web_req *r, const char *name, double def, double min, double max,
-                     double *out);
-/* `seconds` per CONTRACT (default 60, 1..history). */
-int web_query_seconds(const struct web_req *r, double *out);
 
 #endif

@@ -3,7 +3,8 @@
  * prof_events_delivered routes them: GC (GCStart/End, heap stats, per-heap and global history,
  * suspension), AllocationSampled / GCAllocationTick, ExceptionThrown, ContentionStart/Stop, and
  * System.Runtime's self-describing EventCounters (evc_parse). Then, as clrscope-agg does, the
- * ring is drained into the store and every module's tick and views run over what was parsed.
+ * ring is drained into the store and every module's tick and views run over what was parsed,
+ * the API's reads of the counts no tick has attributed yet (prof_exc_read, prof_lock_read) first.
  *
  * Input: records of [selector u8][version u8][length u16][payload]. Payloads are copied into
  * exact-size heap blocks so AddressSanitizer sees any read past their end.
@@ -77,9 +78,36 @@ static void drain(void)
     }
 }
 
+/* What the API reads before a tick: the tables and the counts no sample carries yet. */
+static void unattributed(void)
+{
+    struct prof_wtab_row *rows = NULL;
+    struct prof_exc_unattributed *eu = NULL;
+    size_t nrows = 0, n = 0;
+    if (!prof_exc_read(60, NULL, &rows, &nrows, &eu, &n))
+        for (size_t i = 0; i < n; i++)
+            FUZZ_CHECK(eu[i].count > 0 && eu[i].rethrown >= 0 && eu[i].rethrown <= eu[i].count &&
+                           eu[i].type && eu[i].message && eu[i].site &&
+                           (eu[i].frames || !eu[i].nframes),
+                       "unattributed exceptions %lld (%lld rethrown)", (long long)eu[i].count,
+                       (long long)eu[i].rethrown);
+    free(rows);
+    free(eu);
+    struct prof_lock_unattributed *lu = NULL;
+    if (!prof_lock_read(60, NULL, &rows, &nrows, &lu, &n))
+        for (size_t i = 0; i < n; i++)
+            FUZZ_CHECK((lu[i].count > 0 || lu[i].wait_ns > 0) && lu[i].lock && lu[i].owner_name &&
+                           lu[i].site && (lu[i].frames || !lu[i].nframes),
+                       "unattributed contentions %lld (%lld ns)", (long long)lu[i].count,
+                       (long long)lu[i].wait_ns);
+    free(rows);
+    free(lu);
+}
+
 static void views(void)
 {
     double now = prof_unix_now();
+    unattributed();
     prof_gc_tick(now);
     prof_exc_tick(now);
     prof_lock_tick(now);

@@ -2,7 +2,7 @@
  * fuzz_flame - the JSON writers: call stacks with frame names of any bytes (quotes, backslashes,
  * control characters, invalid UTF-8) and any values go into the profile store, out as a view, into
  * a trimmed call tree (prof_tree_build, any max_nodes) and through the flame-graph writer of
- * /api/v1/flamegraph (api_flame_emit on web_json's jbuf). The output must parse with cJSON and
+ * /api/v1/flamegraph (api_flame_emit on api_json's jbuf). The output must parse with cJSON and
  * give back exactly the tree: same names byte for byte (but each byte that belongs to no whole
  * UTF-8 character, which the writer turns into '?': the reply stays valid UTF-8), values, self
  * values and child order. Also jb_str / jb_int / jb_num on their own: each value must parse back
@@ -16,11 +16,11 @@
 #include <string.h>
 
 #include "api_flame.h"
+#include "api_json.h"
 #include "fuzz_input.h"
 #include "fuzz_runtime.h"
-#include "prof_utf8.h"
 #include "prof_tree.h"
-#include "web_json.h"
+#include "prof_utf8.h"
 
 int LLVMFuzzerInitialize(int *argc, char ***argv);
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);

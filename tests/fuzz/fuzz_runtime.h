@@ -1,7 +1,8 @@
 /*
- * fuzz_runtime.h - the little a fuzz target needs to run clrscope's modules without a runtime: the
- * configuration from the environment, the store, the event ring, and a stand-in for the runtime's
- * ICorProfilerInfo whose every method fails (E_FAIL), as a runtime that cannot answer would.
+ * fuzz_runtime.h - the little a fuzz target (or a unit test of the API's handlers) needs to run
+ * clrscope's modules without a runtime: the configuration from the environment, the store, the
+ * event ring, and a stand-in for the runtime's ICorProfilerInfo whose every method fails
+ * (E_FAIL), as a runtime that cannot answer would.
  */
 #ifndef FUZZ_RUNTIME_H
 #define FUZZ_RUNTIME_H

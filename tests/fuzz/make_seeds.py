@@ -6,9 +6,11 @@ runtime writes them, so the fuzzers start from deep paths instead of refusals. R
 changing an input format: python3 tests/fuzz/make_seeds.py
 """
 import os
+import re
 import struct
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+ROUTES = os.path.join(HERE, "..", "..", "api", "api_routes.c")
 
 
 def u16z(s):
@@ -63,11 +65,23 @@ def heapdump():
 
 
 def query():
-    reqs = [(1, "", "type=cpu&seconds=30&max_nodes=20&filter=System.String"),
-            (2, "", "type=wall&limit=5"), (9, "1/paths", "type=System.String"),
-            (9, "diff", "a=1&b=2"), (10, "profile", "seconds=5"), (10, "allocs", "seconds=3"),
-            (0, "", "token=x"), (11, "", ""), (6, "", "type=System.Exception&limit=3")]
-    return {f"r{i}": bytes([h]) + p.encode() + b"\0" + q.encode() + b"\0" for i, (h, p, q) in enumerate(reqs)}
+    # [flags: 1 HEAD, 2 numeric {id}, 4 trailing slash][row of api_routes, or >= 2 * rows: the
+    # path itself][{id}/{name} or path][query]; rows are found by their pattern
+    rows = re.findall(r'^\s*\{[^"]*"([^"]+)"', open(ROUTES).read(), re.M)
+    reqs = [(0, "/api/v1/flamegraph", "", "type=cpu&seconds=30&max_nodes=20&filter=System.String"),
+            (4, "/api/v1/top", "", "type=wall&limit=5"),
+            (2, "/api/v1/gcdump/{id}/paths", "\x01", "type=System.String"),
+            (0, "/api/v1/gcdump/diff", "", "a=1&b=2"), (0, "/debug/pprof/profile", "", "seconds=5"),
+            (1, "/debug/pprof/allocs", "", "seconds=3"), (0, "/api/v1/status", "", "token=x"),
+            (0, "/metrics", "", ""), (0, "/api/v1/exceptions", "", "type=System.Exception&limit=3"),
+            (0, "/api/v1/gcdump/{name}", "3/nope", ""), (0, "/debug/pprof/{name}", "nope", ""),
+            (0, "/debug/pprof", "", "token=x"), (1, "/debug/pprof/threads", "", "debug=1"),
+            (0, None, "api/v1/gcdump//7/", "limit=2&sort=bytes")]
+    out = {}
+    for i, (flags, pattern, part, q) in enumerate(reqs):
+        pick = rows.index(pattern) if pattern else 255
+        out[f"r{i}"] = bytes([flags, pick]) + part.encode() + b"\0" + q.encode() + b"\0"
+    return out
 
 
 def pprof():

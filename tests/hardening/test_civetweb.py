@@ -12,7 +12,7 @@ The known weaknesses of Debian's civetweb 1.15 (docs/security.md) are out of rea
   request is not switched.
 - When the process has no file descriptor left, civetweb's accept fails silently and its master
   thread spins on the queued connection (a whole core, and the browser waits for nothing):
-  clrscope's guard (profiler/prof_fdguard.c) answers such connections 503 itself.
+  clrscope's guard (web/web_fdguard.c) answers such connections 503 itself.
 """
 import concurrent.futures
 import glob

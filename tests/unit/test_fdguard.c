@@ -1,5 +1,5 @@
 /*
- * test_fdguard - the dashboard's guard for a process out of file descriptors (prof_fdguard), on a
+ * test_fdguard - the dashboard's guard for a process out of file descriptors (web_fdguard), on a
  * real listening socket in this process with RLIMIT_NOFILE filled up: a queued connection is
  * answered 503 through the spare descriptor, which is taken back; without a spare the queue is
  * dropped (the client sees a reset at once) and the socket listens again on the same port, bound
@@ -17,7 +17,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include "prof_fdguard.h"
+#include "web_fdguard.h"
 #include "unit_check.h"
 
 static int g_filler[4096], g_nfill;
@@ -53,7 +53,7 @@ static int64_t g_now = 1000000000LL;
 static void look(void)
 {
     g_now += FDGUARD_PERIOD_NS;
-    prof_fdguard_watch(g_now);
+    web_fdguard_watch(g_now);
 }
 
 /* A listening socket bound to any port (port 0: the kernel releases it when listening stops) or
@@ -83,16 +83,16 @@ static void scenario(int by_number)
     struct sockaddr_in a;
     int l = listener(by_number, &a);
     int port = ntohs(a.sin_port);
-    CHECK(prof_fdguard_start(port) == 0, "the guard finds it and takes a spare");
+    CHECK(web_fdguard_start(port) == 0, "the guard finds it and takes a spare");
     CHECK(fcntl(l, F_GETFL) & O_NONBLOCK, "and makes it non-blocking");
-    struct prof_fdguard_stats st0, st;
-    prof_fdguard_get_stats(&st0);
+    struct web_fdguard_stats st0, st;
+    web_fdguard_get_stats(&st0);
 
     /* free descriptors: a queued connection is civetweb's (here nobody's), the guard keeps off */
     int c0 = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
     CHECK(!connect(c0, (struct sockaddr *)&a, sizeof a), "connect");
     look();
-    prof_fdguard_get_stats(&st);
+    web_fdguard_get_stats(&st);
     CHECK(!st.out_of_fds && st.refused == st0.refused && st.resets == st0.resets,
           "descriptors free: left alone");
     int s0 = accept(l, NULL, NULL);
@@ -120,19 +120,19 @@ static void scenario(int by_number)
     int n = client_read(c1, buf, sizeof buf, 1000);
     CHECK(n > 0 && !strncmp(buf, "HTTP/1.1 503 ", 13) && strstr(buf, "run out of file descriptors"),
           "a 503 that says why (%d: %.60s)", n, n > 0 ? buf : "");
-    prof_fdguard_get_stats(&st);
+    web_fdguard_get_stats(&st);
     CHECK(st.out_of_fds && st.refused == st0.refused + 1 && st.spare_held,
           "refused 1, the spare held again");
     close(c1);
 
     /* the app took the spare's place: the queue is dropped and the port listens again */
-    prof_fdguard_lose_spare();
+    web_fdguard_lose_spare();
     fill();
     CHECK(!connect(c2, (struct sockaddr *)&a, sizeof a), "connect without a spare");
     look();
     n = client_read(c2, buf, sizeof buf, 1000);
     CHECK(n == -ECONNRESET, "the client hears a reset at once (%d)", n);
-    prof_fdguard_get_stats(&st);
+    web_fdguard_get_stats(&st);
     CHECK(st.resets == st0.resets + 1 && st.refused == st0.refused + 1 && !st.spare_held,
           "one reset (%llu)", (unsigned long long)(st.resets - st0.resets));
     close(c2);
@@ -148,7 +148,7 @@ static void scenario(int by_number)
     unfill(g_nfill - 8);
     setrlimit(RLIMIT_NOFILE, &old);
     look();
-    prof_fdguard_get_stats(&st);
+    web_fdguard_get_stats(&st);
     CHECK(!st.out_of_fds && st.spare_held, "the episode ends, the spare is held");
     int c3 = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
     CHECK(!connect(c3, (struct sockaddr *)&a, sizeof a), "connect after");

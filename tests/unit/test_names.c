@@ -4,13 +4,13 @@
  * stay (a closure is an object of its display class, not of the class that declares the lambda).
  * And names read from the system (/proc's comm, the command line) made valid UTF-8 before they
  * reach JSON or pprof (prof_utf8), and JSON strings written with whole characters only
- * (web_json's jb_str: a name cut inside a character, a path in another encoding).
+ * (api_json's jb_str: a name cut inside a character, a path in another encoding).
  */
 #include <string.h>
 
+#include "api_json.h"
 #include "prof_symbols.h"
 #include "prof_utf8.h"
-#include "web_json.h"
 
 #include "unit_check.h"
 

@@ -1,5 +1,5 @@
-/* prof_fdguard.c - see prof_fdguard.h. */
-#include "prof_fdguard.h"
+/* web_fdguard.c - see web_fdguard.h. */
+#include "web_fdguard.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -20,26 +20,28 @@
 /* connections answered per look at most: a flood waits for the next look */
 #define FDGUARD_BATCH 64
 
-static struct {
-    int listen_fd; /* atomic, published last by prof_fdguard_start; -1: not guarded */
-    int spare_fd;  /* -1: none held */
-    int64_t last_ns;
-    int guarded;   /* atomic */
-    int out;       /* atomic: in an episode of no descriptors */
-    int spare;     /* atomic mirror of spare_fd >= 0, for the stats */
-    int backlog;   /* the listening socket's, for listening again */
+/* Written at the start (web_fdguard_start, before listen_fd is published), then by clrscope-agg
+ * (the watch); the fields marked atomic are read by any thread (stats, web_fdguard_find). */
+static struct fdguard_state {
+    int listen_fd;   /* atomic, published last by web_fdguard_start; -1: not guarded */
+    int spare_fd;    /* -1: none held (the watch, web_fdguard_lose_spare in tests) */
+    int64_t last_ns; /* the watch's last look */
+    int guarded;     /* atomic */
+    int out;         /* atomic: in an episode of no descriptors */
+    int spare;       /* atomic mirror of spare_fd >= 0, for the stats */
+    int backlog;     /* the listening socket's, for listening again */
     struct sockaddr_storage addr; /* ... on the address it has */
     socklen_t addr_len;
     uint64_t refused, resets; /* atomic */
-    char scratch[2048];           /* a refused request is read into this (clrscope-agg only) */
-} G = {.listen_fd = -1, .spare_fd = -1};
+    char scratch[2048];       /* a refused request is read into this (clrscope-agg only) */
+} fdguard = {.listen_fd = -1, .spare_fd = -1};
 
 static int take_spare(void)
 {
-    if (G.spare_fd < 0)
-        G.spare_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
-    __atomic_store_n(&G.spare, G.spare_fd >= 0, __ATOMIC_RELAXED);
-    return G.spare_fd;
+    if (fdguard.spare_fd < 0)
+        fdguard.spare_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
+    __atomic_store_n(&fdguard.spare, fdguard.spare_fd >= 0, __ATOMIC_RELAXED);
+    return fdguard.spare_fd;
 }
 
 static int port_of(int fd, struct sockaddr_storage *ss, socklen_t *sl)
@@ -58,7 +60,7 @@ static int port_of(int fd, struct sockaddr_storage *ss, socklen_t *sl)
     return -1;
 }
 
-int prof_fdguard_find(int (*match)(int fd, void *arg), void *arg, int *matches)
+int web_fdguard_find(int (*match)(int fd, void *arg), void *arg, int *matches)
 {
     *matches = 0;
     DIR *d = opendir("/proc/self/fd"); /* its buffer is on the heap, not a worker's stack */
@@ -88,15 +90,15 @@ static int is_listener(int fd, void *port)
     return port_of(fd, &ss, &sl) == *(int *)port;
 }
 
-/* The listening socket on `port`, its address kept in G for listening again */
+/* The listening socket on `port`, its address kept for listening again */
 static int find_listener(int port)
 {
     int matches;
-    int fd = prof_fdguard_find(is_listener, &port, &matches);
-    return fd >= 0 && port_of(fd, &G.addr, &G.addr_len) == port ? fd : -1;
+    int fd = web_fdguard_find(is_listener, &port, &matches);
+    return fd >= 0 && port_of(fd, &fdguard.addr, &fdguard.addr_len) == port ? fd : -1;
 }
 
-int prof_fdguard_start(int port)
+int web_fdguard_start(int port)
 {
     int fd = find_listener(port);
     if (fd < 0) {
@@ -108,7 +110,7 @@ int prof_fdguard_start(int port)
     struct tcp_info ti;
     socklen_t tl = sizeof ti;
     memset(&ti, 0, sizeof ti);
-    G.backlog = !getsockopt(fd, IPPROTO_TCP, TCP_INFO, &ti, &tl) && ti.tcpi_sacked
+    fdguard.backlog = !getsockopt(fd, IPPROTO_TCP, TCP_INFO, &ti, &tl) && ti.tcpi_sacked
                     ? (int)ti.tcpi_sacked
                     : SOMAXCONN;
     int fl = fcntl(fd, F_GETFL);
@@ -117,10 +119,10 @@ int prof_fdguard_start(int port)
                  "them, its accept loop may spin", strerror(errno));
         return -1;
     }
-    __atomic_store_n(&G.guarded, 1, __ATOMIC_RELAXED);
-    __atomic_store_n(&G.listen_fd, fd, __ATOMIC_RELEASE);
+    __atomic_store_n(&fdguard.guarded, 1, __ATOMIC_RELAXED);
+    __atomic_store_n(&fdguard.listen_fd, fd, __ATOMIC_RELEASE);
     /* looked at from clrscope-agg's loop (every 2-50 ms; the guard paces itself) */
-    static const struct prof_kind fdguard_kind = {.name = "fd-guard", .poll = prof_fdguard_watch};
+    static const struct prof_kind fdguard_kind = {.name = "fd-guard", .poll = web_fdguard_watch};
     prof_agg_add(&fdguard_kind);
     return 0;
 }
@@ -129,7 +131,7 @@ int prof_fdguard_start(int port)
  * that has not sent its request yet gets the answer all the same. */
 static void refuse(int c)
 {
-    (void)!recv(c, G.scratch, sizeof G.scratch, MSG_DONTWAIT);
+    (void)!recv(c, fdguard.scratch, sizeof fdguard.scratch, MSG_DONTWAIT);
     struct rlimit rl;
     char lim[48] = "";
     if (!getrlimit(RLIMIT_NOFILE, &rl) && rl.rlim_cur != RLIM_INFINITY)
@@ -155,8 +157,8 @@ static int bound_as_before(int lfd)
 {
     struct sockaddr_storage cur;
     socklen_t cl = sizeof cur;
-    return !getsockname(lfd, (struct sockaddr *)&cur, &cl) && cl == G.addr_len &&
-           !memcmp(&cur, &G.addr, cl);
+    return !getsockname(lfd, (struct sockaddr *)&cur, &cl) && cl == fdguard.addr_len &&
+           !memcmp(&cur, &fdguard.addr, cl);
 }
 
 /* No spare to answer with: the queued connections are reset, so that their clients hear at once
@@ -169,23 +171,23 @@ static void reset_queue(int lfd)
         return;
     /* bound to any port (0), the socket gave it up and bind takes it again; bound by number, it
      * kept it and bind says EINVAL; either way it must listen where it did */
-    int ok = (!bind(lfd, (struct sockaddr *)&G.addr, G.addr_len) || errno == EINVAL) &&
-             !listen(lfd, G.backlog) && bound_as_before(lfd);
+    int ok = (!bind(lfd, (struct sockaddr *)&fdguard.addr, fdguard.addr_len) || errno == EINVAL) &&
+             !listen(lfd, fdguard.backlog) && bound_as_before(lfd);
     if (!ok) {
         prof_log(LOG_ERROR, "dashboard: its listening socket could not listen again after its "
                  "queue was dropped for want of file descriptors (%s); the dashboard is off",
                  strerror(errno));
-        __atomic_store_n(&G.listen_fd, -1, __ATOMIC_RELEASE);
+        __atomic_store_n(&fdguard.listen_fd, -1, __ATOMIC_RELEASE);
         return;
     }
-    __atomic_fetch_add(&G.resets, 1, __ATOMIC_RELAXED);
+    __atomic_fetch_add(&fdguard.resets, 1, __ATOMIC_RELAXED);
 }
 
 static void episode(int out)
 {
-    if (__atomic_load_n(&G.out, __ATOMIC_RELAXED) == out)
+    if (__atomic_load_n(&fdguard.out, __ATOMIC_RELAXED) == out)
         return;
-    __atomic_store_n(&G.out, out, __ATOMIC_RELAXED);
+    __atomic_store_n(&fdguard.out, out, __ATOMIC_RELAXED);
     if (out)
         prof_log(LOG_WARN, "the process has run out of file descriptors: dashboard connections "
                  "are answered 503 (or reset) until some are closed");
@@ -193,16 +195,16 @@ static void episode(int out)
         prof_log(LOG_INFO, "file descriptors are available again: the dashboard serves requests");
 }
 
-void prof_fdguard_watch(int64_t now)
+void web_fdguard_watch(int64_t now)
 {
-    int lfd = __atomic_load_n(&G.listen_fd, __ATOMIC_ACQUIRE);
-    if (lfd < 0 || now - G.last_ns < FDGUARD_PERIOD_NS)
+    int lfd = __atomic_load_n(&fdguard.listen_fd, __ATOMIC_ACQUIRE);
+    if (lfd < 0 || now - fdguard.last_ns < FDGUARD_PERIOD_NS)
         return;
-    G.last_ns = now;
+    fdguard.last_ns = now;
     take_spare(); /* again, when the app took its place after the last answer */
     struct pollfd p = {.fd = lfd, .events = POLLIN};
     int queued = poll(&p, 1, 0) == 1 && (p.revents & POLLIN);
-    if (!queued && !__atomic_load_n(&G.out, __ATOMIC_RELAXED))
+    if (!queued && !__atomic_load_n(&fdguard.out, __ATOMIC_RELAXED))
         return;
     /* A connection is queued (civetweb takes it within microseconds, unless no descriptor is
      * free), or descriptors ran out at an earlier look: a copy of the listening socket's
@@ -216,36 +218,36 @@ void prof_fdguard_watch(int64_t now)
     if ((errno != EMFILE && errno != ENFILE) || !queued)
         return;
     episode(1);
-    for (int i = 0; G.spare_fd >= 0 && i < FDGUARD_BATCH; i++) {
-        close(G.spare_fd);
-        G.spare_fd = -1;
+    for (int i = 0; fdguard.spare_fd >= 0 && i < FDGUARD_BATCH; i++) {
+        close(fdguard.spare_fd);
+        fdguard.spare_fd = -1;
         /* civetweb's accept may take the place first: then civetweb serves the connection */
         int c = accept4(lfd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
         if (c >= 0) {
             refuse(c);
-            __atomic_fetch_add(&G.refused, 1, __ATOMIC_RELAXED);
+            __atomic_fetch_add(&fdguard.refused, 1, __ATOMIC_RELAXED);
         }
         if (take_spare() < 0 || c < 0)
             break; /* the queue is empty (EAGAIN), or the place was taken */
     }
     p.revents = 0;
-    if (G.spare_fd < 0 && poll(&p, 1, 0) == 1 && (p.revents & POLLIN))
+    if (fdguard.spare_fd < 0 && poll(&p, 1, 0) == 1 && (p.revents & POLLIN))
         reset_queue(lfd);
 }
 
-void prof_fdguard_get_stats(struct prof_fdguard_stats *out)
+void web_fdguard_get_stats(struct web_fdguard_stats *out)
 {
-    out->guarded = __atomic_load_n(&G.guarded, __ATOMIC_RELAXED);
-    out->spare_held = __atomic_load_n(&G.spare, __ATOMIC_RELAXED);
-    out->out_of_fds = __atomic_load_n(&G.out, __ATOMIC_RELAXED);
-    out->refused = __atomic_load_n(&G.refused, __ATOMIC_RELAXED);
-    out->resets = __atomic_load_n(&G.resets, __ATOMIC_RELAXED);
+    out->guarded = __atomic_load_n(&fdguard.guarded, __ATOMIC_RELAXED);
+    out->spare_held = __atomic_load_n(&fdguard.spare, __ATOMIC_RELAXED);
+    out->out_of_fds = __atomic_load_n(&fdguard.out, __ATOMIC_RELAXED);
+    out->refused = __atomic_load_n(&fdguard.refused, __ATOMIC_RELAXED);
+    out->resets = __atomic_load_n(&fdguard.resets, __ATOMIC_RELAXED);
 }
 
-void prof_fdguard_lose_spare(void)
+void web_fdguard_lose_spare(void)
 {
-    if (G.spare_fd >= 0)
-        close(G.spare_fd);
-    G.spare_fd = -1;
-    __atomic_store_n(&G.spare, 0, __ATOMIC_RELAXED);
+    if (fdguard.spare_fd >= 0)
+        close(fdguard.spare_fd);
+    fdguard.spare_fd = -1;
+    __atomic_store_n(&fdguard.spare, 0, __ATOMIC_RELAXED);
 }

@@ -1,5 +1,5 @@
 /*
- * prof_fdguard - keeps the dashboard's accept loop from spinning when the process has run out of
+ * web_fdguard - keeps the dashboard's accept loop from spinning when the process has run out of
  * file descriptors.
  *
  * civetweb's master thread polls its listening socket and accepts. When no descriptor is free
@@ -19,12 +19,12 @@
  * The listening socket is made non-blocking, so that the guard and civetweb can race for a
  * connection without either waiting in accept (accepted sockets do not inherit the flag).
  *
- * ctx: prof_fdguard_start once (web_server_start; it adds the watch to clrscope-agg's loop);
- * prof_fdguard_watch on clrscope-agg only;
- * prof_fdguard_get_stats anywhere.
+ * ctx: web_fdguard_start once (web_server_start; it adds the watch to clrscope-agg's loop with
+ * prof_agg_add); web_fdguard_watch on clrscope-agg only; web_fdguard_get_stats and
+ * web_fdguard_find anywhere.
  */
-#ifndef PROF_FDGUARD_H
-#define PROF_FDGUARD_H
+#ifndef WEB_FDGUARD_H
+#define WEB_FDGUARD_H
 
 #include <stdint.h>
 
@@ -32,11 +32,11 @@
 
 /* Guards the listening socket bound to `port` (found among the process's descriptors). Returns
  * 0, or -1 when it is not found or no spare can be had (logged; the dashboard runs unguarded). */
-int prof_fdguard_start(int port);
+int web_fdguard_start(int port);
 /* Looks at most once per FDGUARD_PERIOD_NS; `now` is prof_now_ns(). */
-void prof_fdguard_watch(int64_t now);
+void web_fdguard_watch(int64_t now);
 
-struct prof_fdguard_stats {
+struct web_fdguard_stats {
     int guarded;            /* the listening socket was found and a spare held at the start */
     int spare_held;         /* a spare descriptor is held now */
     int out_of_fds;         /* a look found connections queued and no descriptor free, and no
@@ -44,14 +44,12 @@ struct prof_fdguard_stats {
     uint64_t refused;       /* connections answered 503 for want of descriptors */
     uint64_t resets;        /* queues dropped for want of a spare to answer with */
 };
-void prof_fdguard_get_stats(struct prof_fdguard_stats *out);
+void web_fdguard_get_stats(struct web_fdguard_stats *out);
 /* The first of the process's descriptors for which match(fd, arg) holds, or -1 (none, or no
  * descriptor to list them with); *matches counts them, up to 2 (the listing stops there). For
  * sockets clrscope's code holds but civetweb does not hand out. Any clrscope thread. */
-int prof_fdguard_find(int (*match)(int fd, void *arg), void *arg, int *matches);
+int web_fdguard_find(int (*match)(int fd, void *arg), void *arg, int *matches);
 /* Tests: gives the spare up (closed), as when the app took its place. */
-void prof_fdguard_lose_spare(void);
-
-
+void web_fdguard_lose_spare(void);
 
 #endif

@@ -1,10 +1,11 @@
 /*
- * web_json - a bounded, growable byte buffer with JSON string escaping, for replies too large for
+ * api_json - a bounded, growable byte buffer with JSON string escaping, for replies too large for
  * a cJSON tree (flame graphs). Escapes '"', '\\' and control characters; passes UTF-8 through.
- * Past `max` bytes it stops growing and sets `overflow` (the handler then answers 413/500).
+ * Past `max` bytes it stops growing and sets `overflow` (the handler then answers 500).
+ * Pure: a buffer belongs to the one thread that writes it (an API handler, a fuzz target).
  */
-#ifndef WEB_JSON_H
-#define WEB_JSON_H
+#ifndef API_JSON_H
+#define API_JSON_H
 
 #include <stddef.h>
 #include <stdint.h>

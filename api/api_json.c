@@ -1,5 +1,5 @@
-/* web_json.c - see web_json.h. */
-#include "web_json.h"
+/* api_json.c - see api_json.h. */
+#include "api_json.h"
 
 #include <stdarg.h>
 
