@@ -44,7 +44,9 @@
 
 /* ---- event half (app threads) ---- */
 
-static struct {
+/* Written by the app's threads as they throw (ExceptionThrown or the runtime's event), with
+ * atomics only; read by clrscope-agg and the stats readers. */
+static struct exc_events_state {
     struct esamp_slot slots[EXC_SLOTS + 1]; /* [EXC_SLOTS] = types past the table */
     /* 1 + the unload epoch of each slot's last event (0: none yet). A slot is keyed by ClassID,
      * and after a module unload that ClassID may be another exception type's: the slot's first
@@ -67,14 +69,14 @@ static struct {
     /* Bumped each time clrscope-agg empties the type table (reset_type_table), after it did:
      * a sample counted under an older one carries counts of a slot that is gone. */
     uint32_t reset_epoch;
-} E;
+} exc_events;
 
 void prof_exc_gc_started(void)
 {
-    if (!__atomic_exchange_n(&E.recent_dirty, 0, __ATOMIC_RELAXED))
+    if (!__atomic_exchange_n(&exc_events.recent_dirty, 0, __ATOMIC_RELAXED))
         return;
     for (uint32_t i = 0; i < RECENT; i++)
-        __atomic_store_n(&E.recent[i], 0, __ATOMIC_RELAXED);
+        __atomic_store_n(&exc_events.recent[i], 0, __ATOMIC_RELAXED);
 }
 
 int prof_exc_thrown_before(ObjectID obj)
@@ -83,12 +85,12 @@ int prof_exc_thrown_before(ObjectID obj)
     if (!key)
         return 0;
     for (uint32_t i = 0; i < RECENT; i++)
-        if (__atomic_load_n(&E.recent[i], __ATOMIC_RELAXED) == key)
+        if (__atomic_load_n(&exc_events.recent[i], __ATOMIC_RELAXED) == key)
             return 1;
-    uint32_t at = __atomic_fetch_add(&E.recent_next, 1, __ATOMIC_RELAXED) & (RECENT - 1);
-    __atomic_store_n(&E.recent[at], key, __ATOMIC_RELAXED);
-    if (!__atomic_load_n(&E.recent_dirty, __ATOMIC_RELAXED))
-        __atomic_store_n(&E.recent_dirty, 1, __ATOMIC_RELAXED);
+    uint32_t at = __atomic_fetch_add(&exc_events.recent_next, 1, __ATOMIC_RELAXED) & (RECENT - 1);
+    __atomic_store_n(&exc_events.recent[at], key, __ATOMIC_RELAXED);
+    if (!__atomic_load_n(&exc_events.recent_dirty, __ATOMIC_RELAXED))
+        __atomic_store_n(&exc_events.recent_dirty, 1, __ATOMIC_RELAXED);
     return 0;
 }
 
@@ -176,29 +178,29 @@ static uint64_t u16_hash(const BYTE *p, size_t units)
 static struct prof_rec *count_exception(uint64_t key, int again)
 {
     int overflow = 0;
-    uint32_t reset = __atomic_load_n(&E.reset_epoch, __ATOMIC_ACQUIRE); /* before the slot */
-    struct esamp_slot *s = esamp_slot_for(E.slots, EXC_SLOTS, key, &overflow);
-    __atomic_add_fetch(&E.events, 1, __ATOMIC_RELAXED);
-    uint64_t *re = &E.rethrows[s - E.slots];
+    uint32_t reset = __atomic_load_n(&exc_events.reset_epoch, __ATOMIC_ACQUIRE); /* before the slot */
+    struct esamp_slot *s = esamp_slot_for(exc_events.slots, EXC_SLOTS, key, &overflow);
+    __atomic_add_fetch(&exc_events.events, 1, __ATOMIC_RELAXED);
+    uint64_t *re = &exc_events.rethrows[s - exc_events.slots];
     uint64_t rethrows = again ? __atomic_add_fetch(re, 1, __ATOMIC_RELAXED)
                               : __atomic_load_n(re, __ATOMIC_RELAXED);
     if (overflow)
-        __atomic_add_fetch(&E.overflow, 1, __ATOMIC_RELAXED);
-    uint32_t *se = &E.slot_epoch[s - E.slots];
+        __atomic_add_fetch(&exc_events.overflow, 1, __ATOMIC_RELAXED);
+    uint32_t *se = &exc_events.slot_epoch[s - exc_events.slots];
     uint32_t epoch = prof_unload_epoch() + 1;
     uint32_t was = __atomic_load_n(se, __ATOMIC_RELAXED); /* written only when it changes: */
     if (was != epoch)                                       /* no shared-line writes per event */
         was = __atomic_exchange_n(se, epoch, __ATOMIC_RELAXED);
     uint64_t count, wsum;
     int64_t now_s = prof_now_ns() / 1000000000LL + 1;
-    int d = esamp_decide(&E.g, s, 1, (uint32_t)g_cfg.exception_rate, now_s, &count, &wsum);
+    int d = esamp_decide(&exc_events.g, s, 1, (uint32_t)g_cfg.exception_rate, now_s, &count, &wsum);
     if (d == ESAMP_NO && was && was != epoch)
         d = ESAMP_YES; /* the slot's first event since a module unload (see slot_epoch) */
     if (d == ESAMP_NO)
         return NULL;
     struct prof_rec *r = prof_ring_reserve(prof_agg_ring());
     if (!r) {
-        __atomic_add_fetch(&E.dropped, 1, __ATOMIC_RELAXED);
+        __atomic_add_fetch(&exc_events.dropped, 1, __ATOMIC_RELAXED);
         if (d == ESAMP_FIRST)
             esamp_retry(s);
         if (was && was != epoch) /* the next event takes its place */
@@ -206,7 +208,7 @@ static struct prof_rec *count_exception(uint64_t key, int again)
         return NULL;
     }
     r->kind = REC_EXCEPTION;
-    r->a = (uint64_t)(s - E.slots) | (uint64_t)reset << 32;
+    r->a = (uint64_t)(s - exc_events.slots) | (uint64_t)reset << 32;
     r->b = count;
     r->c = r->d = 0;
     r->x = (double)rethrows; /* the slot's rethrows so far, as b its events */
@@ -221,12 +223,14 @@ static void send_sample(struct prof_rec *r)
     int max = g_cfg.max_frames < REC_MAX_FRAMES ? g_cfg.max_frames : REC_MAX_FRAMES;
     r->nframes = (uint32_t)prof_walk_current(r->frames, max, &r->truncated);
     prof_ring_commit(prof_agg_ring(), r);
-    __atomic_add_fetch(&E.sampled, 1, __ATOMIC_RELAXED);
+    __atomic_add_fetch(&exc_events.sampled, 1, __ATOMIC_RELAXED);
 }
 
 /* ---- the callback source ---- */
 
-static struct {
+/* Set at Initialize (callback, the string layout); msg_off/msg_state found by clrscope-agg from
+ * the class an app thread left in `ask` (atomics); no_message counted by the app's threads. */
+static struct exc_callback_state {
     int callback;         /* CLRSCOPE_EXCEPTION_SOURCE: 1 = callback (default), 0 = events */
     ULONG str_len_off, str_buf_off; /* the runtime's string layout */
     ULONG msg_off;        /* System.Exception._message in an exception object, once known */
@@ -234,23 +238,23 @@ static struct {
     ClassID ask;          /* an exception's class, for clrscope-agg to find msg_off from */
     uint32_t ask_epoch;   /* 1 + the unload epoch ask was taken in (0: not written yet) */
     uint64_t no_message;  /* samples taken before msg_off was known */
-} C;
+} exc_cb;
 
 DWORD prof_exc_event_mask(void)
 {
     const char *m = getenv("CLRSCOPE_EXCEPTION_SOURCE");
-    C.callback = 1;
+    exc_cb.callback = 1;
     if (m && !strcmp(m, "events"))
-        C.callback = 0;
+        exc_cb.callback = 0;
     else if (m && *m && strcmp(m, "callback"))
         prof_log(LOG_WARN, "CLRSCOPE_EXCEPTION_SOURCE=\"%.40s\" is neither callback nor events; "
                  "using callback", m);
-    if (!C.callback || !(g_core.profiles & PROFILE_EXCEPTIONS))
+    if (!exc_cb.callback || !(g_core.profiles & PROFILE_EXCEPTIONS))
         return 0;
     ICorProfilerInfo15 *info = g_core.info;
-    if (info->vt->GetStringLayout2(info, &C.str_len_off, &C.str_buf_off) < 0 ||
-        C.str_buf_off < sizeof(void *) || C.str_len_off < sizeof(void *)) {
-        C.msg_state = -1;
+    if (info->vt->GetStringLayout2(info, &exc_cb.str_len_off, &exc_cb.str_buf_off) < 0 ||
+        exc_cb.str_buf_off < sizeof(void *) || exc_cb.str_len_off < sizeof(void *)) {
+        exc_cb.msg_state = -1;
         prof_log(LOG_WARN, "the runtime does not give its string layout: exceptions are counted "
                  "and sampled without their messages");
     }
@@ -259,7 +263,7 @@ DWORD prof_exc_event_mask(void)
 
 int prof_exc_uses_events(void)
 {
-    return !C.callback;
+    return !exc_cb.callback;
 }
 
 /* The exception's message (System.Exception._message, UTF-8) into out, "" when the field is not
@@ -268,28 +272,28 @@ int prof_exc_uses_events(void)
 static int read_message(ObjectID obj, ClassID cls, char *out, size_t cap)
 {
     out[0] = 0;
-    int st = __atomic_load_n(&C.msg_state, __ATOMIC_ACQUIRE);
+    int st = __atomic_load_n(&exc_cb.msg_state, __ATOMIC_ACQUIRE);
     if (st != 1) {
         if (!st) {
             ClassID none = 0;
             uint32_t epoch = prof_unload_epoch();
-            if (__atomic_compare_exchange_n(&C.ask, &none, cls, 0, __ATOMIC_ACQ_REL,
+            if (__atomic_compare_exchange_n(&exc_cb.ask, &none, cls, 0, __ATOMIC_ACQ_REL,
                                             __ATOMIC_RELAXED))
-                __atomic_store_n(&C.ask_epoch, epoch + 1, __ATOMIC_RELEASE);
-            __atomic_add_fetch(&C.no_message, 1, __ATOMIC_RELAXED);
+                __atomic_store_n(&exc_cb.ask_epoch, epoch + 1, __ATOMIC_RELEASE);
+            __atomic_add_fetch(&exc_cb.no_message, 1, __ATOMIC_RELAXED);
         }
         return 0;
     }
     uintptr_t str;
-    memcpy(&str, (const char *)obj + C.msg_off, sizeof str);
+    memcpy(&str, (const char *)obj + exc_cb.msg_off, sizeof str);
     if (!str)
         return 1;
     int32_t len;
-    memcpy(&len, (const char *)str + C.str_len_off, sizeof len);
+    memcpy(&len, (const char *)str + exc_cb.str_len_off, sizeof len);
     if (len <= 0)
         return 0;
     size_t units = (size_t)len < cap ? (size_t)len : cap; /* >= 1 byte each in UTF-8 */
-    u16_to_utf8((const BYTE *)str + C.str_buf_off, units, out, cap);
+    u16_to_utf8((const BYTE *)str + exc_cb.str_buf_off, units, out, cap);
     return 0;
 }
 
@@ -302,14 +306,14 @@ static int read_message(ObjectID obj, ClassID cls, char *out, size_t cap)
 void prof_exc_poll(void)
 {
     static int tries;
-    if (!C.callback || __atomic_load_n(&C.msg_state, __ATOMIC_ACQUIRE) ||
+    if (!exc_cb.callback || __atomic_load_n(&exc_cb.msg_state, __ATOMIC_ACQUIRE) ||
         !(__atomic_load_n(&g_core.profiles, __ATOMIC_RELAXED) & PROFILE_EXCEPTIONS))
         return;
-    ClassID cls = __atomic_load_n(&C.ask, __ATOMIC_ACQUIRE);
+    ClassID cls = __atomic_load_n(&exc_cb.ask, __ATOMIC_ACQUIRE);
     int asked = cls != 0;
     uint32_t epoch = prof_unload_epoch();
     if (asked) {
-        uint32_t e = __atomic_load_n(&C.ask_epoch, __ATOMIC_ACQUIRE);
+        uint32_t e = __atomic_load_n(&exc_cb.ask_epoch, __ATOMIC_ACQUIRE);
         if (!e)
             return; /* the callback is writing it */
         epoch = e - 1;
@@ -318,8 +322,8 @@ void prof_exc_poll(void)
     }
     /* the class's module may have been unloaded since: then a later exception asks again */
     if (!prof_unload_enter(epoch)) {
-        __atomic_store_n(&C.ask_epoch, 0, __ATOMIC_RELAXED);
-        __atomic_store_n(&C.ask, 0, __ATOMIC_RELEASE);
+        __atomic_store_n(&exc_cb.ask_epoch, 0, __ATOMIC_RELAXED);
+        __atomic_store_n(&exc_cb.ask, 0, __ATOMIC_RELEASE);
         return;
     }
     if (!asked) {
@@ -335,15 +339,15 @@ void prof_exc_poll(void)
         return;
     }
     if (!off) {
-        __atomic_store_n(&C.msg_state, -1, __ATOMIC_RELEASE);
+        __atomic_store_n(&exc_cb.msg_state, -1, __ATOMIC_RELEASE);
         prof_log(LOG_WARN, "System.Exception has no _message field this runtime tells of: "
                  "exceptions are counted and sampled without their messages");
         return;
     }
-    C.msg_off = off;
+    exc_cb.msg_off = off;
     prof_log(LOG_DEBUG, "exceptions: System.Exception._message at offset %u (found %s)",
              (unsigned)off, asked ? "from the first exception's class" : "in CoreLib");
-    __atomic_store_n(&C.msg_state, 1, __ATOMIC_RELEASE);
+    __atomic_store_n(&exc_cb.msg_state, 1, __ATOMIC_RELEASE);
 }
 
 void prof_exc_on_throw(ObjectID obj)
@@ -401,7 +405,9 @@ struct last_sample {
     char msg[REC_TEXT];
 };
 
-static struct {
+/* clrscope-agg's: what it attributed and the last sample of each type, under `lock`, which the
+ * API's readers (prof_exc_read, the stats) take too; never taken by a runtime callback. */
+static struct exc_agg_state {
     pthread_once_t once;
     struct prof_wtab *tab;
     pthread_mutex_t lock; /* guards attributed and last: the agg thread and API flushes */
@@ -412,20 +418,20 @@ static struct {
     struct esamp_reset reset;
     struct esamp_orphan orphan[EXC_SLOTS + 1];    /* left by the last reset (reset_type_table) */
     struct esamp_orphan orphan_re[EXC_SLOTS + 1]; /* the same for the rethrows (count only) */
-} A = {.once = PTHREAD_ONCE_INIT, .lock = PTHREAD_MUTEX_INITIALIZER};
+} exc_agg = {.once = PTHREAD_ONCE_INIT, .lock = PTHREAD_MUTEX_INITIALIZER};
 
 static void init_tables(void)
 {
-    A.tab = prof_wtab_new(g_cfg.history_s, WTAB_KEYS, WTAB_PER_S);
-    if (!A.tab)
+    exc_agg.tab = prof_wtab_new(g_cfg.history_s, WTAB_KEYS, WTAB_PER_S);
+    if (!exc_agg.tab)
         prof_log(LOG_WARN, "out of memory for the exceptions table; /api/v1/exceptions stays "
                  "empty (flame graphs and pprof still work)");
 }
 
 struct prof_wtab *prof_exc_table(void)
 {
-    pthread_once(&A.once, init_tables);
-    return A.tab;
+    pthread_once(&exc_agg.once, init_tables);
+    return exc_agg.tab;
 }
 
 /* The throwing method: the leaf-most frame that is not the runtime's exception machinery, nor
@@ -462,21 +468,21 @@ void prof_exc_consume(const struct prof_rec *rec, const char **names, int n)
 {
     struct prof_wtab *tab = prof_exc_table();
     uint32_t slot = (uint32_t)rec->a <= EXC_SLOTS ? (uint32_t)rec->a : EXC_SLOTS;
-    pthread_mutex_lock(&A.lock);
+    pthread_mutex_lock(&exc_agg.lock);
     /* counted before the table was emptied: its slot's events were attributed then (to the
      * slot's previous sample; when it had none, they were kept for this one) */
     uint32_t rec_reset = (uint32_t)(rec->a >> 32);
-    uint32_t now_reset = __atomic_load_n(&E.reset_epoch, __ATOMIC_ACQUIRE);
+    uint32_t now_reset = __atomic_load_n(&exc_events.reset_epoch, __ATOMIC_ACQUIRE);
     int stale = rec_reset != now_reset;
     uint64_t w = 0, stale_re = 0, unused;
     if (stale && rec_reset + 1 == now_reset) {
-        esamp_orphan_take(&A.orphan[slot], &w, &unused);
-        esamp_orphan_take(&A.orphan_re[slot], &stale_re, &unused);
+        esamp_orphan_take(&exc_agg.orphan[slot], &w, &unused);
+        esamp_orphan_take(&exc_agg.orphan_re[slot], &stale_re, &unused);
     }
     if (!stale) {
-        w = rec->b > A.attributed[slot] ? rec->b - A.attributed[slot] : 0;
-        if (rec->b > A.attributed[slot])
-            A.attributed[slot] = rec->b;
+        w = rec->b > exc_agg.attributed[slot] ? rec->b - exc_agg.attributed[slot] : 0;
+        if (rec->b > exc_agg.attributed[slot])
+            exc_agg.attributed[slot] = rec->b;
     }
 
     size_t tl = strnlen(rec->text, REC_TEXT - 1);
@@ -495,8 +501,8 @@ void prof_exc_consume(const struct prof_rec *rec, const char **names, int n)
     prof_utf8_clean(type); /* cut at TYPE_TEXT, perhaps inside a character */
     const char *site = throw_site(names, n);
 
-    struct last_sample *l = stale ? NULL : A.last[slot];
-    if (l && rec->epoch != A.epoch[slot] && w > 1) {
+    struct last_sample *l = stale ? NULL : exc_agg.last[slot];
+    if (l && rec->epoch != exc_agg.epoch[slot] && w > 1) {
         /* the slot's first sample since a module unload, whose ClassID may have been another
          * exception type's before: what it counted since its last sample was that type's */
         int64_t ov[PROF_NVALUES] = {(int64_t)w - 1, 0, 0};
@@ -506,23 +512,23 @@ void prof_exc_consume(const struct prof_rec *rec, const char **names, int n)
         w = 1;
     }
     if (!stale)
-        A.epoch[slot] = rec->epoch;
+        exc_agg.epoch[slot] = rec->epoch;
     int64_t v[PROF_NVALUES] = {(int64_t)w, 1, 0};
     prof_store_add(PK_EXC, rec->t_unix, names, n, rec->os_tid, type, v);
     /* of the events this sample stands for, the rethrows (never more than the events: one
      * counted on another thread between the two counters waits for the next sample) */
     uint64_t re = (uint64_t)rec->x;
     int64_t rw = stale ? (int64_t)stale_re
-                       : re > A.attributed_re[slot] ? (int64_t)(re - A.attributed_re[slot]) : 0;
+                       : re > exc_agg.attributed_re[slot] ? (int64_t)(re - exc_agg.attributed_re[slot]) : 0;
     if (rw > (int64_t)w)
         rw = (int64_t)w;
     if (!stale)
-        A.attributed_re[slot] += (uint64_t)rw;
+        exc_agg.attributed_re[slot] += (uint64_t)rw;
     int64_t tv[WTAB_NV] = {(int64_t)w, 1, rw};
     prof_wtab_add(tab, rec->t_unix, type, msg, 0, site, tv);
 
     if (!l && !stale)
-        l = A.last[slot] = malloc(sizeof *l);
+        l = exc_agg.last[slot] = malloc(sizeof *l);
     if (l) {
         l->n = n < REC_MAX_FRAMES + 2 ? n : REC_MAX_FRAMES + 2;
         memcpy(l->names, names, (size_t)l->n * sizeof *names);
@@ -531,7 +537,7 @@ void prof_exc_consume(const struct prof_rec *rec, const char **names, int n)
         memcpy(l->type, type, sizeof l->type);
         snprintf(l->msg, sizeof l->msg, "%s", msg);
     }
-    pthread_mutex_unlock(&A.lock);
+    pthread_mutex_unlock(&exc_agg.lock);
 }
 
 /* The type table keeps a slot per exception type (ClassID) ever thrown: types past it share one
@@ -542,52 +548,52 @@ void prof_exc_consume(const struct prof_rec *rec, const char **names, int n)
  * clrscope-agg empties it after the tick has attributed every slot's events: the types thrown
  * from then on get slots of their own again. An event counted while the table is emptied may go
  * to the next type that takes its slot (a few, once a minute at most); the totals stay exact.
- * A.lock held. */
+ * exc_agg.lock held. */
 static void reset_type_table(void)
 {
-    if (!esamp_reset_due(&A.reset, __atomic_load_n(&E.overflow, __ATOMIC_RELAXED), prof_now_ns()))
+    if (!esamp_reset_due(&exc_agg.reset, __atomic_load_n(&exc_events.overflow, __ATOMIC_RELAXED), prof_now_ns()))
         return;
     for (uint32_t i = 0; i <= EXC_SLOTS; i++) {
-        esamp_orphan_keep(&A.orphan[i], &E.slots[i], A.last[i] != NULL, A.attributed[i],
-                          A.attributed[i]);
-        struct esamp_slot re = {.count = __atomic_load_n(&E.rethrows[i], __ATOMIC_RELAXED)};
-        esamp_orphan_keep(&A.orphan_re[i], &re, A.last[i] != NULL, A.attributed_re[i], 0);
-        esamp_slot_clear(&E.slots[i]);
-        __atomic_store_n(&E.rethrows[i], 0, __ATOMIC_RELAXED);
-        __atomic_store_n(&E.slot_epoch[i], 0, __ATOMIC_RELAXED);
-        A.attributed[i] = A.attributed_re[i] = 0;
-        A.epoch[i] = 0;
-        free(A.last[i]);
-        A.last[i] = NULL;
+        esamp_orphan_keep(&exc_agg.orphan[i], &exc_events.slots[i], exc_agg.last[i] != NULL, exc_agg.attributed[i],
+                          exc_agg.attributed[i]);
+        struct esamp_slot re = {.count = __atomic_load_n(&exc_events.rethrows[i], __ATOMIC_RELAXED)};
+        esamp_orphan_keep(&exc_agg.orphan_re[i], &re, exc_agg.last[i] != NULL, exc_agg.attributed_re[i], 0);
+        esamp_slot_clear(&exc_events.slots[i]);
+        __atomic_store_n(&exc_events.rethrows[i], 0, __ATOMIC_RELAXED);
+        __atomic_store_n(&exc_events.slot_epoch[i], 0, __ATOMIC_RELAXED);
+        exc_agg.attributed[i] = exc_agg.attributed_re[i] = 0;
+        exc_agg.epoch[i] = 0;
+        free(exc_agg.last[i]);
+        exc_agg.last[i] = NULL;
     }
-    __atomic_add_fetch(&E.reset_epoch, 1, __ATOMIC_RELEASE);
+    __atomic_add_fetch(&exc_events.reset_epoch, 1, __ATOMIC_RELEASE);
 }
 
 void prof_exc_tick(double now_unix)
 {
     struct prof_wtab *tab = prof_exc_table();
-    pthread_mutex_lock(&A.lock);
+    pthread_mutex_lock(&exc_agg.lock);
     for (uint32_t slot = 0; slot <= EXC_SLOTS; slot++) {
-        struct last_sample *l = A.last[slot];
+        struct last_sample *l = exc_agg.last[slot];
         if (!l)
             continue;
-        uint64_t count = __atomic_load_n(&E.slots[slot].count, __ATOMIC_RELAXED);
-        if (count <= A.attributed[slot])
+        uint64_t count = __atomic_load_n(&exc_events.slots[slot].count, __ATOMIC_RELAXED);
+        if (count <= exc_agg.attributed[slot])
             continue;
-        int64_t w = (int64_t)(count - A.attributed[slot]);
-        A.attributed[slot] = count;
-        uint64_t re = __atomic_load_n(&E.rethrows[slot], __ATOMIC_RELAXED);
-        int64_t rw = re > A.attributed_re[slot] ? (int64_t)(re - A.attributed_re[slot]) : 0;
+        int64_t w = (int64_t)(count - exc_agg.attributed[slot]);
+        exc_agg.attributed[slot] = count;
+        uint64_t re = __atomic_load_n(&exc_events.rethrows[slot], __ATOMIC_RELAXED);
+        int64_t rw = re > exc_agg.attributed_re[slot] ? (int64_t)(re - exc_agg.attributed_re[slot]) : 0;
         if (rw > w)
             rw = w;
-        A.attributed_re[slot] += (uint64_t)rw;
+        exc_agg.attributed_re[slot] += (uint64_t)rw;
         int64_t v[PROF_NVALUES] = {w, 0, 0};
         prof_store_add(PK_EXC, now_unix, l->names, l->n, l->tid, l->type, v);
         int64_t tv[WTAB_NV] = {w, 0, rw};
         prof_wtab_add(tab, now_unix, l->type, l->msg, 0, l->site, tv);
     }
     reset_type_table();
-    pthread_mutex_unlock(&A.lock);
+    pthread_mutex_unlock(&exc_agg.lock);
 }
 
 /* A copy of s into the block at *p, cleaned as the table cleans its keys. */
@@ -608,8 +614,8 @@ static int unattributed(const char *filter, struct prof_exc_unattributed **out, 
         return -1;
     size_t n = 0, nframes = 0, bytes = 0;
     for (uint32_t slot = 0; slot <= EXC_SLOTS; slot++) {
-        const struct last_sample *l = A.last[slot];
-        if (!l || __atomic_load_n(&E.slots[slot].count, __ATOMIC_RELAXED) <= A.attributed[slot] ||
+        const struct last_sample *l = exc_agg.last[slot];
+        if (!l || __atomic_load_n(&exc_events.slots[slot].count, __ATOMIC_RELAXED) <= exc_agg.attributed[slot] ||
             (filter && strcmp(l->type, filter)))
             continue;
         sel[n++] = slot;
@@ -628,12 +634,12 @@ static int unattributed(const char *filter, struct prof_exc_unattributed **out, 
     char *p = (char *)(fp + nframes);
     for (size_t i = 0; i < n; i++) {
         uint32_t slot = sel[i];
-        const struct last_sample *l = A.last[slot];
+        const struct last_sample *l = exc_agg.last[slot];
         /* as prof_exc_tick computes them, without moving `attributed` */
-        uint64_t count = __atomic_load_n(&E.slots[slot].count, __ATOMIC_RELAXED);
-        int64_t w = (int64_t)(count - A.attributed[slot]);
-        uint64_t re = __atomic_load_n(&E.rethrows[slot], __ATOMIC_RELAXED);
-        int64_t rw = re > A.attributed_re[slot] ? (int64_t)(re - A.attributed_re[slot]) : 0;
+        uint64_t count = __atomic_load_n(&exc_events.slots[slot].count, __ATOMIC_RELAXED);
+        int64_t w = (int64_t)(count - exc_agg.attributed[slot]);
+        uint64_t re = __atomic_load_n(&exc_events.rethrows[slot], __ATOMIC_RELAXED);
+        int64_t rw = re > exc_agg.attributed_re[slot] ? (int64_t)(re - exc_agg.attributed_re[slot]) : 0;
         u[i].count = w;
         u[i].rethrown = rw > w ? w : rw;
         u[i].frames = fp;
@@ -663,7 +669,7 @@ int prof_exc_read(double seconds, const char *filter, struct prof_wtab_row **row
     *npending = 0;
     /* under the lock the aggregator attributes with: no sample moves events from the one to
      * the other between the two reads */
-    pthread_mutex_lock(&A.lock);
+    pthread_mutex_lock(&exc_agg.lock);
     int rc = prof_wtab_sum(tab, seconds, filter, rows, nrows);
     if (!rc && unattributed(filter, pending, npending)) {
         free(*rows);
@@ -671,23 +677,23 @@ int prof_exc_read(double seconds, const char *filter, struct prof_wtab_row **row
         *nrows = 0;
         rc = -1;
     }
-    pthread_mutex_unlock(&A.lock);
+    pthread_mutex_unlock(&exc_agg.lock);
     return rc;
 }
 
 void prof_exc_get_stats(struct prof_exc_stats *out)
 {
     memset(out, 0, sizeof *out);
-    out->events = __atomic_load_n(&E.events, __ATOMIC_RELAXED);
-    out->sampled = __atomic_load_n(&E.sampled, __ATOMIC_RELAXED);
-    out->dropped = __atomic_load_n(&E.dropped, __ATOMIC_RELAXED);
-    out->overflow_events = __atomic_load_n(&E.overflow, __ATOMIC_RELAXED);
-    out->no_message = __atomic_load_n(&C.no_message, __ATOMIC_RELAXED);
-    pthread_mutex_lock(&A.lock);
-    out->table_resets = A.reset.resets;
-    pthread_mutex_unlock(&A.lock);
+    out->events = __atomic_load_n(&exc_events.events, __ATOMIC_RELAXED);
+    out->sampled = __atomic_load_n(&exc_events.sampled, __ATOMIC_RELAXED);
+    out->dropped = __atomic_load_n(&exc_events.dropped, __ATOMIC_RELAXED);
+    out->overflow_events = __atomic_load_n(&exc_events.overflow, __ATOMIC_RELAXED);
+    out->no_message = __atomic_load_n(&exc_cb.no_message, __ATOMIC_RELAXED);
+    pthread_mutex_lock(&exc_agg.lock);
+    out->table_resets = exc_agg.reset.resets;
+    pthread_mutex_unlock(&exc_agg.lock);
     for (uint32_t i = 0; i < EXC_SLOTS; i++)
-        if (__atomic_load_n(&E.slots[i].key, __ATOMIC_RELAXED))
+        if (__atomic_load_n(&exc_events.slots[i].key, __ATOMIC_RELAXED))
             out->types++;
     uint64_t keys;
     prof_wtab_stats(prof_exc_table(), &keys, &out->table_dropped);

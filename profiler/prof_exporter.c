@@ -64,7 +64,10 @@ struct stats {
     size_t queue_bytes;
 };
 
-static struct {
+/* The exporter's one state: `cfg` and the flags above the thread's part are written before
+ * clrscope-export starts; the middle part is that thread's alone; `st` is guarded by `lock`
+ * (read by civetweb's threads for /api/v1/status). */
+static struct exporter_state {
     struct dd_config cfg; /* written by prof_exporter_start before the thread, then read-only */
     int uploading;        /* cfg.enabled and libcurl came up */
     int files;            /* cfg.output_dir set */
@@ -93,11 +96,11 @@ static struct {
 
     pthread_mutex_t lock;       /* guards st (status readers are civetweb threads) */
     struct stats st;
-} X = {.wake_fd = -1, .lock = PTHREAD_MUTEX_INITIALIZER};
+} exporter = {.wake_fd = -1, .lock = PTHREAD_MUTEX_INITIALIZER};
 
 static int stopping(void)
 {
-    return __atomic_load_n(&X.stop, __ATOMIC_ACQUIRE);
+    return __atomic_load_n(&exporter.stop, __ATOMIC_ACQUIRE);
 }
 
 /* ------------------------------------------------------------------------------------------ */
@@ -106,13 +109,13 @@ static int stopping(void)
 static void write_file(const unsigned char *data, size_t len, double t_to, uint64_t seq)
 {
     static int logged;
-    const char *dir = X.cfg.output_dir;
-    char stamp[48], path[sizeof X.cfg.output_dir + 200], tmp[sizeof path + 8];
+    const char *dir = exporter.cfg.output_dir;
+    char stamp[48], path[sizeof exporter.cfg.output_dir + 200], tmp[sizeof path + 8];
     time_t t = (time_t)t_to;
     struct tm tm;
     gmtime_r(&t, &tm);
     strftime(stamp, sizeof stamp, "%Y%m%dT%H%M%SZ", &tm);
-    snprintf(path, sizeof path, "%s/%.60s_%d_%s_%06llu.pprof", dir, X.cfg.service,
+    snprintf(path, sizeof path, "%s/%.60s_%d_%s_%06llu.pprof", dir, exporter.cfg.service,
              (int)g_core.pid, stamp, (unsigned long long)seq);
     for (char *p = path + strlen(dir) + 1; *p; p++)
         if (*p == '/')
@@ -134,26 +137,26 @@ static void write_file(const unsigned char *data, size_t len, double t_to, uint6
             unlink(tmp);
         prof_log_once(logged, LOG_WARN, "export: cannot write %s: %s; further file errors are "
                       "counted in /api/v1/status", path, strerror(err));
-        pthread_mutex_lock(&X.lock);
-        X.st.file_errors++;
-        pthread_mutex_unlock(&X.lock);
+        pthread_mutex_lock(&exporter.lock);
+        exporter.st.file_errors++;
+        pthread_mutex_unlock(&exporter.lock);
         return;
     }
     /* Keep only the newest dir_keep files of ours. */
-    if (!X.dir_ring)
-        X.dir_ring = calloc((size_t)X.cfg.dir_keep, sizeof *X.dir_ring);
-    if (X.dir_ring) {
-        char **slot = &X.dir_ring[X.dir_next];
+    if (!exporter.dir_ring)
+        exporter.dir_ring = calloc((size_t)exporter.cfg.dir_keep, sizeof *exporter.dir_ring);
+    if (exporter.dir_ring) {
+        char **slot = &exporter.dir_ring[exporter.dir_next];
         if (*slot) {
             unlink(*slot);
             free(*slot);
         }
         *slot = strdup(path);
-        X.dir_next = (X.dir_next + 1) % X.cfg.dir_keep;
+        exporter.dir_next = (exporter.dir_next + 1) % exporter.cfg.dir_keep;
     }
-    pthread_mutex_lock(&X.lock);
-    X.st.files++;
-    pthread_mutex_unlock(&X.lock);
+    pthread_mutex_lock(&exporter.lock);
+    exporter.st.files++;
+    pthread_mutex_unlock(&exporter.lock);
 }
 
 /* ------------------------------------------------------------------------------------------ */
@@ -177,45 +180,45 @@ static size_t item_bytes(const struct item *it)
 static void enqueue(struct item *it, int front)
 {
     struct item *drop = NULL;
-    pthread_mutex_lock(&X.lock);
-    int cap = X.cfg.queue_cap;
-    if (X.qlen == cap) {
+    pthread_mutex_lock(&exporter.lock);
+    int cap = exporter.cfg.queue_cap;
+    if (exporter.qlen == cap) {
         if (front) { /* the retried one is the oldest of all */
             drop = it;
             it = NULL;
         } else {
-            drop = X.queue[X.qhead];
-            X.qhead = (X.qhead + 1) % cap;
-            X.qlen--;
-            X.st.queue_bytes -= item_bytes(drop);
+            drop = exporter.queue[exporter.qhead];
+            exporter.qhead = (exporter.qhead + 1) % cap;
+            exporter.qlen--;
+            exporter.st.queue_bytes -= item_bytes(drop);
         }
-        X.st.dropped_full++;
+        exporter.st.dropped_full++;
     }
     if (it) {
         if (front) {
-            X.qhead = (X.qhead + cap - 1) % cap;
-            X.queue[X.qhead] = it;
+            exporter.qhead = (exporter.qhead + cap - 1) % cap;
+            exporter.queue[exporter.qhead] = it;
         } else {
-            X.queue[(X.qhead + X.qlen) % cap] = it;
+            exporter.queue[(exporter.qhead + exporter.qlen) % cap] = it;
         }
-        X.qlen++;
-        X.st.queue_bytes += item_bytes(it);
+        exporter.qlen++;
+        exporter.st.queue_bytes += item_bytes(it);
     }
-    pthread_mutex_unlock(&X.lock);
+    pthread_mutex_unlock(&exporter.lock);
     item_free(drop);
 }
 
 static struct item *dequeue(void)
 {
-    pthread_mutex_lock(&X.lock);
+    pthread_mutex_lock(&exporter.lock);
     struct item *it = NULL;
-    if (X.qlen) {
-        it = X.queue[X.qhead];
-        X.qhead = (X.qhead + 1) % X.cfg.queue_cap;
-        X.qlen--;
-        X.st.queue_bytes -= item_bytes(it);
+    if (exporter.qlen) {
+        it = exporter.queue[exporter.qhead];
+        exporter.qhead = (exporter.qhead + 1) % exporter.cfg.queue_cap;
+        exporter.qlen--;
+        exporter.st.queue_bytes -= item_bytes(it);
     }
-    pthread_mutex_unlock(&X.lock);
+    pthread_mutex_unlock(&exporter.lock);
     return it;
 }
 
@@ -225,54 +228,54 @@ static void export_window(int final)
 {
     double now = prof_unix_now();
     int64_t to_s = final ? (int64_t)floor(now) : (int64_t)floor(now - BUILD_LAG_S) - 1;
-    int64_t from_s = X.last_to_s + 1;
+    int64_t from_s = exporter.last_to_s + 1;
     if (to_s < from_s)
         return;
     int64_t oldest = (int64_t)floor(now) - g_cfg.history_s + 1;
     if (from_s < oldest)
         from_s = oldest;
-    X.last_to_s = to_s;
+    exporter.last_to_s = to_s;
     unsigned on = __atomic_load_n(&g_core.profiles, __ATOMIC_RELAXED);
     unsigned char *data = NULL;
     size_t len = 0;
     int64_t t0 = prof_now_ns();
     double t_from = (double)from_s, t_to = final ? now : (double)(to_s + 1);
-    int rc = dd_profile_build(from_s, to_s, t_to, on, X.cfg.structured_frames, &data, &len);
+    int rc = dd_profile_build(from_s, to_s, t_to, on, exporter.cfg.structured_frames, &data, &len);
     if (rc) {
         static int logged;
-        pthread_mutex_lock(&X.lock);
+        pthread_mutex_lock(&exporter.lock);
         if (rc > 0)
-            X.st.empty++;
+            exporter.st.empty++;
         else
-            X.st.build_errors++;
-        pthread_mutex_unlock(&X.lock);
+            exporter.st.build_errors++;
+        pthread_mutex_unlock(&exporter.lock);
         if (rc < 0)
             prof_log_once(logged, LOG_WARN, "export: building a profile failed (out of memory?); "
                           "that window is skipped, further failures are counted");
         return;
     }
-    uint64_t seq = X.seq++;
+    uint64_t seq = exporter.seq++;
     prof_log(LOG_DEBUG, "export: profile %llu covers %lld..%lld: %zu bytes built in %.1f ms",
              (unsigned long long)seq, (long long)from_s, (long long)to_s, len,
              (double)(prof_now_ns() - t0) / 1e6);
-    pthread_mutex_lock(&X.lock);
-    X.st.built++;
-    pthread_mutex_unlock(&X.lock);
-    if (X.files)
+    pthread_mutex_lock(&exporter.lock);
+    exporter.st.built++;
+    pthread_mutex_unlock(&exporter.lock);
+    if (exporter.files)
         write_file(data, len, t_to, seq);
-    if (!X.uploading) {
+    if (!exporter.uploading) {
         free(data);
         return;
     }
     struct item *it = calloc(1, sizeof *it);
-    char *ev = dd_event_json(&X.cfg, t_from, t_to, on, seq);
+    char *ev = dd_event_json(&exporter.cfg, t_from, t_to, on, seq);
     if (!it || !ev) {
         free(it);
         free(ev);
         free(data);
-        pthread_mutex_lock(&X.lock);
-        X.st.build_errors++;
-        pthread_mutex_unlock(&X.lock);
+        pthread_mutex_lock(&exporter.lock);
+        exporter.st.build_errors++;
+        pthread_mutex_unlock(&exporter.lock);
         return;
     }
     it->pprof = data;
@@ -291,14 +294,14 @@ static size_t on_reply(char *ptr, size_t size, size_t n, void *ud)
     size_t bytes = size * n;
     /* an agent's answer is a few bytes: one that does not end would keep this thread reading
      * until the request's timeout; past REPLY_MAX the transfer stops (its status is known) */
-    X.reply_total += bytes;
-    if (X.reply_total > REPLY_MAX)
+    exporter.reply_total += bytes;
+    if (exporter.reply_total > REPLY_MAX)
         return 0;
-    size_t room = sizeof X.reply - 1 - X.reply_len;
+    size_t room = sizeof exporter.reply - 1 - exporter.reply_len;
     size_t take = bytes < room ? bytes : room;
-    memcpy(X.reply + X.reply_len, ptr, take);
-    X.reply_len += take;
-    X.reply[X.reply_len] = 0;
+    memcpy(exporter.reply + exporter.reply_len, ptr, take);
+    exporter.reply_len += take;
+    exporter.reply[exporter.reply_len] = 0;
     return bytes;
 }
 
@@ -310,12 +313,12 @@ static int on_progress(void *ud, curl_off_t dt, curl_off_t dn, curl_off_t ut, cu
     (void)dn;
     (void)ut;
     (void)un;
-    return X.deadline && prof_now_ns() > X.deadline;
+    return exporter.deadline && prof_now_ns() > exporter.deadline;
 }
 
 static struct curl_slist *make_headers(void)
 {
-    const struct dd_config *c = &X.cfg;
+    const struct dd_config *c = &exporter.cfg;
     char line[400];
     struct curl_slist *h = NULL, *n;
     const char *fixed[] = {"Connection: close", "DD-EVP-ORIGIN: " ORIGIN,
@@ -370,11 +373,11 @@ static CURL *make_request(const struct item *it, long timeout_ms, curl_mime **mi
              !CU.mime_name(p2, "profile.pprof") && !CU.mime_filename(p2, "profile.pprof") &&
              !CU.mime_type(p2, "application/octet-stream") &&
              !CU.mime_data(p2, (const char *)it->pprof, it->len);
-    ok = ok && !CU.easy_setopt(e, CURLOPT_URL, X.cfg.url);
-    if (ok && X.cfg.unix_socket[0])
-        ok = !CU.easy_setopt(e, CURLOPT_UNIX_SOCKET_PATH, X.cfg.unix_socket);
+    ok = ok && !CU.easy_setopt(e, CURLOPT_URL, exporter.cfg.url);
+    if (ok && exporter.cfg.unix_socket[0])
+        ok = !CU.easy_setopt(e, CURLOPT_UNIX_SOCKET_PATH, exporter.cfg.unix_socket);
     ok = ok && !CU.easy_setopt(e, CURLOPT_MIMEPOST, mime) &&
-         !CU.easy_setopt(e, CURLOPT_HTTPHEADER, X.headers) &&
+         !CU.easy_setopt(e, CURLOPT_HTTPHEADER, exporter.headers) &&
          !CU.easy_setopt(e, CURLOPT_USERAGENT, "clrscope/" CLRSCOPE_VERSION) &&
          !restrict_protocols(e) &&
          !CU.easy_setopt(e, CURLOPT_NOSIGNAL, 1L) &&
@@ -397,46 +400,46 @@ static CURL *make_request(const struct item *it, long timeout_ms, curl_mime **mi
 
 static void end_request(void)
 {
-    if (!X.easy)
+    if (!exporter.easy)
         return;
-    CU.multi_remove_handle(X.multi, X.easy);
-    CU.easy_cleanup(X.easy);
-    CU.mime_free(X.mime);
-    X.easy = NULL;
-    X.mime = NULL;
+    CU.multi_remove_handle(exporter.multi, exporter.easy);
+    CU.easy_cleanup(exporter.easy);
+    CU.mime_free(exporter.mime);
+    exporter.easy = NULL;
+    exporter.mime = NULL;
 }
 
 static void start_upload(void)
 {
-    X.cur = dequeue();
-    if (!X.cur)
+    exporter.cur = dequeue();
+    if (!exporter.cur)
         return;
-    long timeout_ms = X.cfg.timeout_s * 1000L;
-    if (X.deadline) {
-        long left = (long)((X.deadline - prof_now_ns()) / 1000000);
+    long timeout_ms = exporter.cfg.timeout_s * 1000L;
+    if (exporter.deadline) {
+        long left = (long)((exporter.deadline - prof_now_ns()) / 1000000);
         timeout_ms = left < 1 ? 1 : left < timeout_ms ? left : timeout_ms;
     }
-    X.reply_len = X.reply_total = 0;
-    X.reply[0] = 0;
-    X.easy = make_request(X.cur, timeout_ms, &X.mime);
-    if (!X.easy || CU.multi_add_handle(X.multi, X.easy)) {
+    exporter.reply_len = exporter.reply_total = 0;
+    exporter.reply[0] = 0;
+    exporter.easy = make_request(exporter.cur, timeout_ms, &exporter.mime);
+    if (!exporter.easy || CU.multi_add_handle(exporter.multi, exporter.easy)) {
         static int logged;
         prof_log_once(logged, LOG_WARN, "export: cannot set up an upload request (out of "
                       "memory?); retrying later");
-        if (X.easy) {
-            CU.easy_cleanup(X.easy);
-            CU.mime_free(X.mime);
+        if (exporter.easy) {
+            CU.easy_cleanup(exporter.easy);
+            CU.mime_free(exporter.mime);
         }
-        X.easy = NULL;
-        X.mime = NULL;
-        enqueue(X.cur, 1);
-        X.cur = NULL;
-        X.retry_at = prof_now_ns() + 1000000000LL;
+        exporter.easy = NULL;
+        exporter.mime = NULL;
+        enqueue(exporter.cur, 1);
+        exporter.cur = NULL;
+        exporter.retry_at = prof_now_ns() + 1000000000LL;
         return;
     }
-    pthread_mutex_lock(&X.lock);
-    X.st.last_attempt = prof_unix_now();
-    pthread_mutex_unlock(&X.lock);
+    pthread_mutex_lock(&exporter.lock);
+    exporter.st.last_attempt = prof_unix_now();
+    pthread_mutex_unlock(&exporter.lock);
 }
 
 /* Logs the first failure of each kind (curl code or HTTP status) once, saying what becomes of
@@ -446,27 +449,27 @@ static void log_failure(int kind, const char *what, const char *fate)
     if (kind < 0 || kind >= 640)
         kind = 639;
     uint64_t bit = 1ull << (kind % 64);
-    if (X.logged[kind / 64] & bit) {
+    if (exporter.logged[kind / 64] & bit) {
         prof_log(LOG_DEBUG, "export: upload failed again: %s", what);
         return;
     }
-    X.logged[kind / 64] |= bit;
+    exporter.logged[kind / 64] |= bit;
     prof_log(LOG_WARN, "export: upload to %s failed: %s; %s (further failures of this kind are "
-             "only counted, see /api/v1/status)", X.cfg.endpoint, what, fate);
+             "only counted, see /api/v1/status)", exporter.cfg.endpoint, what, fate);
 }
 
 static void finish_upload(CURLcode rc)
 {
     long http = 0;
     curl_off_t sent = 0, body = -1, retry_after = 0;
-    CU.easy_getinfo(X.easy, CURLINFO_RESPONSE_CODE, &http);
-    CU.easy_getinfo(X.easy, CURLINFO_SIZE_UPLOAD_T, &sent);
-    CU.easy_getinfo(X.easy, CURLINFO_CONTENT_LENGTH_UPLOAD_T, &body); /* 7.55, -1: unknown */
+    CU.easy_getinfo(exporter.easy, CURLINFO_RESPONSE_CODE, &http);
+    CU.easy_getinfo(exporter.easy, CURLINFO_SIZE_UPLOAD_T, &sent);
+    CU.easy_getinfo(exporter.easy, CURLINFO_CONTENT_LENGTH_UPLOAD_T, &body); /* 7.55, -1: unknown */
     if (CU.version_num >= 0x074200) /* 7.66: Retry-After, in seconds (either of its forms) */
-        CU.easy_getinfo(X.easy, CURLINFO_RETRY_AFTER, &retry_after);
+        CU.easy_getinfo(exporter.easy, CURLINFO_RETRY_AFTER, &retry_after);
     end_request();
-    struct item *it = X.cur;
-    X.cur = NULL;
+    struct item *it = exporter.cur;
+    exporter.cur = NULL;
     /* A final status came: it is the agent's verdict, whatever became of the rest of the
      * answer (cut at REPLY_MAX, or a connection closed, reset or timed out in its body). A 2xx
      * counted as a failure would say the profile was lost when the agent took it. */
@@ -477,30 +480,30 @@ static void finish_upload(CURLcode rc)
         if (!first) {
             first = 1;
             prof_log(LOG_INFO, "export: first profile delivered to %s (HTTP %ld)",
-                     X.cfg.endpoint, http);
-        } else if (X.failing) {
+                     exporter.cfg.endpoint, http);
+        } else if (exporter.failing) {
             prof_log_once(again, LOG_INFO, "export: uploads to %s work again (later recoveries "
-                          "are logged at debug level)", X.cfg.endpoint);
+                          "are logged at debug level)", exporter.cfg.endpoint);
             prof_log(LOG_DEBUG, "export: uploads work again");
         }
-        pthread_mutex_lock(&X.lock);
-        X.st.uploads++;
-        X.st.bytes_sent += (uint64_t)sent;
-        X.st.last_upload = prof_unix_now();
-        X.st.last_http = http;
-        X.st.last_status[0] = 0;
-        pthread_mutex_unlock(&X.lock);
-        X.failing = 0;
-        X.backoff_s = 0;
-        X.retry_at = 0;
+        pthread_mutex_lock(&exporter.lock);
+        exporter.st.uploads++;
+        exporter.st.bytes_sent += (uint64_t)sent;
+        exporter.st.last_upload = prof_unix_now();
+        exporter.st.last_http = http;
+        exporter.st.last_status[0] = 0;
+        pthread_mutex_unlock(&exporter.lock);
+        exporter.failing = 0;
+        exporter.backoff_s = 0;
+        exporter.retry_at = 0;
         item_free(it);
         return;
     }
-    char what[sizeof X.st.last_error];
+    char what[sizeof exporter.st.last_error];
     if (rc != CURLE_OK)
         snprintf(what, sizeof what, "%s", CU.easy_strerror(rc));
     else
-        snprintf(what, sizeof what, "HTTP %ld%s%.100s", http, X.reply[0] ? ": " : "", X.reply);
+        snprintf(what, sizeof what, "HTTP %ld%s%.100s", http, exporter.reply[0] ? ": " : "", exporter.reply);
     for (char *p = what; *p; p++)
         if ((unsigned char)*p < 0x20)
             *p = ' ';
@@ -518,46 +521,46 @@ static void finish_upload(CURLcode rc)
                 retry ? "the profile is sent again later, with backoff"
                 : unanswered ? "the whole profile was sent: not sent again (it may have arrived)"
                              : "the agent refused it: dropped");
-    pthread_mutex_lock(&X.lock);
-    X.st.failures++;
-    X.st.last_http = rc == CURLE_OK ? http : 0;
-    snprintf(X.st.last_status, sizeof X.st.last_status, "%s", rc == CURLE_OK ? "" : what);
-    snprintf(X.st.last_error, sizeof X.st.last_error, "%s", what);
+    pthread_mutex_lock(&exporter.lock);
+    exporter.st.failures++;
+    exporter.st.last_http = rc == CURLE_OK ? http : 0;
+    snprintf(exporter.st.last_status, sizeof exporter.st.last_status, "%s", rc == CURLE_OK ? "" : what);
+    snprintf(exporter.st.last_error, sizeof exporter.st.last_error, "%s", what);
     if (unanswered)
-        X.st.dropped_unanswered++;
+        exporter.st.dropped_unanswered++;
     else if (!retry)
-        X.st.dropped_rejected++;
-    pthread_mutex_unlock(&X.lock);
-    X.failing = 1;
+        exporter.st.dropped_rejected++;
+    pthread_mutex_unlock(&exporter.lock);
+    exporter.failing = 1;
     if (!retry) {
         item_free(it);
         return;
     }
-    int cap = X.cfg.period_s < 60 ? X.cfg.period_s : 60;
-    X.backoff_s = X.backoff_s ? X.backoff_s * 2 : 1;
-    if (X.backoff_s > cap)
-        X.backoff_s = cap;
+    int cap = exporter.cfg.period_s < 60 ? exporter.cfg.period_s : 60;
+    exporter.backoff_s = exporter.backoff_s ? exporter.backoff_s * 2 : 1;
+    if (exporter.backoff_s > cap)
+        exporter.backoff_s = cap;
     /* the agent's Retry-After, when it asks for longer, up to 5 minutes (what arrives in the
      * meantime waits in the queue, whose oldest profiles go when it is full) */
-    int wait_s = X.backoff_s;
+    int wait_s = exporter.backoff_s;
     if (retry_after > wait_s)
         wait_s = retry_after < 300 ? (int)retry_after : 300;
-    X.retry_at = prof_now_ns() + (int64_t)wait_s * 1000000000LL;
+    exporter.retry_at = prof_now_ns() + (int64_t)wait_s * 1000000000LL;
     enqueue(it, 1);
 }
 
 /* Runs the transfer in flight, if any; returns 1 when one finished. */
 static int pump(void)
 {
-    if (!X.easy)
+    if (!exporter.easy)
         return 0;
     int running = 0;
-    CU.multi_perform(X.multi, &running);
+    CU.multi_perform(exporter.multi, &running);
     int done = 0;
     CURLMsg *m;
     int left;
-    while ((m = CU.multi_info_read(X.multi, &left)))
-        if (m->msg == CURLMSG_DONE && m->easy_handle == X.easy) {
+    while ((m = CU.multi_info_read(exporter.multi, &left)))
+        if (m->msg == CURLMSG_DONE && m->easy_handle == exporter.easy) {
             finish_upload(m->data.result);
             done = 1;
         }
@@ -569,11 +572,11 @@ static void wait_ms(long ms)
 {
     if (ms < 0)
         ms = 0;
-    if (X.multi) {
-        struct curl_waitfd w = {.fd = X.wake_fd, .events = CURL_WAIT_POLLIN};
-        CU.multi_poll(X.multi, &w, 1, (int)ms, NULL);
+    if (exporter.multi) {
+        struct curl_waitfd w = {.fd = exporter.wake_fd, .events = CURL_WAIT_POLLIN};
+        CU.multi_poll(exporter.multi, &w, 1, (int)ms, NULL);
     } else {
-        struct pollfd p = {.fd = X.wake_fd, .events = POLLIN};
+        struct pollfd p = {.fd = exporter.wake_fd, .events = POLLIN};
         poll(&p, 1, (int)ms);
     }
 }
@@ -582,31 +585,31 @@ static void wait_ms(long ms)
 static void flush(void)
 {
     int64_t t0 = prof_now_ns();
-    X.deadline = t0 + FLUSH_MS * 1000000LL;
+    exporter.deadline = t0 + FLUSH_MS * 1000000LL;
     uint64_t drain;
-    if (read(X.wake_fd, &drain, sizeof drain) < 0) {
+    if (read(exporter.wake_fd, &drain, sizeof drain) < 0) {
         /* nothing to drain: stop was seen through the flag */
     }
     export_window(1);
     int64_t t1 = prof_now_ns();
-    if (!X.multi)
+    if (!exporter.multi)
         return;
-    while (prof_now_ns() < X.deadline) {
-        if (!X.easy && X.qlen)
+    while (prof_now_ns() < exporter.deadline) {
+        if (!exporter.easy && exporter.qlen)
             start_upload();
-        if (!X.easy)
+        if (!exporter.easy)
             break;
         if (pump()) {
-            if (X.failing) /* the agent is not taking them: do not hold up the exit */
+            if (exporter.failing) /* the agent is not taking them: do not hold up the exit */
                 break;
             continue;
         }
-        wait_ms((long)((X.deadline - prof_now_ns()) / 1000000) + 1);
+        wait_ms((long)((exporter.deadline - prof_now_ns()) / 1000000) + 1);
     }
-    if (X.easy) {
+    if (exporter.easy) {
         end_request();
-        enqueue(X.cur, 1);
-        X.cur = NULL;
+        enqueue(exporter.cur, 1);
+        exporter.cur = NULL;
     }
     prof_log(LOG_DEBUG, "export: stopped: last profile built in %.0f ms, uploads %.0f ms",
              (double)(t1 - t0) / 1e6, (double)(prof_now_ns() - t1) / 1e6);
@@ -630,14 +633,14 @@ static int init_curl(char *why, size_t cap)
     if (v && !(v->features & CURL_VERSION_THREADSAFE))
         prof_log(LOG_DEBUG, "export: libcurl %s is not built thread-safe; another libcurl user "
                  "initialising it at the same moment would race with us", v->version);
-    X.multi = CU.multi_init();
-    X.headers = make_headers();
-    if (!X.multi || !X.headers) {
+    exporter.multi = CU.multi_init();
+    exporter.headers = make_headers();
+    if (!exporter.multi || !exporter.headers) {
         prof_log_once(logged, LOG_ERROR, "export: out of memory setting up libcurl; profiles "
                       "are not uploaded");
-        if (X.multi)
-            CU.multi_cleanup(X.multi);
-        X.multi = NULL;
+        if (exporter.multi)
+            CU.multi_cleanup(exporter.multi);
+        exporter.multi = NULL;
         return -1;
     }
     return 0;
@@ -647,16 +650,16 @@ static void *export_main(void *arg)
 {
     (void)arg;
     prof_name_thread("export");
-    char why[sizeof X.st.last_error];
-    if (X.uploading && init_curl(why, sizeof why)) {
-        X.uploading = 0;
-        pthread_mutex_lock(&X.lock);
-        snprintf(X.st.last_error, sizeof X.st.last_error, "%s", why);
-        snprintf(X.st.last_status, sizeof X.st.last_status, "%.*s",
-                 (int)sizeof X.st.last_status - 1, X.st.last_error); /* cut to fit */
-        pthread_mutex_unlock(&X.lock);
+    char why[sizeof exporter.st.last_error];
+    if (exporter.uploading && init_curl(why, sizeof why)) {
+        exporter.uploading = 0;
+        pthread_mutex_lock(&exporter.lock);
+        snprintf(exporter.st.last_error, sizeof exporter.st.last_error, "%s", why);
+        snprintf(exporter.st.last_status, sizeof exporter.st.last_status, "%.*s",
+                 (int)sizeof exporter.st.last_status - 1, exporter.st.last_error); /* cut to fit */
+        pthread_mutex_unlock(&exporter.lock);
     }
-    const int64_t period = (int64_t)X.cfg.period_s * 1000000000LL;
+    const int64_t period = (int64_t)exporter.cfg.period_s * 1000000000LL;
     int64_t next = prof_now_ns() + period;
     while (!stopping()) {
         int64_t now = prof_now_ns();
@@ -667,15 +670,15 @@ static void *export_main(void *arg)
             if (next <= now)
                 next = now + period;
         }
-        if (X.multi) {
-            if (!X.easy && X.qlen && now >= X.retry_at)
+        if (exporter.multi) {
+            if (!exporter.easy && exporter.qlen && now >= exporter.retry_at)
                 start_upload();
             if (pump())
                 continue; /* maybe the next one can go at once */
         }
         int64_t until = next;
-        if (X.multi && !X.easy && X.qlen && X.retry_at < until)
-            until = X.retry_at;
+        if (exporter.multi && !exporter.easy && exporter.qlen && exporter.retry_at < until)
+            until = exporter.retry_at;
         wait_ms((long)((until - now + 999999) / 1000000));
     }
     flush();
@@ -687,69 +690,69 @@ static void *export_main(void *arg)
 
 void prof_exporter_start(void)
 {
-    if (X.started)
+    if (exporter.started)
         return;
     static struct dd_config cfg; /* status readers may already run: publish it under the lock */
     dd_config_load(&cfg, g_core.process_name);
-    pthread_mutex_lock(&X.lock);
-    X.cfg = cfg;
-    pthread_mutex_unlock(&X.lock);
-    X.uploading = X.cfg.enabled;
-    X.files = X.cfg.output_dir[0] != 0;
-    if (!X.uploading && !X.files)
+    pthread_mutex_lock(&exporter.lock);
+    exporter.cfg = cfg;
+    pthread_mutex_unlock(&exporter.lock);
+    exporter.uploading = exporter.cfg.enabled;
+    exporter.files = exporter.cfg.output_dir[0] != 0;
+    if (!exporter.uploading && !exporter.files)
         return;
-    X.last_to_s = (int64_t)floor(g_core.start_unix) - 1;
-    X.wake_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
-    if (X.wake_fd < 0 || pthread_create(&X.thread, NULL, export_main, NULL)) {
+    exporter.last_to_s = (int64_t)floor(g_core.start_unix) - 1;
+    exporter.wake_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+    if (exporter.wake_fd < 0 || pthread_create(&exporter.thread, NULL, export_main, NULL)) {
         prof_log(LOG_ERROR, "export: cannot start the export thread (%s); profiles are not "
                  "exported", strerror(errno));
-        if (X.wake_fd >= 0)
-            close(X.wake_fd);
-        X.wake_fd = -1;
-        X.uploading = X.files = 0;
+        if (exporter.wake_fd >= 0)
+            close(exporter.wake_fd);
+        exporter.wake_fd = -1;
+        exporter.uploading = exporter.files = 0;
         return;
     }
-    X.started = 1;
-    if (X.cfg.period_s > g_cfg.history_s)
+    exporter.started = 1;
+    if (exporter.cfg.period_s > g_cfg.history_s)
         prof_log(LOG_WARN, "export: DD_PROFILING_UPLOAD_PERIOD=%d is longer than the history "
                  "kept (CLRSCOPE_HISTORY_S=%d); each profile covers only its last %d s",
-                 X.cfg.period_s, g_cfg.history_s, g_cfg.history_s);
-    if (X.uploading)
+                 exporter.cfg.period_s, g_cfg.history_s, g_cfg.history_s);
+    if (exporter.uploading)
         prof_log(LOG_INFO, "export: a profile every %d s to %s (service %s, env %s)",
-                 X.cfg.period_s, X.cfg.endpoint, X.cfg.service, X.cfg.env);
-    if (X.files)
-        prof_log(LOG_INFO, "export: a profile every %d s written to %s", X.cfg.period_s,
-                 X.cfg.output_dir);
+                 exporter.cfg.period_s, exporter.cfg.endpoint, exporter.cfg.service, exporter.cfg.env);
+    if (exporter.files)
+        prof_log(LOG_INFO, "export: a profile every %d s written to %s", exporter.cfg.period_s,
+                 exporter.cfg.output_dir);
 }
 
 void prof_exporter_stop(void)
 {
-    if (!X.started)
+    if (!exporter.started)
         return;
     int64_t t0 = prof_now_ns();
-    __atomic_store_n(&X.stop, 1, __ATOMIC_RELEASE);
+    __atomic_store_n(&exporter.stop, 1, __ATOMIC_RELEASE);
     uint64_t one = 1;
-    if (write(X.wake_fd, &one, sizeof one) < 0) {
+    if (write(exporter.wake_fd, &one, sizeof one) < 0) {
         /* the eventfd cannot be full after one write; the thread also polls the flag */
     }
-    pthread_join(X.thread, NULL);
-    X.started = 0;
-    close(X.wake_fd);
-    X.wake_fd = -1;
+    pthread_join(exporter.thread, NULL);
+    exporter.started = 0;
+    close(exporter.wake_fd);
+    exporter.wake_fd = -1;
     /* libcurl stays initialised (other users may share it); the queue goes. */
-    while (X.qlen)
+    while (exporter.qlen)
         item_free(dequeue());
-    if (X.multi)
-        CU.multi_cleanup(X.multi);
-    X.multi = NULL;
-    if (X.headers) /* else libcurl may never have been loaded */
-        CU.slist_free_all(X.headers);
-    X.headers = NULL;
-    if (X.dir_ring)
-        for (int i = 0; i < X.cfg.dir_keep; i++)
-            free(X.dir_ring[i]);
-    free(X.dir_ring);
-    X.dir_ring = NULL;
+    if (exporter.multi)
+        CU.multi_cleanup(exporter.multi);
+    exporter.multi = NULL;
+    if (exporter.headers) /* else libcurl may never have been loaded */
+        CU.slist_free_all(exporter.headers);
+    exporter.headers = NULL;
+    if (exporter.dir_ring)
+        for (int i = 0; i < exporter.cfg.dir_keep; i++)
+            free(exporter.dir_ring[i]);
+    free(exporter.dir_ring);
+    exporter.dir_ring = NULL;
     prof_log(LOG_DEBUG, "export: stopped in %.0f ms", (double)(prof_now_ns() - t0) / 1e6);
 }
 
@@ -763,12 +766,12 @@ static void add_time(cJSON *o, const char *key, double t)
 
 void prof_exporter_status_json(cJSON *obj)
 {
-    /* The lock also covers X.cfg being published at start; holding it here costs microseconds. */
-    pthread_mutex_lock(&X.lock);
-    const struct stats st = X.st;
-    int qlen = X.qlen;
-    const struct dd_config *c = &X.cfg;
-    int on = X.uploading;
+    /* The lock also covers exporter.cfg being published at start; holding it here costs microseconds. */
+    pthread_mutex_lock(&exporter.lock);
+    const struct stats st = exporter.st;
+    int qlen = exporter.qlen;
+    const struct dd_config *c = &exporter.cfg;
+    int on = exporter.uploading;
     cJSON_AddBoolToObject(obj, "enabled", on);
     if (!on && c->beside_datadog)
         cJSON_AddStringToObject(obj, "off_because", "Datadog's profiler exports from this process "
@@ -805,7 +808,7 @@ void prof_exporter_status_json(cJSON *obj)
     cJSON_AddNumberToObject(obj, "profiles", (double)st.built);
     cJSON_AddNumberToObject(obj, "empty_windows", (double)st.empty);
     cJSON_AddNumberToObject(obj, "build_errors", (double)st.build_errors);
-    if (X.started || on) {
+    if (exporter.started || on) {
         cJSON_AddBoolToObject(obj, "agentless", c->agentless);
         cJSON_AddStringToObject(obj, "service", c->service);
         cJSON_AddStringToObject(obj, "env", c->env);
@@ -813,21 +816,21 @@ void prof_exporter_status_json(cJSON *obj)
         cJSON_AddStringToObject(obj, "runtime_id", c->runtime_id);
         cJSON_AddStringToObject(obj, "frames", c->structured_frames ? "structured" : "plain");
     }
-    if (X.files) {
+    if (exporter.files) {
         cJSON_AddStringToObject(obj, "export_dir", c->output_dir);
         cJSON_AddNumberToObject(obj, "files_written", (double)st.files);
         cJSON_AddNumberToObject(obj, "file_errors", (double)st.file_errors);
     } else {
         cJSON_AddNullToObject(obj, "export_dir");
     }
-    pthread_mutex_unlock(&X.lock);
+    pthread_mutex_unlock(&exporter.lock);
 }
 
 size_t prof_exporter_queue_bytes(void)
 {
-    pthread_mutex_lock(&X.lock);
-    size_t b = X.st.queue_bytes;
-    pthread_mutex_unlock(&X.lock);
+    pthread_mutex_lock(&exporter.lock);
+    size_t b = exporter.st.queue_bytes;
+    pthread_mutex_unlock(&exporter.lock);
     return b;
 }
 

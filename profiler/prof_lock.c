@@ -46,7 +46,7 @@ const double prof_lock_hist_le_ms[PROF_LOCK_NHIST - 1] = {
 /* What a sample carries in rec->text (the ring record has no other room for it). */
 struct lock_meta {
     uint32_t slot;
-    uint32_t epoch;               /* L.epoch when the contention was counted */
+    uint32_t epoch;               /* lock_events.epoch when the contention was counted */
     uint64_t cum_count, cum_wait; /* the lock slot's totals after this contention */
     uint64_t assoc;               /* AssociatedObjectID (informational) */
 };
@@ -65,7 +65,9 @@ struct thr_slot {
     int64_t start_ns;
 };
 
-static struct {
+/* Written by the app's threads in ContentionStart/Stop (the runtime's events), with atomics and
+ * the slots' sequence counts only; read by clrscope-agg, the stats and prof_lock_waiting. */
+static struct lock_events_state {
     struct esamp_slot slots[LOCK_SLOTS + 1]; /* [LOCK_SLOTS] = locks past the table */
     struct esamp_global g;
     struct thr_slot thr[THR_SLOTS];
@@ -75,11 +77,11 @@ static struct {
     /* Bumped each time clrscope-agg empties the lock table (reset_lock_table), after it did:
      * a contention counted under an older epoch carries counts of a slot that is gone. */
     uint32_t epoch;
-} L;
+} lock_events;
 
 static struct thr_slot *probe(uint32_t tid, int k)
 {
-    return &L.thr[(esamp_mix(tid) + (uint32_t)k) & (THR_SLOTS - 1)];
+    return &lock_events.thr[(esamp_mix(tid) + (uint32_t)k) & (THR_SLOTS - 1)];
 }
 
 static int hist_bucket(uint64_t ns)
@@ -147,7 +149,7 @@ static void on_start(DWORD version, const BYTE *data, ULONG len)
     uint32_t v;
     struct thr_slot *t = claim_for(tid, 1, &v);
     if (!t) { /* THR_PROBE slots busy with other threads' waits: this one is not remembered */
-        __atomic_add_fetch(&L.slots_full, 1, __ATOMIC_RELAXED);
+        __atomic_add_fetch(&lock_events.slots_full, 1, __ATOMIC_RELAXED);
         return;
     }
     __atomic_store_n(&t->lock_id, lock_id, __ATOMIC_RELAXED);
@@ -199,7 +201,7 @@ static void on_stop(DWORD version, const BYTE *data, ULONG len)
     if (!matched) {
         lock_id = assoc = owner = 0;
         start = 0;
-        __atomic_add_fetch(&L.unmatched, 1, __ATOMIC_RELAXED);
+        __atomic_add_fetch(&lock_events.unmatched, 1, __ATOMIC_RELAXED);
     }
     /* v1: ContentionFlags u8, ClrInstanceID u16, DurationNs double */
     double dur = -1;
@@ -211,24 +213,24 @@ static void on_stop(DWORD version, const BYTE *data, ULONG len)
         dur = 1e15;
     uint64_t wait = (uint64_t)dur;
 
-    __atomic_add_fetch(&L.count, 1, __ATOMIC_RELAXED);
-    __atomic_add_fetch(&L.wait_ns, wait, __ATOMIC_RELAXED);
-    __atomic_add_fetch(&L.hist[hist_bucket(wait)], 1, __ATOMIC_RELAXED);
+    __atomic_add_fetch(&lock_events.count, 1, __ATOMIC_RELAXED);
+    __atomic_add_fetch(&lock_events.wait_ns, wait, __ATOMIC_RELAXED);
+    __atomic_add_fetch(&lock_events.hist[hist_bucket(wait)], 1, __ATOMIC_RELAXED);
 
-    uint32_t epoch = __atomic_load_n(&L.epoch, __ATOMIC_ACQUIRE); /* before the slot: above */
+    uint32_t epoch = __atomic_load_n(&lock_events.epoch, __ATOMIC_ACQUIRE); /* before the slot: above */
     int overflow = 0;
     uint64_t key = lock_id ? (esamp_mix(lock_id) | 2) : 1; /* 1 = locks of unknown id */
-    struct esamp_slot *s = esamp_slot_for(L.slots, LOCK_SLOTS, key, &overflow);
+    struct esamp_slot *s = esamp_slot_for(lock_events.slots, LOCK_SLOTS, key, &overflow);
     if (overflow)
-        __atomic_add_fetch(&L.overflow, 1, __ATOMIC_RELAXED);
+        __atomic_add_fetch(&lock_events.overflow, 1, __ATOMIC_RELAXED);
     uint64_t count, wsum;
     int64_t now_s = prof_now_ns() / 1000000000LL + 1;
-    int d = esamp_decide(&L.g, s, wait, (uint32_t)g_cfg.lock_rate, now_s, &count, &wsum);
+    int d = esamp_decide(&lock_events.g, s, wait, (uint32_t)g_cfg.lock_rate, now_s, &count, &wsum);
     if (d == ESAMP_NO)
         return;
     struct prof_rec *r = prof_ring_reserve(prof_agg_ring());
     if (!r) {
-        __atomic_add_fetch(&L.dropped, 1, __ATOMIC_RELAXED);
+        __atomic_add_fetch(&lock_events.dropped, 1, __ATOMIC_RELAXED);
         if (d == ESAMP_FIRST)
             esamp_retry(s);
         return;
@@ -241,13 +243,13 @@ static void on_stop(DWORD version, const BYTE *data, ULONG len)
     r->x = dur;
     r->t_unix = prof_unix_now();
     r->os_tid = tid;
-    struct lock_meta m = {.slot = (uint32_t)(s - L.slots), .epoch = epoch, .cum_count = count,
+    struct lock_meta m = {.slot = (uint32_t)(s - lock_events.slots), .epoch = epoch, .cum_count = count,
                           .cum_wait = wsum, .assoc = assoc};
     memcpy(r->text, &m, sizeof m);
     int max = g_cfg.max_frames < REC_MAX_FRAMES ? g_cfg.max_frames : REC_MAX_FRAMES;
     r->nframes = (uint32_t)prof_walk_current(r->frames, max, &r->truncated);
     prof_ring_commit(prof_agg_ring(), r);
-    __atomic_add_fetch(&L.sampled, 1, __ATOMIC_RELAXED);
+    __atomic_add_fetch(&lock_events.sampled, 1, __ATOMIC_RELAXED);
 }
 
 void prof_lock_on_event(DWORD id, DWORD version, const BYTE *data, ULONG len)
@@ -283,35 +285,37 @@ struct owner_name {
     char name[NAME_LEN];
 };
 
-static struct {
+/* clrscope-agg's: the table, the per-second series, what it attributed, under `lock`, which the
+ * API's readers take too; never taken by a runtime callback. */
+static struct lock_agg_state {
     pthread_once_t once;
     struct prof_wtab *tab;
     pthread_mutex_t lock; /* guards everything below: agg thread and API handlers */
     struct sec_row *series;
     int nsec;
-    uint64_t snap_count, snap_wait, snap_hist[PROF_LOCK_NHIST]; /* L.* at the last tick */
+    uint64_t snap_count, snap_wait, snap_hist[PROF_LOCK_NHIST]; /* lock_events.* at the last tick */
     uint64_t att_count[LOCK_SLOTS + 1], att_wait[LOCK_SLOTS + 1];
     struct esamp_orphan orphan[LOCK_SLOTS + 1]; /* left by the last reset (reset_lock_table) */
     struct last_sample *last[LOCK_SLOTS + 1];
     struct esamp_reset reset;
     struct owner_name names[256];
-} A = {.once = PTHREAD_ONCE_INIT, .lock = PTHREAD_MUTEX_INITIALIZER};
+} lock_agg = {.once = PTHREAD_ONCE_INIT, .lock = PTHREAD_MUTEX_INITIALIZER};
 
 static void init_tables(void)
 {
-    A.tab = prof_wtab_new(g_cfg.history_s, WTAB_KEYS, WTAB_PER_S);
-    A.series = calloc((size_t)g_cfg.history_s, sizeof *A.series);
-    if (A.series)
-        A.nsec = g_cfg.history_s;
-    if (!A.tab || !A.series)
+    lock_agg.tab = prof_wtab_new(g_cfg.history_s, WTAB_KEYS, WTAB_PER_S);
+    lock_agg.series = calloc((size_t)g_cfg.history_s, sizeof *lock_agg.series);
+    if (lock_agg.series)
+        lock_agg.nsec = g_cfg.history_s;
+    if (!lock_agg.tab || !lock_agg.series)
         prof_log(LOG_WARN, "out of memory for the lock-contention tables; /api/v1/locks stays "
                  "empty (flame graphs and pprof still work)");
 }
 
 struct prof_wtab *prof_lock_table(void)
 {
-    pthread_once(&A.once, init_tables);
-    return A.tab;
+    pthread_once(&lock_agg.once, init_tables);
+    return lock_agg.tab;
 }
 
 /* The waiting method: the leaf-most frame outside System.Threading's lock machinery and the
@@ -340,7 +344,7 @@ static const char *owner_name(uint64_t owner, double now)
         return "";
     if (owner > UINT32_MAX)
         return "";
-    struct owner_name *c = &A.names[esamp_mix(owner) & 255];
+    struct owner_name *c = &lock_agg.names[esamp_mix(owner) & 255];
     if (c->tid != owner || now - c->at > 10) {
         c->tid = owner;
         c->at = now;
@@ -363,21 +367,21 @@ void prof_lock_consume(const struct prof_rec *rec, const char **names, int n)
     struct lock_meta m;
     memcpy(&m, rec->text, sizeof m);
     uint32_t slot = m.slot <= LOCK_SLOTS ? m.slot : LOCK_SLOTS;
-    pthread_mutex_lock(&A.lock);
+    pthread_mutex_lock(&lock_agg.lock);
     /* counted before the table was emptied: its slot's counts were attributed then (to the
      * slot's previous sample; when it had none, they were kept for this one) */
-    uint32_t now_epoch = __atomic_load_n(&L.epoch, __ATOMIC_ACQUIRE);
+    uint32_t now_epoch = __atomic_load_n(&lock_events.epoch, __ATOMIC_ACQUIRE);
     int stale = m.epoch != now_epoch;
     uint64_t wc = 0, ww = 0;
     if (stale && m.epoch + 1 == now_epoch)
-        esamp_orphan_take(&A.orphan[slot], &wc, &ww);
+        esamp_orphan_take(&lock_agg.orphan[slot], &wc, &ww);
     if (!stale) {
-        wc = m.cum_count > A.att_count[slot] ? m.cum_count - A.att_count[slot] : 0;
-        ww = m.cum_wait > A.att_wait[slot] ? m.cum_wait - A.att_wait[slot] : 0;
-        if (m.cum_count > A.att_count[slot])
-            A.att_count[slot] = m.cum_count;
-        if (m.cum_wait > A.att_wait[slot])
-            A.att_wait[slot] = m.cum_wait;
+        wc = m.cum_count > lock_agg.att_count[slot] ? m.cum_count - lock_agg.att_count[slot] : 0;
+        ww = m.cum_wait > lock_agg.att_wait[slot] ? m.cum_wait - lock_agg.att_wait[slot] : 0;
+        if (m.cum_count > lock_agg.att_count[slot])
+            lock_agg.att_count[slot] = m.cum_count;
+        if (m.cum_wait > lock_agg.att_wait[slot])
+            lock_agg.att_wait[slot] = m.cum_wait;
     }
 
     char lname[NAME_LEN];
@@ -388,9 +392,9 @@ void prof_lock_consume(const struct prof_rec *rec, const char **names, int n)
     prof_store_add(PK_LOCK, rec->t_unix, names, n, rec->os_tid, lname, v);
     prof_wtab_add(tab, rec->t_unix, lname, oname, rec->c, site, v);
 
-    struct last_sample *l = stale ? NULL : A.last[slot];
+    struct last_sample *l = stale ? NULL : lock_agg.last[slot];
     if (!l && !stale)
-        l = A.last[slot] = malloc(sizeof *l);
+        l = lock_agg.last[slot] = malloc(sizeof *l);
     if (l) {
         l->n = n < REC_MAX_FRAMES + 2 ? n : REC_MAX_FRAMES + 2;
         memcpy(l->names, names, (size_t)l->n * sizeof *names);
@@ -400,16 +404,16 @@ void prof_lock_consume(const struct prof_rec *rec, const char **names, int n)
         memcpy(l->lock, lname, sizeof l->lock);
         snprintf(l->owner_name, sizeof l->owner_name, "%s", oname);
     }
-    pthread_mutex_unlock(&A.lock);
+    pthread_mutex_unlock(&lock_agg.lock);
 }
 
 /* The totals counted since the last snapshot; lock held. */
 static void pending(uint64_t *count, uint64_t *wait, uint64_t hist[PROF_LOCK_NHIST])
 {
-    *count = __atomic_load_n(&L.count, __ATOMIC_RELAXED) - A.snap_count;
-    *wait = __atomic_load_n(&L.wait_ns, __ATOMIC_RELAXED) - A.snap_wait;
+    *count = __atomic_load_n(&lock_events.count, __ATOMIC_RELAXED) - lock_agg.snap_count;
+    *wait = __atomic_load_n(&lock_events.wait_ns, __ATOMIC_RELAXED) - lock_agg.snap_wait;
     for (int i = 0; i < PROF_LOCK_NHIST; i++)
-        hist[i] = __atomic_load_n(&L.hist[i], __ATOMIC_RELAXED) - A.snap_hist[i];
+        hist[i] = __atomic_load_n(&lock_events.hist[i], __ATOMIC_RELAXED) - lock_agg.snap_hist[i];
 }
 
 /* The lock table keeps a slot per lock ever contended: in a server with per-object locks
@@ -418,61 +422,61 @@ static void pending(uint64_t *count, uint64_t *wait, uint64_t hist[PROF_LOCK_NHI
  * 2026-11-28). When locks overflow it, at most once a minute, clrscope-agg empties it, after the
  * tick has attributed every slot's counts: the locks contended from then on get slots of their
  * own again. A contention counted while the table is emptied may go to the next lock that
- * takes its slot (a few events, once a minute at most); the totals stay exact. A.lock held. */
+ * takes its slot (a few events, once a minute at most); the totals stay exact. lock_agg.lock held. */
 static void reset_lock_table(void)
 {
-    if (!esamp_reset_due(&A.reset, __atomic_load_n(&L.overflow, __ATOMIC_RELAXED), prof_now_ns()))
+    if (!esamp_reset_due(&lock_agg.reset, __atomic_load_n(&lock_events.overflow, __ATOMIC_RELAXED), prof_now_ns()))
         return;
     for (uint32_t i = 0; i <= LOCK_SLOTS; i++) {
-        esamp_orphan_keep(&A.orphan[i], &L.slots[i], A.last[i] != NULL, A.att_count[i],
-                          A.att_wait[i]);
-        esamp_slot_clear(&L.slots[i]);
-        A.att_count[i] = A.att_wait[i] = 0;
-        free(A.last[i]);
-        A.last[i] = NULL;
+        esamp_orphan_keep(&lock_agg.orphan[i], &lock_events.slots[i], lock_agg.last[i] != NULL, lock_agg.att_count[i],
+                          lock_agg.att_wait[i]);
+        esamp_slot_clear(&lock_events.slots[i]);
+        lock_agg.att_count[i] = lock_agg.att_wait[i] = 0;
+        free(lock_agg.last[i]);
+        lock_agg.last[i] = NULL;
     }
-    __atomic_add_fetch(&L.epoch, 1, __ATOMIC_RELEASE);
+    __atomic_add_fetch(&lock_events.epoch, 1, __ATOMIC_RELEASE);
 }
 
 void prof_lock_tick(double now_unix)
 {
     struct prof_wtab *tab = prof_lock_table();
-    pthread_mutex_lock(&A.lock);
-    if (A.nsec) {
+    pthread_mutex_lock(&lock_agg.lock);
+    if (lock_agg.nsec) {
         uint64_t c, w, h[PROF_LOCK_NHIST];
         pending(&c, &w, h);
         int64_t sec = (int64_t)floor(now_unix);
-        struct sec_row *row = &A.series[sec % A.nsec];
+        struct sec_row *row = &lock_agg.series[sec % lock_agg.nsec];
         if (row->sec != sec)
             memset(row, 0, sizeof *row);
         row->sec = sec;
         row->count += c;
         row->wait_ns += w;
-        A.snap_count += c;
-        A.snap_wait += w;
+        lock_agg.snap_count += c;
+        lock_agg.snap_wait += w;
         for (int i = 0; i < PROF_LOCK_NHIST; i++) {
             row->hist[i] += h[i];
-            A.snap_hist[i] += h[i];
+            lock_agg.snap_hist[i] += h[i];
         }
     }
     for (uint32_t slot = 0; slot <= LOCK_SLOTS; slot++) {
-        struct last_sample *l = A.last[slot];
+        struct last_sample *l = lock_agg.last[slot];
         if (!l)
             continue;
-        uint64_t count = __atomic_load_n(&L.slots[slot].count, __ATOMIC_RELAXED);
-        uint64_t wait = __atomic_load_n(&L.slots[slot].wsum, __ATOMIC_RELAXED);
-        if (count <= A.att_count[slot] && wait <= A.att_wait[slot])
+        uint64_t count = __atomic_load_n(&lock_events.slots[slot].count, __ATOMIC_RELAXED);
+        uint64_t wait = __atomic_load_n(&lock_events.slots[slot].wsum, __ATOMIC_RELAXED);
+        if (count <= lock_agg.att_count[slot] && wait <= lock_agg.att_wait[slot])
             continue;
-        int64_t wc = count > A.att_count[slot] ? (int64_t)(count - A.att_count[slot]) : 0;
-        int64_t ww = wait > A.att_wait[slot] ? (int64_t)(wait - A.att_wait[slot]) : 0;
-        A.att_count[slot] = count > A.att_count[slot] ? count : A.att_count[slot];
-        A.att_wait[slot] = wait > A.att_wait[slot] ? wait : A.att_wait[slot];
+        int64_t wc = count > lock_agg.att_count[slot] ? (int64_t)(count - lock_agg.att_count[slot]) : 0;
+        int64_t ww = wait > lock_agg.att_wait[slot] ? (int64_t)(wait - lock_agg.att_wait[slot]) : 0;
+        lock_agg.att_count[slot] = count > lock_agg.att_count[slot] ? count : lock_agg.att_count[slot];
+        lock_agg.att_wait[slot] = wait > lock_agg.att_wait[slot] ? wait : lock_agg.att_wait[slot];
         int64_t v[PROF_NVALUES] = {wc, ww, 0};
         prof_store_add(PK_LOCK, now_unix, l->names, l->n, l->tid, l->lock, v);
         prof_wtab_add(tab, now_unix, l->lock, l->owner_name, l->owner, l->site, v);
     }
     reset_lock_table();
-    pthread_mutex_unlock(&A.lock);
+    pthread_mutex_unlock(&lock_agg.lock);
 }
 
 /* A copy of s into the block at *p, cleaned as the table cleans its keys. */
@@ -486,11 +490,11 @@ static const char *copy_out(char **p, const char *s)
     return c;
 }
 
-/* Whether the slot has counts no sample carries (the tick's test); A.lock held. */
+/* Whether the slot has counts no sample carries (the tick's test); lock_agg.lock held. */
 static int has_unattributed(uint32_t slot)
 {
-    return __atomic_load_n(&L.slots[slot].count, __ATOMIC_RELAXED) > A.att_count[slot] ||
-           __atomic_load_n(&L.slots[slot].wsum, __ATOMIC_RELAXED) > A.att_wait[slot];
+    return __atomic_load_n(&lock_events.slots[slot].count, __ATOMIC_RELAXED) > lock_agg.att_count[slot] ||
+           __atomic_load_n(&lock_events.slots[slot].wsum, __ATOMIC_RELAXED) > lock_agg.att_wait[slot];
 }
 
 static int unattributed(const char *filter, struct prof_lock_unattributed **out, size_t *nout)
@@ -500,7 +504,7 @@ static int unattributed(const char *filter, struct prof_lock_unattributed **out,
         return -1;
     size_t n = 0, nframes = 0, bytes = 0;
     for (uint32_t slot = 0; slot <= LOCK_SLOTS; slot++) {
-        const struct last_sample *l = A.last[slot];
+        const struct last_sample *l = lock_agg.last[slot];
         if (!l || !has_unattributed(slot) || (filter && strcmp(l->lock, filter)))
             continue;
         sel[n++] = slot;
@@ -519,12 +523,12 @@ static int unattributed(const char *filter, struct prof_lock_unattributed **out,
     char *p = (char *)(fp + nframes);
     for (size_t i = 0; i < n; i++) {
         uint32_t slot = sel[i];
-        const struct last_sample *l = A.last[slot];
+        const struct last_sample *l = lock_agg.last[slot];
         /* as prof_lock_tick computes them, without moving att_count and att_wait */
-        uint64_t count = __atomic_load_n(&L.slots[slot].count, __ATOMIC_RELAXED);
-        uint64_t wait = __atomic_load_n(&L.slots[slot].wsum, __ATOMIC_RELAXED);
-        u[i].count = count > A.att_count[slot] ? (int64_t)(count - A.att_count[slot]) : 0;
-        u[i].wait_ns = wait > A.att_wait[slot] ? (int64_t)(wait - A.att_wait[slot]) : 0;
+        uint64_t count = __atomic_load_n(&lock_events.slots[slot].count, __ATOMIC_RELAXED);
+        uint64_t wait = __atomic_load_n(&lock_events.slots[slot].wsum, __ATOMIC_RELAXED);
+        u[i].count = count > lock_agg.att_count[slot] ? (int64_t)(count - lock_agg.att_count[slot]) : 0;
+        u[i].wait_ns = wait > lock_agg.att_wait[slot] ? (int64_t)(wait - lock_agg.att_wait[slot]) : 0;
         u[i].owner = l->owner;
         u[i].frames = fp;
         u[i].nframes = l->n;
@@ -553,7 +557,7 @@ int prof_lock_read(double seconds, const char *filter, struct prof_wtab_row **ro
     *npending = 0;
     /* under the lock the aggregator attributes with: no sample moves contentions from the one
      * to the other between the two reads */
-    pthread_mutex_lock(&A.lock);
+    pthread_mutex_lock(&lock_agg.lock);
     int rc = prof_wtab_sum(tab, seconds, filter, rows, nrows);
     if (!rc && unattributed(filter, pending, npending)) {
         free(*rows);
@@ -561,23 +565,23 @@ int prof_lock_read(double seconds, const char *filter, struct prof_wtab_row **ro
         *nrows = 0;
         rc = -1;
     }
-    pthread_mutex_unlock(&A.lock);
+    pthread_mutex_unlock(&lock_agg.lock);
     return rc;
 }
 
 void prof_lock_window(double seconds, struct prof_lock_window *out)
 {
     memset(out, 0, sizeof *out);
-    pthread_once(&A.once, init_tables);
+    pthread_once(&lock_agg.once, init_tables);
     if (!(seconds > 0))
         seconds = 60;
-    pthread_mutex_lock(&A.lock);
-    if (seconds > A.nsec)
-        seconds = A.nsec;
+    pthread_mutex_lock(&lock_agg.lock);
+    if (seconds > lock_agg.nsec)
+        seconds = lock_agg.nsec;
     int64_t to = (int64_t)floor(prof_unix_now());
     int64_t from = to - (int64_t)ceil(seconds) + 1;
-    for (int i = 0; i < A.nsec; i++) {
-        const struct sec_row *row = &A.series[i];
+    for (int i = 0; i < lock_agg.nsec; i++) {
+        const struct sec_row *row = &lock_agg.series[i];
         if (row->sec < from || row->sec > to)
             continue;
         out->count += row->count;
@@ -592,23 +596,23 @@ void prof_lock_window(double seconds, struct prof_lock_window *out)
     out->wait_ns += w;
     for (int k = 0; k < PROF_LOCK_NHIST; k++)
         out->hist[k] += h[k];
-    pthread_mutex_unlock(&A.lock);
+    pthread_mutex_unlock(&lock_agg.lock);
 }
 
 void prof_lock_get_stats(struct prof_lock_stats *out)
 {
     memset(out, 0, sizeof *out);
-    out->events = __atomic_load_n(&L.count, __ATOMIC_RELAXED);
-    out->sampled = __atomic_load_n(&L.sampled, __ATOMIC_RELAXED);
-    out->dropped = __atomic_load_n(&L.dropped, __ATOMIC_RELAXED);
-    out->overflow = __atomic_load_n(&L.overflow, __ATOMIC_RELAXED);
-    out->unmatched = __atomic_load_n(&L.unmatched, __ATOMIC_RELAXED);
-    out->slots_full = __atomic_load_n(&L.slots_full, __ATOMIC_RELAXED);
-    pthread_mutex_lock(&A.lock);
-    out->table_resets = A.reset.resets;
-    pthread_mutex_unlock(&A.lock);
+    out->events = __atomic_load_n(&lock_events.count, __ATOMIC_RELAXED);
+    out->sampled = __atomic_load_n(&lock_events.sampled, __ATOMIC_RELAXED);
+    out->dropped = __atomic_load_n(&lock_events.dropped, __ATOMIC_RELAXED);
+    out->overflow = __atomic_load_n(&lock_events.overflow, __ATOMIC_RELAXED);
+    out->unmatched = __atomic_load_n(&lock_events.unmatched, __ATOMIC_RELAXED);
+    out->slots_full = __atomic_load_n(&lock_events.slots_full, __ATOMIC_RELAXED);
+    pthread_mutex_lock(&lock_agg.lock);
+    out->table_resets = lock_agg.reset.resets;
+    pthread_mutex_unlock(&lock_agg.lock);
     for (uint32_t i = 0; i < LOCK_SLOTS; i++)
-        if (__atomic_load_n(&L.slots[i].key, __ATOMIC_RELAXED))
+        if (__atomic_load_n(&lock_events.slots[i].key, __ATOMIC_RELAXED))
             out->locks++;
     uint64_t keys;
     prof_wtab_stats(prof_lock_table(), &keys, &out->table_dropped);
