@@ -26,14 +26,14 @@ static void drain(void)
 {
     const char *names[REC_MAX_FRAMES + 2];
     struct prof_rec *r;
-    while ((r = prof_ring_peek(g_ring))) {
+    while ((r = prof_ring_peek(prof_agg_ring()))) {
         int n = prof_walk_names(r->frames, (int)r->nframes, (int)r->truncated, names,
                                 REC_MAX_FRAMES + 2);
         if (r->kind == REC_EXCEPTION)
             prof_exc_consume(r, names, n);
         else if (r->kind == REC_LOCK)
             prof_lock_consume(r, names, n);
-        prof_ring_release(g_ring);
+        prof_ring_release(prof_agg_ring());
     }
 }
 
@@ -171,7 +171,7 @@ int main(void)
     setenv("CLRSCOPE_EXCEPTION_SAMPLES_PER_S", "1", 1); /* one sample a second */
     setenv("CLRSCOPE_LOCK_SAMPLES_PER_S", "1", 1);
     fuzz_runtime_init(PROFILE_ALL);
-    g_ring = prof_ring_new(256);
+    prof_agg_use_ring(prof_ring_new(256));
     test_exceptions();
     test_locks();
     printf("%d passed, %d failed\n", passed, failed);
