@@ -343,7 +343,7 @@ static void test_waits(void)
 int main(void)
 {
     fuzz_runtime_init(PROFILE_ALL);
-    g_ring = prof_ring_new(256);
+    prof_agg_use_ring(prof_ring_new(256));
     prof_gc_init();
     prof_live_init();
     prof_heapsnap_init();
