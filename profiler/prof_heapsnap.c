@@ -3,7 +3,7 @@
  * A snapshot, step by step:
  *   1. request (civetweb worker): guards (heap size vs CLRSCOPE_DUMP_MAX_HEAP_MB, memory headroom
  *      vs. the estimated need), a record in the list, the clrscope-heap thread started.
- *   2. clrscope-heap: dump directory checked, address space reserved (heap_capture), state ARMED,
+ *   2. clrscope-heap: dump directory checked, address space reserved (hs_capture), state ARMED,
  *      then a short-lived clrscope-heapgc thread starts the runtime session with the GCHeapDump |
  *      GCHeapCollect keywords. The runtime runs a blocking gen2 GC inside that call and fires the
  *      bulk events synchronously on its GC thread(s); prof_heapsnap_on_event recognises the dump
@@ -13,8 +13,8 @@
  *      session call runs on its own thread because the runtime may attach a runtime Thread object
  *      to the caller, after which SYNC profiler calls (type names) would be refused on that
  *      thread.
- *   3. clrscope-heap: graph, dominators, paths (heap_graph), type names (prof_symbols), the
- *      .gcdump file (gcdump_write, to a temporary name, then renamed), the per-type summary.
+ *   3. clrscope-heap: graph, dominators, paths (hs_graph), type names (prof_symbols), the
+ *      .gcdump file (hs_gcdump, to a temporary name, then renamed), the per-type summary.
  */
 #include "prof_heapsnap.h"
 
@@ -32,8 +32,8 @@
 #include <uchar.h>
 #include <unistd.h>
 
-#include "gcdump_write.h"
-#include "heap_capture.h"
+#include "hs_gcdump.h"
+#include "hs_capture.h"
 #include "prof_alloc.h"
 #include "prof_config.h"
 #include "prof_core.h"

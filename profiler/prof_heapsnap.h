@@ -1,8 +1,8 @@
 /*
  * prof_heapsnap - heap snapshots on demand (gcdump): an in-process EventPipe session with the
  * heap-dump keywords makes the runtime walk the heap in an induced full GC; bulk node/edge/root
- * events are parsed into a compact graph (heap_capture, on the GC thread), analysed (heap_graph:
- * dominators, retained sizes, root paths) and written as a .gcdump file (gcdump_write) on the
+ * events are parsed into a compact graph (hs_capture, on the GC thread), analysed (hs_graph:
+ * dominators, retained sizes, root paths) and written as a .gcdump file (hs_gcdump) on the
  * clrscope-heap thread, and summarised per type for the API.
  *
  * One snapshot at a time. Finished snapshots live in memory (their per-type summary) and on disk
@@ -20,8 +20,8 @@
 #include <stdio.h>
 
 #include "clr_abi.h"
-#include "gcdump_write.h"
-#include "heap_graph.h"
+#include "hs_gcdump.h"
+#include "hs_graph.h"
 #include "prof_scratch.h"
 
 void prof_heapsnap_init(void);
