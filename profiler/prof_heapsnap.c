@@ -1,8 +1,8 @@
 /* prof_heapsnap.c - see prof_heapsnap.h.
  *
  * A snapshot, step by step:
- *   1. request (civetweb worker): guards (heap size vs CLRSCOPE_DUMP_MAX_HEAP_MB, memory headroom
- *      vs. the estimated need), a record in the list, the clrscope-heap thread started.
+ *   1. request (civetweb worker): guards (hs_guards.c: heap size vs CLRSCOPE_DUMP_MAX_HEAP_MB,
+ *      memory headroom vs. the estimated need), a record in the list, the clrscope-heap thread started.
  *   2. clrscope-heap: dump directory checked, address space reserved (hs_capture), state ARMED,
  *      then a short-lived clrscope-heapgc thread starts the runtime session with the GCHeapDump |
  *      GCHeapCollect keywords. The runtime runs a blocking gen2 GC inside that call and fires the
@@ -17,29 +17,24 @@
  *      .gcdump file (hs_gcdump, to a temporary name, then renamed), the per-type summary.
  */
 #include "prof_heapsnap.h"
+#include "hs_int.h"
 
-#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <signal.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <sys/statvfs.h>
 #include <time.h>
 #include <uchar.h>
 #include <unistd.h>
 
-#include "hs_gcdump.h"
 #include "hs_capture.h"
-#include "prof_alloc.h"
+#include "hs_gcdump.h"
 #include "prof_config.h"
 #include "prof_core.h"
-#include "prof_counters.h"
 #include "prof_events.h"
-#include "prof_gc.h"
 #include "prof_files.h"
 #include "prof_log.h"
 #include "prof_symbols.h"
@@ -50,11 +45,6 @@
 #define KW_GCHEAPCOLLECT 0x800000ull
 #define GC_REASON_INDUCED 1u
 #define GC_TYPE_BACKGROUND 1u
-
-/* Per-object cost of a snapshot, measured with bench/gcdump_bench.sh (see README.d/gcdump.md):
- * the estimate of the extra memory a snapshot needs is heap bytes * NEED_PER_HEAP_BYTE + slack. */
-#define NEED_PER_HEAP_BYTE 1.2
-#define NEED_SLACK (64ll << 20)
 
 enum cap_state { ST_IDLE, ST_ARMED, ST_CAPTURING, ST_DONE };
 
@@ -123,142 +113,6 @@ static void sleep_ms(int ms)
 {
     struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
     nanosleep(&ts, NULL);
-}
-
-static int64_t read_meminfo_kb(const char *key)
-{
-    FILE *f = fopen("/proc/meminfo", "re");
-    if (!f)
-        return -1;
-    char line[256];
-    int64_t v = -1;
-    size_t kl = strlen(key);
-    while (fgets(line, sizeof line, f)) {
-        if (!strncmp(line, key, kl) && line[kl] == ':') {
-            v = strtoll(line + kl + 1, NULL, 10);
-            break;
-        }
-    }
-    fclose(f);
-    return v;
-}
-
-static int64_t read_number_file(const char *path)
-{
-    FILE *f = fopen(path, "re");
-    if (!f)
-        return -1;
-    char buf[64] = "";
-    int64_t v = -1;
-    if (fgets(buf, sizeof buf, f) && buf[0] >= '0' && buf[0] <= '9')
-        v = strtoll(buf, NULL, 10);
-    fclose(f);
-    return v;
-}
-
-/* Free memory under this process's cgroup limit, or -1 when there is no limit. */
-static int64_t cgroup_headroom(void)
-{
-    FILE *f = fopen("/proc/self/cgroup", "re");
-    if (!f)
-        return -1;
-    char line[600], rel[600] = "";
-    int v2 = 0;
-    while (fgets(line, sizeof line, f)) {
-        line[strcspn(line, "\n")] = 0;
-        if (!strncmp(line, "0::", 3)) {
-            snprintf(rel, sizeof rel, "%s", line + 3);
-            v2 = 1;
-        } else {
-            char *m = strstr(line, ":memory:");
-            if (m && !v2)
-                snprintf(rel, sizeof rel, "%s", m + 8);
-        }
-    }
-    fclose(f);
-    char p1[800], p2[800];
-    int64_t limit = -1, usage = -1;
-    for (int up = 0; up < 2 && limit < 0; up++) {
-        const char *r = up ? "" : rel; /* inside a container the cgroup root is the limit */
-        if (v2) {
-            snprintf(p1, sizeof p1, "/sys/fs/cgroup%s/memory.max", r);
-            snprintf(p2, sizeof p2, "/sys/fs/cgroup%s/memory.current", r);
-        } else {
-            snprintf(p1, sizeof p1, "/sys/fs/cgroup/memory%s/memory.limit_in_bytes", r);
-            snprintf(p2, sizeof p2, "/sys/fs/cgroup/memory%s/memory.usage_in_bytes", r);
-        }
-        limit = read_number_file(p1);
-        usage = read_number_file(p2);
-    }
-    if (limit <= 0 || limit >= (1ll << 60) || usage < 0)
-        return -1;
-    return limit > usage ? limit - usage : 0;
-}
-
-static int64_t memory_headroom(void)
-{
-    int64_t avail = read_meminfo_kb("MemAvailable");
-    if (avail >= 0)
-        avail *= 1024;
-    int64_t cg = cgroup_headroom();
-    if (cg >= 0 && (avail < 0 || cg < avail))
-        avail = cg;
-    return avail;
-}
-
-static int64_t rss_bytes(void)
-{
-    FILE *f = fopen("/proc/self/statm", "re");
-    if (!f)
-        return -1;
-    long size = 0, res = 0;
-    int ok = fscanf(f, "%ld %ld", &size, &res) == 2;
-    fclose(f);
-    return ok ? (int64_t)res * sysconf(_SC_PAGESIZE) : -1;
-}
-
-/* Bytes in use in the GC heap as of the last GC (all generations, free space included; the
- * runtime updates the generation table at the end of each GC), -1 if unknown. */
-static int64_t gc_heap_bytes(void)
-{
-    ICorProfilerInfo15 *info = g_core.info;
-    if (!info || !info->vt->GetGenerationBounds)
-        return -1;
-    ULONG cap = 256, count = 0;
-    COR_PRF_GC_GENERATION_RANGE *r = NULL;
-    for (int attempt = 0; attempt < 3; attempt++) {
-        free(r);
-        r = malloc((size_t)cap * sizeof *r);
-        if (!r)
-            return -1;
-        HRESULT hr = info->vt->GetGenerationBounds(info, cap, &count, r);
-        if (hr < 0) {
-            static int logged;
-            prof_log_once(logged, LOG_DEBUG, "GetGenerationBounds failed (0x%08x)", (unsigned)hr);
-            free(r);
-            return -1;
-        }
-        if (count <= cap)
-            break;
-        cap = count + 64;
-    }
-    int64_t total = 0;
-    for (ULONG i = 0; i < count && i < cap; i++)
-        total += (int64_t)r[i].rangeLength;
-    free(r);
-    return total > 0 ? total : -1; /* all zero before the first GC */
-}
-
-static void fmt_mb(char *out, size_t cap, int64_t bytes)
-{
-    snprintf(out, cap, "%.0f MB", (double)bytes / 1048576.0);
-}
-
-static void errtext(int e, char *out, size_t cap)
-{
-    char buf[128];
-    const char *m = strerror_r(e, buf, sizeof buf);
-    snprintf(out, cap, "%s", m);
 }
 
 static void copy_str(char *dst, size_t cap, const char *src)
@@ -518,21 +372,16 @@ static int write_file(struct hs_snapshot *s, const struct heap_graph *g, const c
     char e[128];
     char dir[sizeof g_cfg.dump_dir];
     snprintf(dir, sizeof dir, "%s", g_cfg.dump_dir);
-    struct statvfs vfs;
     uint64_t need = (uint64_t)g->n * 14 + g->ne * 2 + (1u << 20);
-    if (!statvfs(dir, &vfs) && (uint64_t)vfs.f_bavail * vfs.f_frsize < need) {
-        snprintf(err, errcap, "not enough disk space in %.150s (%.0f MB needed, %.0f MB free)",
-                 dir, (double)need / 1048576.0,
-                 (double)vfs.f_bavail * (double)vfs.f_frsize / 1048576.0);
+    if (hs_disk_room(dir, need, err, errcap))
         return -1;
-    }
     char path[600], tmp[620];
     snprintf(path, sizeof path, "%.500s/clrscope-%d-%d.gcdump", dir, (int)g_core.pid, s->id);
     snprintf(tmp, sizeof tmp, "%s.tmp", path);
     int fd = prof_files_create(tmp, 0600);
     FILE *f = fd >= 0 ? fdopen(fd, "wb") : NULL;
     if (!f) {
-        errtext(errno, e, sizeof e);
+        hs_errtext(errno, e, sizeof e);
         snprintf(err, errcap, "cannot write %.140s: %.90s", tmp, e);
         if (fd >= 0) {
             close(fd);
@@ -549,19 +398,19 @@ static int write_file(struct hs_snapshot *s, const struct heap_graph *g, const c
     char log[200];
     snprintf(log, sizeof log, "clrscope in-process heap snapshot %d of pid %d", s->id,
              (int)g_core.pid);
-    int64_t rss = rss_bytes();
+    int64_t rss = hs_rss_bytes();
     struct gd_meta meta = {.process_name = g_core.process_name, .pid = (int32_t)g_core.pid,
                            .unix_time = s->t, .machine = host, .commit = rss > 0 ? rss : 0,
                            .working_set = rss > 0 ? rss : 0, .log = log, .tool = "clrscope"};
     int rc = prof_heapsnap_write_graph(f, g, tnames, tmods, &meta, err, errcap);
     if (fclose(f) && !rc) {
-        errtext(errno, e, sizeof e);
+        hs_errtext(errno, e, sizeof e);
         snprintf(err, errcap, "cannot write %.140s: %.90s", tmp, e);
         rc = -1;
     }
     prof_scratch_release(&mem);
     if (!rc && rename(tmp, path)) {
-        errtext(errno, e, sizeof e);
+        hs_errtext(errno, e, sizeof e);
         snprintf(err, errcap, "cannot rename %.140s: %.90s", tmp, e);
         rc = -1;
     }
@@ -712,7 +561,7 @@ static int reserve_for(struct heap_capture *cap, int64_t heap)
 {
     /* Address space only (pages are committed when written): be generous. The generation
      * bounds can under-count (server GC); the resident set bounds the heap from above. */
-    int64_t rss = rss_bytes();
+    int64_t rss = hs_rss_bytes();
     uint64_t h = heap > 0 ? (uint64_t)heap : (uint64_t)g_cfg.dump_max_heap;
     if (rss > 0 && (uint64_t)rss > h)
         h = (uint64_t)rss;
@@ -869,25 +718,14 @@ static void analyse(struct hs_snapshot *s, struct heap_capture *cap)
 static void run_snapshot(struct hs_snapshot *s)
 {
     char err[256];
-    struct stat dst;
-    /* the default directory lies in /tmp: it must be this user's alone (prof_files.h); a file at
-     * the name (mkdir says EEXIST) fails here, before the GC, not when the file is written */
-    if ((g_cfg.dump_dir_default ? prof_files_private_dir(g_cfg.dump_dir)
-                                  : prof_files_mkdirs(g_cfg.dump_dir, 0700)) ||
-        stat(g_cfg.dump_dir, &dst) || (!S_ISDIR(dst.st_mode) && (errno = ENOTDIR)) ||
-        access(g_cfg.dump_dir, W_OK)) {
-        int e = errno;
-        errtext(e, err, sizeof err);
-        char msg[400];
-        snprintf(msg, sizeof msg, "cannot write snapshots to %.180s: %.100s%s", g_cfg.dump_dir, err,
-                 e == EPERM ? " (it belongs to another user; set CLRSCOPE_DUMP_DIR)" : "");
+    char msg[400];
+    if (hs_dump_dir_ready(msg, sizeof msg)) {
         snap_fail(s, msg);
         return;
     }
     struct heap_capture *cap = calloc(1, sizeof *cap);
     if (!cap || reserve_for(cap, (int64_t)s->heap_estimate)) {
-        char msg[300];
-        errtext(errno, err, sizeof err);
+        hs_errtext(errno, err, sizeof err);
         free(cap);
         snprintf(msg, sizeof msg, "cannot reserve address space for the snapshot: %.200s", err);
         snap_fail(s, msg);
@@ -906,73 +744,11 @@ static void run_snapshot(struct hs_snapshot *s)
     free(cap);
 }
 
-#define EXITED_MIN_AGE_S 3600 /* another process's snapshot is left alone this long */
-#define EXITED_SCAN_MAX 4096  /* directory entries looked at, at most */
-
-struct exited_file {
-    time_t mtime;
-    char name[64];
-};
-
-static int newest_first(const void *a, const void *b)
-{
-    const struct exited_file *x = a, *y = b;
-    return x->mtime < y->mtime ? 1 : x->mtime > y->mtime ? -1 : strcmp(x->name, y->name);
-}
-
-/* CLRSCOPE_DUMP_KEEP applied to the snapshots of processes that have exited too: the newest
- * `keep` of them stay (the snapshot of a process that then ran out of memory is worth keeping),
- * older ones go. Before, each process applied the limit to its own files only, and a directory
- * shared by restarts grew without bound (313 files, 236 MB, on a test machine). A file of a
- * live process, or under an hour old (its pid may be another pid namespace's), is never
- * touched; only names clrscope writes (clrscope-PID-ID.gcdump) are looked at. */
-static void tidy_exited(void)
-{
-    char dir[sizeof g_cfg.dump_dir];
-    snprintf(dir, sizeof dir, "%s", g_cfg.dump_dir);
-    DIR *d = opendir(dir);
-    if (!d)
-        return;
-    int keep = g_cfg.dump_keep > 0 ? g_cfg.dump_keep : 1;
-    struct exited_file *f = malloc(EXITED_SCAN_MAX * sizeof *f);
-    size_t n = 0, seen = 0;
-    time_t now = time(NULL);
-    struct dirent *e;
-    while (f && (e = readdir(d)) && seen++ < EXITED_SCAN_MAX) {
-        int pid = 0, id = 0, end = 0;
-        if (sscanf(e->d_name, "clrscope-%d-%d.gcdump%n", &pid, &id, &end) != 2 ||
-            e->d_name[end] || pid <= 0 || pid == (int)g_core.pid ||
-            strlen(e->d_name) >= sizeof f[n].name)
-            continue;
-        if (!kill((pid_t)pid, 0) || errno != ESRCH)
-            continue; /* alive (or not ours to ask about) */
-        struct stat st;
-        if (fstatat(dirfd(d), e->d_name, &st, AT_SYMLINK_NOFOLLOW) || !S_ISREG(st.st_mode) ||
-            now - st.st_mtime < EXITED_MIN_AGE_S)
-            continue;
-        f[n].mtime = st.st_mtime;
-        snprintf(f[n].name, sizeof f[n].name, "%s", e->d_name);
-        n++;
-    }
-    if (f && n > (size_t)keep) {
-        qsort(f, n, sizeof *f, newest_first);
-        int removed = 0;
-        for (size_t i = (size_t)keep; i < n; i++)
-            removed += !unlinkat(dirfd(d), f[i].name, 0);
-        if (removed)
-            prof_log(LOG_INFO, "heap snapshots: removed %d file%s of exited processes from %s "
-                     "(CLRSCOPE_DUMP_KEEP=%d of them stay)", removed, removed == 1 ? "" : "s", dir,
-                     keep);
-    }
-    free(f);
-    closedir(d);
-}
-
 static void *worker(void *arg)
 {
     prof_name_thread("heap");
     run_snapshot(arg);
-    tidy_exited();
+    hs_tidy_exited();
     pthread_mutex_lock(&g_lock);
     enforce_keep_locked();
     pthread_mutex_unlock(&g_lock);
@@ -1001,67 +777,6 @@ void prof_heapsnap_stop(void)
         if (pthread_timedjoin_np(w, NULL, &ts))
             pthread_detach(w); /* still inside the runtime: let the process exit around it */
     }
-}
-
-/* Bytes allocated since the newest GC recorded began (or since start): the runtime's exact count
- * where its counter covers those seconds, else the upper end of the sampled estimate's 95 %
- * interval, else 0 (the alloc profile off). A GC newer than the records makes this larger than
- * the truth, which errs on the side of the guard. Large arrays allocated since the last GC are in the heap but not yet
- * in its generation bounds. */
-static int64_t allocated_since_gc(void)
-{
-    double t = prof_gc_last_start(); /* recorded ~1 s after the GC ended; none: since start */
-    if (t <= 0)
-        t = (double)g_core.start_unix;
-    int64_t from = (int64_t)t, to = (int64_t)prof_unix_now(), bytes = 0;
-    if (prof_counters_allocated(&from, &to, &bytes) == 0 && bytes > 0)
-        return bytes;
-    double lo = 0, hi = 0;
-    uint64_t n = 0;
-    if (prof_alloc_total_ci((int64_t)t, (int64_t)prof_unix_now(), &lo, &hi, &n) == 0 && hi > 0)
-        return (int64_t)hi;
-    return 0;
-}
-
-static int guards(int force, struct hs_refusal *why, int64_t *heap_out)
-{
-    /* The GC heap at the last GC plus what was allocated since; before the first GC, the resident
-     * set bounds it from above. */
-    int64_t heap = gc_heap_bytes();
-    int from_rss = heap <= 0;
-    int64_t since = from_rss ? 0 : allocated_since_gc();
-    int64_t estimate = from_rss ? rss_bytes() : heap + since;
-    *heap_out = estimate > 0 ? estimate : 0;
-    why->heap_bytes = estimate;
-    why->limit_bytes = g_cfg.dump_max_heap;
-    why->available_bytes = memory_headroom();
-    why->needed_bytes = estimate > 0 ? (int64_t)((double)estimate * NEED_PER_HEAP_BYTE) + NEED_SLACK
-                                     : NEED_SLACK;
-    if (force)
-        return 0;
-    char a[32], b[32];
-    if (estimate > g_cfg.dump_max_heap) {
-        fmt_mb(a, sizeof a, estimate);
-        fmt_mb(b, sizeof b, g_cfg.dump_max_heap);
-        why->reason = HS_TOO_BIG;
-        snprintf(why->message, sizeof why->message,
-                 "%s %s, more than CLRSCOPE_DUMP_MAX_HEAP_MB (%s); a snapshot stops the app for "
-                 "a full GC and needs about as much memory again; add ?force=1 to take it anyway",
-                 from_rss ? "no GC has run yet and the process holds"
-                 : since ? "the GC heap holds (as of the last GC, plus what was allocated since)"
-                         : "the GC heap holds", a, b);
-        return -1;
-    }
-    if (why->available_bytes >= 0 && why->available_bytes < why->needed_bytes) {
-        fmt_mb(a, sizeof a, why->needed_bytes);
-        fmt_mb(b, sizeof b, why->available_bytes);
-        why->reason = HS_LOW_MEMORY;
-        snprintf(why->message, sizeof why->message,
-                 "a snapshot of this heap needs about %s of memory and only %s is available "
-                 "(MemAvailable / cgroup limit); add ?force=1 to take it anyway", a, b);
-        return -1;
-    }
-    return 0;
 }
 
 int prof_heapsnap_request(int force, struct hs_refusal *why)
@@ -1114,7 +829,7 @@ int prof_heapsnap_request(int force, struct hs_refusal *why)
         pthread_join(prev, NULL);
 
     int64_t heap = 0;
-    int refused = guards(force, why, &heap);
+    int refused = hs_guards_check(force, why, &heap);
     pthread_mutex_lock(&g_lock);
     if (!refused && __atomic_load_n(&g_abort, __ATOMIC_RELAXED)) { /* stop ran meanwhile */
         refused = 1;

@@ -1,0 +1,54 @@
+/*
+ * hs_int.h - what the files of the heap snapshot share; no other module uses it.
+ *
+ *   prof_heapsnap.c  the module's public face (prof_heapsnap.h): the request, the list of
+ *                    snapshots and its lock, and clrscope-heap, which takes each snapshot through
+ *                    its steps and publishes the result
+ *   hs_guards.c      what a snapshot may take: heap size, memory, dump directory, disk space
+ *   hs_tidy.c        CLRSCOPE_DUMP_KEEP applied to the files of processes that have exited
+ *   hs_capture.c     step 1, the capture: the dump GC's events parsed on the GC threads
+ *   hs_graph.c       step 2, the analysis: index, dominators, retained sizes, root paths
+ *   hs_gcdump.c      step 3, the .gcdump format writer
+ *
+ * The files below prof_heapsnap.c never take the list's lock and call nothing above them: they
+ * get the snapshot they work on and return what they found; prof_heapsnap.c publishes it.
+ */
+#ifndef HS_INT_H
+#define HS_INT_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "prof_heapsnap.h"
+
+/* strerror's text for `e` in `out` (GNU strerror_r returns its text instead of filling buf). */
+static inline void hs_errtext(int e, char *out, size_t cap)
+{
+    char buf[128];
+    const char *m = strerror_r(e, buf, sizeof buf);
+    snprintf(out, cap, "%s", m);
+}
+
+/* ---- hs_guards.c ---- */
+
+/* The request's guards (civetweb worker): fills `why` (heap, limit, available and needed bytes)
+ * and the heap estimate; 0 when the snapshot may go (always with `force`), -1 with why->reason
+ * and why->message set when it may not. */
+int hs_guards_check(int force, struct hs_refusal *why, int64_t *heap_out);
+/* The dump directory made (private to this user when it is the default one) and writable:
+ * 0, or -1 with `err` set (clrscope-heap, before the dump GC). */
+int hs_dump_dir_ready(char *err, size_t errcap);
+/* 0 when `dir`'s file system has `need` bytes free (or cannot tell), else -1 with `err` set. */
+int hs_disk_room(const char *dir, uint64_t need, char *err, size_t errcap);
+/* The process's resident set in bytes, -1 if unknown (any thread). */
+int64_t hs_rss_bytes(void);
+
+/* ---- hs_tidy.c ---- */
+
+/* Removes the oldest .gcdump files of exited processes beyond CLRSCOPE_DUMP_KEEP (clrscope-heap,
+ * after each snapshot). */
+void hs_tidy_exited(void);
+
+#endif
