@@ -5,6 +5,8 @@
  *                    snapshots and its lock, and clrscope-heap, which takes each snapshot through
  *                    its steps and publishes the result
  *   hs_guards.c      what a snapshot may take: heap size, memory, dump directory, disk space
+ *   hs_file.c        the snapshot's .gcdump file: the graph laid out for the writer, then written
+ *   hs_summary.c     the per-type summary the API reads
  *   hs_tidy.c        CLRSCOPE_DUMP_KEEP applied to the files of processes that have exited
  *   hs_capture.c     step 1, the capture: the dump GC's events parsed on the GC threads
  *   hs_graph.c       step 2, the analysis: index, dominators, retained sizes, root paths
@@ -44,6 +46,24 @@ int hs_dump_dir_ready(char *err, size_t errcap);
 int hs_disk_room(const char *dir, uint64_t need, char *err, size_t errcap);
 /* The process's resident set in bytes, -1 if unknown (any thread). */
 int64_t hs_rss_bytes(void);
+
+/* ---- hs_file.c (clrscope-heap) ---- */
+
+/* Writes the snapshot's graph to DUMP_DIR/clrscope-PID-ID.gcdump (a temporary name renamed when
+ * complete): 0 with the file's name in `path` and its size in `file_bytes`, or -1 with `err`
+ * set and no file left. Reads s->id and s->t only. */
+int hs_file_write(const struct hs_snapshot *s, const struct heap_graph *g, const char **tnames,
+                  const char **tmods, char *path, size_t pathcap, uint64_t *file_bytes, char *err,
+                  size_t errcap);
+/* "[static var NAME]" or "[thread static var NAME]" for static variable `s`, in `mem`; NULL when
+ * out of memory. */
+char *hs_static_label(struct prof_scratch *mem, const struct heap_graph *g, uint32_t s);
+
+/* ---- hs_summary.c (clrscope-heap) ---- */
+
+/* Fills s->rows, s->pathv and s->owned (in s->mem) from the analysed graph and its type names.
+ * 0, or -1 when out of memory. */
+int hs_summary_build(struct hs_snapshot *s, const struct heap_graph *g, const char **tnames);
 
 /* ---- hs_tidy.c ---- */
 
