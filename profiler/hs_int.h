@@ -5,6 +5,7 @@
  *                    snapshots and its lock, and clrscope-heap, which takes each snapshot through
  *                    its steps and publishes the result
  *   hs_guards.c      what a snapshot may take: heap size, memory, dump directory, disk space
+ *   hs_session.c     the dump GC: the heap-dump EventPipe session and the GC-thread event hook
  *   hs_file.c        the snapshot's .gcdump file: the graph laid out for the writer, then written
  *   hs_summary.c     the per-type summary the API reads
  *   hs_tidy.c        CLRSCOPE_DUMP_KEEP applied to the files of processes that have exited
@@ -46,6 +47,17 @@ int hs_dump_dir_ready(char *err, size_t errcap);
 int hs_disk_room(const char *dir, uint64_t need, char *err, size_t errcap);
 /* The process's resident set in bytes, -1 if unknown (any thread). */
 int64_t hs_rss_bytes(void);
+
+/* ---- hs_session.c (clrscope-heap; its event hook on GC threads) ---- */
+
+/* A capture with address space for a heap of about `heap` bytes (nothing committed yet), or
+ * NULL with errno set. */
+struct heap_capture *hs_session_reserve(int64_t heap);
+/* Runs the dump GC with the heap-dump session open and collects its events into `cap`; writes
+ * s->progress (20..400 permille) and s->gc_pause_ms. 0, or -1 with `err` set, and then the
+ * capture is gone: released, or left to a runtime callback that never returned from it (leaked
+ * rather than freed under its feet). */
+int hs_session_collect(struct hs_snapshot *s, struct heap_capture *cap, char *err, size_t errcap);
 
 /* ---- hs_file.c (clrscope-heap) ---- */
 

@@ -1,20 +1,16 @@
-/* prof_heapsnap.c - see prof_heapsnap.h.
+/* prof_heapsnap.c - see prof_heapsnap.h: the request, the list of snapshots and its lock, and
+ * clrscope-heap, which takes one snapshot through its steps and publishes what each step found
+ * under that lock (the files it calls never take it).
  *
  * A snapshot, step by step:
  *   1. request (civetweb worker): guards (hs_guards.c: heap size vs CLRSCOPE_DUMP_MAX_HEAP_MB,
- *      memory headroom vs. the estimated need), a record in the list, the clrscope-heap thread started.
- *   2. clrscope-heap: dump directory checked, address space reserved (hs_capture), state ARMED,
- *      then a short-lived clrscope-heapgc thread starts the runtime session with the GCHeapDump |
- *      GCHeapCollect keywords. The runtime runs a blocking gen2 GC inside that call and fires the
- *      bulk events synchronously on its GC thread(s); prof_heapsnap_on_event recognises the dump
- *      GC by its GCStart (Induced, depth 2, not background) and GCEnd (same count). The session is
- *      stopped from clrscope-heapgc after the GC, never from a callback; prof_events then resets
- *      the provider with a throw-away copy of each of its sessions (dotnet/runtime#121462). The
- *      session call runs on its own thread because the runtime may attach a runtime Thread object
- *      to the caller, after which SYNC profiler calls (type names) would be refused on that
- *      thread.
- *   3. clrscope-heap: graph, dominators, paths (hs_graph), type names (prof_symbols), the
- *      .gcdump file (hs_gcdump, to a temporary name, then renamed), the per-type summary.
+ *      memory headroom vs. the estimated need), a record in the list, clrscope-heap started.
+ *   2. clrscope-heap: dump directory checked (hs_guards.c), address space reserved and the dump
+ *      GC run with the heap-dump session open, its events collected on the GC threads
+ *      (hs_session.c, hs_capture.c).
+ *   3. clrscope-heap: graph, dominators, paths (hs_graph.c), type names (prof_symbols), the
+ *      .gcdump file (hs_file.c, hs_gcdump.c), the per-type summary (hs_summary.c); then the files
+ *      of exited processes (hs_tidy.c) and of this one's older snapshots (CLRSCOPE_DUMP_KEEP).
  */
 #include "prof_heapsnap.h"
 #include "hs_int.h"
@@ -25,33 +21,16 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
-#include <uchar.h>
 #include <unistd.h>
 
 #include "hs_capture.h"
 #include "hs_graph.h"
 #include "prof_config.h"
 #include "prof_core.h"
-#include "prof_events.h"
 #include "prof_log.h"
 #include "prof_scratch.h"
 #include "prof_symbols.h"
 #include "prof_unload.h"
-
-#define KW_GC 0x1ull
-#define KW_GCHEAPDUMP 0x100000ull
-#define KW_GCHEAPCOLLECT 0x800000ull
-#define GC_REASON_INDUCED 1u
-#define GC_TYPE_BACKGROUND 1u
-
-enum cap_state { ST_IDLE, ST_ARMED, ST_CAPTURING, ST_DONE };
-
-/* ---- shared with the GC-thread callback (atomics only) ---- */
-static int g_state = ST_IDLE;
-static int g_inflight;
-static struct heap_capture *g_cap;
-static uint32_t g_gc_count;
-static int64_t g_gc_start_ns, g_gc_end_ns;
 
 /* ---- the list ---- */
 static pthread_mutex_t g_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -64,54 +43,7 @@ static int g_worker_live;
 static int g_abort;
 static int g_inited;
 
-static const char16_t g_provider[] = u"Microsoft-Windows-DotNETRuntime";
-
-/* ---------------------------------------------------------------- GC-thread side */
-
-void prof_heapsnap_on_event(DWORD id, DWORD version, const BYTE *data, ULONG len)
-{
-    int st = __atomic_load_n(&g_state, __ATOMIC_ACQUIRE);
-    if (st != ST_ARMED && st != ST_CAPTURING)
-        return;
-    __atomic_fetch_add(&g_inflight, 1, __ATOMIC_ACQ_REL);
-    st = __atomic_load_n(&g_state, __ATOMIC_ACQUIRE);
-    struct heap_capture *c = __atomic_load_n(&g_cap, __ATOMIC_ACQUIRE);
-    if (!c || (st != ST_ARMED && st != ST_CAPTURING))
-        goto out;
-    if (id == 1) {
-        uint32_t count, depth, reason, type;
-        if (st == ST_ARMED && hc_parse_gc_start(data, len, &count, &depth, &reason, &type) &&
-            depth == 2 && reason == GC_REASON_INDUCED && type != GC_TYPE_BACKGROUND) {
-            __atomic_store_n(&g_gc_count, count, __ATOMIC_RELAXED);
-            __atomic_store_n(&g_gc_start_ns, prof_now_ns(), __ATOMIC_RELAXED);
-            int expect = ST_ARMED;
-            __atomic_compare_exchange_n(&g_state, &expect, ST_CAPTURING, 0, __ATOMIC_ACQ_REL,
-                                        __ATOMIC_ACQUIRE);
-        }
-    } else if (id == 2) {
-        uint32_t count, depth;
-        if (st == ST_CAPTURING && hc_parse_gc_end(data, len, &count, &depth) &&
-            count == __atomic_load_n(&g_gc_count, __ATOMIC_RELAXED)) {
-            /* An induced gen2 GC of the app's own that came first has no heap events: keep
-             * waiting for ours (as dotnet-gcdump does). */
-            int next = __atomic_load_n(&c->n_nodes, __ATOMIC_RELAXED) ? ST_DONE : ST_ARMED;
-            __atomic_store_n(&g_gc_end_ns, prof_now_ns(), __ATOMIC_RELAXED);
-            __atomic_store_n(&g_state, next, __ATOMIC_RELEASE);
-        }
-    } else if (st == ST_CAPTURING) {
-        hc_on_event(c, id, version, data, len);
-    }
-out:
-    __atomic_fetch_sub(&g_inflight, 1, __ATOMIC_ACQ_REL);
-}
-
 /* ---------------------------------------------------------------- helpers */
-
-static void sleep_ms(int ms)
-{
-    struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
-    nanosleep(&ts, NULL);
-}
 
 static void copy_str(char *dst, size_t cap, const char *src)
 {
@@ -151,40 +83,6 @@ static void snapshot_free(struct hs_snapshot *s)
     free(s);
 }
 
-/* ---------------------------------------------------------------- the session (clrscope-heapgc) */
-
-struct gcjob {
-    HRESULT hr_start, hr_force, hr_stop;
-    int forced_gc;
-};
-
-static void *gc_thread(void *arg)
-{
-    struct gcjob *j = arg;
-    prof_name_thread("heapgc");
-    ICorProfilerInfo15 *info = g_core.info;
-    UINT64 kw = KW_GCHEAPDUMP | KW_GCHEAPCOLLECT;
-    if (prof_events_state() != 1 || !(g_core.profiles & PROFILE_HEAP))
-        kw |= KW_GC; /* no main session to deliver GCStart/GCEnd */
-    COR_PRF_EVENTPIPE_PROVIDER_CONFIG cfg = {
-        .providerName = (const WCHAR *)g_provider, .keywords = kw,
-        .loggingLevel = EP_LEVEL_VERBOSE, .filterData = NULL};
-    EVENTPIPE_SESSION session = 0;
-    j->hr_start = info->vt->EventPipeStartSession(info, 1, &cfg, 0, &session);
-    if (j->hr_start < 0)
-        return NULL;
-    if (__atomic_load_n(&g_state, __ATOMIC_ACQUIRE) == ST_ARMED) {
-        /* This runtime did not collect on enable: ask for the GC with the session open. */
-        j->forced_gc = 1;
-        j->hr_force = info->vt->ForceGC(info);
-    }
-    for (int i = 0; i < 200 && __atomic_load_n(&g_state, __ATOMIC_ACQUIRE) == ST_CAPTURING; i++)
-        sleep_ms(10);
-    j->hr_stop = info->vt->EventPipeStopSession(info, session);
-    prof_events_reapply_sessions();
-    return NULL;
-}
-
 static void enforce_keep_locked(void)
 {
     int keep = g_cfg.dump_keep > 0 ? g_cfg.dump_keep : 1;
@@ -205,91 +103,7 @@ static void enforce_keep_locked(void)
     }
 }
 
-static int wait_inflight(void)
-{
-    for (int i = 0; i < 5000; i++) {
-        if (!__atomic_load_n(&g_inflight, __ATOMIC_ACQUIRE))
-            return 0;
-        sleep_ms(1);
-    }
-    return -1;
-}
-
-static int reserve_for(struct heap_capture *cap, int64_t heap)
-{
-    /* Address space only (pages are committed when written): be generous. The generation
-     * bounds can under-count (server GC); the resident set bounds the heap from above. */
-    int64_t rss = hs_rss_bytes();
-    uint64_t h = heap > 0 ? (uint64_t)heap : (uint64_t)g_cfg.dump_max_heap;
-    if (rss > 0 && (uint64_t)rss > h)
-        h = (uint64_t)rss;
-    h += h / 2 + (64u << 20);
-    uint64_t nodes = h / 24 + (1u << 20), edges = h / 8 + (4u << 20);
-    if (nodes > 0x7ffffff0u)
-        nodes = 0x7ffffff0u;
-    if (edges > 0xfffffff0u)
-        edges = 0xfffffff0u;
-    return hc_reserve(cap, nodes, edges, 4u << 20, 32u << 20);
-}
-
-/* Steps 1-2: the dump GC and its events into `cap`. Returns 0, or -1 after failing `s`. */
-static int collect(struct hs_snapshot *s, struct heap_capture *cap)
-{
-    char err[256];
-    set_phase(s, "collecting", 20);
-    prof_unload_consumer(PROF_UNLOAD_HEAP, 1); /* until the types are named (analyse) */
-    s->unload_epoch = prof_unload_epoch();
-    __atomic_store_n(&g_cap, cap, __ATOMIC_RELEASE);
-    __atomic_store_n(&g_state, ST_ARMED, __ATOMIC_RELEASE);
-    struct gcjob job = {0};
-    pthread_t th;
-    int started = !pthread_create(&th, NULL, gc_thread, &job);
-    while (started) {
-        /* progress while the world is stopped: bytes reported so far vs. the estimate */
-        struct timespec ts;
-        clock_gettime(CLOCK_REALTIME, &ts);
-        ts.tv_nsec += 100 * 1000000L;
-        if (ts.tv_nsec >= 1000000000L) {
-            ts.tv_sec++;
-            ts.tv_nsec -= 1000000000L;
-        }
-        if (!pthread_timedjoin_np(th, NULL, &ts))
-            break;
-        uint64_t b = __atomic_load_n(&cap->bytes, __ATOMIC_RELAXED);
-        double frac = s->heap_estimate ? (double)b / (double)s->heap_estimate : 0;
-        __atomic_store_n(&s->progress, 20 + (unsigned)(380 * (frac > 1 ? 1 : frac)),
-                         __ATOMIC_RELAXED);
-    }
-    int st = __atomic_exchange_n(&g_state, ST_IDLE, __ATOMIC_ACQ_REL);
-    if (wait_inflight()) {
-        /* a callback is stuck inside the capture: leak it rather than free it under its feet */
-        snap_fail(s, "the runtime's event callback did not finish; snapshot abandoned");
-        return -1;
-    }
-    __atomic_store_n(&g_cap, NULL, __ATOMIC_RELEASE);
-    s->gc_pause_ms = st == ST_DONE ? (double)(g_gc_end_ns - g_gc_start_ns) / 1e6 : 0;
-    if (started && job.hr_start >= 0 && st == ST_DONE) {
-        prof_log(LOG_DEBUG, "heap snapshot %d: %llu objects, %llu references, %llu roots (%llu "
-                 "weak skipped), %llu statics, %llu other events, GC %.1f ms%s", s->id,
-                 (unsigned long long)cap->n_nodes, (unsigned long long)cap->n_edges,
-                 (unsigned long long)cap->n_roots, (unsigned long long)cap->weak_roots,
-                 (unsigned long long)cap->n_statics, (unsigned long long)cap->other_events,
-                 s->gc_pause_ms, job.forced_gc ? " (ForceGC)" : "");
-        return 0;
-    }
-    if (!started)
-        snprintf(err, sizeof err, "cannot start a thread");
-    else if (job.hr_start < 0)
-        snprintf(err, sizeof err, "the runtime refused the heap-dump session (0x%08x)",
-                 (unsigned)job.hr_start);
-    else if (st == ST_CAPTURING)
-        snprintf(err, sizeof err, "the heap-dump GC did not finish");
-    else
-        snprintf(err, sizeof err, "the runtime ran no heap-dump GC (ForceGC 0x%08x)",
-                 (unsigned)job.hr_force);
-    snap_fail(s, err);
-    return -1;
-}
+/* ---------------------------------------------------------------- clrscope-heap */
 
 /* Step 3: graph, names, file, summary. Takes over `cap`. */
 static void analyse(struct hs_snapshot *s, struct heap_capture *cap)
@@ -389,20 +203,19 @@ static void run_snapshot(struct hs_snapshot *s)
         snap_fail(s, msg);
         return;
     }
-    struct heap_capture *cap = calloc(1, sizeof *cap);
-    if (!cap || reserve_for(cap, (int64_t)s->heap_estimate)) {
+    struct heap_capture *cap = hs_session_reserve((int64_t)s->heap_estimate);
+    if (!cap) {
         hs_errtext(errno, err, sizeof err);
-        free(cap);
         snprintf(msg, sizeof msg, "cannot reserve address space for the snapshot: %.200s", err);
         snap_fail(s, msg);
         return;
     }
-    if (collect(s, cap)) {
+    set_phase(s, "collecting", 20);
+    prof_unload_consumer(PROF_UNLOAD_HEAP, 1); /* until the types are named (analyse) */
+    s->unload_epoch = prof_unload_epoch();
+    if (hs_session_collect(s, cap, msg, sizeof msg)) { /* (the capture is gone) */
         prof_unload_consumer(PROF_UNLOAD_HEAP, 0);
-        if (!__atomic_load_n(&g_cap, __ATOMIC_ACQUIRE)) {
-            hc_release(cap);
-            free(cap);
-        }
+        snap_fail(s, msg);
         return;
     }
     analyse(s, cap); /* hg_index takes the capture's pages over and zeroes *cap */
