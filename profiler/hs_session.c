@@ -38,50 +38,54 @@
 
 enum cap_state { ST_IDLE, ST_ARMED, ST_CAPTURING, ST_DONE };
 
-/* ---- shared with the GC-thread callback (atomics only) ---- */
-static int g_state = ST_IDLE;
-static int g_inflight;
-static struct heap_capture *g_cap;
-static uint32_t g_gc_count;
-static int64_t g_gc_start_ns, g_gc_end_ns;
+/* The dump GC's state, shared by clrscope-heap (arms, waits, disarms), clrscope-heapgc (reads
+ * `state`) and the GC threads (the hook): atomics only, no lock. */
+static struct dump_state {
+    int state;                /* enum cap_state: clrscope-heap sets ARMED and IDLE, the hook
+                                 CAPTURING, then DONE (or ARMED again: a GC without heap events) */
+    int inflight;             /* hooks running now; clrscope-heap waits for 0 after disarming */
+    struct heap_capture *cap; /* clrscope-heap's, set before arming, cleared when no hook runs */
+    uint32_t gc_count;        /* the dump GC's number: its GCStart's, matched against GCEnd's */
+    int64_t gc_start_ns, gc_end_ns; /* written by the hook, read by clrscope-heap once disarmed */
+} dump = {.state = ST_IDLE};
 
-static const char16_t g_provider[] = u"Microsoft-Windows-DotNETRuntime";
+static const char16_t runtime_provider[] = u"Microsoft-Windows-DotNETRuntime";
 
 void prof_heapsnap_on_event(DWORD id, DWORD version, const BYTE *data, ULONG len)
 {
-    int st = __atomic_load_n(&g_state, __ATOMIC_ACQUIRE);
+    int st = __atomic_load_n(&dump.state, __ATOMIC_ACQUIRE);
     if (st != ST_ARMED && st != ST_CAPTURING)
         return;
-    __atomic_fetch_add(&g_inflight, 1, __ATOMIC_ACQ_REL);
-    st = __atomic_load_n(&g_state, __ATOMIC_ACQUIRE);
-    struct heap_capture *c = __atomic_load_n(&g_cap, __ATOMIC_ACQUIRE);
+    __atomic_fetch_add(&dump.inflight, 1, __ATOMIC_ACQ_REL);
+    st = __atomic_load_n(&dump.state, __ATOMIC_ACQUIRE);
+    struct heap_capture *c = __atomic_load_n(&dump.cap, __ATOMIC_ACQUIRE);
     if (!c || (st != ST_ARMED && st != ST_CAPTURING))
         goto out;
     if (id == 1) {
         uint32_t count, depth, reason, type;
         if (st == ST_ARMED && hc_parse_gc_start(data, len, &count, &depth, &reason, &type) &&
             depth == 2 && reason == GC_REASON_INDUCED && type != GC_TYPE_BACKGROUND) {
-            __atomic_store_n(&g_gc_count, count, __ATOMIC_RELAXED);
-            __atomic_store_n(&g_gc_start_ns, prof_now_ns(), __ATOMIC_RELAXED);
+            __atomic_store_n(&dump.gc_count, count, __ATOMIC_RELAXED);
+            __atomic_store_n(&dump.gc_start_ns, prof_now_ns(), __ATOMIC_RELAXED);
             int expect = ST_ARMED;
-            __atomic_compare_exchange_n(&g_state, &expect, ST_CAPTURING, 0, __ATOMIC_ACQ_REL,
+            __atomic_compare_exchange_n(&dump.state, &expect, ST_CAPTURING, 0, __ATOMIC_ACQ_REL,
                                         __ATOMIC_ACQUIRE);
         }
     } else if (id == 2) {
         uint32_t count, depth;
         if (st == ST_CAPTURING && hc_parse_gc_end(data, len, &count, &depth) &&
-            count == __atomic_load_n(&g_gc_count, __ATOMIC_RELAXED)) {
+            count == __atomic_load_n(&dump.gc_count, __ATOMIC_RELAXED)) {
             /* An induced gen2 GC of the app's own that came first has no heap events: keep
              * waiting for ours (as dotnet-gcdump does). */
             int next = __atomic_load_n(&c->n_nodes, __ATOMIC_RELAXED) ? ST_DONE : ST_ARMED;
-            __atomic_store_n(&g_gc_end_ns, prof_now_ns(), __ATOMIC_RELAXED);
-            __atomic_store_n(&g_state, next, __ATOMIC_RELEASE);
+            __atomic_store_n(&dump.gc_end_ns, prof_now_ns(), __ATOMIC_RELAXED);
+            __atomic_store_n(&dump.state, next, __ATOMIC_RELEASE);
         }
     } else if (st == ST_CAPTURING) {
         hc_on_event(c, id, version, data, len);
     }
 out:
-    __atomic_fetch_sub(&g_inflight, 1, __ATOMIC_ACQ_REL);
+    __atomic_fetch_sub(&dump.inflight, 1, __ATOMIC_ACQ_REL);
 }
 
 static void sleep_ms(int ms)
@@ -104,18 +108,18 @@ static void *gc_thread(void *arg)
     if (prof_events_state() != 1 || !(g_core.profiles & PROFILE_HEAP))
         kw |= KW_GC; /* no main session to deliver GCStart/GCEnd */
     COR_PRF_EVENTPIPE_PROVIDER_CONFIG cfg = {
-        .providerName = (const WCHAR *)g_provider, .keywords = kw,
+        .providerName = (const WCHAR *)runtime_provider, .keywords = kw,
         .loggingLevel = EP_LEVEL_VERBOSE, .filterData = NULL};
     EVENTPIPE_SESSION session = 0;
     j->hr_start = info->vt->EventPipeStartSession(info, 1, &cfg, 0, &session);
     if (j->hr_start < 0)
         return NULL;
-    if (__atomic_load_n(&g_state, __ATOMIC_ACQUIRE) == ST_ARMED) {
+    if (__atomic_load_n(&dump.state, __ATOMIC_ACQUIRE) == ST_ARMED) {
         /* This runtime did not collect on enable: ask for the GC with the session open. */
         j->forced_gc = 1;
         j->hr_force = info->vt->ForceGC(info);
     }
-    for (int i = 0; i < 200 && __atomic_load_n(&g_state, __ATOMIC_ACQUIRE) == ST_CAPTURING; i++)
+    for (int i = 0; i < 200 && __atomic_load_n(&dump.state, __ATOMIC_ACQUIRE) == ST_CAPTURING; i++)
         sleep_ms(10);
     j->hr_stop = info->vt->EventPipeStopSession(info, session);
     prof_events_reapply_sessions();
@@ -125,7 +129,7 @@ static void *gc_thread(void *arg)
 static int wait_inflight(void)
 {
     for (int i = 0; i < 5000; i++) {
-        if (!__atomic_load_n(&g_inflight, __ATOMIC_ACQUIRE))
+        if (!__atomic_load_n(&dump.inflight, __ATOMIC_ACQUIRE))
             return 0;
         sleep_ms(1);
     }
@@ -163,8 +167,8 @@ struct heap_capture *hs_session_reserve(int64_t heap)
 
 int hs_session_collect(struct hs_snapshot *s, struct heap_capture *cap, char *err, size_t errcap)
 {
-    __atomic_store_n(&g_cap, cap, __ATOMIC_RELEASE);
-    __atomic_store_n(&g_state, ST_ARMED, __ATOMIC_RELEASE);
+    __atomic_store_n(&dump.cap, cap, __ATOMIC_RELEASE);
+    __atomic_store_n(&dump.state, ST_ARMED, __ATOMIC_RELEASE);
     struct gcjob job = {0};
     pthread_t th;
     int started = !pthread_create(&th, NULL, gc_thread, &job);
@@ -184,14 +188,14 @@ int hs_session_collect(struct hs_snapshot *s, struct heap_capture *cap, char *er
         __atomic_store_n(&s->progress, 20 + (unsigned)(380 * (frac > 1 ? 1 : frac)),
                          __ATOMIC_RELAXED);
     }
-    int st = __atomic_exchange_n(&g_state, ST_IDLE, __ATOMIC_ACQ_REL);
+    int st = __atomic_exchange_n(&dump.state, ST_IDLE, __ATOMIC_ACQ_REL);
     if (wait_inflight()) {
         /* a callback is stuck inside the capture: leak it rather than free it under its feet */
         snprintf(err, errcap, "the runtime's event callback did not finish; snapshot abandoned");
         return -1;
     }
-    __atomic_store_n(&g_cap, NULL, __ATOMIC_RELEASE);
-    s->gc_pause_ms = st == ST_DONE ? (double)(g_gc_end_ns - g_gc_start_ns) / 1e6 : 0;
+    __atomic_store_n(&dump.cap, NULL, __ATOMIC_RELEASE);
+    s->gc_pause_ms = st == ST_DONE ? (double)(dump.gc_end_ns - dump.gc_start_ns) / 1e6 : 0;
     if (started && job.hr_start >= 0 && st == ST_DONE) {
         prof_log(LOG_DEBUG, "heap snapshot %d: %llu objects, %llu references, %llu roots (%llu "
                  "weak skipped), %llu statics, %llu other events, GC %.1f ms%s", s->id,

@@ -32,16 +32,22 @@
 #include "prof_symbols.h"
 #include "prof_unload.h"
 
-/* ---- the list ---- */
-static pthread_mutex_t g_lock = PTHREAD_MUTEX_INITIALIZER;
-static struct hs_snapshot **g_snaps; /* oldest first */
-static int g_nsnaps, g_cap_snaps;
-static int g_next_id = 1;
-static struct hs_snapshot *g_running;
-static pthread_t g_worker;
-static int g_worker_live;
-static int g_abort;
-static int g_inited;
+/* The module's state: the list of snapshots and the thread that takes them. `lock` guards every
+ * field but `abort` and `inited`; civetweb workers take it (the request, the delete, the readers
+ * through prof_heapsnap_lock), clrscope-heap to publish, Shutdown in prof_heapsnap_stop, and no
+ * runtime callback ever does. */
+static struct heapsnap_state {
+    pthread_mutex_t lock;
+    struct hs_snapshot **snaps;  /* oldest first; freed only by the keep rule and delete */
+    int nsnaps, cap_snaps;
+    int next_id;                 /* the id of the next snapshot a request accepts, from 1 */
+    struct hs_snapshot *running; /* claimed by a request, cleared when clrscope-heap publishes the
+                                    snapshot done or failed (or the request is refused) */
+    pthread_t worker;            /* the latest clrscope-heap */
+    int worker_live;             /* `worker` still to be joined: by the next request, or by stop */
+    int abort;                   /* atomic: set by prof_heapsnap_stop, read by the analysis */
+    int inited;                  /* set by prof_heapsnap_init at Initialize, read by requests */
+} heapsnap = {.lock = PTHREAD_MUTEX_INITIALIZER, .next_id = 1};
 
 /* ---------------------------------------------------------------- helpers */
 
@@ -56,22 +62,22 @@ static void copy_str(char *dst, size_t cap, const char *src)
 
 static void snap_fail(struct hs_snapshot *s, const char *msg)
 {
-    pthread_mutex_lock(&g_lock);
+    pthread_mutex_lock(&heapsnap.lock);
     copy_str(s->error, sizeof s->error, msg);
     s->phase = "failed";
     s->duration_s = prof_unix_now() - s->t;
     __atomic_store_n(&s->status, HS_FAILED, __ATOMIC_RELEASE);
-    if (g_running == s)
-        g_running = NULL;
-    pthread_mutex_unlock(&g_lock);
+    if (heapsnap.running == s)
+        heapsnap.running = NULL;
+    pthread_mutex_unlock(&heapsnap.lock);
     prof_log(LOG_WARN, "heap snapshot %d failed: %s", s->id, s->error);
 }
 
 static void set_phase(struct hs_snapshot *s, const char *phase, unsigned permille)
 {
-    pthread_mutex_lock(&g_lock);
+    pthread_mutex_lock(&heapsnap.lock);
     s->phase = phase;
-    pthread_mutex_unlock(&g_lock);
+    pthread_mutex_unlock(&heapsnap.lock);
     __atomic_store_n(&s->progress, permille, __ATOMIC_RELAXED);
 }
 
@@ -86,17 +92,17 @@ static void snapshot_free(struct hs_snapshot *s)
 static void enforce_keep_locked(void)
 {
     int keep = g_cfg.dump_keep > 0 ? g_cfg.dump_keep : 1;
-    while (g_nsnaps > keep) {
+    while (heapsnap.nsnaps > keep) {
         int victim = -1;
-        for (int i = 0; i < g_nsnaps && victim < 0; i++)
-            if (g_snaps[i] != g_running)
+        for (int i = 0; i < heapsnap.nsnaps && victim < 0; i++)
+            if (heapsnap.snaps[i] != heapsnap.running)
                 victim = i;
         if (victim < 0)
             return;
-        struct hs_snapshot *s = g_snaps[victim];
-        memmove(g_snaps + victim, g_snaps + victim + 1,
-                (size_t)(g_nsnaps - victim - 1) * sizeof *g_snaps);
-        g_nsnaps--;
+        struct hs_snapshot *s = heapsnap.snaps[victim];
+        memmove(heapsnap.snaps + victim, heapsnap.snaps + victim + 1,
+                (size_t)(heapsnap.nsnaps - victim - 1) * sizeof *heapsnap.snaps);
+        heapsnap.nsnaps--;
         if (s->file[0])
             unlink(s->file);
         snapshot_free(s);
@@ -116,13 +122,13 @@ static void analyse(struct hs_snapshot *s, struct heap_capture *cap)
         return;
     }
     int64_t t0 = prof_now_ns();
-    int rc = hg_index(g, cap, &g_abort, &s->progress, 400, 550);
+    int rc = hg_index(g, cap, &heapsnap.abort, &s->progress, 400, 550);
     int64_t t1 = prof_now_ns();
     if (!rc)
-        rc = hg_dominators(g, &g_abort, &s->progress, 550, 750);
+        rc = hg_dominators(g, &heapsnap.abort, &s->progress, 550, 750);
     int64_t t2 = prof_now_ns();
     if (!rc)
-        rc = hg_paths(g, &g_abort);
+        rc = hg_paths(g, &heapsnap.abort);
     int64_t t3 = prof_now_ns();
     s->ms_index = (double)(t1 - t0) / 1e6;
     s->ms_dominators = (double)(t2 - t1) / 1e6;
@@ -168,10 +174,10 @@ static void analyse(struct hs_snapshot *s, struct heap_capture *cap)
     uint64_t file_bytes = 0;
     int frc = hs_file_write(s, g, tnames, tmods, path, sizeof path, &file_bytes, ferr, sizeof ferr);
     if (!frc) {
-        pthread_mutex_lock(&g_lock); /* handlers read the name (prof_heapsnap_lock) */
+        pthread_mutex_lock(&heapsnap.lock); /* handlers read the name (prof_heapsnap_lock) */
         s->file_bytes = file_bytes;
         snprintf(s->file, sizeof s->file, "%s", path);
-        pthread_mutex_unlock(&g_lock);
+        pthread_mutex_unlock(&heapsnap.lock);
     }
     int64_t t5 = prof_now_ns();
     int src = hs_summary_build(s, g, tnames);
@@ -183,13 +189,13 @@ static void analyse(struct hs_snapshot *s, struct heap_capture *cap)
         snap_fail(s, src ? "out of memory while summarising" : ferr);
         return;
     }
-    pthread_mutex_lock(&g_lock);
+    pthread_mutex_lock(&heapsnap.lock);
     s->phase = "done";
     s->duration_s = prof_unix_now() - s->t;
     __atomic_store_n(&s->progress, 1000u, __ATOMIC_RELAXED);
     __atomic_store_n(&s->status, HS_DONE, __ATOMIC_RELEASE);
-    g_running = NULL;
-    pthread_mutex_unlock(&g_lock);
+    heapsnap.running = NULL;
+    pthread_mutex_unlock(&heapsnap.lock);
     prof_log(LOG_INFO, "heap snapshot %d: %llu objects, %.1f MB, written to %s in %.1f s", s->id,
              (unsigned long long)s->objects, (double)s->bytes / 1048576.0, s->file,
              s->duration_s);
@@ -228,9 +234,9 @@ static void *worker(void *arg)
     prof_name_thread("heap");
     run_snapshot(arg);
     hs_tidy_exited();
-    pthread_mutex_lock(&g_lock);
+    pthread_mutex_lock(&heapsnap.lock);
     enforce_keep_locked();
-    pthread_mutex_unlock(&g_lock);
+    pthread_mutex_unlock(&heapsnap.lock);
     return NULL;
 }
 
@@ -238,17 +244,17 @@ static void *worker(void *arg)
 
 void prof_heapsnap_init(void)
 {
-    g_inited = 1;
+    heapsnap.inited = 1;
 }
 
 void prof_heapsnap_stop(void)
 {
-    __atomic_store_n(&g_abort, 1, __ATOMIC_RELAXED);
-    pthread_mutex_lock(&g_lock);
-    int live = g_worker_live;
-    pthread_t w = g_worker;
-    g_worker_live = 0;
-    pthread_mutex_unlock(&g_lock);
+    __atomic_store_n(&heapsnap.abort, 1, __ATOMIC_RELAXED);
+    pthread_mutex_lock(&heapsnap.lock);
+    int live = heapsnap.worker_live;
+    pthread_t w = heapsnap.worker;
+    heapsnap.worker_live = 0;
+    pthread_mutex_unlock(&heapsnap.lock);
     if (live) {
         struct timespec ts;
         clock_gettime(CLOCK_REALTIME, &ts);
@@ -262,8 +268,8 @@ int prof_heapsnap_request(int force, struct hs_refusal *why)
 {
     memset(why, 0, sizeof *why);
     why->heap_bytes = why->limit_bytes = why->available_bytes = why->needed_bytes = -1;
-    if (!g_core.active || !g_inited || !(g_core.profiles & PROFILE_HEAP) || g_core.info_version < 12 ||
-        prof_core_stopping()) {
+    if (!g_core.active || !heapsnap.inited || !(g_core.profiles & PROFILE_HEAP) ||
+        g_core.info_version < 12 || prof_core_stopping()) {
         why->reason = HS_UNAVAILABLE;
         snprintf(why->message, sizeof why->message, "%s",
                  !(g_core.profiles & PROFILE_HEAP)
@@ -271,22 +277,22 @@ int prof_heapsnap_request(int force, struct hs_refusal *why)
                      : "heap snapshots need a .NET 5+ runtime with clrscope active");
         return 0;
     }
-    pthread_mutex_lock(&g_lock);
-    if (g_running) {
+    pthread_mutex_lock(&heapsnap.lock);
+    if (heapsnap.running) {
         why->reason = HS_BUSY;
-        why->running_id = g_running->id;
-        if (g_running->id)
+        why->running_id = heapsnap.running->id;
+        if (heapsnap.running->id)
             snprintf(why->message, sizeof why->message, "heap snapshot %d is still running",
-                     g_running->id);
+                     heapsnap.running->id);
         else
             snprintf(why->message, sizeof why->message, "a heap snapshot is starting");
-        pthread_mutex_unlock(&g_lock);
+        pthread_mutex_unlock(&heapsnap.lock);
         return 0;
     }
     /* claim the slot before the (slow) guards so two requests cannot both pass */
     struct hs_snapshot *s = calloc(1, sizeof *s);
     if (!s) {
-        pthread_mutex_unlock(&g_lock);
+        pthread_mutex_unlock(&heapsnap.lock);
         why->reason = HS_UNAVAILABLE;
         snprintf(why->message, sizeof why->message, "out of memory");
         return 0;
@@ -295,111 +301,112 @@ int prof_heapsnap_request(int force, struct hs_refusal *why)
     s->phase = "starting";
     s->t = prof_unix_now();
     s->forced = force;
-    g_running = s;
+    heapsnap.running = s;
     /* The previous worker has published its result but may still be on its way out, waiting
-     * for g_lock to apply CLRSCOPE_DUMP_KEEP: it is joined here, without the lock (joining it
-     * under the lock deadlocked a request made the moment the previous snapshot was done).
-     * The claimed slot keeps every other request from joining it too. */
-    int join = g_worker_live;
-    pthread_t prev = g_worker;
-    g_worker_live = 0;
-    pthread_mutex_unlock(&g_lock);
+     * for the lock to apply CLRSCOPE_DUMP_KEEP: it is joined here, without the lock (joined
+     * under it, a request made the moment the previous snapshot was done would deadlock). The
+     * claimed slot keeps every other request from joining it too. */
+    int join = heapsnap.worker_live;
+    pthread_t prev = heapsnap.worker;
+    heapsnap.worker_live = 0;
+    pthread_mutex_unlock(&heapsnap.lock);
     if (join)
         pthread_join(prev, NULL);
 
     int64_t heap = 0;
     int refused = hs_guards_check(force, why, &heap);
-    pthread_mutex_lock(&g_lock);
-    if (!refused && __atomic_load_n(&g_abort, __ATOMIC_RELAXED)) { /* stop ran meanwhile */
+    pthread_mutex_lock(&heapsnap.lock);
+    if (!refused && __atomic_load_n(&heapsnap.abort, __ATOMIC_RELAXED)) { /* stop ran meanwhile */
         refused = 1;
         why->reason = HS_UNAVAILABLE;
         snprintf(why->message, sizeof why->message, "the process is shutting down");
     }
     if (refused) {
-        g_running = NULL;
-        pthread_mutex_unlock(&g_lock);
+        heapsnap.running = NULL;
+        pthread_mutex_unlock(&heapsnap.lock);
         free(s);
         return 0;
     }
     s->heap_estimate = (uint64_t)heap;
-    s->id = g_next_id++;
-    if (g_nsnaps == g_cap_snaps) {
-        int nc = g_cap_snaps ? g_cap_snaps * 2 : 8;
-        struct hs_snapshot **ns = realloc(g_snaps, (size_t)nc * sizeof *ns);
+    s->id = heapsnap.next_id++;
+    if (heapsnap.nsnaps == heapsnap.cap_snaps) {
+        int nc = heapsnap.cap_snaps ? heapsnap.cap_snaps * 2 : 8;
+        struct hs_snapshot **ns = realloc(heapsnap.snaps, (size_t)nc * sizeof *ns);
         if (!ns) {
-            g_running = NULL;
-            pthread_mutex_unlock(&g_lock);
+            heapsnap.running = NULL;
+            pthread_mutex_unlock(&heapsnap.lock);
             free(s);
             why->reason = HS_UNAVAILABLE;
             snprintf(why->message, sizeof why->message, "out of memory");
             return 0;
         }
-        g_snaps = ns;
-        g_cap_snaps = nc;
+        heapsnap.snaps = ns;
+        heapsnap.cap_snaps = nc;
     }
-    g_snaps[g_nsnaps++] = s;
+    heapsnap.snaps[heapsnap.nsnaps++] = s;
     enforce_keep_locked();
-    if (pthread_create(&g_worker, NULL, worker, s)) {
+    if (pthread_create(&heapsnap.worker, NULL, worker, s)) {
         snprintf(s->error, sizeof s->error, "cannot start the snapshot thread");
         s->phase = "failed";
         s->status = HS_FAILED;
-        g_running = NULL;
+        heapsnap.running = NULL;
     } else {
-        g_worker_live = 1;
+        heapsnap.worker_live = 1;
     }
     int id = s->id;
-    pthread_mutex_unlock(&g_lock);
+    pthread_mutex_unlock(&heapsnap.lock);
     return id;
 }
 
 void prof_heapsnap_lock(void)
 {
-    pthread_mutex_lock(&g_lock);
+    pthread_mutex_lock(&heapsnap.lock);
 }
 
 void prof_heapsnap_unlock(void)
 {
-    pthread_mutex_unlock(&g_lock);
+    pthread_mutex_unlock(&heapsnap.lock);
 }
 
 int prof_heapsnap_count(void)
 {
-    return g_nsnaps;
+    return heapsnap.nsnaps;
 }
 
 const struct hs_snapshot *prof_heapsnap_at(int i)
 {
-    return i >= 0 && i < g_nsnaps ? g_snaps[g_nsnaps - 1 - i] : NULL;
+    return i >= 0 && i < heapsnap.nsnaps ? heapsnap.snaps[heapsnap.nsnaps - 1 - i] : NULL;
 }
 
 const struct hs_snapshot *prof_heapsnap_find(int id)
 {
-    for (int i = 0; i < g_nsnaps; i++)
-        if (g_snaps[i]->id == id)
-            return g_snaps[i];
+    for (int i = 0; i < heapsnap.nsnaps; i++)
+        if (heapsnap.snaps[i]->id == id)
+            return heapsnap.snaps[i];
     return NULL;
 }
 
 int prof_heapsnap_delete(int id)
 {
-    pthread_mutex_lock(&g_lock);
+    pthread_mutex_lock(&heapsnap.lock);
     int rc = -1;
-    for (int i = 0; i < g_nsnaps; i++) {
-        struct hs_snapshot *s = g_snaps[i];
+    for (int i = 0; i < heapsnap.nsnaps; i++) {
+        struct hs_snapshot *s = heapsnap.snaps[i];
         if (s->id != id)
             continue;
-        if (s == g_running) {
+        if (s == heapsnap.running) {
             rc = -2;
             break;
         }
-        memmove(g_snaps + i, g_snaps + i + 1, (size_t)(g_nsnaps - i - 1) * sizeof *g_snaps);
-        g_nsnaps--;
+        memmove(heapsnap.snaps + i, heapsnap.snaps + i + 1,
+                (size_t)(heapsnap.nsnaps - i - 1) * sizeof *heapsnap.snaps);
+        heapsnap.nsnaps--;
         if (s->file[0])
             unlink(s->file);
         snapshot_free(s);
         rc = 0;
         break;
     }
-    pthread_mutex_unlock(&g_lock);
+    pthread_mutex_unlock(&heapsnap.lock);
     return rc;
 }
