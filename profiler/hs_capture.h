@@ -18,7 +18,7 @@
  *
  * ctx: hc_reserve before the dump GC and hc_release / hc_trim after it, on clrscope-heap (the
  * capture then goes to hg_index, hs_graph.h); hc_on_event, the parsers and hc_parse_gc_* on GC
- * threads during the dump GC (prof_heapsnap_on_event), the world stopped.
+ * threads during the dump GC (the event hook of hs_session.c), the world stopped.
  */
 #ifndef HS_CAPTURE_H
 #define HS_CAPTURE_H

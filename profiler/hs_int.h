@@ -50,6 +50,8 @@ int64_t hs_rss_bytes(void);
 
 /* ---- hs_session.c (clrscope-heap; its event hook on GC threads) ---- */
 
+/* Registers the event hook with prof_events (Initialize, from prof_heapsnap_init). */
+void hs_session_init(void);
 /* A capture with address space for a heap of about `heap` bytes (nothing committed yet), or
  * NULL with errno set. */
 struct heap_capture *hs_session_reserve(int64_t heap);

@@ -3,16 +3,17 @@
  * clrscope-heap reserves the capture's address space (hs_capture.c), arms the event hook, then a
  * short-lived clrscope-heapgc thread starts the runtime session with the GCHeapDump |
  * GCHeapCollect keywords. The runtime runs a blocking gen2 GC inside that call and fires the bulk
- * events synchronously on its GC thread(s); prof_heapsnap_on_event recognises the dump GC by its
- * GCStart (Induced, depth 2, not background) and GCEnd (same count) and feeds the capture in
- * between. The session is stopped from clrscope-heapgc after the GC, never from a callback;
+ * events synchronously on its GC thread(s); the event hook (on_event, which prof_events calls)
+ * recognises the dump GC by its GCStart (Induced, depth 2, not background) and GCEnd (same
+ * count) and feeds the capture in between. The session is stopped from clrscope-heapgc after the GC, never from a callback;
  * prof_events then resets the provider with a throw-away copy of each of its sessions
  * (dotnet/runtime#121462). The session call runs on its own thread because the runtime may
  * attach a runtime Thread object to the caller, after which SYNC profiler calls (type names)
  * would be refused on that thread.
  *
- * Threads: prof_heapsnap_on_event on GC threads (atomics only, no lock, no allocation);
- * hs_session_reserve and hs_session_collect on clrscope-heap, which waits for clrscope-heapgc.
+ * Threads: the event hook on GC threads (atomics only, no lock, no allocation); hs_session_init
+ * at Initialize; hs_session_reserve and hs_session_collect on clrscope-heap, which waits for
+ * clrscope-heapgc.
  * The state the three share is this file's alone.
  */
 #include "hs_int.h"
@@ -51,7 +52,8 @@ static struct dump_state {
 
 static const char16_t runtime_provider[] = u"Microsoft-Windows-DotNETRuntime";
 
-void prof_heapsnap_on_event(DWORD id, DWORD version, const BYTE *data, ULONG len)
+/* The event hook: heap-dump events and GCStart/GCEnd, on GC threads (prof_events_on_heapdump). */
+static void on_event(DWORD id, DWORD version, const BYTE *data, ULONG len)
 {
     int st = __atomic_load_n(&dump.state, __ATOMIC_ACQUIRE);
     if (st != ST_ARMED && st != ST_CAPTURING)
@@ -151,6 +153,11 @@ static int reserve_for(struct heap_capture *cap, int64_t heap)
     if (edges > 0xfffffff0u)
         edges = 0xfffffff0u;
     return hc_reserve(cap, nodes, edges, 4u << 20, 32u << 20);
+}
+
+void hs_session_init(void)
+{
+    prof_events_on_heapdump(on_event);
 }
 
 struct heap_capture *hs_session_reserve(int64_t heap)

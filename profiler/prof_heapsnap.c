@@ -244,6 +244,7 @@ static void *worker(void *arg)
 
 void prof_heapsnap_init(void)
 {
+    hs_session_init();
     heapsnap.inited = 1;
 }
 
