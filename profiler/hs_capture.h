@@ -1,6 +1,6 @@
 /*
- * hs_capture - part of the heap snapshot (prof_heapsnap.h), its first step: the capture, the
- * GC-thread half (struct heap_capture, hc_*).
+ * hs_capture - part of the heap snapshot (prof_heapsnap.h), the step of the dump GC: the
+ * capture, the GC-thread half (struct heap_capture, hc_*).
  *
  * During the induced full GC of a heap dump the runtime fires GCBulkNode, GCBulkEdge,
  * GCBulkRootEdge, GCBulkRootConditionalWeakTableElementEdge and GCBulkRootStaticVar events on its

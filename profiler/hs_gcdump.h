@@ -1,9 +1,9 @@
 /*
- * hs_gcdump - part of the heap snapshot (prof_heapsnap.h), its third step: the .gcdump format
- * writer (gcdump_write, struct gd_*). Writes a graph as a .gcdump file, the format dotnet-gcdump,
- * PerfView and Visual Studio read: a FastSerialization stream ("!FastSerialization.1") whose
- * entry object is a GCHeapDump (version 10, readers >= 8) holding a Graphs.MemoryGraph
- * (version 1).
+ * hs_gcdump - part of the heap snapshot (prof_heapsnap.h), the step after the analysis: the
+ * .gcdump format writer (gcdump_write, struct gd_*). Writes a graph as a .gcdump file, the
+ * format dotnet-gcdump, PerfView and Visual Studio read: a FastSerialization stream
+ * ("!FastSerialization.1") whose entry object is a GCHeapDump (version 10, readers >= 8)
+ * holding a Graphs.MemoryGraph (version 1).
  *
  * Written from the format's public definition (microsoft/perfview src/FastSerialization,
  * src/MemoryGraph/graph.cs, src/HeapDump/GCHeapDump.cs; dotnet/diagnostics src/Tools/dotnet-gcdump

@@ -1,7 +1,7 @@
 /*
- * hs_graph - part of the heap snapshot (prof_heapsnap.h), its second step: the analysis
- * (struct heap_graph, hg_*), run once the dump GC is over: turns a heap_capture (hs_capture.h)
- * into a compact object graph and computes what users read.
+ * hs_graph - part of the heap snapshot (prof_heapsnap.h), the step after the dump GC: the
+ * analysis (struct heap_graph, hg_*). Turns a heap_capture (hs_capture.h) into a compact object
+ * graph and computes what users read.
  *
  *   hg_index        runtime type ids mapped to dense type indices (records rewritten in place,
  *                   in the capture's own pages, in the order the runtime reported them), and

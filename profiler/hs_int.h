@@ -3,15 +3,15 @@
  *
  *   prof_heapsnap.c  the module's public face (prof_heapsnap.h): the request, the list of
  *                    snapshots and its lock, and clrscope-heap, which takes each snapshot through
- *                    its steps and publishes the result
+ *                    the steps below and publishes the result
  *   hs_guards.c      what a snapshot may take: heap size, memory, dump directory, disk space
  *   hs_session.c     the dump GC: the heap-dump EventPipe session and the GC-thread event hook
+ *   hs_capture.c     the capture: the dump GC's events parsed on the GC threads
+ *   hs_graph.c       the analysis: index, dominators, retained sizes, root paths
  *   hs_file.c        the snapshot's .gcdump file: the graph laid out for the writer, then written
+ *   hs_gcdump.c      the .gcdump format writer
  *   hs_summary.c     the per-type summary the API reads
  *   hs_tidy.c        CLRSCOPE_DUMP_KEEP applied to the files of processes that have exited
- *   hs_capture.c     step 1, the capture: the dump GC's events parsed on the GC threads
- *   hs_graph.c       step 2, the analysis: index, dominators, retained sizes, root paths
- *   hs_gcdump.c      step 3, the .gcdump format writer
  *
  * The files below prof_heapsnap.c never take the list's lock and call nothing above them: they
  * get the snapshot they work on and return what they found; prof_heapsnap.c publishes it.
@@ -34,7 +34,7 @@ static inline void hs_errtext(int e, char *out, size_t cap)
     snprintf(out, cap, "%s", m);
 }
 
-/* ---- hs_guards.c ---- */
+/* ---- hs_guards.c (civetweb worker and clrscope-heap, as noted) ---- */
 
 /* The request's guards (civetweb worker): fills `why` (heap, limit, available and needed bytes)
  * and the heap estimate; 0 when the snapshot may go (always with `force`), -1 with why->reason
@@ -79,7 +79,7 @@ char *hs_static_label(struct prof_scratch *mem, const struct heap_graph *g, uint
  * 0, or -1 when out of memory. */
 int hs_summary_build(struct hs_snapshot *s, const struct heap_graph *g, const char **tnames);
 
-/* ---- hs_tidy.c ---- */
+/* ---- hs_tidy.c (clrscope-heap) ---- */
 
 /* Removes the oldest .gcdump files of exited processes beyond CLRSCOPE_DUMP_KEEP (clrscope-heap,
  * after each snapshot). */

@@ -1,4 +1,4 @@
-/* hs_session.c - the heap snapshot's dump GC, step 2 of prof_heapsnap.c.
+/* hs_session.c - the heap snapshot's dump GC (step 2 in prof_heapsnap.c).
  *
  * clrscope-heap reserves the capture's address space (hs_capture.c), arms the event hook, then a
  * short-lived clrscope-heapgc thread starts the runtime session with the GCHeapDump |
