@@ -25,6 +25,7 @@
 #include "prof_exc.h"
 #include "prof_exporter.h"
 #include "prof_gc.h"
+#include "prof_heapsnap.h"
 #include "prof_live.h"
 #include "prof_lock.h"
 #include "prof_log.h"
@@ -132,6 +133,7 @@ static HRESULT entry_initialize(void *info_unknown)
         prof_agg_add(kinds[i]);
     prof_agg_start();
     prof_sampler_start();
+    prof_heapsnap_init(); /* its event handler before the sessions start */
     prof_events_start();
     prof_exporter_start();
     web_server_start(); /* last: the dashboard reads what capture publishes */
@@ -147,7 +149,7 @@ static void entry_shutdown(void)
     prof_core_begin_stopping();
     web_server_stop();
     prof_exporter_stop();
-    prof_events_stop();
+    prof_heapsnap_stop();
     prof_sampler_stop();
     prof_agg_stop();
     prof_gc_stop();

@@ -10,7 +10,6 @@
 #include "prof_counters.h"
 #include "prof_exc.h"
 #include "prof_gc.h"
-#include "prof_heapsnap.h"
 #include "prof_lock.h"
 #include "prof_log.h"
 
@@ -23,8 +22,10 @@ enum { PK_RUNTIME = 1, PK_COUNTERS = 2, PK_OTHER = 3 };
 
 /* The module's state. The sessions and what they asked for are written at Initialize
  * (prof_events_start) and read by clrscope's threads (prof_events_reapply_sessions); the
- * provider table by the threads that deliver events, lock-free. */
+ * provider table by the threads that deliver events, lock-free; the heap-dump handler is set at
+ * Initialize and read by those threads. */
 static struct events_state {
+    prof_events_handler heapdump;  /* atomic: prof_events_on_heapdump; NULL: none */
     EVENTPIPE_SESSION session;     /* GC, allocations, contention */
     EVENTPIPE_SESSION exc_session; /* exceptions (start_exceptions_session) */
     int state;                     /* atomic: prof_events_state */
@@ -97,6 +98,18 @@ static int provider_kind(EVENTPIPE_PROVIDER p)
     return kind;
 }
 
+void prof_events_on_heapdump(prof_events_handler h)
+{
+    __atomic_store_n(&events.heapdump, h, __ATOMIC_RELEASE);
+}
+
+static void to_heapdump(DWORD id, DWORD version, const BYTE *data, ULONG len)
+{
+    prof_events_handler h = __atomic_load_n(&events.heapdump, __ATOMIC_ACQUIRE);
+    if (h)
+        h(id, version, data, len);
+}
+
 DWORD prof_events_extra_event_mask(void)
 {
     return 0;
@@ -160,7 +173,6 @@ void prof_events_start(void)
         if (alevel > level)
             level = alevel;
     }
-    prof_heapsnap_init();
     if (kw) {
         HRESULT hr = start_runtime_session(kw, level, &events.session);
         if (hr < 0) {
@@ -202,12 +214,6 @@ void prof_events_reapply_sessions(void)
     }
 }
 
-void prof_events_stop(void)
-{
-    /* The session ends with the runtime; stopping it during Shutdown can trigger a GC there. */
-    prof_heapsnap_stop();
-}
-
 void prof_events_delivered(EVENTPIPE_PROVIDER provider, DWORD id, DWORD version, const BYTE *meta,
                            ULONG meta_len, const BYTE *data, ULONG len, ThreadID thread,
                            ULONG nframes, const UINT_PTR *frames)
@@ -228,7 +234,7 @@ void prof_events_delivered(EVENTPIPE_PROVIDER provider, DWORD id, DWORD version,
     case 1: /* GCStart */
     case 2: /* GCEnd */
         prof_gc_on_event(id, version, data, len);
-        prof_heapsnap_on_event(id, version, data, len);
+        to_heapdump(id, version, data, len);
         break;
     case 3: case 4: case 7: case 8: case 9: case 35: case 204: case 205:
         prof_gc_on_event(id, version, data, len);
@@ -246,7 +252,7 @@ void prof_events_delivered(EVENTPIPE_PROVIDER provider, DWORD id, DWORD version,
         break;
     case 15: case 16: case 17: case 18: case 19: case 20: case 21: case 22: case 23:
     case 36: case 37: case 38:
-        prof_heapsnap_on_event(id, version, data, len);
+        to_heapdump(id, version, data, len);
         break;
     default:
         break;

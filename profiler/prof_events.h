@@ -5,9 +5,15 @@
  * thread that fired them) to modules. The System.Runtime counters' session is prof_counters'
  * own: prof_events_start has it started, and routes its events.
  *
- * ctx: prof_events_extra_event_mask and prof_events_start at Initialize, prof_events_stop at
- * Shutdown; prof_events_delivered on the thread that wrote the event (runtime threads, inside
- * EventPipeEventDelivered: lock-free, no allocation); prof_events_state any thread;
+ * The heap-dump events go to the handler prof_heapsnap registers (prof_events_on_heapdump) and
+ * not to a call of prof_heapsnap's: prof_heapsnap uses this module (prof_events_state,
+ * prof_events_reapply_sessions), so a call back would make the two depend on each other.
+ * There is no stop: the sessions end with the runtime; stopping one during Shutdown can trigger
+ * a GC there.
+ *
+ * ctx: prof_events_extra_event_mask, prof_events_on_heapdump and prof_events_start at
+ * Initialize (the handler before the start); prof_events_delivered on the thread that wrote the event (runtime threads,
+ * inside EventPipeEventDelivered: lock-free, no allocation); prof_events_state any thread;
  * prof_events_reapply_sessions on clrscope's own threads only, never from a callback.
  */
 #ifndef PROF_EVENTS_H
@@ -15,9 +21,14 @@
 
 #include "clr_abi.h"
 
+/* A module's handler of runtime events (id, version, payload), on the thread that fired them. */
+typedef void (*prof_events_handler)(DWORD id, DWORD version, const BYTE *data, ULONG len);
+
+/* Sets the handler of the heap-dump events (ids 15-23, 36-38), which also gets GCStart and GCEnd
+ * (1, 2) after prof_gc. It runs on GC threads, the world stopped: lock-free, no allocation. */
+void prof_events_on_heapdump(prof_events_handler h);
 DWORD prof_events_extra_event_mask(void);
 void prof_events_start(void);
-void prof_events_stop(void);
 /* Every event of the session (the thread that wrote it): runtime events go to their modules by
  * id, System.Runtime's counters (self-describing, so with their metadata) to prof_counters. */
 void prof_events_delivered(EVENTPIPE_PROVIDER provider, DWORD id, DWORD version, const BYTE *meta,

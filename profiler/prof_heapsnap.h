@@ -1,17 +1,25 @@
 /*
  * prof_heapsnap - heap snapshots on demand (gcdump): an in-process EventPipe session with the
  * heap-dump keywords makes the runtime walk the heap in an induced full GC; bulk node/edge/root
- * events are parsed into a compact graph (heap_capture, on the GC thread), analysed (heap_graph:
- * dominators, retained sizes, root paths) and written as a .gcdump file (gcdump_write) on the
- * clrscope-heap thread, and summarised per type for the API.
+ * events are parsed into a compact capture on the GC threads, analysed (dominators, retained
+ * sizes, root paths) and written as a .gcdump file on the clrscope-heap thread, and summarised
+ * per type for the API.
  *
  * One snapshot at a time. Finished snapshots live in memory (their per-type summary) and on disk
  * (the .gcdump, under CLRSCOPE_DUMP_DIR); the last CLRSCOPE_DUMP_KEEP are kept.
  *
- * Threads: prof_heapsnap_on_event runs on GC threads (world stopped): atomics only. Everything
- * else runs on civetweb workers or clrscope-heap; the snapshot list is guarded by a mutex no
- * runtime callback ever takes (prof_heapsnap_lock). Snapshot structs are immutable once their
- * status leaves HS_RUNNING, except for fields documented as live.
+ * This header and prof_heapsnap.c are the module's public face; its other files start with hs_
+ * (hs_int.h lists them): the dump GC and its event hook (hs_session), the capture (hs_capture),
+ * the analysis (hs_graph), the file (hs_file, and hs_gcdump for the format), the summary
+ * (hs_summary), the guards (hs_guards), the files of exited processes (hs_tidy).
+ *
+ * ctx: prof_heapsnap_init at Initialize, before prof_events_start (it registers the module's
+ * event hook, which then runs on GC threads with the world stopped: atomics only);
+ * prof_heapsnap_stop at Shutdown; prof_heapsnap_request, the list and prof_heapsnap_delete on
+ * civetweb workers; the snapshot itself is taken on clrscope-heap. The list is guarded by a
+ * mutex no runtime callback ever takes (prof_heapsnap_lock). Snapshot structs are immutable once
+ * their status leaves HS_RUNNING, except for fields documented as live.
+ * prof_heapsnap_write_graph: any thread (no global state).
  */
 #ifndef PROF_HEAPSNAP_H
 #define PROF_HEAPSNAP_H
@@ -19,15 +27,12 @@
 #include <stdint.h>
 #include <stdio.h>
 
-#include "clr_abi.h"
-#include "gcdump_write.h"
-#include "heap_graph.h"
+#include "hs_gcdump.h"
+#include "hs_graph.h"
 #include "prof_scratch.h"
 
 void prof_heapsnap_init(void);
 void prof_heapsnap_stop(void);
-/* Heap-dump and type events (ids 15-23, 36-38) and GCStart/GCEnd (1, 2); GC threads. */
-void prof_heapsnap_on_event(DWORD id, DWORD version, const BYTE *data, ULONG len);
 
 enum hs_status { HS_RUNNING, HS_DONE, HS_FAILED };
 
@@ -98,7 +103,7 @@ int prof_heapsnap_delete(int id);
 /* Writes an analysed graph as a .gcdump to `f`: the root, one pseudo node per root category and
  * per static variable, then the objects (tnames[t] = name of hg type t, tmods[t] its module's
  * file or NULL; tmods itself may be NULL). 0, or -1 with err set.
- * Pure (no runtime, no global state): the heap-graph fuzz target calls it too. */
+ * Pure (no runtime, no global state; hs_file.c): the heap-graph fuzz target calls it too. */
 int prof_heapsnap_write_graph(FILE *f, const struct heap_graph *g, const char **tnames,
                               const char **tmods, const struct gd_meta *meta, char *err,
                               size_t errcap);

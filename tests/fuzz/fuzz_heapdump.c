@@ -1,7 +1,7 @@
 /*
  * fuzz_heapdump - the heap-snapshot path end to end without a runtime: the GCBulk* payload
- * parsers (heap_capture), the heap-graph builder (index, dominators, root paths: heap_graph), and
- * the .gcdump writer (prof_heapsnap_write_graph + gcdump_write), whose output an independent
+ * parsers (hs_capture), the heap-graph builder (index, dominators, root paths: hs_graph), and
+ * the .gcdump writer (prof_heapsnap_write_graph + gcdump_write: hs_gcdump), whose output an independent
  * reader (gcdump_check.h) decodes and compares with the graph node by node.
  *
  * Input: the first byte picks the mode. Raw: records of [event u8][length u16][payload] fed to
@@ -16,8 +16,8 @@
 
 #include "fuzz_input.h"
 #include "gcdump_check.h"
-#include "heap_capture.h"
-#include "heap_graph.h"
+#include "hs_capture.h"
+#include "hs_graph.h"
 #include "prof_heapsnap.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);

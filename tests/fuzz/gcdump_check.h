@@ -1,5 +1,5 @@
 /*
- * gcdump_check.h - an independent reader of the .gcdump files gcdump_write produces (the subset
+ * gcdump_check.h - an independent reader of the .gcdump files hs_gcdump.c makes (the subset
  * of FastSerialization it writes): it walks the whole stream, decodes every string, type and node
  * record, and checks the structure a reader (PerfView, dotnet-gcdump) relies on: tags and type
  * names in place, offsets inside the blob and in order, records ending where the next begins,

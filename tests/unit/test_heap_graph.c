@@ -1,19 +1,19 @@
 /*
  * test_heap_graph.c - the heap-snapshot pipeline without a runtime:
- *   - heap_capture's event parsers on hand-built payloads, truncated payloads and random bytes;
- *   - heap_graph's dominators and retained sizes against a brute-force definition on random
+ *   - hs_capture's event parsers on hand-built payloads, truncated payloads and random bytes;
+ *   - hs_graph's dominators and retained sizes against a brute-force definition on random
  *     graphs (d dominates v iff v is unreachable from the super-root once d is removed), the
  *     per-type retained rule, unreachable objects, shortest root paths;
- *   - gcdump_write's compressed ints and file framing.
+ *   - hs_gcdump's compressed ints and file framing.
  */
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "gcdump_write.h"
-#include "heap_capture.h"
-#include "heap_graph.h"
+#include "hs_gcdump.h"
+#include "hs_capture.h"
+#include "hs_graph.h"
 
 #include "unit_check.h"
 
@@ -494,7 +494,7 @@ static void test_fuzz(void)
     CHECK(1, "fuzz survived");
 }
 
-/* ---- gcdump_write ---- */
+/* ---- hs_gcdump ---- */
 
 static int32_t decode(const uint8_t *p, int *n)
 {

@@ -1,6 +1,7 @@
 /*
- * heap_graph - the analysis half of a heap snapshot, run on clrscope's own thread once the dump
- * GC is over: turns a heap_capture into a compact object graph and computes what users read.
+ * hs_graph - part of the heap snapshot (prof_heapsnap.h), the step after the dump GC: the
+ * analysis (struct heap_graph, hg_*). Turns a heap_capture (hs_capture.h) into a compact object
+ * graph and computes what users read.
  *
  *   hg_index        runtime type ids mapped to dense type indices (records rewritten in place,
  *                   in the capture's own pages, in the order the runtime reported them), and
@@ -18,14 +19,17 @@
  * 16 bytes per object + 4 per reference, freed before each function returns. Every function takes
  * an abort flag (checked now and then) and publishes progress in permille.
  * Not thread-safe: one thread owns a heap_graph.
+ *
+ * ctx: every function on clrscope-heap (the snapshot's worker), or a test's or fuzz target's
+ * thread; nothing here touches the runtime or global state.
  */
-#ifndef HEAP_GRAPH_H
-#define HEAP_GRAPH_H
+#ifndef HS_GRAPH_H
+#define HS_GRAPH_H
 
 #include <stddef.h>
 #include <stdint.h>
 
-#include "heap_capture.h"
+#include "hs_capture.h"
 #include "prof_scratch.h"
 
 #define HG_NONE 0xffffffffu

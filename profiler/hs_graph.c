@@ -1,6 +1,6 @@
-/* heap_graph.c - see heap_graph.h. Runs on clrscope-heapsnap; no recursion anywhere (graphs are
+/* hs_graph.c - see hs_graph.h. Runs on clrscope-heap; no recursion anywhere (graphs are
  * millions of objects deep in the worst case), every work array is sized up front. */
-#include "heap_graph.h"
+#include "hs_graph.h"
 
 #include <stdio.h>
 #include <stdlib.h>

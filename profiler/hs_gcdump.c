@@ -1,5 +1,5 @@
-/* gcdump_write.c - see gcdump_write.h. */
-#include "gcdump_write.h"
+/* hs_gcdump.c - see hs_gcdump.h. */
+#include "hs_gcdump.h"
 
 #include <errno.h>
 #include <stdlib.h>

@@ -1,5 +1,6 @@
 /*
- * heap_capture - the GC-thread half of a heap snapshot.
+ * hs_capture - part of the heap snapshot (prof_heapsnap.h), the step of the dump GC: the
+ * capture, the GC-thread half (struct heap_capture, hc_*).
  *
  * During the induced full GC of a heap dump the runtime fires GCBulkNode, GCBulkEdge,
  * GCBulkRootEdge, GCBulkRootConditionalWeakTableElementEdge and GCBulkRootStaticVar events on its
@@ -14,9 +15,13 @@
  * snapshot then reports it instead of pretending to be complete.
  *
  * Layout per object: 24 bytes (address, type id, size, edge count) + 8 bytes per reference.
+ *
+ * ctx: hc_reserve before the dump GC and hc_release / hc_trim after it, on clrscope-heap (the
+ * capture then goes to hg_index, hs_graph.h); hc_on_event, the parsers and hc_parse_gc_* on GC
+ * threads during the dump GC (the event hook of hs_session.c), the world stopped.
  */
-#ifndef HEAP_CAPTURE_H
-#define HEAP_CAPTURE_H
+#ifndef HS_CAPTURE_H
+#define HS_CAPTURE_H
 
 #include <stddef.h>
 #include <stdint.h>

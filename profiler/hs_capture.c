@@ -1,6 +1,6 @@
-/* heap_capture.c - see heap_capture.h. Runs on GC threads with the world stopped: no malloc,
+/* hs_capture.c - see hs_capture.h. Runs on GC threads with the world stopped: no malloc,
  * no logging, no locks shared with other threads, every read bounded by `len`. */
-#include "heap_capture.h"
+#include "hs_capture.h"
 
 #include <errno.h>
 #include <string.h>

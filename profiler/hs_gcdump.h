@@ -1,7 +1,9 @@
 /*
- * gcdump_write - writes a heap graph as a .gcdump file, the format dotnet-gcdump, PerfView and
- * Visual Studio read: a FastSerialization stream ("!FastSerialization.1") whose entry object is a
- * GCHeapDump (version 10, readers >= 8) holding a Graphs.MemoryGraph (version 1).
+ * hs_gcdump - part of the heap snapshot (prof_heapsnap.h), the step after the analysis: the
+ * .gcdump format writer (gcdump_write, struct gd_*). Writes a graph as a .gcdump file, the
+ * format dotnet-gcdump, PerfView and Visual Studio read: a FastSerialization stream
+ * ("!FastSerialization.1") whose entry object is a GCHeapDump (version 10, readers >= 8)
+ * holding a Graphs.MemoryGraph (version 1).
  *
  * Written from the format's public definition (microsoft/perfview src/FastSerialization,
  * src/MemoryGraph/graph.cs, src/HeapDump/GCHeapDump.cs; dotnet/diagnostics src/Tools/dotnet-gcdump
@@ -27,9 +29,12 @@
  *
  * The graph is pulled through callbacks, node by node, twice (offsets, then records), so the
  * writer needs no memory proportional to the heap.
+ *
+ * ctx: clrscope-heap (through prof_heapsnap_write_graph, which lays a heap_graph out as
+ * gd_source callbacks), or a test's or fuzz target's thread; no global state.
  */
-#ifndef GCDUMP_WRITE_H
-#define GCDUMP_WRITE_H
+#ifndef HS_GCDUMP_H
+#define HS_GCDUMP_H
 
 #include <stdint.h>
 #include <stdio.h>

@@ -1,0 +1,248 @@
+/* hs_guards.c - what a heap snapshot may take, checked before it takes it: the GC heap's size
+ * against CLRSCOPE_DUMP_MAX_HEAP_MB and the memory a snapshot needs against what is available
+ * (at the request, on the civetweb worker that asks), the dump directory (on clrscope-heap before
+ * the dump GC) and the disk space for the file (on clrscope-heap before writing it). Reads
+ * /proc, the cgroup's files and the runtime's generation bounds; no state of its own. */
+#include "hs_int.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/statvfs.h>
+#include <unistd.h>
+
+#include "prof_alloc.h"
+#include "prof_config.h"
+#include "prof_core.h"
+#include "prof_counters.h"
+#include "prof_files.h"
+#include "prof_gc.h"
+#include "prof_log.h"
+
+/* Per-object cost of a snapshot, measured with bench/gcdump_bench.sh (bench/results.md):
+ * the estimate of the extra memory a snapshot needs is heap bytes * NEED_PER_HEAP_BYTE + slack. */
+#define NEED_PER_HEAP_BYTE 1.2
+#define NEED_SLACK (64ll << 20)
+
+static int64_t read_meminfo_kb(const char *key)
+{
+    FILE *f = fopen("/proc/meminfo", "re");
+    if (!f)
+        return -1;
+    char line[256];
+    int64_t v = -1;
+    size_t kl = strlen(key);
+    while (fgets(line, sizeof line, f)) {
+        if (!strncmp(line, key, kl) && line[kl] == ':') {
+            v = strtoll(line + kl + 1, NULL, 10);
+            break;
+        }
+    }
+    fclose(f);
+    return v;
+}
+
+static int64_t read_number_file(const char *path)
+{
+    FILE *f = fopen(path, "re");
+    if (!f)
+        return -1;
+    char buf[64] = "";
+    int64_t v = -1;
+    if (fgets(buf, sizeof buf, f) && buf[0] >= '0' && buf[0] <= '9')
+        v = strtoll(buf, NULL, 10);
+    fclose(f);
+    return v;
+}
+
+/* Free memory under this process's cgroup limit, or -1 when there is no limit. */
+static int64_t cgroup_headroom(void)
+{
+    FILE *f = fopen("/proc/self/cgroup", "re");
+    if (!f)
+        return -1;
+    char line[600], rel[600] = "";
+    int v2 = 0;
+    while (fgets(line, sizeof line, f)) {
+        line[strcspn(line, "\n")] = 0;
+        if (!strncmp(line, "0::", 3)) {
+            snprintf(rel, sizeof rel, "%s", line + 3);
+            v2 = 1;
+        } else {
+            char *m = strstr(line, ":memory:");
+            if (m && !v2)
+                snprintf(rel, sizeof rel, "%s", m + 8);
+        }
+    }
+    fclose(f);
+    char p1[800], p2[800];
+    int64_t limit = -1, usage = -1;
+    for (int up = 0; up < 2 && limit < 0; up++) {
+        const char *r = up ? "" : rel; /* inside a container the cgroup root is the limit */
+        if (v2) {
+            snprintf(p1, sizeof p1, "/sys/fs/cgroup%s/memory.max", r);
+            snprintf(p2, sizeof p2, "/sys/fs/cgroup%s/memory.current", r);
+        } else {
+            snprintf(p1, sizeof p1, "/sys/fs/cgroup/memory%s/memory.limit_in_bytes", r);
+            snprintf(p2, sizeof p2, "/sys/fs/cgroup/memory%s/memory.usage_in_bytes", r);
+        }
+        limit = read_number_file(p1);
+        usage = read_number_file(p2);
+    }
+    if (limit <= 0 || limit >= (1ll << 60) || usage < 0)
+        return -1;
+    return limit > usage ? limit - usage : 0;
+}
+
+static int64_t memory_headroom(void)
+{
+    int64_t avail = read_meminfo_kb("MemAvailable");
+    if (avail >= 0)
+        avail *= 1024;
+    int64_t cg = cgroup_headroom();
+    if (cg >= 0 && (avail < 0 || cg < avail))
+        avail = cg;
+    return avail;
+}
+
+int64_t hs_rss_bytes(void)
+{
+    FILE *f = fopen("/proc/self/statm", "re");
+    if (!f)
+        return -1;
+    long size = 0, res = 0;
+    int ok = fscanf(f, "%ld %ld", &size, &res) == 2;
+    fclose(f);
+    return ok ? (int64_t)res * sysconf(_SC_PAGESIZE) : -1;
+}
+
+/* Bytes in use in the GC heap as of the last GC (all generations, free space included; the
+ * runtime updates the generation table at the end of each GC), -1 if unknown. */
+static int64_t gc_heap_bytes(void)
+{
+    ICorProfilerInfo15 *info = g_core.info;
+    if (!info || !info->vt->GetGenerationBounds)
+        return -1;
+    ULONG cap = 256, count = 0;
+    COR_PRF_GC_GENERATION_RANGE *r = NULL;
+    for (int attempt = 0; attempt < 3; attempt++) {
+        free(r);
+        r = malloc((size_t)cap * sizeof *r);
+        if (!r)
+            return -1;
+        HRESULT hr = info->vt->GetGenerationBounds(info, cap, &count, r);
+        if (hr < 0) {
+            static int logged;
+            prof_log_once(logged, LOG_DEBUG, "GetGenerationBounds failed (0x%08x)", (unsigned)hr);
+            free(r);
+            return -1;
+        }
+        if (count <= cap)
+            break;
+        cap = count + 64;
+    }
+    int64_t total = 0;
+    for (ULONG i = 0; i < count && i < cap; i++)
+        total += (int64_t)r[i].rangeLength;
+    free(r);
+    return total > 0 ? total : -1; /* all zero before the first GC */
+}
+
+static void fmt_mb(char *out, size_t cap, int64_t bytes)
+{
+    snprintf(out, cap, "%.0f MB", (double)bytes / 1048576.0);
+}
+
+/* Bytes allocated since the newest GC recorded began (or since start): the runtime's exact count
+ * where its counter covers those seconds, else the upper end of the sampled estimate's 95 %
+ * interval, else 0 (the alloc profile off). A GC newer than the records makes this larger than
+ * the truth, which errs on the side of the guard. Large arrays allocated since the last GC are in
+ * the heap but not yet in its generation bounds. */
+static int64_t allocated_since_gc(void)
+{
+    double t = prof_gc_last_start(); /* recorded ~1 s after the GC ended; none: since start */
+    if (t <= 0)
+        t = (double)g_core.start_unix;
+    int64_t from = (int64_t)t, to = (int64_t)prof_unix_now(), bytes = 0;
+    if (prof_counters_allocated(&from, &to, &bytes) == 0 && bytes > 0)
+        return bytes;
+    double lo = 0, hi = 0;
+    uint64_t n = 0;
+    if (prof_alloc_total_ci((int64_t)t, (int64_t)prof_unix_now(), &lo, &hi, &n) == 0 && hi > 0)
+        return (int64_t)hi;
+    return 0;
+}
+
+int hs_guards_check(int force, struct hs_refusal *why, int64_t *heap_out)
+{
+    /* The GC heap at the last GC plus what was allocated since; before the first GC, the resident
+     * set bounds it from above. */
+    int64_t heap = gc_heap_bytes();
+    int from_rss = heap <= 0;
+    int64_t since = from_rss ? 0 : allocated_since_gc();
+    int64_t estimate = from_rss ? hs_rss_bytes() : heap + since;
+    *heap_out = estimate > 0 ? estimate : 0;
+    why->heap_bytes = estimate;
+    why->limit_bytes = g_cfg.dump_max_heap;
+    why->available_bytes = memory_headroom();
+    why->needed_bytes = estimate > 0 ? (int64_t)((double)estimate * NEED_PER_HEAP_BYTE) + NEED_SLACK
+                                     : NEED_SLACK;
+    if (force)
+        return 0;
+    char a[32], b[32];
+    if (estimate > g_cfg.dump_max_heap) {
+        fmt_mb(a, sizeof a, estimate);
+        fmt_mb(b, sizeof b, g_cfg.dump_max_heap);
+        why->reason = HS_TOO_BIG;
+        snprintf(why->message, sizeof why->message,
+                 "%s %s, more than CLRSCOPE_DUMP_MAX_HEAP_MB (%s); a snapshot stops the app for "
+                 "a full GC and needs about as much memory again; add ?force=1 to take it anyway",
+                 from_rss ? "no GC has run yet and the process holds"
+                 : since ? "the GC heap holds (as of the last GC, plus what was allocated since)"
+                         : "the GC heap holds", a, b);
+        return -1;
+    }
+    if (why->available_bytes >= 0 && why->available_bytes < why->needed_bytes) {
+        fmt_mb(a, sizeof a, why->needed_bytes);
+        fmt_mb(b, sizeof b, why->available_bytes);
+        why->reason = HS_LOW_MEMORY;
+        snprintf(why->message, sizeof why->message,
+                 "a snapshot of this heap needs about %s of memory and only %s is available "
+                 "(MemAvailable / cgroup limit); add ?force=1 to take it anyway", a, b);
+        return -1;
+    }
+    return 0;
+}
+
+int hs_dump_dir_ready(char *err, size_t errcap)
+{
+    struct stat dst;
+    /* the default directory lies in /tmp: it must be this user's alone (prof_files.h); a file at
+     * the name (mkdir says EEXIST) fails here, before the GC, not when the file is written */
+    if ((g_cfg.dump_dir_default ? prof_files_private_dir(g_cfg.dump_dir)
+                                  : prof_files_mkdirs(g_cfg.dump_dir, 0700)) ||
+        stat(g_cfg.dump_dir, &dst) || (!S_ISDIR(dst.st_mode) && (errno = ENOTDIR)) ||
+        access(g_cfg.dump_dir, W_OK)) {
+        int e = errno;
+        char why[256];
+        hs_errtext(e, why, sizeof why);
+        snprintf(err, errcap, "cannot write snapshots to %.180s: %.100s%s", g_cfg.dump_dir, why,
+                 e == EPERM ? " (it belongs to another user; set CLRSCOPE_DUMP_DIR)" : "");
+        return -1;
+    }
+    return 0;
+}
+
+int hs_disk_room(const char *dir, uint64_t need, char *err, size_t errcap)
+{
+    struct statvfs vfs;
+    if (!statvfs(dir, &vfs) && (uint64_t)vfs.f_bavail * vfs.f_frsize < need) {
+        snprintf(err, errcap, "not enough disk space in %.150s (%.0f MB needed, %.0f MB free)",
+                 dir, (double)need / 1048576.0,
+                 (double)vfs.f_bavail * (double)vfs.f_frsize / 1048576.0);
+        return -1;
+    }
+    return 0;
+}
