@@ -30,7 +30,7 @@ CONFIG_MD = os.path.join(DOCS, "configuration.md")
 
 # Where the server's routes are declared (the route table and the handlers that parse a
 # sub-path), and where the environment is read: every C file of these trees.
-ROUTE_SOURCES = [os.path.join(REPO, "web"), os.path.join(REPO, "api")]
+ROUTE_TABLE = os.path.join(REPO, "api", "api_routes.c")
 VARIABLE_SOURCES = [os.path.join(REPO, d) for d in ("profiler", "web", "api", "tools")]
 
 
@@ -151,39 +151,21 @@ def doc_variables(text):
     return names
 
 
-def routed_paths(roots=ROUTE_SOURCES):
-    """The paths the server routes, read from its C sources: [(path, prefix, [sub-paths])].
-
-    The route table is an array of {"/path", prefix, methods, handler} initializers; a prefix
-    route's handler parses the rest of the path itself, and its sub-paths are the lower-case
-    literals it compares a variable with (strcmp(sub, "threads"), strncmp(p, "diff", 4)) or
-    starts an initializer with ({"profile", "cpu", 30, 1}). Point `roots` at wherever the table
-    and handlers live."""
-    sources = {p: read(p) for p in c_files(roots)}
-    entry = re.compile(r'\{\s*"(/[^"]*)"\s*,\s*([01])\s*,\s*M_[A-Z_| ]+,\s*(\w+)\s*\}')
+def routed_paths(path=ROUTE_TABLE):
+    """The routes the server serves, read from the API's route table (api/api_routes.c, one row
+    a line: {METHODS, "/path", handler, message}): [(method, path)]. The {name} rows are the
+    table's catch-alls, which answer 404 for what no other row names: they are no endpoint."""
+    methods = {"API_GET": ["GET"], "API_POST": ["POST"], "API_DELETE": ["DELETE"]}
+    text = read(path)
+    for alias, value in re.findall(r"#define\s+(\w+)\s+\(([^)]*)\)", text):
+        methods[alias] = [m for part in value.split("|") for m in methods.get(part.strip(), [])]
     routes = []
-    for text in sources.values():
-        for path, prefix, handler in entry.findall(text):
-            subs = []
-            if prefix == "1":
-                bodies = list(handler_bodies(sources, handler))
-                if not bodies:  # a prefix route whose sub-paths cannot be read: say so
-                    subs.append(f"<the body of {handler}() was not found>")
-                for body in bodies:
-                    subs += re.findall(r'strn?cmp\(\s*\w+\s*,\s*"([a-z][a-z0-9_-]*)"', body)
-                    subs += re.findall(r'\{\s*"([a-z][a-z0-9_-]*)"\s*,', body)
-            routes.append((path, prefix == "1", sorted(set(subs))))
+    for flags, route in re.findall(r'^\s*\{([A-Z_| ]+),\s*"(/[^"]*)"', text, flags=re.M):
+        if "{name}" in route:
+            continue
+        for flag in flags.split("|"):
+            routes += [(m, route) for m in methods.get(flag.strip(), [flag.strip()])]
     return routes
-
-
-def handler_bodies(sources, name):
-    """The body of the C function `name` (from its definition to the closing brace at the start
-    of a line) in any of the sources."""
-    for text in sources.values():
-        m = re.search(r"^(?:static\s+)?\w+[\s*]+" + re.escape(name) +
-                      r"\s*\([^)]*\)\s*\{(.*?)^\}", text, flags=re.M | re.S)
-        if m:
-            yield m.group(1)
 
 
 def slug(heading):
@@ -246,19 +228,13 @@ class Documents(unittest.TestCase):
 
     def test_every_routed_path_is_documented(self):
         routes = routed_paths()
-        self.assertGreater(len(routes), 10, "the scan found no route table: point ROUTE_SOURCES "
+        self.assertGreater(len(routes), 10, "the scan found no route table: point ROUTE_TABLE "
                            "at the file that declares the routes")
         documented = set()
         for ep in doc_endpoints(read(API_MD)):
-            documented |= {p.rstrip("/") or "/" for p in [ep["path"]] + ep["aliases"]}
-        missing = []
-        for path, prefix, subs in routes:
-            if path.rstrip("/") not in documented:
-                missing.append(path)
-            for sub in subs:
-                if not any(p.startswith(path + "/") and sub in p[len(path) + 1:].split("/")
-                           for p in documented):
-                    missing.append(f"{path}/{sub}")
+            for p in [ep["path"]] + ep["aliases"]:
+                documented.add((ep["method"], p.rstrip("/") or "/"))
+        missing = [f"{m} {p}" for m, p in routes if (m, p.rstrip("/") or "/") not in documented]
         self.assertEqual(missing, [], "routed by the server, not in docs/api.md")
 
     def test_relative_links_resolve(self):
