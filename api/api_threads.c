@@ -10,7 +10,7 @@
 
 #include "api.h"
 #include "api_json.h"
-#include "pprof.h"
+#include "pprof_encoder.h"
 #include "prof_core.h"
 #include "prof_counters.h"
 #include "prof_tdump.h"

@@ -13,7 +13,7 @@
 #include <string.h>
 
 #include "fuzz_input.h"
-#include "pprof.h"
+#include "pprof_encoder.h"
 #include "pprof_decode.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);

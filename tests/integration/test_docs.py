@@ -8,7 +8,7 @@ The documentation against the code and a real app, so that neither drifts from t
   in it;
 - every path the server routes is in docs/api.md;
 - every relative link in README.md and docs/**/*.md resolves, #anchors to a heading, and every
-  file of the repository they name in code (`profiler/prof_store.c`) exists.
+  file of the repository they name in code (`profiler/store/prof_store.c`) exists.
 
 The docs are read the way their pages say: an endpoint is a heading "## `METHOD /path`" (with
 "Aliases:" and "Example:" lines below it), a field table has "field" as its first column (`a.b`,
@@ -208,7 +208,7 @@ def broken_links(path):
 
 
 def missing_source_paths(path):
-    """Files of the repository a page names in code spans (`profiler/prof_store.c`,
+    """Files of the repository a page names in code spans (`profiler/store/prof_store.c`,
     `tests/apps/README.md`) that do not exist: a module moved and its page not updated."""
     text = re.sub(r"^```.*?^```", "", read(path), flags=re.M | re.S)
     roots = ("profiler", "api", "web", "static", "tests", "tools", "bench")

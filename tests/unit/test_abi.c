@@ -1,5 +1,5 @@
 /*
- * test_abi.c - the hand-written CLR ABI (profiler/clr_abi.h) against the layout the runtime's
+ * test_abi.c - the hand-written CLR ABI (profiler/runtime/clr_abi.h) against the layout the runtime's
  * public headers (corprof.h, cor.h) give: type sizes, struct layouts and every vtable slot offset.
  */
 #include <stddef.h>

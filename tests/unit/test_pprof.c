@@ -1,5 +1,5 @@
 /*
- * test_pprof.c - the pprof encoder (profiler/pprof.c): a gunzip + protobuf decoder of its own
+ * test_pprof.c - the pprof encoder (profiler/export/pprof_encoder.c): a gunzip + protobuf decoder of its own
  * checks the profile.proto invariants (string_table[0] == "", non-zero and resolvable ids,
  * leaf-first stacks, labels, caps, allocation failures); when `go` is on PATH, `go tool pprof
  * -raw/-top` must read the file and show the expected names, values and labels.
@@ -14,7 +14,7 @@
 #include <unistd.h>
 #include <zlib.h>
 
-#include "pprof.h"
+#include "pprof_encoder.h"
 
 #include "unit_check.h"
 

@@ -21,7 +21,7 @@
 #include <stdint.h>
 
 #include "clr_abi.h"
-#include "pprof.h"
+#include "pprof_encoder.h"
 #include "prof_ring.h"
 #include "prof_store.h"
 

@@ -9,7 +9,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "pprof.h"
+#include "pprof_encoder.h"
 #include "prof_config.h"
 #include "prof_core.h"
 #include "prof_live.h"

@@ -1,5 +1,5 @@
 /*
- * pprof.c - see pprof.h. The profile.proto writer and its gzip stream.
+ * pprof_encoder.c - see pprof_encoder.h. The profile.proto writer and its gzip stream.
  *
  * Layout of the work: strings live in one arena and are interned through an open-addressing
  * table (linear probing, grown at 70% load); each string records the Function id of the frame of
@@ -14,7 +14,7 @@
  * Datadog `|lm:...|fn:...` frame format and per-module mappings would be the caller's job.
  */
 #define ZLIB_CONST
-#include "pprof.h"
+#include "pprof_encoder.h"
 
 #include <limits.h>
 #include <stdio.h>

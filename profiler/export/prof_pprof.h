@@ -6,7 +6,7 @@
 #ifndef PROF_PPROF_H
 #define PROF_PPROF_H
 
-#include "pprof.h"
+#include "pprof_encoder.h"
 #include "prof_store.h"
 
 /* slot_to_col[k] = builder column receiving v[k], or -1. label_key names the row label (or NULL). */
