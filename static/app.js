@@ -5,2030 +5,2014 @@
  * 5 s, both stopped by "Pause". Every request is same-origin with the token cookie the server
  * set on a `?token=` visit. Failures never throw: a non-2xx reply shows its JSON `error` in the
  * banner, and a view whose endpoint is missing says "not available".
- *
- * Depends on charts.js (window.Charts) and flame.js (window.FlameGraph).
  */
-(function () {
-  'use strict';
 
-  var F = Charts.fmt;
-  var hook = window.__clrscope;
+import {hook, noteError} from './hook.js';
+import * as F from './fmt.js';
+import * as Charts from './charts.js';
+import {FlameGraph} from './flame.js';
+import {flatten, top, shortName} from './flame_model.js';
 
-  function noteError(msg) {
-    hook.lastError = String(msg);
+/* ================================================================ DOM helpers */
+
+/* h('div', {class, text, title, href, on: {click: fn}, attrs: {}}, [children]) — never sets
+ * a style attribute (the page's CSP forbids them); widths are set through el.style. */
+function h(tag, props, children) {
+  var e = document.createElement(tag);
+  props = props || {};
+  if (props['class']) e.className = props['class'];
+  if (props.text != null) e.textContent = props.text;
+  if (props.title) e.title = props.title;
+  if (props.href) e.href = props.href;
+  if (props.type) e.type = props.type;
+  if (props.attrs) {
+    Object.keys(props.attrs).forEach(function (k) { e.setAttribute(k, props.attrs[k]); });
   }
-
-  window.addEventListener('error', function (e) {
-    noteError(e.message || e.error || 'error');
-  });
-  window.addEventListener('unhandledrejection', function (e) {
-    noteError(e.reason && e.reason.message || e.reason || 'unhandled rejection');
-  });
-  document.addEventListener('securitypolicyviolation', function (e) {
-    hook.cspViolations.push(e.violatedDirective + ' ' + (e.blockedURI || ''));
-  });
-
-  /* ================================================================ DOM helpers */
-
-  /* h('div', {class, text, title, href, on: {click: fn}, attrs: {}}, [children]) — never sets
-   * a style attribute (the page's CSP forbids them); widths are set through el.style. */
-  function h(tag, props, children) {
-    var e = document.createElement(tag);
-    props = props || {};
-    if (props['class']) e.className = props['class'];
-    if (props.text != null) e.textContent = props.text;
-    if (props.title) e.title = props.title;
-    if (props.href) e.href = props.href;
-    if (props.type) e.type = props.type;
-    if (props.attrs) {
-      Object.keys(props.attrs).forEach(function (k) { e.setAttribute(k, props.attrs[k]); });
-    }
-    if (props.on) {
-      Object.keys(props.on).forEach(function (k) { e.addEventListener(k, props.on[k]); });
-    }
-    if (children != null) {
-      (Array.isArray(children) ? children : [children]).forEach(function (c) {
-        if (c == null || c === false) return;
-        e.appendChild(typeof c === 'string' || typeof c === 'number' ? document.createTextNode(String(c)) : c);
-      });
-    }
-    return e;
+  if (props.on) {
+    Object.keys(props.on).forEach(function (k) { e.addEventListener(k, props.on[k]); });
   }
-
-  function $(id) {
-    return document.getElementById(id);
-  }
-
-  function clear(e) {
-    while (e.firstChild) e.removeChild(e.firstChild);
-    return e;
-  }
-
-  /* A card: {el, head, body, sub(text), right} */
-  function panel(title, subText) {
-    var sub = h('span', {'class': 'sub', text: subText || ''});
-    var right = h('div', {'class': 'right'});
-    var head = h('div', {'class': 'panel-head'}, [h('h2', {text: title}), sub, right]);
-    var body = h('div');
-    var el = h('section', {'class': 'panel'}, [head, body]);
-    return {
-      el: el, head: head, body: body, right: right,
-      sub: function (t) { sub.textContent = t || ''; }
-    };
-  }
-
-  function unavailable(msg) {
-    return h('div', {'class': 'unavailable', text: msg});
-  }
-
-  function notAvailableText(res) {
-    if (res.status === 404 || res.status === 501) return 'Not available: ' + (res.error || 'this endpoint is not served yet');
-    return 'Could not load: ' + (res.error || 'request failed');
-  }
-
-  function stat(label, value, cls) {
-    return h('div', {'class': 'stat'}, [
-      h('div', {'class': 'v' + (cls ? ' ' + cls : ''), text: value}),
-      h('div', {'class': 'l', text: label})
-    ]);
-  }
-
-  /* A share with a light bar behind it (skipped below 1%, where it would read as a stray line). */
-  function barCell(share, text) {
-    var fill = null;
-    if (share >= 0.01) {
-      fill = h('span', {'class': 'fill'});
-      fill.style.width = Math.min(100, share * 100).toFixed(2) + '%';
-    }
-    return h('span', {'class': 'bar'}, [fill, h('span', {'class': 'txt', text: text})]);
-  }
-
-  function shortType(name) {
-    return FlameGraph.model.shortName(name || '');
-  }
-
-  /* ================================================================ state + URL */
-
-  var SECONDS = [10, 60, 300, 900];
-  var state = {
-    tab: 'overview', seconds: 60, type: '', q: '', zoom: [], icicle: false,
-    filter: '', sel: '', snap: '', a: '', b: '', paused: false
-  };
-  var lastHash = null;
-
-  function readHash() {
-    var p = new URLSearchParams(location.hash.replace(/^#/, ''));
-    var tab = p.get('tab') || 'overview';
-    state.tab = TABS.some(function (t) { return t.id === tab; }) ? tab : 'overview';
-    var s = parseInt(p.get('seconds'), 10);
-    state.seconds = s > 0 && s <= 86400 ? s : 60;
-    state.type = p.get('type') || '';
-    state.q = p.get('q') || '';
-    state.zoom = p.get('zoom') ? p.get('zoom').split(';') : [];
-    state.icicle = p.get('icicle') === '1';
-    state.filter = p.get('filter') || '';
-    state.sel = p.get('sel') || '';
-    state.snap = p.get('snap') || '';
-    state.a = p.get('a') || '';
-    state.b = p.get('b') || '';
-  }
-
-  function hashFor(st) {
-    var p = new URLSearchParams();
-    p.set('tab', st.tab);
-    p.set('seconds', String(st.seconds));
-    if (st.type) p.set('type', st.type);
-    if (st.filter) p.set('filter', st.filter);
-    if (st.q) p.set('q', st.q);
-    if (st.zoom && st.zoom.length) p.set('zoom', st.zoom.join(';'));
-    if (st.icicle) p.set('icicle', '1');
-    if (st.sel) p.set('sel', st.sel);
-    if (st.snap) p.set('snap', st.snap);
-    if (st.a) p.set('a', st.a);
-    if (st.b) p.set('b', st.b);
-    return '#' + p.toString();
-  }
-
-  /* Records the state in the URL without adding a history entry. */
-  function saveHash() {
-    var s = hashFor(state);
-    lastHash = s;
-    if (location.hash !== s) history.replaceState(null, '', location.pathname + location.search + s);
-    renderChrome();
-  }
-
-  /* Goes to another tab (a history entry, so Back works); view-specific state starts fresh. */
-  function go(tab, extra) {
-    var st = {tab: tab, seconds: state.seconds, type: '', q: '', zoom: [], icicle: state.icicle,
-      filter: '', sel: '', snap: '', a: '', b: ''};
-    Object.keys(extra || {}).forEach(function (k) { st[k] = extra[k]; });
-    location.hash = hashFor(st);
-  }
-
-  /* ================================================================ API */
-
-  var errors = new Map();      // endpoint -> message shown in the banner
-  var dismissed = new Set();
-  var inflight = [];
-
-  function endpointOf(url) {
-    return '/' + url.split('?')[0].replace(/^\//, '');
-  }
-
-  function showErrors() {
-    var box = $('banner');
-    var msgs = $('banner-msgs');
-    clear(msgs);
-    var shown = 0;
-    errors.forEach(function (msg, key) {
-      if (dismissed.has(key + msg) || shown >= 4) return;
-      msgs.appendChild(h('div', {text: msg}));
-      shown++;
+  if (children != null) {
+    (Array.isArray(children) ? children : [children]).forEach(function (c) {
+      if (c == null || c === false) return;
+      e.appendChild(typeof c === 'string' || typeof c === 'number' ? document.createTextNode(String(c)) : c);
     });
-    box.classList.toggle('hidden', shown === 0);
   }
+  return e;
+}
 
-  function setError(key, msg) {
-    if (errors.get(key) === msg) return;
-    errors.set(key, msg);
-    showErrors();
+function $(id) {
+  return document.getElementById(id);
+}
+
+function clear(e) {
+  while (e.firstChild) e.removeChild(e.firstChild);
+  return e;
+}
+
+/* A card: {el, head, body, sub(text), right} */
+function panel(title, subText) {
+  var sub = h('span', {'class': 'sub', text: subText || ''});
+  var right = h('div', {'class': 'right'});
+  var head = h('div', {'class': 'panel-head'}, [h('h2', {text: title}), sub, right]);
+  var body = h('div');
+  var el = h('section', {'class': 'panel'}, [head, body]);
+  return {
+    el: el, head: head, body: body, right: right,
+    sub: function (t) { sub.textContent = t || ''; }
+  };
+}
+
+function unavailable(msg) {
+  return h('div', {'class': 'unavailable', text: msg});
+}
+
+function notAvailableText(res) {
+  if (res.status === 404 || res.status === 501) return 'Not available: ' + (res.error || 'this endpoint is not served yet');
+  return 'Could not load: ' + (res.error || 'request failed');
+}
+
+function stat(label, value, cls) {
+  return h('div', {'class': 'stat'}, [
+    h('div', {'class': 'v' + (cls ? ' ' + cls : ''), text: value}),
+    h('div', {'class': 'l', text: label})
+  ]);
+}
+
+/* A share with a light bar behind it (skipped below 1%, where it would read as a stray line). */
+function barCell(share, text) {
+  var fill = null;
+  if (share >= 0.01) {
+    fill = h('span', {'class': 'fill'});
+    fill.style.width = Math.min(100, share * 100).toFixed(2) + '%';
   }
+  return h('span', {'class': 'bar'}, [fill, h('span', {'class': 'txt', text: text})]);
+}
 
-  function clearError(key) {
-    if (errors.delete(key)) showErrors();
+function shortType(name) {
+  return shortName(name || '');
+}
+
+/* ================================================================ state + URL */
+
+var SECONDS = [10, 60, 300, 900];
+var state = {
+  tab: 'overview', seconds: 60, type: '', q: '', zoom: [], icicle: false,
+  filter: '', sel: '', snap: '', a: '', b: '', paused: false
+};
+var lastHash = null;
+
+function readHash() {
+  var p = new URLSearchParams(location.hash.replace(/^#/, ''));
+  var tab = p.get('tab') || 'overview';
+  state.tab = TABS.some(function (t) { return t.id === tab; }) ? tab : 'overview';
+  var s = parseInt(p.get('seconds'), 10);
+  state.seconds = s > 0 && s <= 86400 ? s : 60;
+  state.type = p.get('type') || '';
+  state.q = p.get('q') || '';
+  state.zoom = p.get('zoom') ? p.get('zoom').split(';') : [];
+  state.icicle = p.get('icicle') === '1';
+  state.filter = p.get('filter') || '';
+  state.sel = p.get('sel') || '';
+  state.snap = p.get('snap') || '';
+  state.a = p.get('a') || '';
+  state.b = p.get('b') || '';
+}
+
+function hashFor(st) {
+  var p = new URLSearchParams();
+  p.set('tab', st.tab);
+  p.set('seconds', String(st.seconds));
+  if (st.type) p.set('type', st.type);
+  if (st.filter) p.set('filter', st.filter);
+  if (st.q) p.set('q', st.q);
+  if (st.zoom && st.zoom.length) p.set('zoom', st.zoom.join(';'));
+  if (st.icicle) p.set('icicle', '1');
+  if (st.sel) p.set('sel', st.sel);
+  if (st.snap) p.set('snap', st.snap);
+  if (st.a) p.set('a', st.a);
+  if (st.b) p.set('b', st.b);
+  return '#' + p.toString();
+}
+
+/* Records the state in the URL without adding a history entry. */
+function saveHash() {
+  var s = hashFor(state);
+  lastHash = s;
+  if (location.hash !== s) history.replaceState(null, '', location.pathname + location.search + s);
+  renderChrome();
+}
+
+/* Goes to another tab (a history entry, so Back works); view-specific state starts fresh. */
+function go(tab, extra) {
+  var st = {tab: tab, seconds: state.seconds, type: '', q: '', zoom: [], icicle: state.icicle,
+    filter: '', sel: '', snap: '', a: '', b: ''};
+  Object.keys(extra || {}).forEach(function (k) { st[k] = extra[k]; });
+  location.hash = hashFor(st);
+}
+
+/* ================================================================ API */
+
+var errors = new Map();      // endpoint -> message shown in the banner
+var dismissed = new Set();
+var inflight = [];
+
+function endpointOf(url) {
+  return '/' + url.split('?')[0].replace(/^\//, '');
+}
+
+function showErrors() {
+  var box = $('banner');
+  var msgs = $('banner-msgs');
+  clear(msgs);
+  var shown = 0;
+  errors.forEach(function (msg, key) {
+    if (dismissed.has(key + msg) || shown >= 4) return;
+    msgs.appendChild(h('div', {text: msg}));
+    shown++;
+  });
+  box.classList.toggle('hidden', shown === 0);
+}
+
+function setError(key, msg) {
+  if (errors.get(key) === msg) return;
+  errors.set(key, msg);
+  showErrors();
+}
+
+function clearError(key) {
+  if (errors.delete(key)) showErrors();
+}
+
+/* GET (or POST) a JSON endpoint. Resolves to {ok, status, data, error}; never rejects. */
+function api(url, opts) {
+  opts = opts || {};
+  var key = (opts.method && opts.method !== 'GET' ? opts.method + ' ' : '') + endpointOf(url);
+  var ctrl = window.AbortController ? new AbortController() : null;
+  var entry = {ctrl: ctrl, sticky: !!opts.sticky};
+  inflight.push(entry);
+  var init = {
+    method: opts.method || 'GET',
+    credentials: 'same-origin',
+    cache: 'no-store',
+    headers: {'Accept': 'application/json'},
+    signal: ctrl ? ctrl.signal : undefined
+  };
+  function done() {
+    var i = inflight.indexOf(entry);
+    if (i >= 0) inflight.splice(i, 1);
   }
-
-  /* GET (or POST) a JSON endpoint. Resolves to {ok, status, data, error}; never rejects. */
-  function api(url, opts) {
-    opts = opts || {};
-    var key = (opts.method && opts.method !== 'GET' ? opts.method + ' ' : '') + endpointOf(url);
-    var ctrl = window.AbortController ? new AbortController() : null;
-    var entry = {ctrl: ctrl, sticky: !!opts.sticky};
-    inflight.push(entry);
-    var init = {
-      method: opts.method || 'GET',
-      credentials: 'same-origin',
-      cache: 'no-store',
-      headers: {'Accept': 'application/json'},
-      signal: ctrl ? ctrl.signal : undefined
-    };
-    function done() {
-      var i = inflight.indexOf(entry);
-      if (i >= 0) inflight.splice(i, 1);
-    }
-    return fetch(url, init).then(function (r) {
-      return r.text().then(function (text) {
-        done();
-        var data = null;
-        try {
-          data = text ? JSON.parse(text) : null;
-        } catch (e) {
-          data = null;
-        }
-        if (!r.ok) {
-          var msg = data && data.error ? String(data.error) : r.status + ' ' + (r.statusText || 'error');
-          if (!opts.quiet) setError(key, init.method + ' ' + key + ' → ' + r.status + ': ' + msg);
-          return {ok: false, status: r.status, error: msg, data: data};
-        }
-        if (data === null || typeof data !== 'object') {
-          setError(key, init.method + ' ' + key + ': the reply is not JSON');
-          return {ok: false, status: r.status, error: 'the reply is not JSON'};
-        }
-        clearError(key);
-        return {ok: true, status: r.status, data: data};
-      });
-    }).catch(function (e) {
+  return fetch(url, init).then(function (r) {
+    return r.text().then(function (text) {
       done();
-      if (e && e.name === 'AbortError') return {ok: false, status: 0, aborted: true, error: 'aborted'};
-      var msg = 'cannot reach the profiler (' + (e && e.message || e) + ')';
-      // The process is gone or unreachable: one message (connectionLost), and the views keep
-      // what they show (they ignore an aborted reply) instead of each turning into an error.
-      connectionLost();
-      return {ok: false, status: 0, aborted: true, unreachable: true, error: msg};
-    });
-  }
-
-  /* ---------- the connection to the profiled process ---------- */
-
-  var downSince = 0;      // when a request first failed to reach the server (0: it answers)
-  var retryEvery = 2000;  // status retries back off while it does not answer, up to 30 s
-
-  function connectionLost() {
-    if (downSince) return;
-    downSince = Date.now();
-    retryEvery = 2000;
-    hook.down = true;
-    document.body.classList.add('down');
-    setError('connection', 'The profiled process has not answered since ' +
-      new Date(downSince).toLocaleTimeString() + ' (it exited, or it cannot be reached): the page ' +
-      'keeps the last data it showed and asks again, less and less often.');
-  }
-
-  function connectionBack() {
-    if (!downSince) return;
-    downSince = 0;
-    hook.down = false;
-    document.body.classList.remove('down');
-    clearError('connection');
-    mount(); // the same process again, or a new one at the same address: start afresh
-  }
-
-  function abortViewRequests() {
-    inflight.slice().forEach(function (en) {
-      if (!en.sticky && en.ctrl) en.ctrl.abort();
-    });
-  }
-
-  function qs(params) {
-    var p = new URLSearchParams();
-    Object.keys(params).forEach(function (k) {
-      if (params[k] !== '' && params[k] != null) p.set(k, String(params[k]));
-    });
-    return p.toString();
-  }
-
-  /* ================================================================ tabs */
-
-  var TABS = [
-    {id: 'overview', label: 'Overview'},
-    {id: 'cpu', label: 'CPU', profile: 'cpu', pprof: [['cpu', 'debug/pprof/profile', true]]},
-    {id: 'wall', label: 'Wall', profile: 'wall', pprof: [['wall', 'debug/pprof/wall', true]]},
-    {id: 'alloc', label: 'Allocations', profile: 'alloc', pprof: [['allocs', 'debug/pprof/allocs', true]]},
-    {id: 'live', label: 'Live objects', profile: 'live', pprof: [['heap', 'debug/pprof/heap', false]], nowindow: true},
-    {id: 'gc', label: 'GC', profile: 'gc'},
-    {id: 'exceptions', label: 'Exceptions', profile: 'exceptions', pprof: [['exceptions', 'debug/pprof/exceptions', true]]},
-    {id: 'locks', label: 'Locks', profile: 'lock', pprof: [['lock', 'debug/pprof/lock', true]]},
-    {id: 'heap', label: 'Heap snapshots', profile: 'heap', nowindow: true},
-    {id: 'threads', label: 'Threads', nowindow: true, pprof: [['threads', 'debug/pprof/threads', false]]}
-  ];
-
-  function tabInfo(id) {
-    for (var i = 0; i < TABS.length; i++) if (TABS[i].id === id) return TABS[i];
-    return TABS[0];
-  }
-
-  var status = null;
-  var heapSnapDone = false;   // the selected heap snapshot can be downloaded
-
-  function profileOn(p) {
-    return !status || !Array.isArray(status.profiles) || status.profiles.indexOf(p) >= 0;
-  }
-
-  function renderChrome() {
-    // tab links carry the window so a middle-click opens the same view
-    var nav = $('tabs');
-    clear(nav);
-    TABS.forEach(function (t) {
-      var on = profileOn(t.profile);
-      var a = h('a', {
-        href: hashFor({tab: t.id, seconds: state.seconds, icicle: state.icicle}),
-        text: t.label,
-        'class': (t.id === state.tab ? 'on' : '') + (t.profile && !on ? ' off' : ''),
-        title: t.profile && !on ? 'the "' + t.profile + '" profile is not enabled' : ''
-      });
-      if (t.id === state.tab) a.setAttribute('aria-current', 'page');
-      nav.appendChild(a);
-    });
-    var info = tabInfo(state.tab);
-    var seg = $('window');
-    seg.classList.toggle('disabled', !!info.nowindow);
-    seg.title = info.nowindow ? 'this view is not windowed' : 'time window';
-    Array.prototype.forEach.call(seg.querySelectorAll('button'), function (b) {
-      var on = +b.getAttribute('data-seconds') === state.seconds;
-      b.classList.toggle('on', on);
-      b.setAttribute('aria-pressed', String(on));
-    });
-    var pause = $('pause');
-    pause.textContent = state.paused ? 'Paused · resume' : 'Pause';
-    pause.classList.toggle('on', state.paused);
-    pause.setAttribute('aria-pressed', String(state.paused));
-    renderDownloads(info);
-  }
-
-  function renderDownloads(info) {
-    var box = clear($('downloads'));
-    var list = info.pprof;
-    if (info.id === 'overview') {
-      list = [];
-      TABS.forEach(function (t) {
-        if (t.pprof && t.profile && profileOn(t.profile)) list = list.concat(t.pprof);
-      });
-    }
-    if (info.id === 'heap' && state.snap && heapSnapDone) {
-      box.appendChild(h('a', {href: 'api/v1/gcdump/' + encodeURIComponent(state.snap) + '/file',
-        text: '⤓ snapshot ' + state.snap + '.gcdump', attrs: {download: 'clrscope-' + state.snap + '.gcdump'}}));
-      return;
-    }
-    if (info.profile && !profileOn(info.profile)) return;
-    if (!list || !list.length) return;
-    box.appendChild(h('span', {text: 'pprof'}));
-    list.forEach(function (d) {
-      // the window on screen, at once: CPU and wall would otherwise record the next N seconds
-      // (Go's semantics, which `go tool pprof URL` keeps)
-      var href = d[1] + (d[2] ? '?seconds=' + state.seconds : '') +
-        (/\/(profile|wall)$/.test(d[1]) ? '&wait=0' : '');
-      box.appendChild(h('a', {href: href, text: '⤓ ' + d[0], title: 'download ' + href,
-        attrs: {download: d[0] + '.pb.gz'}}));
-    });
-  }
-
-  var DROPPED = [['events', 'events'], ['stack_nodes', 'stack nodes'], ['entries', 'profile entries'],
-    ['names', 'names']];
-
-  function renderStatus(s) {
-    var name = s.process && s.process.name || 'process';
-    $('h-name').textContent = name;
-    $('h-name').title = s.process && s.process.cmdline || '';
-    $('h-pid').textContent = s.pid != null ? String(s.pid) : '–';
-    $('h-runtime').textContent = s.runtime && s.runtime.version || '–';
-    $('h-uptime').textContent = F.duration(s.uptime_s);
-    var chips = clear($('h-profiles'));
-    (s.profiles || []).forEach(function (p) { chips.appendChild(h('span', {'class': 'chip', text: p})); });
-    var foot = ['clrscope ' + (s.clrscope_version || '')];
-    if (s.sampling_hz) foot.push('sampling ' + s.sampling_hz + ' Hz');
-    if (s.self) foot.push('clrscope CPU ' + F.pct(s.self.cpu_share) + (s.self.mem_bytes != null ? ', memory ' +
-      F.bytes(s.self.mem_bytes) : '') + ' · process RSS ' + F.bytes(s.self.rss_bytes));
-    // what did not fit in clrscope's bounded buffers (the status's "dropped"; until 2026-11-28
-    // the footer read a field the server never sent, and said nothing)
-    var lost = [];
-    DROPPED.forEach(function (d) {
-      var n = s.dropped && s.dropped[d[0]];
-      if (n > 0) lost.push(F.int(n) + ' ' + d[1]);
-    });
-    if (lost.length) foot.push('dropped: ' + lost.join(', '));
-    $('footer').textContent = foot.join(' · ');
-    $('footer').title = lost.length ? 'Data that did not fit in clrscope\'s bounded buffers and tables ' +
-      '(/api/v1/status "dropped"; the caps are CLRSCOPE_* settings, see the README).' : '';
-    document.title = name + ' (' + s.pid + ') · clrscope';
-    hook.pid = s.pid;
-    hook.status = s;
-  }
-
-  var statusBusy = false;
-
-  function refreshStatus() {
-    if (statusBusy) return;
-    statusBusy = true;
-    api('api/v1/status', {sticky: true}).then(function (r) {
-      statusBusy = false;
-      if (r.unreachable) retryEvery = Math.min(30000, retryEvery * 2);
-      if (r.ok) {
-        connectionBack();
-        var first = !status;
-        status = r.data;
-        renderStatus(status);
-        if (first) renderChrome();
-        var info = tabInfo(viewTab);
-        if (view && !view.off && info.profile && !profileOn(info.profile)) mount();
-        else if (view && view.onStatus) guard(function () { view.onStatus(status); });
-      } else if (!status) {
-        $('h-name').textContent = r.status === 401 ? 'unauthorized' : 'status not available';
+      var data = null;
+      try {
+        data = text ? JSON.parse(text) : null;
+      } catch (e) {
+        data = null;
       }
-    });
-  }
-
-  /* ================================================================ tables */
-
-  /*
-   * new DataTable({columns: [{key, label, num, cls, value(row), render(row) -> node|string,
-   *   nosort}], sortKey, sortDir, onClick(row), isSelected(row), filter() -> fn|null, limit, empty})
-   * Sorting is by click on a header and survives setRows().
-   */
-  function DataTable(opts) {
-    this.opts = opts;
-    this.sortKey = opts.sortKey || null;
-    this.sortDir = opts.sortDir || -1;
-    this.rows = null;
-    this.table = h('table', {'class': 'data'});
-    this.foot = h('div', {'class': 'tablefoot'});
-    this.el = h('div', null, [h('div', {'class': 'tablewrap' + (opts.short ? ' short' : '')}, this.table), this.foot]);
-    this.render();
-  }
-
-  DataTable.prototype.setRows = function (rows) {
-    this.rows = rows || [];
-    this.render();
-  };
-
-  DataTable.prototype._value = function (col, r) {
-    return col.value ? col.value(r) : r[col.key];
-  };
-
-  DataTable.prototype.render = function () {
-    var self = this;
-    var o = this.opts;
-    clear(this.table);
-    var hr = h('tr');
-    o.columns.forEach(function (c) {
-      var th = h('th', {'class': (c.num ? 'num' : '') + (c.nosort ? '' : ' sortable'), text: c.label, title: c.title || ''});
-      if (!c.nosort) {
-        if (c.key === self.sortKey) {
-          th.classList.add('sorted');
-          th.appendChild(h('span', {'class': 'arrow', text: self.sortDir < 0 ? '▼' : '▲'}));
-          th.setAttribute('aria-sort', self.sortDir < 0 ? 'descending' : 'ascending');
-        }
-        th.addEventListener('click', function () {
-          if (self.sortKey === c.key) self.sortDir = -self.sortDir;
-          else {
-            self.sortKey = c.key;
-            self.sortDir = c.num ? -1 : 1;
-          }
-          self.render();
-        });
-      }
-      hr.appendChild(th);
-    });
-    this.table.appendChild(h('thead', null, hr));
-    var tbody = h('tbody');
-    this.table.appendChild(tbody);
-    if (this.rows === null) {
-      tbody.appendChild(h('tr', null, h('td', {'class': 'empty', text: 'Loading…', attrs: {colspan: o.columns.length}})));
-      this.foot.textContent = '';
-      return;
-    }
-    var rows = this.rows;
-    var pred = o.filter ? o.filter() : null;
-    if (pred) rows = rows.filter(pred);
-    var col = null;
-    o.columns.forEach(function (c) { if (c.key === self.sortKey) col = c; });
-    if (col) {
-      var dir = this.sortDir;
-      rows = rows.slice().sort(function (a, b) {
-        var x = self._value(col, a);
-        var y = self._value(col, b);
-        if (x == null) x = -Infinity;
-        if (y == null) y = -Infinity;
-        if (typeof x === 'string' && typeof y === 'string') return x.localeCompare(y) * dir;
-        return x < y ? -dir : x > y ? dir : 0;
-      });
-    }
-    var limit = o.limit || 500;
-    if (!rows.length) {
-      tbody.appendChild(h('tr', null, h('td', {'class': 'empty', text: o.empty || 'Nothing in this window.',
-        attrs: {colspan: o.columns.length}})));
-    }
-    rows.slice(0, limit).forEach(function (r) {
-      var tr = h('tr', {'class': o.onClick ? 'click' : ''});
-      if (o.isSelected && o.isSelected(r)) tr.classList.add('sel');
-      o.columns.forEach(function (c) {
-        var v = c.render ? c.render(r) : self._value(c, r);
-        var td = h('td', {'class': (c.num ? 'num ' : '') + (c.cls || '')});
-        if (v != null && typeof v === 'object') td.appendChild(v);
-        else td.textContent = v == null ? '–' : String(v);
-        tr.appendChild(td);
-      });
-      if (o.onClick) tr.addEventListener('click', function () { o.onClick(r); });
-      tbody.appendChild(tr);
-    });
-    var total = this.rows.length;
-    var parts = [];
-    if (rows.length > limit) parts.push('showing ' + limit + ' of ' + F.int(rows.length));
-    else if (pred) parts.push(F.int(rows.length) + ' of ' + F.int(total) + ' match');
-    if (o.footer) parts.push(o.footer);
-    this.foot.textContent = parts.join(' · ');
-  };
-
-  /* ================================================================ flame panel */
-
-  /*
-   * A flame graph card bound to the URL state: types = [[type, label], ...] (several give a
-   * toggle), windowed = pass `seconds`. Uses state.type, state.filter, state.q, zoom, icicle.
-   */
-  function FlamePanel(title, types, opts) {
-    var self = this;
-    opts = opts || {};
-    this.types = types;
-    this.windowed = opts.windowed !== false;
-    this.p = panel(title, '');
-    this.filterBox = h('span');
-    this.p.right.appendChild(this.filterBox);
-    if (types.length > 1) {
-      var seg = h('div', {'class': 'seg', attrs: {role: 'group', 'aria-label': 'measure'}});
-      this.typeBtns = types.map(function (t) {
-        var b = h('button', {type: 'button', text: t[1], on: {click: function () {
-          if (state.type === t[0]) return;
-          state.type = t[0];
-          state.zoom = [];
-          self.fg.setState({q: state.q, zoom: [], icicle: state.icicle});
-          saveHash();
-          self.syncControls();
-          self.refresh();
-        }}});
-        b._type = t[0];
-        seg.appendChild(b);
-        return b;
-      });
-      this.p.right.appendChild(seg);
-    }
-    this.fg = new FlameGraph(this.p.body, {onChange: function (st) {
-      state.q = st.q;
-      state.zoom = st.zoom;
-      state.icicle = st.icicle;
-      saveHash();
-    }});
-    this.fg.setState({q: state.q, zoom: state.zoom, icicle: state.icicle});
-    this.el = this.p.el;
-    this.seq = 0;
-    this.syncControls();
-  }
-
-  // A table row picked (or picked again): the flame graph shows only its stacks (or all again).
-  FlamePanel.prototype.toggleFilter = function (value, table) {
-    state.filter = state.filter === value ? '' : value;
-    state.zoom = [];
-    state.q = '';
-    this.fg.setState({q: '', zoom: [], icicle: state.icicle});
-    saveHash();
-    this.syncControls();
-    table.render();
-    this.refresh();
-    if (state.filter) this.el.scrollIntoView({behavior: 'smooth', block: 'start'});
-  };
-
-  FlamePanel.prototype.type = function () {
-    var t = state.type;
-    for (var i = 0; i < this.types.length; i++) if (this.types[i][0] === t) return t;
-    return this.types[0][0];
-  };
-
-  FlamePanel.prototype.syncControls = function () {
-    var self = this;
-    var cur = this.type();
-    (this.typeBtns || []).forEach(function (b) { b.classList.toggle('on', b._type === cur); });
-    clear(this.filterBox);
-    if (state.filter) {
-      this.filterBox.appendChild(h('span', {'class': 'filterchip', title: 'only stacks of ' + state.filter}, [
-        'filter: ' + shortType(state.filter),
-        h('button', {type: 'button', text: '×', title: 'remove the filter', on: {click: function () {
-          state.filter = '';
-          state.sel = '';
-          state.zoom = [];
-          self.fg.setState({q: state.q, zoom: [], icicle: state.icicle});
-          saveHash();
-          self.syncControls();
-          self.refresh();
-          if (self.onFilterChange) self.onFilterChange();
-        }}})
-      ]));
-    }
-  };
-
-  FlamePanel.prototype.refresh = function () {
-    var self = this;
-    var seq = ++this.seq; // a newer request (type or filter change) supersedes this one
-    var type = this.type();
-    var url = 'api/v1/flamegraph?' + qs({type: type, seconds: this.windowed ? state.seconds : '',
-      max_nodes: 8192, filter: state.filter});
-    return api(url).then(function (r) {
-      if (r.aborted || seq !== self.seq) return;
       if (!r.ok) {
-        self.fg.clear(notAvailableText(r));
-        self.p.sub('');
+        var msg = data && data.error ? String(data.error) : r.status + ' ' + (r.statusText || 'error');
+        if (!opts.quiet) setError(key, init.method + ' ' + key + ' → ' + r.status + ': ' + msg);
+        return {ok: false, status: r.status, error: msg, data: data};
+      }
+      if (data === null || typeof data !== 'object') {
+        setError(key, init.method + ' ' + key + ': the reply is not JSON');
+        return {ok: false, status: r.status, error: 'the reply is not JSON'};
+      }
+      clearError(key);
+      return {ok: true, status: r.status, data: data};
+    });
+  }).catch(function (e) {
+    done();
+    if (e && e.name === 'AbortError') return {ok: false, status: 0, aborted: true, error: 'aborted'};
+    var msg = 'cannot reach the profiler (' + (e && e.message || e) + ')';
+    // The process is gone or unreachable: one message (connectionLost), and the views keep
+    // what they show (they ignore an aborted reply) instead of each turning into an error.
+    connectionLost();
+    return {ok: false, status: 0, aborted: true, unreachable: true, error: msg};
+  });
+}
+
+/* ---------- the connection to the profiled process ---------- */
+
+var downSince = 0;      // when a request first failed to reach the server (0: it answers)
+var retryEvery = 2000;  // status retries back off while it does not answer, up to 30 s
+
+function connectionLost() {
+  if (downSince) return;
+  downSince = Date.now();
+  retryEvery = 2000;
+  hook.down = true;
+  document.body.classList.add('down');
+  setError('connection', 'The profiled process has not answered since ' +
+    new Date(downSince).toLocaleTimeString() + ' (it exited, or it cannot be reached): the page ' +
+    'keeps the last data it showed and asks again, less and less often.');
+}
+
+function connectionBack() {
+  if (!downSince) return;
+  downSince = 0;
+  hook.down = false;
+  document.body.classList.remove('down');
+  clearError('connection');
+  mount(); // the same process again, or a new one at the same address: start afresh
+}
+
+function abortViewRequests() {
+  inflight.slice().forEach(function (en) {
+    if (!en.sticky && en.ctrl) en.ctrl.abort();
+  });
+}
+
+function qs(params) {
+  var p = new URLSearchParams();
+  Object.keys(params).forEach(function (k) {
+    if (params[k] !== '' && params[k] != null) p.set(k, String(params[k]));
+  });
+  return p.toString();
+}
+
+/* ================================================================ tabs */
+
+var TABS = [
+  {id: 'overview', label: 'Overview'},
+  {id: 'cpu', label: 'CPU', profile: 'cpu', pprof: [['cpu', 'debug/pprof/profile', true]]},
+  {id: 'wall', label: 'Wall', profile: 'wall', pprof: [['wall', 'debug/pprof/wall', true]]},
+  {id: 'alloc', label: 'Allocations', profile: 'alloc', pprof: [['allocs', 'debug/pprof/allocs', true]]},
+  {id: 'live', label: 'Live objects', profile: 'live', pprof: [['heap', 'debug/pprof/heap', false]], nowindow: true},
+  {id: 'gc', label: 'GC', profile: 'gc'},
+  {id: 'exceptions', label: 'Exceptions', profile: 'exceptions', pprof: [['exceptions', 'debug/pprof/exceptions', true]]},
+  {id: 'locks', label: 'Locks', profile: 'lock', pprof: [['lock', 'debug/pprof/lock', true]]},
+  {id: 'heap', label: 'Heap snapshots', profile: 'heap', nowindow: true},
+  {id: 'threads', label: 'Threads', nowindow: true, pprof: [['threads', 'debug/pprof/threads', false]]}
+];
+
+function tabInfo(id) {
+  for (var i = 0; i < TABS.length; i++) if (TABS[i].id === id) return TABS[i];
+  return TABS[0];
+}
+
+var status = null;
+var heapSnapDone = false;   // the selected heap snapshot can be downloaded
+
+function profileOn(p) {
+  return !status || !Array.isArray(status.profiles) || status.profiles.indexOf(p) >= 0;
+}
+
+function renderChrome() {
+  // tab links carry the window so a middle-click opens the same view
+  var nav = $('tabs');
+  clear(nav);
+  TABS.forEach(function (t) {
+    var on = profileOn(t.profile);
+    var a = h('a', {
+      href: hashFor({tab: t.id, seconds: state.seconds, icicle: state.icicle}),
+      text: t.label,
+      'class': (t.id === state.tab ? 'on' : '') + (t.profile && !on ? ' off' : ''),
+      title: t.profile && !on ? 'the "' + t.profile + '" profile is not enabled' : ''
+    });
+    if (t.id === state.tab) a.setAttribute('aria-current', 'page');
+    nav.appendChild(a);
+  });
+  var info = tabInfo(state.tab);
+  var seg = $('window');
+  seg.classList.toggle('disabled', !!info.nowindow);
+  seg.title = info.nowindow ? 'this view is not windowed' : 'time window';
+  Array.prototype.forEach.call(seg.querySelectorAll('button'), function (b) {
+    var on = +b.getAttribute('data-seconds') === state.seconds;
+    b.classList.toggle('on', on);
+    b.setAttribute('aria-pressed', String(on));
+  });
+  var pause = $('pause');
+  pause.textContent = state.paused ? 'Paused · resume' : 'Pause';
+  pause.classList.toggle('on', state.paused);
+  pause.setAttribute('aria-pressed', String(state.paused));
+  renderDownloads(info);
+}
+
+function renderDownloads(info) {
+  var box = clear($('downloads'));
+  var list = info.pprof;
+  if (info.id === 'overview') {
+    list = [];
+    TABS.forEach(function (t) {
+      if (t.pprof && t.profile && profileOn(t.profile)) list = list.concat(t.pprof);
+    });
+  }
+  if (info.id === 'heap' && state.snap && heapSnapDone) {
+    box.appendChild(h('a', {href: 'api/v1/gcdump/' + encodeURIComponent(state.snap) + '/file',
+      text: '⤓ snapshot ' + state.snap + '.gcdump', attrs: {download: 'clrscope-' + state.snap + '.gcdump'}}));
+    return;
+  }
+  if (info.profile && !profileOn(info.profile)) return;
+  if (!list || !list.length) return;
+  box.appendChild(h('span', {text: 'pprof'}));
+  list.forEach(function (d) {
+    // the window on screen, at once: CPU and wall would otherwise record the next N seconds
+    // (Go's semantics, which `go tool pprof URL` keeps)
+    var href = d[1] + (d[2] ? '?seconds=' + state.seconds : '') +
+      (/\/(profile|wall)$/.test(d[1]) ? '&wait=0' : '');
+    box.appendChild(h('a', {href: href, text: '⤓ ' + d[0], title: 'download ' + href,
+      attrs: {download: d[0] + '.pb.gz'}}));
+  });
+}
+
+var DROPPED = [['events', 'events'], ['stack_nodes', 'stack nodes'], ['entries', 'profile entries'],
+  ['names', 'names']];
+
+function renderStatus(s) {
+  var name = s.process && s.process.name || 'process';
+  $('h-name').textContent = name;
+  $('h-name').title = s.process && s.process.cmdline || '';
+  $('h-pid').textContent = s.pid != null ? String(s.pid) : '–';
+  $('h-runtime').textContent = s.runtime && s.runtime.version || '–';
+  $('h-uptime').textContent = F.duration(s.uptime_s);
+  var chips = clear($('h-profiles'));
+  (s.profiles || []).forEach(function (p) { chips.appendChild(h('span', {'class': 'chip', text: p})); });
+  var foot = ['clrscope ' + (s.clrscope_version || '')];
+  if (s.sampling_hz) foot.push('sampling ' + s.sampling_hz + ' Hz');
+  if (s.self) foot.push('clrscope CPU ' + F.pct(s.self.cpu_share) + (s.self.mem_bytes != null ? ', memory ' +
+    F.bytes(s.self.mem_bytes) : '') + ' · process RSS ' + F.bytes(s.self.rss_bytes));
+  // what did not fit in clrscope's bounded buffers (the status's "dropped"; until 2026-11-28
+  // the footer read a field the server never sent, and said nothing)
+  var lost = [];
+  DROPPED.forEach(function (d) {
+    var n = s.dropped && s.dropped[d[0]];
+    if (n > 0) lost.push(F.int(n) + ' ' + d[1]);
+  });
+  if (lost.length) foot.push('dropped: ' + lost.join(', '));
+  $('footer').textContent = foot.join(' · ');
+  $('footer').title = lost.length ? 'Data that did not fit in clrscope\'s bounded buffers and tables ' +
+    '(/api/v1/status "dropped"; the caps are CLRSCOPE_* settings, see the README).' : '';
+  document.title = name + ' (' + s.pid + ') · clrscope';
+  hook.pid = s.pid;
+  hook.status = s;
+}
+
+var statusBusy = false;
+
+function refreshStatus() {
+  if (statusBusy) return;
+  statusBusy = true;
+  api('api/v1/status', {sticky: true}).then(function (r) {
+    statusBusy = false;
+    if (r.unreachable) retryEvery = Math.min(30000, retryEvery * 2);
+    if (r.ok) {
+      connectionBack();
+      var first = !status;
+      status = r.data;
+      renderStatus(status);
+      if (first) renderChrome();
+      var info = tabInfo(viewTab);
+      if (view && !view.off && info.profile && !profileOn(info.profile)) mount();
+      else if (view && view.onStatus) guard(function () { view.onStatus(status); });
+    } else if (!status) {
+      $('h-name').textContent = r.status === 401 ? 'unauthorized' : 'status not available';
+    }
+  });
+}
+
+/* ================================================================ tables */
+
+/*
+ * new DataTable({columns: [{key, label, num, cls, value(row), render(row) -> node|string,
+ *   nosort}], sortKey, sortDir, onClick(row), isSelected(row), filter() -> fn|null, limit, empty})
+ * Sorting is by click on a header and survives setRows().
+ */
+function DataTable(opts) {
+  this.opts = opts;
+  this.sortKey = opts.sortKey || null;
+  this.sortDir = opts.sortDir || -1;
+  this.rows = null;
+  this.table = h('table', {'class': 'data'});
+  this.foot = h('div', {'class': 'tablefoot'});
+  this.el = h('div', null, [h('div', {'class': 'tablewrap' + (opts.short ? ' short' : '')}, this.table), this.foot]);
+  this.render();
+}
+
+DataTable.prototype.setRows = function (rows) {
+  this.rows = rows || [];
+  this.render();
+};
+
+DataTable.prototype._value = function (col, r) {
+  return col.value ? col.value(r) : r[col.key];
+};
+
+DataTable.prototype.render = function () {
+  var self = this;
+  var o = this.opts;
+  clear(this.table);
+  var hr = h('tr');
+  o.columns.forEach(function (c) {
+    var th = h('th', {'class': (c.num ? 'num' : '') + (c.nosort ? '' : ' sortable'), text: c.label, title: c.title || ''});
+    if (!c.nosort) {
+      if (c.key === self.sortKey) {
+        th.classList.add('sorted');
+        th.appendChild(h('span', {'class': 'arrow', text: self.sortDir < 0 ? '▼' : '▲'}));
+        th.setAttribute('aria-sort', self.sortDir < 0 ? 'descending' : 'ascending');
+      }
+      th.addEventListener('click', function () {
+        if (self.sortKey === c.key) self.sortDir = -self.sortDir;
+        else {
+          self.sortKey = c.key;
+          self.sortDir = c.num ? -1 : 1;
+        }
+        self.render();
+      });
+    }
+    hr.appendChild(th);
+  });
+  this.table.appendChild(h('thead', null, hr));
+  var tbody = h('tbody');
+  this.table.appendChild(tbody);
+  if (this.rows === null) {
+    tbody.appendChild(h('tr', null, h('td', {'class': 'empty', text: 'Loading…', attrs: {colspan: o.columns.length}})));
+    this.foot.textContent = '';
+    return;
+  }
+  var rows = this.rows;
+  var pred = o.filter ? o.filter() : null;
+  if (pred) rows = rows.filter(pred);
+  var col = null;
+  o.columns.forEach(function (c) { if (c.key === self.sortKey) col = c; });
+  if (col) {
+    var dir = this.sortDir;
+    rows = rows.slice().sort(function (a, b) {
+      var x = self._value(col, a);
+      var y = self._value(col, b);
+      if (x == null) x = -Infinity;
+      if (y == null) y = -Infinity;
+      if (typeof x === 'string' && typeof y === 'string') return x.localeCompare(y) * dir;
+      return x < y ? -dir : x > y ? dir : 0;
+    });
+  }
+  var limit = o.limit || 500;
+  if (!rows.length) {
+    tbody.appendChild(h('tr', null, h('td', {'class': 'empty', text: o.empty || 'Nothing in this window.',
+      attrs: {colspan: o.columns.length}})));
+  }
+  rows.slice(0, limit).forEach(function (r) {
+    var tr = h('tr', {'class': o.onClick ? 'click' : ''});
+    if (o.isSelected && o.isSelected(r)) tr.classList.add('sel');
+    o.columns.forEach(function (c) {
+      var v = c.render ? c.render(r) : self._value(c, r);
+      var td = h('td', {'class': (c.num ? 'num ' : '') + (c.cls || '')});
+      if (v != null && typeof v === 'object') td.appendChild(v);
+      else td.textContent = v == null ? '–' : String(v);
+      tr.appendChild(td);
+    });
+    if (o.onClick) tr.addEventListener('click', function () { o.onClick(r); });
+    tbody.appendChild(tr);
+  });
+  var total = this.rows.length;
+  var parts = [];
+  if (rows.length > limit) parts.push('showing ' + limit + ' of ' + F.int(rows.length));
+  else if (pred) parts.push(F.int(rows.length) + ' of ' + F.int(total) + ' match');
+  if (o.footer) parts.push(o.footer);
+  this.foot.textContent = parts.join(' · ');
+};
+
+/* ================================================================ flame panel */
+
+/*
+ * A flame graph card bound to the URL state: types = [[type, label], ...] (several give a
+ * toggle), windowed = pass `seconds`. Uses state.type, state.filter, state.q, zoom, icicle.
+ */
+function FlamePanel(title, types, opts) {
+  var self = this;
+  opts = opts || {};
+  this.types = types;
+  this.windowed = opts.windowed !== false;
+  this.p = panel(title, '');
+  this.filterBox = h('span');
+  this.p.right.appendChild(this.filterBox);
+  if (types.length > 1) {
+    var seg = h('div', {'class': 'seg', attrs: {role: 'group', 'aria-label': 'measure'}});
+    this.typeBtns = types.map(function (t) {
+      var b = h('button', {type: 'button', text: t[1], on: {click: function () {
+        if (state.type === t[0]) return;
+        state.type = t[0];
+        state.zoom = [];
+        self.fg.setState({q: state.q, zoom: [], icicle: state.icicle});
+        saveHash();
+        self.syncControls();
+        self.refresh();
+      }}});
+      b._type = t[0];
+      seg.appendChild(b);
+      return b;
+    });
+    this.p.right.appendChild(seg);
+  }
+  this.fg = new FlameGraph(this.p.body, {onChange: function (st) {
+    state.q = st.q;
+    state.zoom = st.zoom;
+    state.icicle = st.icicle;
+    saveHash();
+  }});
+  this.fg.setState({q: state.q, zoom: state.zoom, icicle: state.icicle});
+  this.el = this.p.el;
+  this.seq = 0;
+  this.syncControls();
+}
+
+// A table row picked (or picked again): the flame graph shows only its stacks (or all again).
+FlamePanel.prototype.toggleFilter = function (value, table) {
+  state.filter = state.filter === value ? '' : value;
+  state.zoom = [];
+  state.q = '';
+  this.fg.setState({q: '', zoom: [], icicle: state.icicle});
+  saveHash();
+  this.syncControls();
+  table.render();
+  this.refresh();
+  if (state.filter) this.el.scrollIntoView({behavior: 'smooth', block: 'start'});
+};
+
+FlamePanel.prototype.type = function () {
+  var t = state.type;
+  for (var i = 0; i < this.types.length; i++) if (this.types[i][0] === t) return t;
+  return this.types[0][0];
+};
+
+FlamePanel.prototype.syncControls = function () {
+  var self = this;
+  var cur = this.type();
+  (this.typeBtns || []).forEach(function (b) { b.classList.toggle('on', b._type === cur); });
+  clear(this.filterBox);
+  if (state.filter) {
+    this.filterBox.appendChild(h('span', {'class': 'filterchip', title: 'only stacks of ' + state.filter}, [
+      'filter: ' + shortType(state.filter),
+      h('button', {type: 'button', text: '×', title: 'remove the filter', on: {click: function () {
+        state.filter = '';
+        state.sel = '';
+        state.zoom = [];
+        self.fg.setState({q: state.q, zoom: [], icicle: state.icicle});
+        saveHash();
+        self.syncControls();
+        self.refresh();
+        if (self.onFilterChange) self.onFilterChange();
+      }}})
+    ]));
+  }
+};
+
+FlamePanel.prototype.refresh = function () {
+  var self = this;
+  var seq = ++this.seq; // a newer request (type or filter change) supersedes this one
+  var type = this.type();
+  var url = 'api/v1/flamegraph?' + qs({type: type, seconds: this.windowed ? state.seconds : '',
+    max_nodes: 8192, filter: state.filter});
+  return api(url).then(function (r) {
+    if (r.aborted || seq !== self.seq) return;
+    if (!r.ok) {
+      self.fg.clear(notAvailableText(r));
+      self.p.sub('');
+      return;
+    }
+    var d = r.data;
+    self.fg.setData(d);
+    var sub = F.unit(d.total, d.unit) + ' total';
+    var span = self.windowed ? spanSeconds(d) : 0;
+    if (self.windowed) sub += ' in the last ' + windowText() + spanNote(span);
+    if (self.windowed && d.unit === 'nanoseconds' && span > 0 && (type === 'cpu' || type === 'wall')) {
+      var per = d.total / (span * 1e9);
+      hook.perSecond = {type: type, value: per, span: span};
+      sub += ' · ≈ ' + F.sig(per) + (type === 'cpu' ? ' cores busy' : ' threads');
+    }
+    self.p.sub(sub);
+  });
+};
+
+FlamePanel.prototype.applyState = function () {
+  this.fg.setState({q: state.q, zoom: state.zoom, icicle: state.icicle});
+  this.syncControls();
+};
+
+function windowText() {
+  var s = state.seconds;
+  return s < 60 ? s + ' s' : s % 60 === 0 ? s / 60 + ' min' : s + ' s';
+}
+
+/* Seconds of data behind a windowed answer, for rates: the span it reports covering (t_from ..
+ * t_to, which starts no earlier than the profiler), else the window, but never longer than the
+ * process has run. A process up for 10 s must not have its CPU spread over a 60-s window. */
+function spanSeconds(d) {
+  if (d && typeof d.t_from === 'number' && typeof d.t_to === 'number' && d.t_to > d.t_from)
+    return d.t_to - d.t_from;
+  var up = hook.status && hook.status.uptime_s;
+  return state.seconds > 0 && up > 0 ? Math.min(state.seconds, up) : state.seconds;
+}
+
+/* " (12 s of data)" when the answer covers clearly less than the window asked for */
+function spanNote(span) {
+  return state.seconds > 0 && span > 0 && span < state.seconds - 1 ? ' (' + F.duration(span) + ' of data)' : '';
+}
+
+/* ================================================================ views */
+
+var views = {};
+
+/* ---------- Overview ---------- */
+
+views.overview = function () {
+  var cpu = panel('CPU · top functions', 'self time');
+  var gc = panel('Garbage collection', '');
+  var alloc = panel('Top allocation types', '');
+  var activity = panel('Exceptions and locks', '');
+  var cost = panel('Profiler self-cost', '');
+  var exp = panel('Export', '');
+  var counters = panel('Runtime counters', 'System.Runtime, as dotnet-counters shows them, once a second');
+  counters.el.classList.add('wide');
+  var grid = h('div', {'class': 'grid'}, [cpu.el, gc.el, alloc.el, activity.el, cost.el, exp.el, counters.el]);
+  var spark = h('canvas', {'class': 'spark'});
+
+  function top10(rows, total, unit) {
+    var t = h('table', {'class': 'data'});
+    t.appendChild(h('thead', null, h('tr', null, [h('th', {text: 'Function'}), h('th', {'class': 'num', text: 'Self'}),
+      h('th', {'class': 'num', text: 'Share'})])));
+    var tb = h('tbody');
+    rows.forEach(function (f) {
+      tb.appendChild(h('tr', {'class': 'click', title: f.name, on: {click: function () {
+        go('cpu', {q: '^' + f.name.replace(/[.*+?^${}()|[\]\\]/g, '\\$&') + '$'});
+      }}}, [
+        h('td', {'class': 'name', text: shortType(f.name)}),
+        h('td', {'class': 'num', text: F.unit(f.self, unit)}),
+        h('td', {'class': 'num'}, barCell(total ? f.self / total : 0, F.pct(total ? f.self / total : 0)))
+      ]));
+    });
+    if (!rows.length) tb.appendChild(h('tr', null, h('td', {'class': 'empty', text: 'No samples yet.', attrs: {colspan: 3}})));
+    t.appendChild(tb);
+    return h('div', {'class': 'tablewrap short'}, t);
+  }
+
+  function loadCpu() {
+    var s = state.seconds;
+    return api('api/v1/top?' + qs({type: 'cpu', seconds: s, limit: 10}), {quiet: true}).then(function (r) {
+      if (r.aborted) return;
+      if (r.ok) {
+        clear(cpu.body).appendChild(top10((r.data.functions || []).slice(0, 10), r.data.total, r.data.unit));
+        cpu.sub('self time · ' + F.unit(r.data.total, r.data.unit) + ' CPU in ' + windowText());
+        return;
+      }
+      // no /top yet: compute it from the flame graph
+      return api('api/v1/flamegraph?' + qs({type: 'cpu', seconds: s, max_nodes: 8192})).then(function (f) {
+        if (f.aborted) return;
+        if (!f.ok) {
+          clear(cpu.body).appendChild(unavailable(notAvailableText(f)));
+          return;
+        }
+        var m = flatten(f.data.root || {name: 'all', children: []});
+        var rows = top(m).sort(function (a, b) { return b.self - a.self; }).slice(0, 10);
+        clear(cpu.body).appendChild(top10(rows, f.data.total || m.total, f.data.unit));
+        cpu.sub('self time · ' + F.unit(f.data.total, f.data.unit) + ' CPU in ' + windowText());
+      });
+    });
+  }
+
+  function offNote(p, profile) {
+    clear(p.body).appendChild(unavailable('Off: the ' + profile + ' profile is not in CLRSCOPE_PROFILES.'));
+  }
+
+  function loadGc() {
+    if (!profileOn('gc')) return offNote(gc, 'gc');
+    return api('api/v1/gc?' + qs({seconds: state.seconds})).then(function (r) {
+      if (r.aborted) return;
+      clear(gc.body);
+      if (!r.ok) {
+        gc.body.appendChild(unavailable(notAvailableText(r)));
         return;
       }
       var d = r.data;
-      self.fg.setData(d);
-      var sub = F.unit(d.total, d.unit) + ' total';
-      var span = self.windowed ? spanSeconds(d) : 0;
-      if (self.windowed) sub += ' in the last ' + windowText() + spanNote(span);
-      if (self.windowed && d.unit === 'nanoseconds' && span > 0 && (type === 'cpu' || type === 'wall')) {
-        var per = d.total / (span * 1e9);
-        hook.perSecond = {type: type, value: per, span: span};
-        sub += ' · ≈ ' + F.sig(per) + (type === 'cpu' ? ' cores busy' : ' threads');
+      var warn = d.warn_threshold != null && (d.warn != null ? d.warn : d.gc_cpu_share >= d.warn_threshold);
+      gc.sub(d.mode ? d.mode + (d.concurrent ? ', concurrent' : '') : '');
+      gc.body.appendChild(h('div', {'class': 'stats'}, [
+        stat('GC share of CPU', F.pct(d.gc_cpu_share), warn ? 'bad' : ''),
+        stat('time paused', F.pct(d.pause_share)),
+        stat('collections', F.int(d.collections_in_window != null ? d.collections_in_window : (d.collections || []).length))
+      ]));
+      gc.body.appendChild(spark);
+      Charts.sparkline(spark, (d.series || []).map(function (p) { return p.gc_cpu_share; }),
+        {ref: d.warn_threshold, color: warn ? Charts.theme().err : null});
+      if (warn) {
+        gc.body.appendChild(h('div', {'class': 'note', text: 'Above the ' + F.pct(d.warn_threshold, 0) +
+          ' warning threshold: see the GC and Allocations tabs.'}));
       }
-      self.p.sub(sub);
     });
-  };
-
-  FlamePanel.prototype.applyState = function () {
-    this.fg.setState({q: state.q, zoom: state.zoom, icicle: state.icicle});
-    this.syncControls();
-  };
-
-  function windowText() {
-    var s = state.seconds;
-    return s < 60 ? s + ' s' : s % 60 === 0 ? s / 60 + ' min' : s + ' s';
   }
 
-  /* Seconds of data behind a windowed answer, for rates: the span it reports covering (t_from ..
-   * t_to, which starts no earlier than the profiler), else the window, but never longer than the
-   * process has run. A process up for 10 s must not have its CPU spread over a 60-s window. */
-  function spanSeconds(d) {
-    if (d && typeof d.t_from === 'number' && typeof d.t_to === 'number' && d.t_to > d.t_from)
-      return d.t_to - d.t_from;
-    var up = hook.status && hook.status.uptime_s;
-    return state.seconds > 0 && up > 0 ? Math.min(state.seconds, up) : state.seconds;
-  }
-
-  /* " (12 s of data)" when the answer covers clearly less than the window asked for */
-  function spanNote(span) {
-    return state.seconds > 0 && span > 0 && span < state.seconds - 1 ? ' (' + F.duration(span) + ' of data)' : '';
-  }
-
-  /* ================================================================ views */
-
-  var views = {};
-
-  /* ---------- Overview ---------- */
-
-  views.overview = function () {
-    var cpu = panel('CPU · top functions', 'self time');
-    var gc = panel('Garbage collection', '');
-    var alloc = panel('Top allocation types', '');
-    var activity = panel('Exceptions and locks', '');
-    var cost = panel('Profiler self-cost', '');
-    var exp = panel('Export', '');
-    var counters = panel('Runtime counters', 'System.Runtime, as dotnet-counters shows them, once a second');
-    counters.el.classList.add('wide');
-    var grid = h('div', {'class': 'grid'}, [cpu.el, gc.el, alloc.el, activity.el, cost.el, exp.el, counters.el]);
-    var spark = h('canvas', {'class': 'spark'});
-
-    function top10(rows, total, unit) {
+  function loadAlloc() {
+    if (!profileOn('alloc')) return offNote(alloc, 'alloc');
+    return api('api/v1/allocations?' + qs({seconds: state.seconds})).then(function (r) {
+      if (r.aborted) return;
+      clear(alloc.body);
+      if (!r.ok) {
+        alloc.body.appendChild(unavailable(notAvailableText(r)));
+        return;
+      }
+      var d = r.data;
+      var tot = d.total && d.total.bytes || (d.types || []).reduce(function (s, t) { return s + (t.bytes || 0); }, 0);
+      var aspan = spanSeconds(d);
+      alloc.sub(F.bytes(tot) + ' in ' + windowText() + spanNote(aspan) + (aspan > 0 ? ' · ' + F.bytes(tot / aspan) + '/s' : ''));
       var t = h('table', {'class': 'data'});
-      t.appendChild(h('thead', null, h('tr', null, [h('th', {text: 'Function'}), h('th', {'class': 'num', text: 'Self'}),
+      t.appendChild(h('thead', null, h('tr', null, [h('th', {text: 'Type'}), h('th', {'class': 'num', text: 'Bytes'}),
         h('th', {'class': 'num', text: 'Share'})])));
       var tb = h('tbody');
-      rows.forEach(function (f) {
-        tb.appendChild(h('tr', {'class': 'click', title: f.name, on: {click: function () {
-          go('cpu', {q: '^' + f.name.replace(/[.*+?^${}()|[\]\\]/g, '\\$&') + '$'});
+      (d.types || []).slice(0, 8).forEach(function (x) {
+        tb.appendChild(h('tr', {'class': 'click', title: x.type, on: {click: function () {
+          go('alloc', {filter: x.type});
         }}}, [
-          h('td', {'class': 'name', text: shortType(f.name)}),
-          h('td', {'class': 'num', text: F.unit(f.self, unit)}),
-          h('td', {'class': 'num'}, barCell(total ? f.self / total : 0, F.pct(total ? f.self / total : 0)))
+          h('td', {'class': 'name', text: x.type}),
+          h('td', {'class': 'num', text: F.bytes(x.bytes)}),
+          h('td', {'class': 'num'}, barCell(tot ? x.bytes / tot : 0, F.pct(tot ? x.bytes / tot : 0)))
         ]));
       });
-      if (!rows.length) tb.appendChild(h('tr', null, h('td', {'class': 'empty', text: 'No samples yet.', attrs: {colspan: 3}})));
+      if (!(d.types || []).length) tb.appendChild(h('tr', null, h('td', {'class': 'empty', text: 'No allocations sampled yet.', attrs: {colspan: 3}})));
       t.appendChild(tb);
-      return h('div', {'class': 'tablewrap short'}, t);
-    }
+      alloc.body.appendChild(h('div', {'class': 'tablewrap short'}, t));
+    });
+  }
 
-    function loadCpu() {
-      var s = state.seconds;
-      return api('api/v1/top?' + qs({type: 'cpu', seconds: s, limit: 10}), {quiet: true}).then(function (r) {
-        if (r.aborted) return;
-        if (r.ok) {
-          clear(cpu.body).appendChild(top10((r.data.functions || []).slice(0, 10), r.data.total, r.data.unit));
-          cpu.sub('self time · ' + F.unit(r.data.total, r.data.unit) + ' CPU in ' + windowText());
-          return;
-        }
-        // no /top yet: compute it from the flame graph
-        return api('api/v1/flamegraph?' + qs({type: 'cpu', seconds: s, max_nodes: 8192})).then(function (f) {
-          if (f.aborted) return;
-          if (!f.ok) {
-            clear(cpu.body).appendChild(unavailable(notAvailableText(f)));
-            return;
-          }
-          var m = FlameGraph.model.flatten(f.data.root || {name: 'all', children: []});
-          var rows = FlameGraph.model.top(m).sort(function (a, b) { return b.self - a.self; }).slice(0, 10);
-          clear(cpu.body).appendChild(top10(rows, f.data.total || m.total, f.data.unit));
-          cpu.sub('self time · ' + F.unit(f.data.total, f.data.unit) + ' CPU in ' + windowText());
-        });
-      });
-    }
+  function loadActivity() {
+    var s = state.seconds;
+    return Promise.all([
+      api('api/v1/exceptions?' + qs({seconds: s})),
+      api('api/v1/locks?' + qs({seconds: s}))
+    ]).then(function (rs) {
+      if (rs[0].aborted || rs[1].aborted) return;
+      clear(activity.body);
+      activity.sub('last ' + windowText());
+      var stats = [];
+      var top = null;
+      if (!profileOn('exceptions')) {
+        stats.push(stat('exceptions', 'off'));
+      } else if (rs[0].ok) {
+        stats.push(stat('exceptions thrown', F.int(rs[0].data.total)));
+        // by type (its messages summed), not one row per message
+        top = (rs[0].data.by_type || rs[0].data.types || []).slice().sort(function (a, b) { return b.count - a.count; })[0];
+      } else {
+        stats.push(stat('exceptions', 'n/a'));
+      }
+      if (!profileOn('lock')) {
+        stats.push(stat('locks', 'off'));
+      } else if (rs[1].ok) {
+        stats.push(stat('lock wait', F.ns(rs[1].data.total_wait_ns)));
+        stats.push(stat('contentions', F.int(rs[1].data.count)));
+      } else {
+        stats.push(stat('locks', 'n/a'));
+      }
+      activity.body.appendChild(h('div', {'class': 'stats'}, stats));
+      if (top) {
+        activity.body.appendChild(h('div', {'class': 'note'}, ['most frequent: ',
+          h('a', {'class': 'mono', href: hashFor({tab: 'exceptions', seconds: state.seconds, filter: top.type}),
+            text: top.type, title: top.message || ''}), ' (' + F.int(top.count) + ')']));
+      }
+    });
+  }
 
-    function offNote(p, profile) {
-      clear(p.body).appendChild(unavailable('Off: the ' + profile + ' profile is not in CLRSCOPE_PROFILES.'));
-    }
+  function counterText(c) {
+    var v = c.value;
+    if (c.kind === 'rate' && c.interval_s > 0) v = v / c.interval_s;
+    var u = c.units || '';
+    /* the runtime's MB are 10^6 bytes; shown in the KiB/MiB every other panel uses */
+    if (u === 'MB') { v = v * 1e6; u = 'B'; }
+    var txt = u === 'B' ? F.bytes(v) : F.sig(v) + (u ? ' ' + u : '');
+    return c.kind === 'rate' ? txt + '/s' : txt;
+  }
 
-    function loadGc() {
-      if (!profileOn('gc')) return offNote(gc, 'gc');
-      return api('api/v1/gc?' + qs({seconds: state.seconds})).then(function (r) {
-        if (r.aborted) return;
-        clear(gc.body);
-        if (!r.ok) {
-          gc.body.appendChild(unavailable(notAvailableText(r)));
-          return;
-        }
-        var d = r.data;
-        var warn = d.warn_threshold != null && (d.warn != null ? d.warn : d.gc_cpu_share >= d.warn_threshold);
-        gc.sub(d.mode ? d.mode + (d.concurrent ? ', concurrent' : '') : '');
-        gc.body.appendChild(h('div', {'class': 'stats'}, [
-          stat('GC share of CPU', F.pct(d.gc_cpu_share), warn ? 'bad' : ''),
-          stat('time paused', F.pct(d.pause_share)),
-          stat('collections', F.int(d.collections_in_window != null ? d.collections_in_window : (d.collections || []).length))
-        ]));
-        gc.body.appendChild(spark);
-        Charts.sparkline(spark, (d.series || []).map(function (p) { return p.gc_cpu_share; }),
-          {ref: d.warn_threshold, color: warn ? Charts.theme().err : null});
-        if (warn) {
-          gc.body.appendChild(h('div', {'class': 'note', text: 'Above the ' + F.pct(d.warn_threshold, 0) +
-            ' warning threshold: see the GC and Allocations tabs.'}));
-        }
-      });
-    }
-
-    function loadAlloc() {
-      if (!profileOn('alloc')) return offNote(alloc, 'alloc');
-      return api('api/v1/allocations?' + qs({seconds: state.seconds})).then(function (r) {
-        if (r.aborted) return;
-        clear(alloc.body);
-        if (!r.ok) {
-          alloc.body.appendChild(unavailable(notAvailableText(r)));
-          return;
-        }
-        var d = r.data;
-        var tot = d.total && d.total.bytes || (d.types || []).reduce(function (s, t) { return s + (t.bytes || 0); }, 0);
-        var aspan = spanSeconds(d);
-        alloc.sub(F.bytes(tot) + ' in ' + windowText() + spanNote(aspan) + (aspan > 0 ? ' · ' + F.bytes(tot / aspan) + '/s' : ''));
-        var t = h('table', {'class': 'data'});
-        t.appendChild(h('thead', null, h('tr', null, [h('th', {text: 'Type'}), h('th', {'class': 'num', text: 'Bytes'}),
-          h('th', {'class': 'num', text: 'Share'})])));
-        var tb = h('tbody');
-        (d.types || []).slice(0, 8).forEach(function (x) {
-          tb.appendChild(h('tr', {'class': 'click', title: x.type, on: {click: function () {
-            go('alloc', {filter: x.type});
-          }}}, [
-            h('td', {'class': 'name', text: x.type}),
-            h('td', {'class': 'num', text: F.bytes(x.bytes)}),
-            h('td', {'class': 'num'}, barCell(tot ? x.bytes / tot : 0, F.pct(tot ? x.bytes / tot : 0)))
-          ]));
-        });
-        if (!(d.types || []).length) tb.appendChild(h('tr', null, h('td', {'class': 'empty', text: 'No allocations sampled yet.', attrs: {colspan: 3}})));
-        t.appendChild(tb);
-        alloc.body.appendChild(h('div', {'class': 'tablewrap short'}, t));
-      });
-    }
-
-    function loadActivity() {
-      var s = state.seconds;
-      return Promise.all([
-        api('api/v1/exceptions?' + qs({seconds: s})),
-        api('api/v1/locks?' + qs({seconds: s}))
-      ]).then(function (rs) {
-        if (rs[0].aborted || rs[1].aborted) return;
-        clear(activity.body);
-        activity.sub('last ' + windowText());
-        var stats = [];
-        var top = null;
-        if (!profileOn('exceptions')) {
-          stats.push(stat('exceptions', 'off'));
-        } else if (rs[0].ok) {
-          stats.push(stat('exceptions thrown', F.int(rs[0].data.total)));
-          // by type (its messages summed), not one row per message
-          top = (rs[0].data.by_type || rs[0].data.types || []).slice().sort(function (a, b) { return b.count - a.count; })[0];
-        } else {
-          stats.push(stat('exceptions', 'n/a'));
-        }
-        if (!profileOn('lock')) {
-          stats.push(stat('locks', 'off'));
-        } else if (rs[1].ok) {
-          stats.push(stat('lock wait', F.ns(rs[1].data.total_wait_ns)));
-          stats.push(stat('contentions', F.int(rs[1].data.count)));
-        } else {
-          stats.push(stat('locks', 'n/a'));
-        }
-        activity.body.appendChild(h('div', {'class': 'stats'}, stats));
-        if (top) {
-          activity.body.appendChild(h('div', {'class': 'note'}, ['most frequent: ',
-            h('a', {'class': 'mono', href: hashFor({tab: 'exceptions', seconds: state.seconds, filter: top.type}),
-              text: top.type, title: top.message || ''}), ' (' + F.int(top.count) + ')']));
-        }
-      });
-    }
-
-    function counterText(c) {
-      var v = c.value;
-      if (c.kind === 'rate' && c.interval_s > 0) v = v / c.interval_s;
-      var u = c.units || '';
-      /* the runtime's MB are 10^6 bytes; shown in the KiB/MiB every other panel uses */
-      if (u === 'MB') { v = v * 1e6; u = 'B'; }
-      var txt = u === 'B' ? F.bytes(v) : F.sig(v) + (u ? ' ' + u : '');
-      return c.kind === 'rate' ? txt + '/s' : txt;
-    }
-
-    function loadCounters() {
-      return api('api/v1/counters', {quiet: true}).then(function (r) {
-        if (r.aborted) return;
-        clear(counters.body);
-        if (!r.ok || !r.data.enabled) {
-          var st = r.ok && r.data.stopped;
-          counters.body.appendChild(unavailable(!r.ok ? notAvailableText(r)
-            : st ? 'Stopped at ' + Math.round(st.gc_rate) + ' GCs/s (limit ' + st.max_gc_rate + '): ' + st.reason + '.'
-            : 'Off (CLRSCOPE_RUNTIME_COUNTERS=0).'));
-          return;
-        }
-        var list = r.data.counters || [];
-        if (!list.length) {
-          counters.body.appendChild(unavailable(r.data.note ? r.data.note + '.'
-            : 'Waiting for the runtime (once a second).'));
-          return;
-        }
-        counters.body.appendChild(h('div', {'class': 'counters'}, list.map(function (c) {
-          return h('div', {'class': 'cell', title: c.name + (c.kind === 'rate' ? ': increase per second over the last interval' : ': latest value')}, [
-            h('span', {'class': 'n', text: c.name}),
-            h('span', {'class': 'v', text: counterText(c)})
-          ]);
-        })));
-      });
-    }
-
-    function memTitle(me) {
-      var m = me.mem || {};
-      return 'held by clrscope, by module: ' + Object.keys(m).map(function (k) {
-        return k.replace(/_/g, ' ') + ' ' + F.bytes(m[k]);
-      }).join(', ');
-    }
-
-    function renderCost(s) {
-      clear(cost.body);
-      clear(exp.body);
-      if (!s) return;
-      var me = s.self || {};
-      cost.body.appendChild(h('div', {'class': 'stats'}, [
-        stat('CPU share', F.pct(me.cpu_share), me.cpu_share > 0.05 ? 'bad' : 'good'),
-        stat('CPU time', me.cpu_s != null ? F.sig(me.cpu_s) + ' s' : '–'),
-        h('div', {'class': 'stat', title: memTitle(me)}, [h('div', {'class': 'v', text: F.bytes(me.mem_bytes)}),
-          h('div', {'class': 'l', text: 'clrscope memory'})]),
-        stat('process RSS', F.bytes(me.rss_bytes))
-      ]));
-      cost.body.appendChild(h('dl', {'class': 'kvlist'}, [
-        h('dt', {text: 'sampling rate'}), h('dd', {text: s.sampling_hz ? s.sampling_hz + ' Hz' : '–'}),
-        h('dt', {text: 'dropped samples'}), h('dd', {text: F.int(s.dropped && s.dropped.samples || 0)}),
-        h('dt', {text: 'clrscope'}), h('dd', {text: s.clrscope_version || '–'})
-      ]));
-      var e = s.export;
-      if (!e) {
-        exp.body.appendChild(unavailable('Not reported by this build.'));
+  function loadCounters() {
+    return api('api/v1/counters', {quiet: true}).then(function (r) {
+      if (r.aborted) return;
+      clear(counters.body);
+      if (!r.ok || !r.data.enabled) {
+        var st = r.ok && r.data.stopped;
+        counters.body.appendChild(unavailable(!r.ok ? notAvailableText(r)
+          : st ? 'Stopped at ' + Math.round(st.gc_rate) + ' GCs/s (limit ' + st.max_gc_rate + '): ' + st.reason + '.'
+          : 'Off (CLRSCOPE_RUNTIME_COUNTERS=0).'));
         return;
       }
-      exp.sub(e.enabled ? 'Datadog agent upload on' : 'off (set DD_PROFILING_ENABLED=1)');
-      var okStatus = e.last_status != null && +e.last_status >= 200 && +e.last_status < 300;
-      exp.body.appendChild(h('div', {'class': 'stats'}, [
-        stat('status', e.enabled ? (e.last_status == null ? 'waiting' : okStatus ? 'healthy' : 'failing') : 'disabled',
-          e.enabled ? (e.last_status == null || okStatus ? 'good' : 'bad') : ''),
-        stat('failures', F.int(e.failures || 0), e.failures ? 'bad' : ''),
-        stat('sent', F.bytes(e.bytes_sent || 0))
-      ]));
-      exp.body.appendChild(h('dl', {'class': 'kvlist'}, [
-        h('dt', {text: 'last upload'}), h('dd', {text: e.last_upload ? F.ago(e.last_upload) + ' (' + F.time(e.last_upload) + ')' : 'never'}),
-        h('dt', {text: 'last HTTP status'}), h('dd', {text: e.last_status != null ? String(e.last_status) : '–'}),
-        h('dt', {text: 'dropped profiles'}), h('dd', {text: F.int(e.dropped || 0)})
-      ]));
-    }
-
-    return {
-      el: grid,
-      refresh: function () {
-        renderCost(status);
-        return Promise.all([loadCpu(), loadGc(), loadAlloc(), loadActivity(), loadCounters()]);
-      },
-      onStatus: renderCost
-    };
-  };
-
-  /* ---------- CPU and wall ---------- */
-
-  function flameOnlyView(title, type, note) {
-    return function () {
-      var fp = new FlamePanel(title, [[type, type]]);
-      var wrap = h('div', null, [fp.el]);
-      if (note) fp.p.body.insertBefore(h('div', {'class': 'note', text: note}), fp.p.body.firstChild);
-      return {el: wrap, refresh: function () { return fp.refresh(); }, applyState: function () { fp.applyState(); }};
-    };
-  }
-
-  views.cpu = flameOnlyView('CPU time', 'cpu', 'On-CPU samples of managed threads. Width is CPU time; ' +
-    'hover a frame for its time, click to zoom, or pick a function in the table below.');
-  views.wall = flameOnlyView('Wall-clock time', 'wall', 'Samples of every managed thread whether running, ' +
-    'waiting or blocked: shows where threads spend elapsed time, including I/O and locks.');
-
-  /* ---------- Allocations ---------- */
-
-  views.alloc = function () {
-    var p = panel('Allocations by type', '');
-    var check = h('div', {'class': 'note'});
-    var bias = h('div', {'class': 'note'});
-    var fp = new FlamePanel('Allocation stacks', [['alloc-bytes', 'bytes'], ['alloc-count', 'count']]);
-    var totalBytes = 0;
-    var table = new DataTable({
-      columns: [
-        {key: 'type', label: 'Type', cls: 'name'},
-        {key: 'count', label: 'Est. count', num: true, render: function (r) { return F.int(r.count); }},
-        {key: 'bytes', label: 'Est. bytes', num: true, render: function (r) { return F.bytes(r.bytes); }},
-        {key: 'share', label: 'Share of bytes', num: true, value: function (r) { return totalBytes ? r.bytes / totalBytes : 0; },
-          render: function (r) { var s = totalBytes ? r.bytes / totalBytes : 0; return barCell(s, F.pct(s)); }},
-        {key: 'samples', label: 'Samples', num: true, render: function (r) { return F.int(r.samples); },
-          title: 'allocation events actually sampled'}
-      ],
-      sortKey: 'bytes',
-      onClick: function (r) { selectType(r.type); },
-      isSelected: function (r) { return r.type === state.filter; },
-      empty: 'No allocations sampled in this window.',
-      footer: 'click a type to see the stacks that allocate it'
-    });
-    p.body.appendChild(check);
-    p.body.appendChild(table.el);
-    p.body.appendChild(bias);
-    fp.onFilterChange = function () { table.render(); };
-
-    function selectType(t) {
-      fp.toggleFilter(t, table);
-    }
-
-    function load() {
-      return api('api/v1/allocations?' + qs({seconds: state.seconds})).then(function (r) {
-        if (r.aborted) return;
-        if (!r.ok) {
-          table.setRows([]);
-          clear(check).appendChild(unavailable(notAvailableText(r)));
-          return;
-        }
-        var d = r.data;
-        var types = d.types || [];
-        var tot = d.total || {};
-        totalBytes = tot.bytes || types.reduce(function (s, t) { return s + (t.bytes || 0); }, 0);
-        var tspan = spanSeconds(d);
-        p.sub((d.method ? d.method + ' · ' : '') + F.bytes(totalBytes) + ' in the last ' + windowText() +
-          spanNote(tspan) + (tspan > 0 ? ' (' + F.bytes(totalBytes / tspan) + '/s)' : '') +
-          (tot.samples != null ? ' · ' + F.int(tot.samples) + ' samples' : ''));
-        clear(check);
-        var ci = tot.ci95;
-        var ciText = Array.isArray(ci) && ci.length === 2 ? ' (95% interval ' + F.bytes(ci[0]) + ' – ' + F.bytes(ci[1]) + ')' : '';
-        if (d.exact_bytes == null) {
-          check.appendChild(h('span', {text: 'Self-check: estimated ' + F.bytes(totalBytes) + ciText +
-            '; the exact allocated total is not available' + (d.exact_note ? ': ' + d.exact_note : '.')}));
-        } else {
-          var sc = d.self_check || {estimated_bytes: totalBytes, exact_bytes: d.exact_bytes};
-          var ratio = sc.exact_bytes > 0 ? sc.estimated_bytes / sc.exact_bytes : null;
-          var off = ratio != null && Math.abs(1 - ratio) > 0.2;
-          var span = sc.t_to != null && sc.t_from != null ? ' over the ' + F.int(sc.t_to - sc.t_from) +
-            ' s the runtime counter covers' : '';
-          check.appendChild(h('span', {'class': 'selfcheck', text: 'Self-check: estimated ' + F.bytes(sc.estimated_bytes) +
-            ' vs. exactly ' + F.bytes(sc.exact_bytes) + ' allocated' + span +
-            ' (GC.GetTotalAllocatedBytes, from the runtime\'s alloc-rate counter)' +
-            (ratio != null ? ' → the estimate is ' + F.pct(ratio, 1) + ' of the exact total.' : '.') +
-            (ciText ? ' Whole window: ' + F.bytes(totalBytes) + ciText + '.' : '')}));
-          // with few samples the estimate's own 95% interval is wider than ±20%: no verdict
-          var loose = Array.isArray(ci) && ci.length === 2 && totalBytes > 0 && (ci[1] - ci[0]) / 2 / totalBytes > 0.2;
-          if (off && loose) check.appendChild(h('span', {'class': 'badge', text: ' too few samples to judge yet '}));
-          else if (off) check.appendChild(h('span', {'class': 'badge leak', text: ' off by more than 20% '}));
-        }
-        var sb = d.stack_budget;
-        bias.textContent = (d.bias_note || '') + (sb && sb.thinned > 0 ? ' Stack walks are capped at ' +
-          F.int(sb.per_s) + '/s (CLRSCOPE_ALLOC_STACKS_PER_S): ' + F.int(sb.thinned) + ' of ' +
-          F.int(sb.thinned + sb.walked) + ' samples since start had no stack walked: this table counts ' +
-          'every sample, the flame graphs upscale the walked ones to stand for the rest (unbiased, noisier).' : '');
-        table.setRows(types);
-      });
-    }
-
-    return {
-      el: h('div', null, [p.el, fp.el]),
-      refresh: function () { return Promise.all([load(), fp.refresh()]); },
-      applyState: function () { fp.applyState(); table.render(); }
-    };
-  };
-
-  /* ---------- Live objects ---------- */
-
-  views.live = function () {
-    var p = panel('Live objects by type', '');
-    var note = h('div');
-    var hist = panel('Live count over time', '');
-    var chart = new Charts.TimeChart(hist.body, {height: 170, yFormat: F.count, tipFormat: F.int, legend: true,
-      emptyText: 'no history yet'});
-    var fp = new FlamePanel('Where live objects were allocated', [['live-bytes', 'bytes'], ['live-count', 'count']],
-      {windowed: false});
-    var types = [];
-    var table = new DataTable({
-      columns: [
-        {key: 'type', label: 'Type', cls: 'name', render: function (r) {
-          return h('span', null, [r.type, r.leak_suspect ? ' ' : null,
-            r.leak_suspect ? h('span', {'class': 'badge leak', text: 'leak suspect',
-              title: r.leak_evidence || 'count keeps growing and objects keep surviving collections'}) : null]);
-        }},
-        {key: 'count', label: 'Count', num: true, render: function (r) { return F.int(r.count); }},
-        {key: 'bytes', label: 'Bytes', num: true, render: function (r) { return F.bytes(r.bytes); }},
-        {key: 'tracked', label: 'Tracked', num: true, title: 'sampled objects followed individually',
-          render: function (r) { return r.tracked != null ? F.int(r.tracked) : '–'; }},
-        {key: 'p50', label: 'Age p50', num: true, value: function (r) { return r.age_s && r.age_s.p50; },
-          render: function (r) { return r.age_s ? F.duration(r.age_s.p50) : '–'; }},
-        {key: 'p90', label: 'Age p90', num: true, value: function (r) { return r.age_s && r.age_s.p90; },
-          render: function (r) { return r.age_s ? F.duration(r.age_s.p90) : '–'; }},
-        {key: 'max', label: 'Age max', num: true, value: function (r) { return r.age_s && r.age_s.max; },
-          render: function (r) { return r.age_s ? F.duration(r.age_s.max) : '–'; }},
-        {key: 'gcs', label: 'GCs survived', num: true, title: 'median / most',
-          value: function (r) { return r.gcs_survived && r.gcs_survived.max; },
-          render: function (r) { return r.gcs_survived ? r.gcs_survived.p50 + ' / ' + r.gcs_survived.max : '–'; }},
-        {key: 'leak', label: 'Suspect', num: true, value: function (r) { return r.leak_suspect ? 1 : 0; },
-          render: function (r) { return r.leak_suspect ? 'yes' : ''; }}
-      ],
-      sortKey: 'bytes',
-      onClick: function (r) { select(r.type); },
-      isSelected: function (r) { return r.type === state.sel; },
-      empty: 'No live objects tracked yet.',
-      footer: 'click a type for its history and the stacks that allocated it'
-    });
-    p.body.appendChild(note);
-    p.body.appendChild(table.el);
-    fp.onFilterChange = function () {
-      table.render();
-      drawHistory();
-    };
-
-    function select(t) {
-      var on = state.sel !== t;
-      state.sel = on ? t : '';
-      state.filter = on ? t : '';
-      state.zoom = [];
-      state.q = '';
-      fp.fg.setState({q: '', zoom: [], icicle: state.icicle});
-      saveHash();
-      fp.syncControls();
-      table.render();
-      drawHistory();
-      fp.refresh();
-    }
-
-    function drawHistory() {
-      var picked = state.sel ? types.filter(function (t) { return t.type === state.sel; }) : [];
-      if (!picked.length) {
-        // leak suspects first: their growth is the story; otherwise the largest types
-        picked = types.filter(function (t) { return t.leak_suspect; }).slice(0, 5);
-        if (picked.length) {
-          hist.sub('leak suspects · click a row to pick a type');
-        } else {
-          picked = types.slice().sort(function (a, b) { return b.bytes - a.bytes; }).slice(0, 5);
-          hist.sub(picked.length ? 'the five largest types · click a row to pick one' : '');
-        }
-      } else {
-        hist.sub(shortType(state.sel));
+      var list = r.data.counters || [];
+      if (!list.length) {
+        counters.body.appendChild(unavailable(r.data.note ? r.data.note + '.'
+          : 'Waiting for the runtime (once a second).'));
+        return;
       }
-      var xs = {};
-      picked.forEach(function (t) { (t.history || []).forEach(function (pt) { xs[pt.t] = 1; }); });
-      var x = Object.keys(xs).map(Number).sort(function (a, b) { return a - b; });
-      var series = picked.map(function (t) {
-        var byT = {};
-        (t.history || []).forEach(function (pt) { byT[pt.t] = pt.count; });
-        return {name: shortType(t.type), values: x.map(function (tt) { return byT[tt] != null ? byT[tt] : null; })};
-      });
-      chart.setData({x: x, series: series});
-    }
-
-    function load() {
-      return api('api/v1/live').then(function (r) {
-        if (r.aborted) return;
-        clear(note);
-        if (!r.ok) {
-          types = [];
-          table.setRows([]);
-          note.appendChild(unavailable(notAvailableText(r)));
-          drawHistory();
-          return;
-        }
-        var d = r.data;
-        types = d.types || [];
-        p.sub(F.int(d.tracked) + ' objects tracked' + (d.cap ? ' of a cap of ' + F.int(d.cap) : ''));
-        if (d.capped) {
-          note.appendChild(h('div', {'class': 'warnbox', text: 'Tracking is at its cap of ' + F.int(d.cap) +
-            ' objects, so newly sampled objects are tracked only as tracked ones die: counts and bytes are ' +
-            'estimates and the youngest objects are under-represented.'}));
-        }
-        table.setRows(types);
-        drawHistory();
-      });
-    }
-
-    return {
-      el: h('div', null, [p.el, hist.el, fp.el]),
-      refresh: function () { return Promise.all([load(), fp.refresh()]); },
-      applyState: function () { fp.applyState(); table.render(); drawHistory(); }
-    };
-  };
-
-  /* ---------- GC ---------- */
-
-  var GEN_COLORS = function () {
-    var s = Charts.theme().series;
-    return [s[0], s[1], s[4]];
-  };
-
-  views.gc = function () {
-    var warn = h('div');
-    var summary = panel('Garbage collection', '');
-    var share = panel('GC share of CPU', 'bars on the axis are collections, height = pause');
-    var heap = panel('Heap size by generation', '');
-    var recent = panel('Recent collections', '');
-    var stats = h('div', {'class': 'stats'});
-    summary.body.appendChild(stats);
-    var shareChart = new Charts.TimeChart(share.body, {height: 200, yFormat: function (v) { return F.pct(v, 0); },
-      tipFormat: function (v) { return F.pct(v); }, fill: true, yMin: 0.05});
-    var heapChart = new Charts.TimeChart(heap.body, {height: 200, stacked: true, bytes: true, yFormat: F.bytes});
-    var table = new DataTable({
-      columns: [
-        {key: 'number', label: '#', num: true},
-        {key: 't', label: 'Time', num: true, render: function (r) { return F.time(r.t); }},
-        {key: 'generation', label: 'Gen', num: true, render: function (r) {
-          return h('span', {'class': 'badge gen' + Math.min(2, r.generation | 0), text: 'gen' + r.generation});
-        }},
-        {key: 'reason', label: 'Reason'},
-        {key: 'type', label: 'Type'},
-        {key: 'pause_ms', label: 'Pause', num: true, render: function (r) { return r.pause_ms != null ? F.sig(r.pause_ms) + ' ms' : '–'; }},
-        {key: 'heap_before', label: 'Heap before', num: true, render: function (r) { return F.bytes(r.heap_before); }},
-        {key: 'heap_after', label: 'Heap after', num: true, render: function (r) { return F.bytes(r.heap_after); }},
-        {key: 'promoted', label: 'Promoted', num: true, render: function (r) { return F.bytes(r.promoted); }}
-      ],
-      sortKey: 'number',
-      limit: 200,
-      empty: 'No collections in this window.'
+      counters.body.appendChild(h('div', {'class': 'counters'}, list.map(function (c) {
+        return h('div', {'class': 'cell', title: c.name + (c.kind === 'rate' ? ': increase per second over the last interval' : ': latest value')}, [
+          h('span', {'class': 'n', text: c.name}),
+          h('span', {'class': 'v', text: counterText(c)})
+        ]);
+      })));
     });
-    recent.body.appendChild(table.el);
-
-    function gcInfo(c) {
-      return {
-        title: 'GC #' + c.number + ' · gen' + c.generation,
-        rows: [
-          ['time', F.time(c.t)], ['reason', c.reason || '–'], ['type', c.type || '–'],
-          ['pause', c.pause_ms != null ? F.sig(c.pause_ms) + ' ms' : '–'],
-          ['heap before', F.bytes(c.heap_before)], ['heap after', F.bytes(c.heap_after)],
-          ['promoted', F.bytes(c.promoted)]
-        ]
-      };
-    }
-
-    function load() {
-      return api('api/v1/gc?' + qs({seconds: state.seconds})).then(function (r) {
-        if (r.aborted) return;
-        clear(warn);
-        clear(stats);
-        if (!r.ok) {
-          stats.appendChild(unavailable(notAvailableText(r)));
-          shareChart.setData(null);
-          heapChart.setData(null);
-          table.setRows([]);
-          return;
-        }
-        var d = r.data;
-        var series = d.series || [];
-        var cols = d.collections || [];
-        if (d.warn_threshold != null && (d.warn != null ? d.warn : d.gc_cpu_share >= d.warn_threshold)) {
-          warn.appendChild(h('div', {'class': 'warnbox', text: 'The GC used ' + F.pct(d.gc_cpu_share) +
-            ' of the process CPU in the last ' + windowText() + ', above the ' + F.pct(d.warn_threshold, 0) +
-            ' threshold. Look at the Allocations tab for what allocates the most.'}));
-        }
-        var gens = [0, 0, 0];
-        var maxPause = 0;
-        if (d.window) { // every GC of the window, also those beyond the records listed
-          gens = [d.window.gen0, d.window.gen1, d.window.gen2];
-          maxPause = d.window.max_pause_ms;
-        } else {
-          cols.forEach(function (c) {
-            gens[Math.min(2, c.generation | 0)]++;
-            if (c.pause_ms > maxPause) maxPause = c.pause_ms;
-          });
-        }
-        summary.sub((d.mode || '') + (d.concurrent != null ? (d.concurrent ? ', concurrent' : ', not concurrent') : '') +
-          ' · last ' + windowText());
-        [stat('GC share of CPU', F.pct(d.gc_cpu_share), (d.warn != null ? d.warn : d.gc_cpu_share >= d.warn_threshold) ? 'bad' : ''),
-          stat('time paused', F.pct(d.pause_share)),
-          stat('collections', F.int(d.collections_in_window != null ? d.collections_in_window : cols.length)),
-          stat('gen0 / gen1 / gen2', gens.join(' / ')),
-          stat('longest pause', cols.length ? F.sig(maxPause) + ' ms' : '–')
-        ].forEach(function (e) { stats.appendChild(e); });
-        var now = series.length ? series[series.length - 1].t : Date.now() / 1000;
-        cols.forEach(function (c) { if (c.t > now) now = c.t; });
-        var xMin = now - state.seconds;
-        var colors = GEN_COLORS();
-        shareChart.setData({
-          x: series.map(function (p) { return p.t; }),
-          series: [{name: 'GC share of CPU', values: series.map(function (p) { return p.gc_cpu_share; })}],
-          markers: cols.map(function (c) {
-            return {x: c.t, v: c.pause_ms || 0, color: colors[Math.min(2, c.generation | 0)], info: gcInfo(c)};
-          }),
-          refLine: d.warn_threshold, xMin: xMin, xMax: now
-        });
-        var gensK = ['gen0', 'gen1', 'gen2', 'loh', 'poh'];
-        heapChart.setData({
-          x: series.map(function (p) { return p.t; }),
-          series: gensK.map(function (g) {
-            return {name: g, values: series.map(function (p) { return p.heap ? p.heap[g] : null; })};
-          }),
-          xMin: xMin, xMax: now
-        });
-        var last = series.length && series[series.length - 1].heap;
-        if (last) {
-          var sum = gensK.reduce(function (s, g) { return s + (last[g] || 0); }, 0);
-          heap.sub('now ' + F.bytes(sum));
-        }
-        table.setRows(cols);
-        recent.sub(d.collections_omitted ? 'the newest ' + F.int(cols.length) + ' of ' +
-          F.int(cols.length + d.collections_omitted) + ' in the window' : '');
-      });
-    }
-
-    return {
-      el: h('div', null, [warn, summary.el, h('div', {'class': 'cols2'}, [share.el, heap.el]), recent.el]),
-      refresh: load
-    };
-  };
-
-  /* ---------- Exceptions ---------- */
-
-  views.exceptions = function () {
-    var p = panel('Exceptions by type and message', '');
-    var msg = h('div');
-    var fp = new FlamePanel('Where exceptions are thrown', [['exceptions', 'count']]);
-    var table = new DataTable({
-      columns: [
-        {key: 'type', label: 'Type', cls: 'name'},
-        {key: 'message', label: 'Message', cls: 'msg'},
-        {key: 'count', label: 'Count', num: true, render: function (r) { return F.int(r.count); },
-          title: 'every throw, as the runtime counts them: an exception an await (or throw;) throws again counts each time'},
-        {key: 'rethrown', label: 'Of which rethrown', num: true, render: function (r) { return r.rethrown ? F.int(r.rethrown) : '–'; },
-          title: 'the same exception object thrown again: each await of a faulted task rethrows it in the awaiting method'},
-        {key: 'samples', label: 'Samples', num: true, render: function (r) { return r.samples != null ? F.int(r.samples) : '–'; }}
-      ],
-      sortKey: 'count',
-      onClick: function (r) { fp.toggleFilter(r.type, table); },
-      isSelected: function (r) { return r.type === state.filter; },
-      empty: 'No exceptions thrown in this window.',
-      footer: 'click a row to see where that type is thrown'
-    });
-    p.body.appendChild(msg);
-    p.body.appendChild(table.el);
-    fp.onFilterChange = function () { table.render(); };
-
-    function load() {
-      return api('api/v1/exceptions?' + qs({seconds: state.seconds})).then(function (r) {
-        if (r.aborted) return;
-        clear(msg);
-        if (!r.ok) {
-          table.setRows([]);
-          msg.appendChild(unavailable(notAvailableText(r)));
-          return;
-        }
-        var types = r.data.types || [];
-        var kinds = {};
-        types.forEach(function (t) { kinds[t.type] = 1; });
-        var again = r.data.rethrown || 0;
-        p.sub(F.int(r.data.total) + ' thrown in the last ' + windowText() +
-          (again ? ' (' + F.int(again) + ' of them rethrown: ' + F.int(r.data.total - again) + ' distinct exceptions)' : '') +
-          ' · ' + Object.keys(kinds).length + (Object.keys(kinds).length === 1 ? ' type' : ' types'));
-        table.setRows(types);
-      });
-    }
-
-    return {
-      el: h('div', null, [p.el, fp.el]),
-      refresh: function () { return Promise.all([load(), fp.refresh()]); },
-      applyState: function () { fp.applyState(); table.render(); }
-    };
-  };
-
-  /* ---------- Threads (a thread dump) ---------- */
-
-  // A frame of the app's own code, not the framework's or native: what a reader looks for first.
-  function appFrame(f) {
-    return !/^(System\.|Microsoft\.|Interop\.|\[)/.test(f);
   }
 
-  views.threads = function () {
-    var p = panel('Thread dump', '');
-    var takeBtn = h('button', {'class': 'btn primary', type: 'button', text: 'Take thread dump'});
-    var textLink = h('a', {href: 'debug/pprof/threads?debug=2', text: '⤓ as text', title: 'every thread, one by one (Go\'s goroutine?debug=2 form)',
-      attrs: {download: 'threads.txt'}});
-    p.right.appendChild(textLink);
-    p.right.appendChild(takeBtn);
-    var search = h('input', {'class': 'search', type: 'search', attrs: {placeholder: 'Filter frames or thread names (regex)…', 'aria-label': 'filter threads'}});
-    var summary = h('div', {'class': 'stats'});
-    var alerts = h('div');
-    var list = h('div', {'class': 'tgroups'});
-    var msg = h('div');
-    p.body.appendChild(h('div', {'class': 'note', text: 'Every managed thread\'s stack at one moment (leaf first), identical ' +
-      'stacks grouped. Taking one stops the runtime for well under a millisecond per few dozen threads, like a wall sample. ' +
-      'Lock waits and deadlocks come from the lock profile\'s contention events (Monitor and System.Threading.Lock).'}));
-    p.body.appendChild(msg);
-    p.body.appendChild(summary);
-    p.body.appendChild(alerts);
-    p.body.appendChild(h('div', {'class': 'row'}, search));
-    p.body.appendChild(list);
-    var dump = null;
-    var open = {};   // group index -> the whole stack is shown
-    var filterText = '';
+  function memTitle(me) {
+    var m = me.mem || {};
+    return 'held by clrscope, by module: ' + Object.keys(m).map(function (k) {
+      return k.replace(/_/g, ' ') + ' ' + F.bytes(m[k]);
+    }).join(', ');
+  }
 
-    search.addEventListener('input', function () {
-      filterText = search.value.trim();
+  function renderCost(s) {
+    clear(cost.body);
+    clear(exp.body);
+    if (!s) return;
+    var me = s.self || {};
+    cost.body.appendChild(h('div', {'class': 'stats'}, [
+      stat('CPU share', F.pct(me.cpu_share), me.cpu_share > 0.05 ? 'bad' : 'good'),
+      stat('CPU time', me.cpu_s != null ? F.sig(me.cpu_s) + ' s' : '–'),
+      h('div', {'class': 'stat', title: memTitle(me)}, [h('div', {'class': 'v', text: F.bytes(me.mem_bytes)}),
+        h('div', {'class': 'l', text: 'clrscope memory'})]),
+      stat('process RSS', F.bytes(me.rss_bytes))
+    ]));
+    cost.body.appendChild(h('dl', {'class': 'kvlist'}, [
+      h('dt', {text: 'sampling rate'}), h('dd', {text: s.sampling_hz ? s.sampling_hz + ' Hz' : '–'}),
+      h('dt', {text: 'dropped samples'}), h('dd', {text: F.int(s.dropped && s.dropped.samples || 0)}),
+      h('dt', {text: 'clrscope'}), h('dd', {text: s.clrscope_version || '–'})
+    ]));
+    var e = s.export;
+    if (!e) {
+      exp.body.appendChild(unavailable('Not reported by this build.'));
+      return;
+    }
+    exp.sub(e.enabled ? 'Datadog agent upload on' : 'off (set DD_PROFILING_ENABLED=1)');
+    var okStatus = e.last_status != null && +e.last_status >= 200 && +e.last_status < 300;
+    exp.body.appendChild(h('div', {'class': 'stats'}, [
+      stat('status', e.enabled ? (e.last_status == null ? 'waiting' : okStatus ? 'healthy' : 'failing') : 'disabled',
+        e.enabled ? (e.last_status == null || okStatus ? 'good' : 'bad') : ''),
+      stat('failures', F.int(e.failures || 0), e.failures ? 'bad' : ''),
+      stat('sent', F.bytes(e.bytes_sent || 0))
+    ]));
+    exp.body.appendChild(h('dl', {'class': 'kvlist'}, [
+      h('dt', {text: 'last upload'}), h('dd', {text: e.last_upload ? F.ago(e.last_upload) + ' (' + F.time(e.last_upload) + ')' : 'never'}),
+      h('dt', {text: 'last HTTP status'}), h('dd', {text: e.last_status != null ? String(e.last_status) : '–'}),
+      h('dt', {text: 'dropped profiles'}), h('dd', {text: F.int(e.dropped || 0)})
+    ]));
+  }
+
+  return {
+    el: grid,
+    refresh: function () {
+      renderCost(status);
+      return Promise.all([loadCpu(), loadGc(), loadAlloc(), loadActivity(), loadCounters()]);
+    },
+    onStatus: renderCost
+  };
+};
+
+/* ---------- CPU and wall ---------- */
+
+function flameOnlyView(title, type, note) {
+  return function () {
+    var fp = new FlamePanel(title, [[type, type]]);
+    var wrap = h('div', null, [fp.el]);
+    if (note) fp.p.body.insertBefore(h('div', {'class': 'note', text: note}), fp.p.body.firstChild);
+    return {el: wrap, refresh: function () { return fp.refresh(); }, applyState: function () { fp.applyState(); }};
+  };
+}
+
+views.cpu = flameOnlyView('CPU time', 'cpu', 'On-CPU samples of managed threads. Width is CPU time; ' +
+  'hover a frame for its time, click to zoom, or pick a function in the table below.');
+views.wall = flameOnlyView('Wall-clock time', 'wall', 'Samples of every managed thread whether running, ' +
+  'waiting or blocked: shows where threads spend elapsed time, including I/O and locks.');
+
+/* ---------- Allocations ---------- */
+
+views.alloc = function () {
+  var p = panel('Allocations by type', '');
+  var check = h('div', {'class': 'note'});
+  var bias = h('div', {'class': 'note'});
+  var fp = new FlamePanel('Allocation stacks', [['alloc-bytes', 'bytes'], ['alloc-count', 'count']]);
+  var totalBytes = 0;
+  var table = new DataTable({
+    columns: [
+      {key: 'type', label: 'Type', cls: 'name'},
+      {key: 'count', label: 'Est. count', num: true, render: function (r) { return F.int(r.count); }},
+      {key: 'bytes', label: 'Est. bytes', num: true, render: function (r) { return F.bytes(r.bytes); }},
+      {key: 'share', label: 'Share of bytes', num: true, value: function (r) { return totalBytes ? r.bytes / totalBytes : 0; },
+        render: function (r) { var s = totalBytes ? r.bytes / totalBytes : 0; return barCell(s, F.pct(s)); }},
+      {key: 'samples', label: 'Samples', num: true, render: function (r) { return F.int(r.samples); },
+        title: 'allocation events actually sampled'}
+    ],
+    sortKey: 'bytes',
+    onClick: function (r) { selectType(r.type); },
+    isSelected: function (r) { return r.type === state.filter; },
+    empty: 'No allocations sampled in this window.',
+    footer: 'click a type to see the stacks that allocate it'
+  });
+  p.body.appendChild(check);
+  p.body.appendChild(table.el);
+  p.body.appendChild(bias);
+  fp.onFilterChange = function () { table.render(); };
+
+  function selectType(t) {
+    fp.toggleFilter(t, table);
+  }
+
+  function load() {
+    return api('api/v1/allocations?' + qs({seconds: state.seconds})).then(function (r) {
+      if (r.aborted) return;
+      if (!r.ok) {
+        table.setRows([]);
+        clear(check).appendChild(unavailable(notAvailableText(r)));
+        return;
+      }
+      var d = r.data;
+      var types = d.types || [];
+      var tot = d.total || {};
+      totalBytes = tot.bytes || types.reduce(function (s, t) { return s + (t.bytes || 0); }, 0);
+      var tspan = spanSeconds(d);
+      p.sub((d.method ? d.method + ' · ' : '') + F.bytes(totalBytes) + ' in the last ' + windowText() +
+        spanNote(tspan) + (tspan > 0 ? ' (' + F.bytes(totalBytes / tspan) + '/s)' : '') +
+        (tot.samples != null ? ' · ' + F.int(tot.samples) + ' samples' : ''));
+      clear(check);
+      var ci = tot.ci95;
+      var ciText = Array.isArray(ci) && ci.length === 2 ? ' (95% interval ' + F.bytes(ci[0]) + ' – ' + F.bytes(ci[1]) + ')' : '';
+      if (d.exact_bytes == null) {
+        check.appendChild(h('span', {text: 'Self-check: estimated ' + F.bytes(totalBytes) + ciText +
+          '; the exact allocated total is not available' + (d.exact_note ? ': ' + d.exact_note : '.')}));
+      } else {
+        var sc = d.self_check || {estimated_bytes: totalBytes, exact_bytes: d.exact_bytes};
+        var ratio = sc.exact_bytes > 0 ? sc.estimated_bytes / sc.exact_bytes : null;
+        var off = ratio != null && Math.abs(1 - ratio) > 0.2;
+        var span = sc.t_to != null && sc.t_from != null ? ' over the ' + F.int(sc.t_to - sc.t_from) +
+          ' s the runtime counter covers' : '';
+        check.appendChild(h('span', {'class': 'selfcheck', text: 'Self-check: estimated ' + F.bytes(sc.estimated_bytes) +
+          ' vs. exactly ' + F.bytes(sc.exact_bytes) + ' allocated' + span +
+          ' (GC.GetTotalAllocatedBytes, from the runtime\'s alloc-rate counter)' +
+          (ratio != null ? ' → the estimate is ' + F.pct(ratio, 1) + ' of the exact total.' : '.') +
+          (ciText ? ' Whole window: ' + F.bytes(totalBytes) + ciText + '.' : '')}));
+        // with few samples the estimate's own 95% interval is wider than ±20%: no verdict
+        var loose = Array.isArray(ci) && ci.length === 2 && totalBytes > 0 && (ci[1] - ci[0]) / 2 / totalBytes > 0.2;
+        if (off && loose) check.appendChild(h('span', {'class': 'badge', text: ' too few samples to judge yet '}));
+        else if (off) check.appendChild(h('span', {'class': 'badge leak', text: ' off by more than 20% '}));
+      }
+      var sb = d.stack_budget;
+      bias.textContent = (d.bias_note || '') + (sb && sb.thinned > 0 ? ' Stack walks are capped at ' +
+        F.int(sb.per_s) + '/s (CLRSCOPE_ALLOC_STACKS_PER_S): ' + F.int(sb.thinned) + ' of ' +
+        F.int(sb.thinned + sb.walked) + ' samples since start had no stack walked: this table counts ' +
+        'every sample, the flame graphs upscale the walked ones to stand for the rest (unbiased, noisier).' : '');
+      table.setRows(types);
+    });
+  }
+
+  return {
+    el: h('div', null, [p.el, fp.el]),
+    refresh: function () { return Promise.all([load(), fp.refresh()]); },
+    applyState: function () { fp.applyState(); table.render(); }
+  };
+};
+
+/* ---------- Live objects ---------- */
+
+views.live = function () {
+  var p = panel('Live objects by type', '');
+  var note = h('div');
+  var hist = panel('Live count over time', '');
+  var chart = new Charts.TimeChart(hist.body, {height: 170, yFormat: F.count, tipFormat: F.int, legend: true,
+    emptyText: 'no history yet'});
+  var fp = new FlamePanel('Where live objects were allocated', [['live-bytes', 'bytes'], ['live-count', 'count']],
+    {windowed: false});
+  var types = [];
+  var table = new DataTable({
+    columns: [
+      {key: 'type', label: 'Type', cls: 'name', render: function (r) {
+        return h('span', null, [r.type, r.leak_suspect ? ' ' : null,
+          r.leak_suspect ? h('span', {'class': 'badge leak', text: 'leak suspect',
+            title: r.leak_evidence || 'count keeps growing and objects keep surviving collections'}) : null]);
+      }},
+      {key: 'count', label: 'Count', num: true, render: function (r) { return F.int(r.count); }},
+      {key: 'bytes', label: 'Bytes', num: true, render: function (r) { return F.bytes(r.bytes); }},
+      {key: 'tracked', label: 'Tracked', num: true, title: 'sampled objects followed individually',
+        render: function (r) { return r.tracked != null ? F.int(r.tracked) : '–'; }},
+      {key: 'p50', label: 'Age p50', num: true, value: function (r) { return r.age_s && r.age_s.p50; },
+        render: function (r) { return r.age_s ? F.duration(r.age_s.p50) : '–'; }},
+      {key: 'p90', label: 'Age p90', num: true, value: function (r) { return r.age_s && r.age_s.p90; },
+        render: function (r) { return r.age_s ? F.duration(r.age_s.p90) : '–'; }},
+      {key: 'max', label: 'Age max', num: true, value: function (r) { return r.age_s && r.age_s.max; },
+        render: function (r) { return r.age_s ? F.duration(r.age_s.max) : '–'; }},
+      {key: 'gcs', label: 'GCs survived', num: true, title: 'median / most',
+        value: function (r) { return r.gcs_survived && r.gcs_survived.max; },
+        render: function (r) { return r.gcs_survived ? r.gcs_survived.p50 + ' / ' + r.gcs_survived.max : '–'; }},
+      {key: 'leak', label: 'Suspect', num: true, value: function (r) { return r.leak_suspect ? 1 : 0; },
+        render: function (r) { return r.leak_suspect ? 'yes' : ''; }}
+    ],
+    sortKey: 'bytes',
+    onClick: function (r) { select(r.type); },
+    isSelected: function (r) { return r.type === state.sel; },
+    empty: 'No live objects tracked yet.',
+    footer: 'click a type for its history and the stacks that allocated it'
+  });
+  p.body.appendChild(note);
+  p.body.appendChild(table.el);
+  fp.onFilterChange = function () {
+    table.render();
+    drawHistory();
+  };
+
+  function select(t) {
+    var on = state.sel !== t;
+    state.sel = on ? t : '';
+    state.filter = on ? t : '';
+    state.zoom = [];
+    state.q = '';
+    fp.fg.setState({q: '', zoom: [], icicle: state.icicle});
+    saveHash();
+    fp.syncControls();
+    table.render();
+    drawHistory();
+    fp.refresh();
+  }
+
+  function drawHistory() {
+    var picked = state.sel ? types.filter(function (t) { return t.type === state.sel; }) : [];
+    if (!picked.length) {
+      // leak suspects first: their growth is the story; otherwise the largest types
+      picked = types.filter(function (t) { return t.leak_suspect; }).slice(0, 5);
+      if (picked.length) {
+        hist.sub('leak suspects · click a row to pick a type');
+      } else {
+        picked = types.slice().sort(function (a, b) { return b.bytes - a.bytes; }).slice(0, 5);
+        hist.sub(picked.length ? 'the five largest types · click a row to pick one' : '');
+      }
+    } else {
+      hist.sub(shortType(state.sel));
+    }
+    var xs = {};
+    picked.forEach(function (t) { (t.history || []).forEach(function (pt) { xs[pt.t] = 1; }); });
+    var x = Object.keys(xs).map(Number).sort(function (a, b) { return a - b; });
+    var series = picked.map(function (t) {
+      var byT = {};
+      (t.history || []).forEach(function (pt) { byT[pt.t] = pt.count; });
+      return {name: shortType(t.type), values: x.map(function (tt) { return byT[tt] != null ? byT[tt] : null; })};
+    });
+    chart.setData({x: x, series: series});
+  }
+
+  function load() {
+    return api('api/v1/live').then(function (r) {
+      if (r.aborted) return;
+      clear(note);
+      if (!r.ok) {
+        types = [];
+        table.setRows([]);
+        note.appendChild(unavailable(notAvailableText(r)));
+        drawHistory();
+        return;
+      }
+      var d = r.data;
+      types = d.types || [];
+      p.sub(F.int(d.tracked) + ' objects tracked' + (d.cap ? ' of a cap of ' + F.int(d.cap) : ''));
+      if (d.capped) {
+        note.appendChild(h('div', {'class': 'warnbox', text: 'Tracking is at its cap of ' + F.int(d.cap) +
+          ' objects, so newly sampled objects are tracked only as tracked ones die: counts and bytes are ' +
+          'estimates and the youngest objects are under-represented.'}));
+      }
+      table.setRows(types);
+      drawHistory();
+    });
+  }
+
+  return {
+    el: h('div', null, [p.el, hist.el, fp.el]),
+    refresh: function () { return Promise.all([load(), fp.refresh()]); },
+    applyState: function () { fp.applyState(); table.render(); drawHistory(); }
+  };
+};
+
+/* ---------- GC ---------- */
+
+var GEN_COLORS = function () {
+  var s = Charts.theme().series;
+  return [s[0], s[1], s[4]];
+};
+
+views.gc = function () {
+  var warn = h('div');
+  var summary = panel('Garbage collection', '');
+  var share = panel('GC share of CPU', 'bars on the axis are collections, height = pause');
+  var heap = panel('Heap size by generation', '');
+  var recent = panel('Recent collections', '');
+  var stats = h('div', {'class': 'stats'});
+  summary.body.appendChild(stats);
+  var shareChart = new Charts.TimeChart(share.body, {height: 200, yFormat: function (v) { return F.pct(v, 0); },
+    tipFormat: function (v) { return F.pct(v); }, fill: true, yMin: 0.05});
+  var heapChart = new Charts.TimeChart(heap.body, {height: 200, stacked: true, bytes: true, yFormat: F.bytes});
+  var table = new DataTable({
+    columns: [
+      {key: 'number', label: '#', num: true},
+      {key: 't', label: 'Time', num: true, render: function (r) { return F.time(r.t); }},
+      {key: 'generation', label: 'Gen', num: true, render: function (r) {
+        return h('span', {'class': 'badge gen' + Math.min(2, r.generation | 0), text: 'gen' + r.generation});
+      }},
+      {key: 'reason', label: 'Reason'},
+      {key: 'type', label: 'Type'},
+      {key: 'pause_ms', label: 'Pause', num: true, render: function (r) { return r.pause_ms != null ? F.sig(r.pause_ms) + ' ms' : '–'; }},
+      {key: 'heap_before', label: 'Heap before', num: true, render: function (r) { return F.bytes(r.heap_before); }},
+      {key: 'heap_after', label: 'Heap after', num: true, render: function (r) { return F.bytes(r.heap_after); }},
+      {key: 'promoted', label: 'Promoted', num: true, render: function (r) { return F.bytes(r.promoted); }}
+    ],
+    sortKey: 'number',
+    limit: 200,
+    empty: 'No collections in this window.'
+  });
+  recent.body.appendChild(table.el);
+
+  function gcInfo(c) {
+    return {
+      title: 'GC #' + c.number + ' · gen' + c.generation,
+      rows: [
+        ['time', F.time(c.t)], ['reason', c.reason || '–'], ['type', c.type || '–'],
+        ['pause', c.pause_ms != null ? F.sig(c.pause_ms) + ' ms' : '–'],
+        ['heap before', F.bytes(c.heap_before)], ['heap after', F.bytes(c.heap_after)],
+        ['promoted', F.bytes(c.promoted)]
+      ]
+    };
+  }
+
+  function load() {
+    return api('api/v1/gc?' + qs({seconds: state.seconds})).then(function (r) {
+      if (r.aborted) return;
+      clear(warn);
+      clear(stats);
+      if (!r.ok) {
+        stats.appendChild(unavailable(notAvailableText(r)));
+        shareChart.setData(null);
+        heapChart.setData(null);
+        table.setRows([]);
+        return;
+      }
+      var d = r.data;
+      var series = d.series || [];
+      var cols = d.collections || [];
+      if (d.warn_threshold != null && (d.warn != null ? d.warn : d.gc_cpu_share >= d.warn_threshold)) {
+        warn.appendChild(h('div', {'class': 'warnbox', text: 'The GC used ' + F.pct(d.gc_cpu_share) +
+          ' of the process CPU in the last ' + windowText() + ', above the ' + F.pct(d.warn_threshold, 0) +
+          ' threshold. Look at the Allocations tab for what allocates the most.'}));
+      }
+      var gens = [0, 0, 0];
+      var maxPause = 0;
+      if (d.window) { // every GC of the window, also those beyond the records listed
+        gens = [d.window.gen0, d.window.gen1, d.window.gen2];
+        maxPause = d.window.max_pause_ms;
+      } else {
+        cols.forEach(function (c) {
+          gens[Math.min(2, c.generation | 0)]++;
+          if (c.pause_ms > maxPause) maxPause = c.pause_ms;
+        });
+      }
+      summary.sub((d.mode || '') + (d.concurrent != null ? (d.concurrent ? ', concurrent' : ', not concurrent') : '') +
+        ' · last ' + windowText());
+      [stat('GC share of CPU', F.pct(d.gc_cpu_share), (d.warn != null ? d.warn : d.gc_cpu_share >= d.warn_threshold) ? 'bad' : ''),
+        stat('time paused', F.pct(d.pause_share)),
+        stat('collections', F.int(d.collections_in_window != null ? d.collections_in_window : cols.length)),
+        stat('gen0 / gen1 / gen2', gens.join(' / ')),
+        stat('longest pause', cols.length ? F.sig(maxPause) + ' ms' : '–')
+      ].forEach(function (e) { stats.appendChild(e); });
+      var now = series.length ? series[series.length - 1].t : Date.now() / 1000;
+      cols.forEach(function (c) { if (c.t > now) now = c.t; });
+      var xMin = now - state.seconds;
+      var colors = GEN_COLORS();
+      shareChart.setData({
+        x: series.map(function (p) { return p.t; }),
+        series: [{name: 'GC share of CPU', values: series.map(function (p) { return p.gc_cpu_share; })}],
+        markers: cols.map(function (c) {
+          return {x: c.t, v: c.pause_ms || 0, color: colors[Math.min(2, c.generation | 0)], info: gcInfo(c)};
+        }),
+        refLine: d.warn_threshold, xMin: xMin, xMax: now
+      });
+      var gensK = ['gen0', 'gen1', 'gen2', 'loh', 'poh'];
+      heapChart.setData({
+        x: series.map(function (p) { return p.t; }),
+        series: gensK.map(function (g) {
+          return {name: g, values: series.map(function (p) { return p.heap ? p.heap[g] : null; })};
+        }),
+        xMin: xMin, xMax: now
+      });
+      var last = series.length && series[series.length - 1].heap;
+      if (last) {
+        var sum = gensK.reduce(function (s, g) { return s + (last[g] || 0); }, 0);
+        heap.sub('now ' + F.bytes(sum));
+      }
+      table.setRows(cols);
+      recent.sub(d.collections_omitted ? 'the newest ' + F.int(cols.length) + ' of ' +
+        F.int(cols.length + d.collections_omitted) + ' in the window' : '');
+    });
+  }
+
+  return {
+    el: h('div', null, [warn, summary.el, h('div', {'class': 'cols2'}, [share.el, heap.el]), recent.el]),
+    refresh: load
+  };
+};
+
+/* ---------- Exceptions ---------- */
+
+views.exceptions = function () {
+  var p = panel('Exceptions by type and message', '');
+  var msg = h('div');
+  var fp = new FlamePanel('Where exceptions are thrown', [['exceptions', 'count']]);
+  var table = new DataTable({
+    columns: [
+      {key: 'type', label: 'Type', cls: 'name'},
+      {key: 'message', label: 'Message', cls: 'msg'},
+      {key: 'count', label: 'Count', num: true, render: function (r) { return F.int(r.count); },
+        title: 'every throw, as the runtime counts them: an exception an await (or throw;) throws again counts each time'},
+      {key: 'rethrown', label: 'Of which rethrown', num: true, render: function (r) { return r.rethrown ? F.int(r.rethrown) : '–'; },
+        title: 'the same exception object thrown again: each await of a faulted task rethrows it in the awaiting method'},
+      {key: 'samples', label: 'Samples', num: true, render: function (r) { return r.samples != null ? F.int(r.samples) : '–'; }}
+    ],
+    sortKey: 'count',
+    onClick: function (r) { fp.toggleFilter(r.type, table); },
+    isSelected: function (r) { return r.type === state.filter; },
+    empty: 'No exceptions thrown in this window.',
+    footer: 'click a row to see where that type is thrown'
+  });
+  p.body.appendChild(msg);
+  p.body.appendChild(table.el);
+  fp.onFilterChange = function () { table.render(); };
+
+  function load() {
+    return api('api/v1/exceptions?' + qs({seconds: state.seconds})).then(function (r) {
+      if (r.aborted) return;
+      clear(msg);
+      if (!r.ok) {
+        table.setRows([]);
+        msg.appendChild(unavailable(notAvailableText(r)));
+        return;
+      }
+      var types = r.data.types || [];
+      var kinds = {};
+      types.forEach(function (t) { kinds[t.type] = 1; });
+      var again = r.data.rethrown || 0;
+      p.sub(F.int(r.data.total) + ' thrown in the last ' + windowText() +
+        (again ? ' (' + F.int(again) + ' of them rethrown: ' + F.int(r.data.total - again) + ' distinct exceptions)' : '') +
+        ' · ' + Object.keys(kinds).length + (Object.keys(kinds).length === 1 ? ' type' : ' types'));
+      table.setRows(types);
+    });
+  }
+
+  return {
+    el: h('div', null, [p.el, fp.el]),
+    refresh: function () { return Promise.all([load(), fp.refresh()]); },
+    applyState: function () { fp.applyState(); table.render(); }
+  };
+};
+
+/* ---------- Threads (a thread dump) ---------- */
+
+// A frame of the app's own code, not the framework's or native: what a reader looks for first.
+function appFrame(f) {
+  return !/^(System\.|Microsoft\.|Interop\.|\[)/.test(f);
+}
+
+views.threads = function () {
+  var p = panel('Thread dump', '');
+  var takeBtn = h('button', {'class': 'btn primary', type: 'button', text: 'Take thread dump'});
+  var textLink = h('a', {href: 'debug/pprof/threads?debug=2', text: '⤓ as text', title: 'every thread, one by one (Go\'s goroutine?debug=2 form)',
+    attrs: {download: 'threads.txt'}});
+  p.right.appendChild(textLink);
+  p.right.appendChild(takeBtn);
+  var search = h('input', {'class': 'search', type: 'search', attrs: {placeholder: 'Filter frames or thread names (regex)…', 'aria-label': 'filter threads'}});
+  var summary = h('div', {'class': 'stats'});
+  var alerts = h('div');
+  var list = h('div', {'class': 'tgroups'});
+  var msg = h('div');
+  p.body.appendChild(h('div', {'class': 'note', text: 'Every managed thread\'s stack at one moment (leaf first), identical ' +
+    'stacks grouped. Taking one stops the runtime for well under a millisecond per few dozen threads, like a wall sample. ' +
+    'Lock waits and deadlocks come from the lock profile\'s contention events (Monitor and System.Threading.Lock).'}));
+  p.body.appendChild(msg);
+  p.body.appendChild(summary);
+  p.body.appendChild(alerts);
+  p.body.appendChild(h('div', {'class': 'row'}, search));
+  p.body.appendChild(list);
+  var dump = null;
+  var open = {};   // group index -> the whole stack is shown
+  var filterText = '';
+
+  search.addEventListener('input', function () {
+    filterText = search.value.trim();
+    render();
+  });
+  takeBtn.addEventListener('click', function () { take(); });
+
+  function matcher() {
+    if (!filterText) return null;
+    var re = null;
+    try { re = new RegExp(filterText, 'i'); } catch (e) { re = null; }
+    var low = filterText.toLowerCase();
+    return function (text) { return re ? re.test(text) : text.toLowerCase().indexOf(low) >= 0; };
+  }
+
+  function threadLabel(t) {
+    return t.tid + (t.name ? ' "' + t.name + '"' : '');
+  }
+
+  function waitText(t) {
+    var w = t.waiting_for;
+    return 'waiting ' + F.duration(w.for_s) + ' for lock ' + w.lock +
+      (w.owner_tid != null ? ' held by ' + w.owner_tid + (w.owner_name ? ' "' + w.owner_name + '"' : '') : '');
+  }
+
+  function render() {
+    clear(summary);
+    clear(alerts);
+    clear(list);
+    if (!dump) return;
+    var d = dump;
+    p.sub(F.int(d.threads_total) + ' threads in ' + F.int(d.groups.length) + ' distinct stacks · taken ' +
+      F.time(d.t) + ' · runtime suspended ' + d.suspend_ms.toFixed(2) + ' ms' +
+      (d.omitted ? ' · ' + F.int(d.omitted) + ' more omitted (CLRSCOPE_MAX_THREADS)' : ''));
+    Object.keys(d.states || {}).forEach(function (k) { summary.appendChild(stat(k, F.int(d.states[k]))); });
+    summary.appendChild(stat('deadlocks', F.int((d.deadlocks || []).length), (d.deadlocks || []).length ? 'bad' : ''));
+    var tp = d.thread_pool;
+    if (tp && tp.workers) {
+      summary.appendChild(stat('pool workers', F.int(tp.workers)));
+      summary.appendChild(stat('idle', F.int(tp.idle), tp.idle ? '' : 'bad'));
+      summary.appendChild(stat('blocked in a work item', F.int(tp.blocked), tp.blocked ? 'bad' : ''));
+      if (tp.queue_length != null) summary.appendChild(stat('queued items', F.int(tp.queue_length)));
+    }
+    if (tp && tp.starvation_likely) {
+      var sb = h('div', {'class': 'warnbox', attrs: {role: 'alert'}}, [
+        h('strong', {text: 'Thread pool starvation is likely. '}),
+        'None of the ' + tp.workers + ' pool threads is idle and ' + tp.blocked + ' of them are blocked inside the work item ' +
+        'they run (.Result, .Wait(), a lock or synchronous I/O in code the pool runs)' +
+        (tp.queue_length ? ', while ' + F.int(tp.queue_length) + ' items wait in the queue' : '') +
+        ': new requests and continuations wait until the pool adds threads, slowly. Blocked at: ' +
+        (tp.blocked_at || []).map(function (x) { return x.frame + ' (' + x.count + ')'; }).join(', ') + '.'
+      ]);
+      alerts.appendChild(sb);
+    }
+    var nameOf = {};
+    d.groups.forEach(function (g) { g.threads.forEach(function (t) { nameOf[t.tid] = t.name; }); });
+    (d.deadlocks || []).forEach(function (c, i) {
+      var box = h('div', {'class': 'deadlock', attrs: {role: 'alert'}}, [
+        h('strong', {text: 'Deadlock' + ((d.deadlocks.length > 1) ? ' ' + (i + 1) : '') + ': ' + c.threads.length +
+          ' threads, each waiting for a lock the next one holds'})]);
+      c.threads.forEach(function (t) {
+        box.appendChild(h('div', {'class': 'mono', text: 'thread ' + threadLabel(t) + ' waits for lock ' + t.waits_for_lock +
+          ' held by ' + threadLabel({tid: t.held_by, name: nameOf[t.held_by]})}));
+      });
+      alerts.appendChild(box);
+    });
+    var m = matcher();
+    var shown = 0;
+    d.groups.forEach(function (g, gi) {
+      if (m && !g.frames.some(m) && !g.threads.some(function (t) { return m(t.name || '') || m(String(t.tid)); })) return;
+      shown++;
+      var states = {};
+      g.threads.forEach(function (t) { states[t.state] = (states[t.state] || 0) + 1; });
+      var top = g.frames.filter(appFrame)[0] || g.frames[0] || '';
+      var names = g.threads.slice(0, 6).map(threadLabel).join(', ') + (g.threads.length > 6 ? ' and ' + (g.threads.length - 6) + ' more' : '');
+      var head = h('div', {'class': 'tgroup-head'}, [
+        h('span', {'class': 'badge', text: g.count + (g.count === 1 ? ' thread' : ' threads')})
+      ].concat(Object.keys(states).map(function (k) {
+        return h('span', {'class': 'chip state-' + k, text: states[k] + ' ' + k});
+      }), [
+        h('span', {'class': 'mono top', text: top}),
+        g.threads.some(function (t) { return t.deadlock; }) ? h('span', {'class': 'chip bad', text: 'deadlock'}) : null
+      ]));
+      var body = [h('div', {'class': 'note', text: names})];
+      g.threads.filter(function (t) { return t.waiting_for; }).slice(0, 8).forEach(function (t) {
+        body.push(h('div', {'class': 'note wait', text: 'thread ' + threadLabel(t) + ' ' + waitText(t) + (t.deadlock ? ' (deadlock)' : '')}));
+      });
+      var frames = open[gi] || g.frames.length <= 12 ? g.frames : g.frames.slice(0, 10);
+      var stack = h('ol', {'class': 'tstack'}, frames.map(function (f) {
+        return h('li', {'class': appFrame(f) ? 'app' : 'fw', text: f});
+      }));
+      body.push(stack);
+      if (g.truncated) body.push(h('div', {'class': 'note', text: '[truncated: deeper than CLRSCOPE_MAX_FRAMES]'}));
+      if (frames.length < g.frames.length) {
+        body.push(h('button', {'class': 'btn link', type: 'button', text: 'show all ' + g.frames.length + ' frames',
+          on: {click: function () { open[gi] = true; render(); }}}));
+      }
+      list.appendChild(h('div', {'class': 'tgroup'}, [head].concat(body)));
+    });
+    if (!shown) list.appendChild(h('div', {'class': 'note', text: m ? 'No thread matches the filter.' : 'No managed threads.'}));
+  }
+
+  function take() {
+    takeBtn.disabled = true;
+    return api('api/v1/threads', {sticky: true}).then(function (r) {
+      takeBtn.disabled = false;
+      if (r.aborted) return;
+      clear(msg);
+      if (!r.ok) {
+        msg.appendChild(unavailable(notAvailableText(r)));
+        return;
+      }
+      dump = r.data;
+      hook.threadDump = {seq: dump.seq, threads: dump.threads_total, groups: dump.groups.length,
+        deadlocks: (dump.deadlocks || []).length, starvation: !!(dump.thread_pool && dump.thread_pool.starvation_likely)};
       render();
     });
-    takeBtn.addEventListener('click', function () { take(); });
+  }
 
-    function matcher() {
-      if (!filterText) return null;
-      var re = null;
-      try { re = new RegExp(filterText, 'i'); } catch (e) { re = null; }
-      var low = filterText.toLowerCase();
-      return function (text) { return re ? re.test(text) : text.toLowerCase().indexOf(low) >= 0; };
-    }
-
-    function threadLabel(t) {
-      return t.tid + (t.name ? ' "' + t.name + '"' : '');
-    }
-
-    function waitText(t) {
-      var w = t.waiting_for;
-      return 'waiting ' + F.duration(w.for_s) + ' for lock ' + w.lock +
-        (w.owner_tid != null ? ' held by ' + w.owner_tid + (w.owner_name ? ' "' + w.owner_name + '"' : '') : '');
-    }
-
-    function render() {
-      clear(summary);
-      clear(alerts);
-      clear(list);
-      if (!dump) return;
-      var d = dump;
-      p.sub(F.int(d.threads_total) + ' threads in ' + F.int(d.groups.length) + ' distinct stacks · taken ' +
-        F.time(d.t) + ' · runtime suspended ' + d.suspend_ms.toFixed(2) + ' ms' +
-        (d.omitted ? ' · ' + F.int(d.omitted) + ' more omitted (CLRSCOPE_MAX_THREADS)' : ''));
-      Object.keys(d.states || {}).forEach(function (k) { summary.appendChild(stat(k, F.int(d.states[k]))); });
-      summary.appendChild(stat('deadlocks', F.int((d.deadlocks || []).length), (d.deadlocks || []).length ? 'bad' : ''));
-      var tp = d.thread_pool;
-      if (tp && tp.workers) {
-        summary.appendChild(stat('pool workers', F.int(tp.workers)));
-        summary.appendChild(stat('idle', F.int(tp.idle), tp.idle ? '' : 'bad'));
-        summary.appendChild(stat('blocked in a work item', F.int(tp.blocked), tp.blocked ? 'bad' : ''));
-        if (tp.queue_length != null) summary.appendChild(stat('queued items', F.int(tp.queue_length)));
-      }
-      if (tp && tp.starvation_likely) {
-        var sb = h('div', {'class': 'warnbox', attrs: {role: 'alert'}}, [
-          h('strong', {text: 'Thread pool starvation is likely. '}),
-          'None of the ' + tp.workers + ' pool threads is idle and ' + tp.blocked + ' of them are blocked inside the work item ' +
-          'they run (.Result, .Wait(), a lock or synchronous I/O in code the pool runs)' +
-          (tp.queue_length ? ', while ' + F.int(tp.queue_length) + ' items wait in the queue' : '') +
-          ': new requests and continuations wait until the pool adds threads, slowly. Blocked at: ' +
-          (tp.blocked_at || []).map(function (x) { return x.frame + ' (' + x.count + ')'; }).join(', ') + '.'
-        ]);
-        alerts.appendChild(sb);
-      }
-      var nameOf = {};
-      d.groups.forEach(function (g) { g.threads.forEach(function (t) { nameOf[t.tid] = t.name; }); });
-      (d.deadlocks || []).forEach(function (c, i) {
-        var box = h('div', {'class': 'deadlock', attrs: {role: 'alert'}}, [
-          h('strong', {text: 'Deadlock' + ((d.deadlocks.length > 1) ? ' ' + (i + 1) : '') + ': ' + c.threads.length +
-            ' threads, each waiting for a lock the next one holds'})]);
-        c.threads.forEach(function (t) {
-          box.appendChild(h('div', {'class': 'mono', text: 'thread ' + threadLabel(t) + ' waits for lock ' + t.waits_for_lock +
-            ' held by ' + threadLabel({tid: t.held_by, name: nameOf[t.held_by]})}));
-        });
-        alerts.appendChild(box);
-      });
-      var m = matcher();
-      var shown = 0;
-      d.groups.forEach(function (g, gi) {
-        if (m && !g.frames.some(m) && !g.threads.some(function (t) { return m(t.name || '') || m(String(t.tid)); })) return;
-        shown++;
-        var states = {};
-        g.threads.forEach(function (t) { states[t.state] = (states[t.state] || 0) + 1; });
-        var top = g.frames.filter(appFrame)[0] || g.frames[0] || '';
-        var names = g.threads.slice(0, 6).map(threadLabel).join(', ') + (g.threads.length > 6 ? ' and ' + (g.threads.length - 6) + ' more' : '');
-        var head = h('div', {'class': 'tgroup-head'}, [
-          h('span', {'class': 'badge', text: g.count + (g.count === 1 ? ' thread' : ' threads')})
-        ].concat(Object.keys(states).map(function (k) {
-          return h('span', {'class': 'chip state-' + k, text: states[k] + ' ' + k});
-        }), [
-          h('span', {'class': 'mono top', text: top}),
-          g.threads.some(function (t) { return t.deadlock; }) ? h('span', {'class': 'chip bad', text: 'deadlock'}) : null
-        ]));
-        var body = [h('div', {'class': 'note', text: names})];
-        g.threads.filter(function (t) { return t.waiting_for; }).slice(0, 8).forEach(function (t) {
-          body.push(h('div', {'class': 'note wait', text: 'thread ' + threadLabel(t) + ' ' + waitText(t) + (t.deadlock ? ' (deadlock)' : '')}));
-        });
-        var frames = open[gi] || g.frames.length <= 12 ? g.frames : g.frames.slice(0, 10);
-        var stack = h('ol', {'class': 'tstack'}, frames.map(function (f) {
-          return h('li', {'class': appFrame(f) ? 'app' : 'fw', text: f});
-        }));
-        body.push(stack);
-        if (g.truncated) body.push(h('div', {'class': 'note', text: '[truncated: deeper than CLRSCOPE_MAX_FRAMES]'}));
-        if (frames.length < g.frames.length) {
-          body.push(h('button', {'class': 'btn link', type: 'button', text: 'show all ' + g.frames.length + ' frames',
-            on: {click: function () { open[gi] = true; render(); }}}));
-        }
-        list.appendChild(h('div', {'class': 'tgroup'}, [head].concat(body)));
-      });
-      if (!shown) list.appendChild(h('div', {'class': 'note', text: m ? 'No thread matches the filter.' : 'No managed threads.'}));
-    }
-
-    function take() {
-      takeBtn.disabled = true;
-      return api('api/v1/threads', {sticky: true}).then(function (r) {
-        takeBtn.disabled = false;
-        if (r.aborted) return;
-        clear(msg);
-        if (!r.ok) {
-          msg.appendChild(unavailable(notAvailableText(r)));
-          return;
-        }
-        dump = r.data;
-        hook.threadDump = {seq: dump.seq, threads: dump.threads_total, groups: dump.groups.length,
-          deadlocks: (dump.deadlocks || []).length, starvation: !!(dump.thread_pool && dump.thread_pool.starvation_likely)};
-        render();
-      });
-    }
-
-    var first = true;
-    return {
-      el: p.el,
-      // taken when the tab opens and on the button, never by the page's polling: each dump stops the world
-      refresh: function () {
-        if (!first) return Promise.resolve();
-        first = false;
-        return take();
-      },
-      interval: function () { return 3600 * 1000; }
-    };
+  var first = true;
+  return {
+    el: p.el,
+    // taken when the tab opens and on the button, never by the page's polling: each dump stops the world
+    refresh: function () {
+      if (!first) return Promise.resolve();
+      first = false;
+      return take();
+    },
+    interval: function () { return 3600 * 1000; }
   };
+};
 
-  /* ---------- Locks ---------- */
+/* ---------- Locks ---------- */
 
-  views.locks = function () {
-    var p = panel('Lock contention', '');
-    var stats = h('div', {'class': 'stats'});
-    var histP = panel('Wait durations', 'contentions per bucket');
-    var bars = new Charts.BarChart(histP.body, {height: 170, yFormat: F.count});
-    var listP = panel('Contended locks', '');
-    var table = new DataTable({
-      columns: [
-        {key: 'name', label: 'Lock', cls: 'name'},
-        {key: 'site', label: 'Waited in', cls: 'name', value: function (r) { return r.site || ''; }},
-        {key: 'owner', label: 'Held by (wait caused)', cls: 'name', nosort: true,
-          render: function (r) {
-            var o = (r.owners || []).slice(0, 2).map(function (x) {
-              return (x.thread || x.tid) + ' (' + F.pct(r.wait_ns ? x.wait_ns / r.wait_ns : 0, 0) + ')';
-            });
-            return o.length ? o.join(', ') + ((r.owners || []).length > 2 ? ', …' : '') : '–';
-          }},
-        {key: 'wait_ns', label: 'Total wait', num: true, render: function (r) { return F.ns(r.wait_ns); }},
-        {key: 'count', label: 'Contentions', num: true, render: function (r) { return F.int(r.count); }},
-        {key: 'mean', label: 'Mean wait', num: true, value: function (r) { return r.count ? r.wait_ns / r.count : 0; },
-          render: function (r) { return F.ns(r.count ? r.wait_ns / r.count : 0); }}
-      ],
-      sortKey: 'wait_ns',
-      onClick: function (r) { fp.toggleFilter(r.name, table); },
-      isSelected: function (r) { return r.name === state.filter; },
-      empty: 'No lock contention in this window.',
-      footer: 'click a row to see where threads wait for that lock'
-    });
-    p.body.appendChild(stats);
-    listP.body.appendChild(table.el);
-    var fp = new FlamePanel('Where threads wait for locks', [['lock-time', 'wait time'], ['lock-count', 'contentions']]);
-    fp.onFilterChange = function () { table.render(); };
+views.locks = function () {
+  var p = panel('Lock contention', '');
+  var stats = h('div', {'class': 'stats'});
+  var histP = panel('Wait durations', 'contentions per bucket');
+  var bars = new Charts.BarChart(histP.body, {height: 170, yFormat: F.count});
+  var listP = panel('Contended locks', '');
+  var table = new DataTable({
+    columns: [
+      {key: 'name', label: 'Lock', cls: 'name'},
+      {key: 'site', label: 'Waited in', cls: 'name', value: function (r) { return r.site || ''; }},
+      {key: 'owner', label: 'Held by (wait caused)', cls: 'name', nosort: true,
+        render: function (r) {
+          var o = (r.owners || []).slice(0, 2).map(function (x) {
+            return (x.thread || x.tid) + ' (' + F.pct(r.wait_ns ? x.wait_ns / r.wait_ns : 0, 0) + ')';
+          });
+          return o.length ? o.join(', ') + ((r.owners || []).length > 2 ? ', …' : '') : '–';
+        }},
+      {key: 'wait_ns', label: 'Total wait', num: true, render: function (r) { return F.ns(r.wait_ns); }},
+      {key: 'count', label: 'Contentions', num: true, render: function (r) { return F.int(r.count); }},
+      {key: 'mean', label: 'Mean wait', num: true, value: function (r) { return r.count ? r.wait_ns / r.count : 0; },
+        render: function (r) { return F.ns(r.count ? r.wait_ns / r.count : 0); }}
+    ],
+    sortKey: 'wait_ns',
+    onClick: function (r) { fp.toggleFilter(r.name, table); },
+    isSelected: function (r) { return r.name === state.filter; },
+    empty: 'No lock contention in this window.',
+    footer: 'click a row to see where threads wait for that lock'
+  });
+  p.body.appendChild(stats);
+  listP.body.appendChild(table.el);
+  var fp = new FlamePanel('Where threads wait for locks', [['lock-time', 'wait time'], ['lock-count', 'contentions']]);
+  fp.onFilterChange = function () { table.render(); };
 
-    function bucketLabel(le, prev) {
-      function ms(v) { return v >= 1000 ? F.sig(v / 1000) + 's' : F.sig(v) + 'ms'; }
-      if (le == null || !isFinite(le)) return '>' + ms(prev);
-      return '≤' + ms(le);
-    }
+  function bucketLabel(le, prev) {
+    function ms(v) { return v >= 1000 ? F.sig(v / 1000) + 's' : F.sig(v) + 'ms'; }
+    if (le == null || !isFinite(le)) return '>' + ms(prev);
+    return '≤' + ms(le);
+  }
 
-    function load() {
-      return api('api/v1/locks?' + qs({seconds: state.seconds})).then(function (r) {
-        if (r.aborted) return;
-        clear(stats);
-        if (!r.ok) {
-          stats.appendChild(unavailable(notAvailableText(r)));
-          bars.setData(null);
-          table.setRows([]);
-          return;
-        }
-        var d = r.data;
-        p.sub('last ' + windowText());
-        [stat('total wait', F.ns(d.total_wait_ns)),
-          stat('contentions', F.int(d.count)),
-          stat('mean wait', d.count ? F.ns(d.total_wait_ns / d.count) : '–'),
-          stat('threads blocked (avg)', spanSeconds(d) > 0 ? F.sig(d.total_wait_ns / (spanSeconds(d) * 1e9)) : '–')
-        ].forEach(function (e) { stats.appendChild(e); });
-        var hist = d.histogram || [];
-        var prev = 0;
-        var labels = hist.map(function (b) {
-          var l = bucketLabel(b.le_ms, prev);
-          prev = b.le_ms;
-          return l;
-        });
-        bars.setData({
-          labels: labels,
-          values: hist.map(function (b) { return b.count; }),
-          tips: hist.map(function (b, i) {
-            return {title: 'waits ' + labels[i], rows: [['contentions', F.int(b.count)],
-              ['share', F.pct(d.count ? b.count / d.count : 0)]]};
-          })
-        });
-        if (d.locks) {
-          listP.el.classList.remove('hidden');
-          table.setRows(d.locks);
-        } else {
-          listP.el.classList.add('hidden');
-        }
+  function load() {
+    return api('api/v1/locks?' + qs({seconds: state.seconds})).then(function (r) {
+      if (r.aborted) return;
+      clear(stats);
+      if (!r.ok) {
+        stats.appendChild(unavailable(notAvailableText(r)));
+        bars.setData(null);
+        table.setRows([]);
+        return;
+      }
+      var d = r.data;
+      p.sub('last ' + windowText());
+      [stat('total wait', F.ns(d.total_wait_ns)),
+        stat('contentions', F.int(d.count)),
+        stat('mean wait', d.count ? F.ns(d.total_wait_ns / d.count) : '–'),
+        stat('threads blocked (avg)', spanSeconds(d) > 0 ? F.sig(d.total_wait_ns / (spanSeconds(d) * 1e9)) : '–')
+      ].forEach(function (e) { stats.appendChild(e); });
+      var hist = d.histogram || [];
+      var prev = 0;
+      var labels = hist.map(function (b) {
+        var l = bucketLabel(b.le_ms, prev);
+        prev = b.le_ms;
+        return l;
       });
-    }
+      bars.setData({
+        labels: labels,
+        values: hist.map(function (b) { return b.count; }),
+        tips: hist.map(function (b, i) {
+          return {title: 'waits ' + labels[i], rows: [['contentions', F.int(b.count)],
+            ['share', F.pct(d.count ? b.count / d.count : 0)]]};
+        })
+      });
+      if (d.locks) {
+        listP.el.classList.remove('hidden');
+        table.setRows(d.locks);
+      } else {
+        listP.el.classList.add('hidden');
+      }
+    });
+  }
 
-    return {
-      el: h('div', null, [p.el, listP.el, histP.el, fp.el]),
-      refresh: function () { return Promise.all([load(), fp.refresh()]); },
-      applyState: function () { fp.applyState(); }
-    };
+  return {
+    el: h('div', null, [p.el, listP.el, histP.el, fp.el]),
+    refresh: function () { return Promise.all([load(), fp.refresh()]); },
+    applyState: function () { fp.applyState(); }
   };
+};
 
-  /* ---------- Heap snapshots ---------- */
+/* ---------- Heap snapshots ---------- */
 
-  views.heap = function () {
-    var listP = panel('Heap snapshots', '');
-    var detailP = panel('Snapshot', '');
-    var pathsP = panel('Paths from roots', '');
-    var diffP = panel('Compare two snapshots', '');
-    var takeBtn = h('button', {'class': 'btn primary', type: 'button', text: 'Take heap snapshot'});
-    var takeMsg = h('span', {'class': 'note'});
-    listP.right.appendChild(takeBtn);
-    var listBox = h('div', {'class': 'snaps'});
-    listP.body.appendChild(h('div', {'class': 'note', text: 'A snapshot walks the whole managed heap during a blocking ' +
-      'collection: the process pauses for a moment, longer for large heaps.'}));
-    listP.body.appendChild(takeMsg);
-    listP.body.appendChild(listBox);
-    var snaps = [];
-    var detail = null;
-    var typeFilter = '';
-    var detailHead = h('div');
-    var search = h('input', {'class': 'search', type: 'search', attrs: {placeholder: 'Filter types…', 'aria-label': 'filter types'}});
-    var types = new DataTable({
-      columns: [
-        {key: 'type', label: 'Type', cls: 'name'},
-        {key: 'count', label: 'Count', num: true, render: function (r) { return F.int(r.count); }},
-        {key: 'bytes', label: 'Shallow bytes', num: true, render: function (r) { return F.bytes(r.bytes); }},
-        {key: 'retained', label: 'Retained bytes', num: true, render: function (r) { return r.retained != null ? F.bytes(r.retained) : '–'; },
-          title: 'memory freed if every object of this type became unreachable'}
-      ],
-      sortKey: 'retained',
-      filter: function () {
-        var f = typeFilter.toLowerCase();
-        return f ? function (r) { return String(r.type).toLowerCase().indexOf(f) >= 0; } : null;
-      },
-      onClick: function (r) {
-        state.sel = state.sel === r.type ? '' : r.type;
-        saveHash();
-        types.render();
-        loadPaths();
-      },
-      isSelected: function (r) { return r.type === state.sel; },
-      empty: 'No types.',
-      footer: 'click a type for its paths from GC roots'
-    });
-    var typesBox = h('div', null, [h('div', {'class': 'row'}, search), types.el]);
-    detailP.body.appendChild(detailHead);
-    detailP.body.appendChild(typesBox);
-    var pathsBox = h('div', {'class': 'paths'});
-    pathsP.body.appendChild(pathsBox);
-    var selA = h('select', {attrs: {'aria-label': 'baseline snapshot'}});
-    var selB = h('select', {attrs: {'aria-label': 'later snapshot'}});
-    var cmpBtn = h('button', {'class': 'btn', type: 'button', text: 'Compare'});
-    var diffTable = new DataTable({
-      columns: [
-        {key: 'type', label: 'Type', cls: 'name'},
-        {key: 'count_delta', label: 'Count Δ', num: true, value: function (r) { return r.count_delta; },
-          render: function (r) { return h('span', {'class': r.count_delta > 0 ? 'pos' : r.count_delta < 0 ? 'neg' : '', text: signed(r.count_delta, F.int)}); }},
-        {key: 'bytes_delta', label: 'Bytes Δ', num: true,
-          render: function (r) { return h('span', {'class': r.bytes_delta > 0 ? 'pos' : r.bytes_delta < 0 ? 'neg' : '', text: signed(r.bytes_delta, F.bytes)}); }},
-        {key: 'abs', label: '|Bytes Δ|', num: true, value: function (r) { return Math.abs(r.bytes_delta || 0); },
-          render: function (r) { return F.bytes(Math.abs(r.bytes_delta || 0)); }}
-      ],
-      sortKey: 'abs',
-      empty: 'Pick two finished snapshots and press Compare.'
-    });
-    diffTable.setRows([]);
-    var diffMsg = h('div');
-    diffP.body.appendChild(h('div', {'class': 'row'}, ['baseline', selA, 'compared with', selB, cmpBtn]));
-    diffP.body.appendChild(diffMsg);
-    diffP.body.appendChild(diffTable.el);
-    pathsP.el.classList.add('hidden');
-    diffP.el.classList.add('hidden');
-
-    function signed(v, f) {
-      if (v == null) return '–';
-      return (v > 0 ? '+' : v < 0 ? '−' : '') + f(Math.abs(v));
-    }
-
-    search.addEventListener('input', function () {
-      typeFilter = search.value.trim();
-      types.render();
-    });
-
-    takeBtn.addEventListener('click', function () {
-      takeBtn.disabled = true;
-      takeMsg.textContent = 'Starting…';
-      api('api/v1/gcdump', {method: 'POST', sticky: true}).then(function (r) {
-        // a double click must not take two snapshots, however fast the first one is
-        setTimeout(function () { takeBtn.disabled = false; }, r.ok ? 1500 : 0);
-        if (!r.ok) {
-          takeMsg.textContent = r.status === 409 ? 'A snapshot is already running: ' + r.error : 'Could not start: ' + r.error;
-          return;
-        }
-        takeMsg.textContent = '';
-        state.snap = String(r.data.id);
-        state.sel = '';
-        saveHash();
-        detail = {id: state.snap, status: r.data.status || 'running', progress: 0};
-        renderDetail();
-        loadList().then(loadDetail);
-      });
-    });
-
-    cmpBtn.addEventListener('click', function () {
-      state.a = selA.value;
-      state.b = selB.value;
+views.heap = function () {
+  var listP = panel('Heap snapshots', '');
+  var detailP = panel('Snapshot', '');
+  var pathsP = panel('Paths from roots', '');
+  var diffP = panel('Compare two snapshots', '');
+  var takeBtn = h('button', {'class': 'btn primary', type: 'button', text: 'Take heap snapshot'});
+  var takeMsg = h('span', {'class': 'note'});
+  listP.right.appendChild(takeBtn);
+  var listBox = h('div', {'class': 'snaps'});
+  listP.body.appendChild(h('div', {'class': 'note', text: 'A snapshot walks the whole managed heap during a blocking ' +
+    'collection: the process pauses for a moment, longer for large heaps.'}));
+  listP.body.appendChild(takeMsg);
+  listP.body.appendChild(listBox);
+  var snaps = [];
+  var detail = null;
+  var typeFilter = '';
+  var detailHead = h('div');
+  var search = h('input', {'class': 'search', type: 'search', attrs: {placeholder: 'Filter types…', 'aria-label': 'filter types'}});
+  var types = new DataTable({
+    columns: [
+      {key: 'type', label: 'Type', cls: 'name'},
+      {key: 'count', label: 'Count', num: true, render: function (r) { return F.int(r.count); }},
+      {key: 'bytes', label: 'Shallow bytes', num: true, render: function (r) { return F.bytes(r.bytes); }},
+      {key: 'retained', label: 'Retained bytes', num: true, render: function (r) { return r.retained != null ? F.bytes(r.retained) : '–'; },
+        title: 'memory freed if every object of this type became unreachable'}
+    ],
+    sortKey: 'retained',
+    filter: function () {
+      var f = typeFilter.toLowerCase();
+      return f ? function (r) { return String(r.type).toLowerCase().indexOf(f) >= 0; } : null;
+    },
+    onClick: function (r) {
+      state.sel = state.sel === r.type ? '' : r.type;
       saveHash();
-      loadDiff();
-    });
+      types.render();
+      loadPaths();
+    },
+    isSelected: function (r) { return r.type === state.sel; },
+    empty: 'No types.',
+    footer: 'click a type for its paths from GC roots'
+  });
+  var typesBox = h('div', null, [h('div', {'class': 'row'}, search), types.el]);
+  detailP.body.appendChild(detailHead);
+  detailP.body.appendChild(typesBox);
+  var pathsBox = h('div', {'class': 'paths'});
+  pathsP.body.appendChild(pathsBox);
+  var selA = h('select', {attrs: {'aria-label': 'baseline snapshot'}});
+  var selB = h('select', {attrs: {'aria-label': 'later snapshot'}});
+  var cmpBtn = h('button', {'class': 'btn', type: 'button', text: 'Compare'});
+  var diffTable = new DataTable({
+    columns: [
+      {key: 'type', label: 'Type', cls: 'name'},
+      {key: 'count_delta', label: 'Count Δ', num: true, value: function (r) { return r.count_delta; },
+        render: function (r) { return h('span', {'class': r.count_delta > 0 ? 'pos' : r.count_delta < 0 ? 'neg' : '', text: signed(r.count_delta, F.int)}); }},
+      {key: 'bytes_delta', label: 'Bytes Δ', num: true,
+        render: function (r) { return h('span', {'class': r.bytes_delta > 0 ? 'pos' : r.bytes_delta < 0 ? 'neg' : '', text: signed(r.bytes_delta, F.bytes)}); }},
+      {key: 'abs', label: '|Bytes Δ|', num: true, value: function (r) { return Math.abs(r.bytes_delta || 0); },
+        render: function (r) { return F.bytes(Math.abs(r.bytes_delta || 0)); }}
+    ],
+    sortKey: 'abs',
+    empty: 'Pick two finished snapshots and press Compare.'
+  });
+  diffTable.setRows([]);
+  var diffMsg = h('div');
+  diffP.body.appendChild(h('div', {'class': 'row'}, ['baseline', selA, 'compared with', selB, cmpBtn]));
+  diffP.body.appendChild(diffMsg);
+  diffP.body.appendChild(diffTable.el);
+  pathsP.el.classList.add('hidden');
+  diffP.el.classList.add('hidden');
 
-    function statusBadge(s) {
-      return h('span', {'class': 'badge ' + (s.status || ''), text: s.status || '?'});
-    }
+  function signed(v, f) {
+    if (v == null) return '–';
+    return (v > 0 ? '+' : v < 0 ? '−' : '') + f(Math.abs(v));
+  }
 
-    function renderList() {
-      clear(listBox);
-      if (!snaps.length) {
-        listBox.appendChild(h('div', {'class': 'note', text: 'No snapshots yet.'}));
+  search.addEventListener('input', function () {
+    typeFilter = search.value.trim();
+    types.render();
+  });
+
+  takeBtn.addEventListener('click', function () {
+    takeBtn.disabled = true;
+    takeMsg.textContent = 'Starting…';
+    api('api/v1/gcdump', {method: 'POST', sticky: true}).then(function (r) {
+      // a double click must not take two snapshots, however fast the first one is
+      setTimeout(function () { takeBtn.disabled = false; }, r.ok ? 1500 : 0);
+      if (!r.ok) {
+        takeMsg.textContent = r.status === 409 ? 'A snapshot is already running: ' + r.error : 'Could not start: ' + r.error;
+        return;
       }
-      snaps.slice().reverse().forEach(function (s) {
-        var row = h('div', {'class': 'snap' + (String(s.id) === state.snap ? ' sel' : ''), attrs: {tabindex: '0', role: 'button'},
-          on: {click: function () { pick(String(s.id)); }, keydown: function (e) { if (e.key === 'Enter') pick(String(s.id)); }}}, [
-          h('strong', {text: '#' + s.id}), statusBadge(s),
-          s.status === 'done' ? h('span', {text: F.int(s.objects) + ' objects · ' + F.bytes(s.bytes)}) : null,
-          s.status === 'running' && s.progress != null ? h('span', {text: Math.round(s.progress * 100) + '%'}) : null,
-          h('span', {'class': 'when', text: s.t ? F.time(s.t) : ''}),
-          s.status === 'done' ? h('a', {href: 'api/v1/gcdump/' + encodeURIComponent(s.id) + '/file', text: '⤓ .gcdump',
-            attrs: {download: 'clrscope-' + s.id + '.gcdump'}, on: {click: function (e) { e.stopPropagation(); }}}) : null
-        ]);
-        listBox.appendChild(row);
-      });
-      listP.sub(snaps.length ? snaps.length + ' taken' : '');
-      var done = snaps.filter(function (s) { return s.status === 'done'; });
-      [selA, selB].forEach(function (sel, k) {
-        var cur = k === 0 ? state.a : state.b;
-        clear(sel);
-        done.forEach(function (s) {
-          var o = h('option', {text: '#' + s.id + (s.t ? ' · ' + F.time(s.t) : '')});
-          o.value = String(s.id);
-          sel.appendChild(o);
-        });
-        if (cur && done.some(function (s) { return String(s.id) === cur; })) sel.value = cur;
-        else if (done.length) sel.value = String(done[k === 0 ? Math.max(0, done.length - 2) : done.length - 1].id);
-      });
-      cmpBtn.disabled = done.length < 2;
-      diffP.el.classList.toggle('hidden', done.length < 2);
-    }
-
-    function pick(id) {
-      if (state.snap === id) return;
-      state.snap = id;
+      takeMsg.textContent = '';
+      state.snap = String(r.data.id);
       state.sel = '';
       saveHash();
-      detail = null;
-      renderList();
+      detail = {id: state.snap, status: r.data.status || 'running', progress: 0};
       renderDetail();
-      loadDetail();
-      loadPaths();
-    }
+      loadList().then(loadDetail);
+    });
+  });
 
-    function renderDetail() {
-      heapSnapDone = !!(state.snap && detail && detail.status === 'done');
-      renderDownloads(tabInfo('heap'));
-      clear(detailHead);
-      if (!state.snap) {
-        detailP.el.classList.add('hidden');
-        return;
-      }
-      detailP.el.classList.remove('hidden');
-      detailP.head.querySelector('h2').textContent = 'Snapshot #' + state.snap;
-      if (!detail) {
-        detailHead.appendChild(h('div', {'class': 'note', text: 'Loading…'}));
-        typesBox.classList.add('hidden');
-        return;
-      }
-      var st = detail.status;
-      if (st === 'running') {
-        var pr = h('progress', {attrs: {max: '1'}});
-        pr.value = detail.progress || 0;
-        detailHead.appendChild(h('div', {'class': 'row'}, [statusBadge(detail), pr,
-          h('span', {text: detail.progress != null ? Math.round(detail.progress * 100) + '%' : 'working…'})]));
-        detailP.sub('walking the heap…');
-        typesBox.classList.add('hidden');
-      } else if (st === 'failed') {
-        detailHead.appendChild(h('div', {'class': 'row'}, statusBadge(detail)));
-        detailHead.appendChild(h('div', {'class': 'warnbox', text: 'The snapshot failed: ' + (detail.error || 'no reason given')}));
-        detailP.sub('');
-        typesBox.classList.add('hidden');
-      } else if (st === 'done') {
-        detailHead.appendChild(h('div', {'class': 'stats'}, [
-          stat('objects', F.int(detail.objects)), stat('bytes', F.bytes(detail.bytes)),
-          stat('types', F.int((detail.types || []).length))
-        ]));
-        detailP.sub(detail.t ? 'taken at ' + F.time(detail.t) : '');
-        typesBox.classList.remove('hidden');
-        types.setRows(detail.types || []);
-      } else {
-        detailHead.appendChild(h('div', {'class': 'note', text: 'status: ' + st}));
-        typesBox.classList.add('hidden');
-      }
-    }
+  cmpBtn.addEventListener('click', function () {
+    state.a = selA.value;
+    state.b = selB.value;
+    saveHash();
+    loadDiff();
+  });
 
-    function loadList() {
-      return api('api/v1/gcdump').then(function (r) {
-        if (r.aborted) return;
-        if (!r.ok) {
-          clear(listBox).appendChild(unavailable(notAvailableText(r)));
-          takeBtn.disabled = r.status === 404;
-          diffP.el.classList.add('hidden');
-          return;
-        }
-        // the API lists them newest first; everything here counts on oldest first
-        snaps = (r.data.snapshots || []).slice().sort(function (x, y) { return Number(x.id) - Number(y.id); });
-        if (!snaps.some(function (x) { return x.status === 'running'; }) && /already running/.test(takeMsg.textContent))
-          takeMsg.textContent = ''; // that one has ended
-        if (!state.snap && snaps.length) {
-          state.snap = String(snaps[snaps.length - 1].id);
-          saveHash();
-        }
-        renderList();
+  function statusBadge(s) {
+    return h('span', {'class': 'badge ' + (s.status || ''), text: s.status || '?'});
+  }
+
+  function renderList() {
+    clear(listBox);
+    if (!snaps.length) {
+      listBox.appendChild(h('div', {'class': 'note', text: 'No snapshots yet.'}));
+    }
+    snaps.slice().reverse().forEach(function (s) {
+      var row = h('div', {'class': 'snap' + (String(s.id) === state.snap ? ' sel' : ''), attrs: {tabindex: '0', role: 'button'},
+        on: {click: function () { pick(String(s.id)); }, keydown: function (e) { if (e.key === 'Enter') pick(String(s.id)); }}}, [
+        h('strong', {text: '#' + s.id}), statusBadge(s),
+        s.status === 'done' ? h('span', {text: F.int(s.objects) + ' objects · ' + F.bytes(s.bytes)}) : null,
+        s.status === 'running' && s.progress != null ? h('span', {text: Math.round(s.progress * 100) + '%'}) : null,
+        h('span', {'class': 'when', text: s.t ? F.time(s.t) : ''}),
+        s.status === 'done' ? h('a', {href: 'api/v1/gcdump/' + encodeURIComponent(s.id) + '/file', text: '⤓ .gcdump',
+          attrs: {download: 'clrscope-' + s.id + '.gcdump'}, on: {click: function (e) { e.stopPropagation(); }}}) : null
+      ]);
+      listBox.appendChild(row);
+    });
+    listP.sub(snaps.length ? snaps.length + ' taken' : '');
+    var done = snaps.filter(function (s) { return s.status === 'done'; });
+    [selA, selB].forEach(function (sel, k) {
+      var cur = k === 0 ? state.a : state.b;
+      clear(sel);
+      done.forEach(function (s) {
+        var o = h('option', {text: '#' + s.id + (s.t ? ' · ' + F.time(s.t) : '')});
+        o.value = String(s.id);
+        sel.appendChild(o);
       });
-    }
+      if (cur && done.some(function (s) { return String(s.id) === cur; })) sel.value = cur;
+      else if (done.length) sel.value = String(done[k === 0 ? Math.max(0, done.length - 2) : done.length - 1].id);
+    });
+    cmpBtn.disabled = done.length < 2;
+    diffP.el.classList.toggle('hidden', done.length < 2);
+  }
 
-    function loadDetail() {
-      if (!state.snap) {
-        renderDetail();
-        return Promise.resolve();
-      }
-      var id = state.snap;
-      return api('api/v1/gcdump/' + encodeURIComponent(id)).then(function (r) {
-        if (r.aborted || id !== state.snap) return;
-        if (!r.ok) {
-          detail = {id: id, status: 'failed', error: r.error};
-        } else {
-          var was = detail && detail.status;
-          detail = r.data;
-          if (was === 'running' && detail.status !== 'running') loadList();
-        }
-        renderDetail();
-      });
-    }
-
-    function loadPaths() {
-      clear(pathsBox);
-      if (!state.snap || !state.sel) {
-        pathsP.el.classList.add('hidden');
-        return Promise.resolve();
-      }
-      pathsP.el.classList.remove('hidden');
-      pathsP.sub(state.sel);
-      pathsBox.appendChild(h('div', {'class': 'note', text: 'Loading…'}));
-      var id = state.snap;
-      var t = state.sel;
-      return api('api/v1/gcdump/' + encodeURIComponent(id) + '/paths?' + qs({type: t})).then(function (r) {
-        if (r.aborted || id !== state.snap || t !== state.sel) return;
-        clear(pathsBox);
-        if (!r.ok) {
-          pathsBox.appendChild(unavailable(notAvailableText(r)));
-          return;
-        }
-        var paths = r.data.paths || [];
-        if (!paths.length) pathsBox.appendChild(h('div', {'class': 'note', text: 'No path from a root was recorded for this type.'}));
-        paths.forEach(function (path) {
-          var row = h('div', {'class': 'path'});
-          path.forEach(function (step, i) {
-            if (i) row.appendChild(h('span', {'class': 'arrow', text: '→'}));
-            row.appendChild(h('span', {'class': i === 0 ? 'root' : '', text: step}));
-          });
-          pathsBox.appendChild(row);
-        });
-      });
-    }
-
-    function loadDiff() {
-      if (!state.a || !state.b) return Promise.resolve();
-      clear(diffMsg);
-      if (state.a === state.b) {
-        diffMsg.appendChild(h('div', {'class': 'note', text: 'Pick two different snapshots.'}));
-        return Promise.resolve();
-      }
-      return api('api/v1/gcdump/diff?' + qs({a: state.a, b: state.b})).then(function (r) {
-        if (r.aborted) return;
-        if (!r.ok) {
-          diffMsg.appendChild(unavailable(notAvailableText(r)));
-          diffTable.setRows([]);
-          return;
-        }
-        diffP.sub('#' + r.data.a + ' → #' + r.data.b);
-        diffTable.setRows(r.data.types || []);
-      });
-    }
-
+  function pick(id) {
+    if (state.snap === id) return;
+    state.snap = id;
+    state.sel = '';
+    saveHash();
+    detail = null;
+    renderList();
     renderDetail();
-    var first = true;
-    return {
-      el: h('div', null, [listP.el, detailP.el, pathsP.el, diffP.el]),
-      refresh: function () {
-        var running = detail && detail.status === 'running';
-        var jobs = [loadList().then(function () {
-          if (first || running || !detail) return loadDetail();
-        })];
-        if (first) {
-          jobs.push(loadPaths());
-          jobs.push(loadDiff());
-        }
-        first = false;
-        return Promise.all(jobs);
-      },
-      // poll quickly while a snapshot runs
-      interval: function () { return detail && detail.status === 'running' ? 700 : 5000; }
-    };
-  };
+    loadDetail();
+    loadPaths();
+  }
 
-  /* ================================================================ routing + polling */
-
-  var view = null;
-  var viewTab = null;
-  var viewBusy = false;
-  var lastView = 0;
-  var lastStatus = 0;
-
-  function guard(fn) {
-    try {
-      return fn();
-    } catch (e) {
-      noteError(e && e.stack || e);
-      setError('internal', 'dashboard error: ' + (e && e.message || e));
-      return null;
+  function renderDetail() {
+    heapSnapDone = !!(state.snap && detail && detail.status === 'done');
+    renderDownloads(tabInfo('heap'));
+    clear(detailHead);
+    if (!state.snap) {
+      detailP.el.classList.add('hidden');
+      return;
+    }
+    detailP.el.classList.remove('hidden');
+    detailP.head.querySelector('h2').textContent = 'Snapshot #' + state.snap;
+    if (!detail) {
+      detailHead.appendChild(h('div', {'class': 'note', text: 'Loading…'}));
+      typesBox.classList.add('hidden');
+      return;
+    }
+    var st = detail.status;
+    if (st === 'running') {
+      var pr = h('progress', {attrs: {max: '1'}});
+      pr.value = detail.progress || 0;
+      detailHead.appendChild(h('div', {'class': 'row'}, [statusBadge(detail), pr,
+        h('span', {text: detail.progress != null ? Math.round(detail.progress * 100) + '%' : 'working…'})]));
+      detailP.sub('walking the heap…');
+      typesBox.classList.add('hidden');
+    } else if (st === 'failed') {
+      detailHead.appendChild(h('div', {'class': 'row'}, statusBadge(detail)));
+      detailHead.appendChild(h('div', {'class': 'warnbox', text: 'The snapshot failed: ' + (detail.error || 'no reason given')}));
+      detailP.sub('');
+      typesBox.classList.add('hidden');
+    } else if (st === 'done') {
+      detailHead.appendChild(h('div', {'class': 'stats'}, [
+        stat('objects', F.int(detail.objects)), stat('bytes', F.bytes(detail.bytes)),
+        stat('types', F.int((detail.types || []).length))
+      ]));
+      detailP.sub(detail.t ? 'taken at ' + F.time(detail.t) : '');
+      typesBox.classList.remove('hidden');
+      types.setRows(detail.types || []);
+    } else {
+      detailHead.appendChild(h('div', {'class': 'note', text: 'status: ' + st}));
+      typesBox.classList.add('hidden');
     }
   }
 
-  function mount() {
-    abortViewRequests();
-    heapSnapDone = false;
-    viewBusy = false;
-    Charts.tooltip.hide();
-    // errors from the previous view's endpoints no longer apply
-    Array.from(errors.keys()).forEach(function (k) { if (k !== '/api/v1/status') errors.delete(k); });
-    showErrors();
-    var main = clear($('main'));
-    viewTab = state.tab;
-    hook.tab = state.tab;
-    var info = tabInfo(state.tab);
-    view = info.profile && !profileOn(info.profile) ? offView(info)
-      : guard(function () { return views[state.tab](); });
-    if (view) main.appendChild(view.el);
-    renderChrome();
-    refreshView();
-  }
-
-  // The view of a tab whose profile this process runs without (CLRSCOPE_PROFILES): nothing to
-  // load, nothing to count as zero.
-  function offView(info) {
-    var p = panel(info.label, '');
-    p.body.appendChild(unavailable('The ' + info.profile + ' profile is off in this process: ' +
-      'CLRSCOPE_PROFILES lists ' + ((status && status.profiles || []).join(', ') || 'no profile') +
-      '. Start the app with CLRSCOPE_PROFILES=all (or add ' + info.profile + ') to see it.'));
-    return {el: p.el, off: true, refresh: function () {}};
-  }
-
-  function refreshView() {
-    if (!view || viewBusy) return;
-    viewBusy = true;
-    lastView = Date.now();
-    var v = view;
-    var p = guard(function () { return v.refresh(); });
-    Promise.resolve(p).then(function () {
-      if (v === view) viewBusy = false;
-      hook.refreshes = (hook.refreshes || 0) + 1;
-      if (hook.firstRefreshAt == null) hook.firstRefreshAt = performance.now();
-    }, function (e) {
-      if (v === view) viewBusy = false;
-      noteError(e && e.stack || e);
-      setError('internal', 'dashboard error: ' + (e && e.message || e));
+  function loadList() {
+    return api('api/v1/gcdump').then(function (r) {
+      if (r.aborted) return;
+      if (!r.ok) {
+        clear(listBox).appendChild(unavailable(notAvailableText(r)));
+        takeBtn.disabled = r.status === 404;
+        diffP.el.classList.add('hidden');
+        return;
+      }
+      // the API lists them newest first; everything here counts on oldest first
+      snaps = (r.data.snapshots || []).slice().sort(function (x, y) { return Number(x.id) - Number(y.id); });
+      if (!snaps.some(function (x) { return x.status === 'running'; }) && /already running/.test(takeMsg.textContent))
+        takeMsg.textContent = ''; // that one has ended
+      if (!state.snap && snaps.length) {
+        state.snap = String(snaps[snaps.length - 1].id);
+        saveHash();
+      }
+      renderList();
     });
   }
 
-  function onHash() {
-    if (location.hash === lastHash) return;
-    var prevTab = viewTab;
-    readHash();
-    lastHash = hashFor(state);
-    if (state.tab !== prevTab || !view || !view.applyState) {
-      mount();
-      return;
+  function loadDetail() {
+    if (!state.snap) {
+      renderDetail();
+      return Promise.resolve();
     }
-    guard(function () { view.applyState(); });
-    renderChrome();
-    refreshView();
+    var id = state.snap;
+    return api('api/v1/gcdump/' + encodeURIComponent(id)).then(function (r) {
+      if (r.aborted || id !== state.snap) return;
+      if (!r.ok) {
+        detail = {id: id, status: 'failed', error: r.error};
+      } else {
+        var was = detail && detail.status;
+        detail = r.data;
+        if (was === 'running' && detail.status !== 'running') loadList();
+      }
+      renderDetail();
+    });
   }
 
-  function tick() {
-    if (state.paused || document.hidden) return;
-    var now = Date.now();
-    if (downSince) { // only the status is asked, until it answers
-      if (now - lastStatus >= retryEvery) {
-        lastStatus = now;
-        refreshStatus();
-      }
-      return;
+  function loadPaths() {
+    clear(pathsBox);
+    if (!state.snap || !state.sel) {
+      pathsP.el.classList.add('hidden');
+      return Promise.resolve();
     }
-    if (now - lastStatus >= 2000) {
+    pathsP.el.classList.remove('hidden');
+    pathsP.sub(state.sel);
+    pathsBox.appendChild(h('div', {'class': 'note', text: 'Loading…'}));
+    var id = state.snap;
+    var t = state.sel;
+    return api('api/v1/gcdump/' + encodeURIComponent(id) + '/paths?' + qs({type: t})).then(function (r) {
+      if (r.aborted || id !== state.snap || t !== state.sel) return;
+      clear(pathsBox);
+      if (!r.ok) {
+        pathsBox.appendChild(unavailable(notAvailableText(r)));
+        return;
+      }
+      var paths = r.data.paths || [];
+      if (!paths.length) pathsBox.appendChild(h('div', {'class': 'note', text: 'No path from a root was recorded for this type.'}));
+      paths.forEach(function (path) {
+        var row = h('div', {'class': 'path'});
+        path.forEach(function (step, i) {
+          if (i) row.appendChild(h('span', {'class': 'arrow', text: '→'}));
+          row.appendChild(h('span', {'class': i === 0 ? 'root' : '', text: step}));
+        });
+        pathsBox.appendChild(row);
+      });
+    });
+  }
+
+  function loadDiff() {
+    if (!state.a || !state.b) return Promise.resolve();
+    clear(diffMsg);
+    if (state.a === state.b) {
+      diffMsg.appendChild(h('div', {'class': 'note', text: 'Pick two different snapshots.'}));
+      return Promise.resolve();
+    }
+    return api('api/v1/gcdump/diff?' + qs({a: state.a, b: state.b})).then(function (r) {
+      if (r.aborted) return;
+      if (!r.ok) {
+        diffMsg.appendChild(unavailable(notAvailableText(r)));
+        diffTable.setRows([]);
+        return;
+      }
+      diffP.sub('#' + r.data.a + ' → #' + r.data.b);
+      diffTable.setRows(r.data.types || []);
+    });
+  }
+
+  renderDetail();
+  var first = true;
+  return {
+    el: h('div', null, [listP.el, detailP.el, pathsP.el, diffP.el]),
+    refresh: function () {
+      var running = detail && detail.status === 'running';
+      var jobs = [loadList().then(function () {
+        if (first || running || !detail) return loadDetail();
+      })];
+      if (first) {
+        jobs.push(loadPaths());
+        jobs.push(loadDiff());
+      }
+      first = false;
+      return Promise.all(jobs);
+    },
+    // poll quickly while a snapshot runs
+    interval: function () { return detail && detail.status === 'running' ? 700 : 5000; }
+  };
+};
+
+/* ================================================================ routing + polling */
+
+var view = null;
+var viewTab = null;
+var viewBusy = false;
+var lastView = 0;
+var lastStatus = 0;
+
+function guard(fn) {
+  try {
+    return fn();
+  } catch (e) {
+    noteError(e && e.stack || e);
+    setError('internal', 'dashboard error: ' + (e && e.message || e));
+    return null;
+  }
+}
+
+function mount() {
+  abortViewRequests();
+  heapSnapDone = false;
+  viewBusy = false;
+  Charts.tooltip.hide();
+  // errors from the previous view's endpoints no longer apply
+  Array.from(errors.keys()).forEach(function (k) { if (k !== '/api/v1/status') errors.delete(k); });
+  showErrors();
+  var main = clear($('main'));
+  viewTab = state.tab;
+  hook.tab = state.tab;
+  var info = tabInfo(state.tab);
+  view = info.profile && !profileOn(info.profile) ? offView(info)
+    : guard(function () { return views[state.tab](); });
+  if (view) main.appendChild(view.el);
+  renderChrome();
+  refreshView();
+}
+
+// The view of a tab whose profile this process runs without (CLRSCOPE_PROFILES): nothing to
+// load, nothing to count as zero.
+function offView(info) {
+  var p = panel(info.label, '');
+  p.body.appendChild(unavailable('The ' + info.profile + ' profile is off in this process: ' +
+    'CLRSCOPE_PROFILES lists ' + ((status && status.profiles || []).join(', ') || 'no profile') +
+    '. Start the app with CLRSCOPE_PROFILES=all (or add ' + info.profile + ') to see it.'));
+  return {el: p.el, off: true, refresh: function () {}};
+}
+
+function refreshView() {
+  if (!view || viewBusy) return;
+  viewBusy = true;
+  lastView = Date.now();
+  var v = view;
+  var p = guard(function () { return v.refresh(); });
+  Promise.resolve(p).then(function () {
+    if (v === view) viewBusy = false;
+    hook.refreshes = (hook.refreshes || 0) + 1;
+    if (hook.firstRefreshAt == null) hook.firstRefreshAt = performance.now();
+  }, function (e) {
+    if (v === view) viewBusy = false;
+    noteError(e && e.stack || e);
+    setError('internal', 'dashboard error: ' + (e && e.message || e));
+  });
+}
+
+function onHash() {
+  if (location.hash === lastHash) return;
+  var prevTab = viewTab;
+  readHash();
+  lastHash = hashFor(state);
+  if (state.tab !== prevTab || !view || !view.applyState) {
+    mount();
+    return;
+  }
+  guard(function () { view.applyState(); });
+  renderChrome();
+  refreshView();
+}
+
+function tick() {
+  if (state.paused || document.hidden) return;
+  var now = Date.now();
+  if (downSince) { // only the status is asked, until it answers
+    if (now - lastStatus >= retryEvery) {
       lastStatus = now;
       refreshStatus();
     }
-    var every = view && view.interval ? view.interval() : 5000;
-    if (now - lastView >= every) refreshView();
+    return;
   }
-
-  /* The page's own query without ?token=: the server turned it into a cookie when it served this
-   * page, so it need not linger in the address bar, the history or links copied from it. */
-  function searchWithoutToken() {
-    var p = new URLSearchParams(location.search);
-    if (!p.has('token')) return location.search;
-    p.delete('token');
-    var s = p.toString();
-    return s ? '?' + s : '';
-  }
-
-  function init() {
-    readHash();
-    lastHash = hashFor(state);
-    history.replaceState(null, '', location.pathname + searchWithoutToken() + lastHash);
-    window.addEventListener('hashchange', function () { guard(onHash); });
-    Array.prototype.forEach.call($('window').querySelectorAll('button'), function (b) {
-      b.addEventListener('click', function () {
-        if (tabInfo(state.tab).nowindow) return;
-        var s = +b.getAttribute('data-seconds');
-        if (s === state.seconds) return;
-        state.seconds = s;
-        saveHash();
-        refreshView();
-      });
-    });
-    $('pause').addEventListener('click', function () {
-      state.paused = !state.paused;
-      hook.paused = state.paused;
-      renderChrome();
-      if (!state.paused) {
-        lastStatus = Date.now();
-        refreshStatus();
-        refreshView();
-      }
-    });
-    $('banner-close').addEventListener('click', function () {
-      errors.forEach(function (msg, key) { dismissed.add(key + msg); });
-      showErrors();
-    });
-    document.addEventListener('keydown', function (e) {
-      var tag = e.target && e.target.tagName;
-      if (e.key === '/' && tag !== 'INPUT' && tag !== 'SELECT' && tag !== 'TEXTAREA') {
-        var s = document.querySelector('main .flame-toolbar .search, main .search');
-        if (s) {
-          e.preventDefault();
-          s.focus();
-        }
-      }
-    });
-    hook.seconds = SECONDS;
-    lastStatus = Date.now();
+  if (now - lastStatus >= 2000) {
+    lastStatus = now;
     refreshStatus();
-    mount();
-    setInterval(function () { guard(tick); }, 500);
   }
+  var every = view && view.interval ? view.interval() : 5000;
+  if (now - lastView >= every) refreshView();
+}
 
-  guard(init);
-})();
+/* The page's own query without ?token=: the server turned it into a cookie when it served this
+ * page, so it need not linger in the address bar, the history or links copied from it. */
+function searchWithoutToken() {
+  var p = new URLSearchParams(location.search);
+  if (!p.has('token')) return location.search;
+  p.delete('token');
+  var s = p.toString();
+  return s ? '?' + s : '';
+}
+
+function init() {
+  readHash();
+  lastHash = hashFor(state);
+  history.replaceState(null, '', location.pathname + searchWithoutToken() + lastHash);
+  window.addEventListener('hashchange', function () { guard(onHash); });
+  Array.prototype.forEach.call($('window').querySelectorAll('button'), function (b) {
+    b.addEventListener('click', function () {
+      if (tabInfo(state.tab).nowindow) return;
+      var s = +b.getAttribute('data-seconds');
+      if (s === state.seconds) return;
+      state.seconds = s;
+      saveHash();
+      refreshView();
+    });
+  });
+  $('pause').addEventListener('click', function () {
+    state.paused = !state.paused;
+    hook.paused = state.paused;
+    renderChrome();
+    if (!state.paused) {
+      lastStatus = Date.now();
+      refreshStatus();
+      refreshView();
+    }
+  });
+  $('banner-close').addEventListener('click', function () {
+    errors.forEach(function (msg, key) { dismissed.add(key + msg); });
+    showErrors();
+  });
+  document.addEventListener('keydown', function (e) {
+    var tag = e.target && e.target.tagName;
+    if (e.key === '/' && tag !== 'INPUT' && tag !== 'SELECT' && tag !== 'TEXTAREA') {
+      var s = document.querySelector('main .flame-toolbar .search, main .search');
+      if (s) {
+        e.preventDefault();
+        s.focus();
+      }
+    }
+  });
+  hook.seconds = SECONDS;
+  lastStatus = Date.now();
+  refreshStatus();
+  mount();
+  setInterval(function () { guard(tick); }, 500);
+}
+
+guard(init);
