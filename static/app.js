@@ -10,6 +10,7 @@
 import {hook, noteError} from './hook.js';
 import * as F from './fmt.js';
 import * as Charts from './charts.js';
+import {TimeChart} from './time_chart.js';
 import {FlameGraph} from './flame.js';
 import {flatten, top, shortName} from './flame_model.js';
 
@@ -1010,7 +1011,7 @@ views.live = function () {
   var p = panel('Live objects by type', '');
   var note = h('div');
   var hist = panel('Live count over time', '');
-  var chart = new Charts.TimeChart(hist.body, {height: 170, yFormat: F.count, tipFormat: F.int, legend: true,
+  var chart = new TimeChart(hist.body, {height: 170, yFormat: F.count, tipFormat: F.int, legend: true,
     emptyText: 'no history yet'});
   var fp = new FlamePanel('Where live objects were allocated', [['live-bytes', 'bytes'], ['live-count', 'count']],
     {windowed: false});
@@ -1136,9 +1137,9 @@ views.gc = function () {
   var recent = panel('Recent collections', '');
   var stats = h('div', {'class': 'stats'});
   summary.body.appendChild(stats);
-  var shareChart = new Charts.TimeChart(share.body, {height: 200, yFormat: function (v) { return F.pct(v, 0); },
+  var shareChart = new TimeChart(share.body, {height: 200, yFormat: function (v) { return F.pct(v, 0); },
     tipFormat: function (v) { return F.pct(v); }, fill: true, yMin: 0.05});
-  var heapChart = new Charts.TimeChart(heap.body, {height: 200, stacked: true, bytes: true, yFormat: F.bytes});
+  var heapChart = new TimeChart(heap.body, {height: 200, stacked: true, bytes: true, yFormat: F.bytes});
   var table = new DataTable({
     columns: [
       {key: 'number', label: '#', num: true},
