@@ -12,144 +12,11 @@ import * as F from './fmt.js';
 import * as Charts from './charts.js';
 import {TimeChart} from './time_chart.js';
 import {FlameGraph} from './flame.js';
-import {flatten, top, shortName} from './flame_model.js';
-
-/* ================================================================ DOM helpers */
-
-/* h('div', {class, text, title, href, on: {click: fn}, attrs: {}}, [children]) — never sets
- * a style attribute (the page's CSP forbids them); widths are set through el.style. */
-function h(tag, props, children) {
-  var e = document.createElement(tag);
-  props = props || {};
-  if (props['class']) e.className = props['class'];
-  if (props.text != null) e.textContent = props.text;
-  if (props.title) e.title = props.title;
-  if (props.href) e.href = props.href;
-  if (props.type) e.type = props.type;
-  if (props.attrs) {
-    Object.keys(props.attrs).forEach(function (k) { e.setAttribute(k, props.attrs[k]); });
-  }
-  if (props.on) {
-    Object.keys(props.on).forEach(function (k) { e.addEventListener(k, props.on[k]); });
-  }
-  if (children != null) {
-    (Array.isArray(children) ? children : [children]).forEach(function (c) {
-      if (c == null || c === false) return;
-      e.appendChild(typeof c === 'string' || typeof c === 'number' ? document.createTextNode(String(c)) : c);
-    });
-  }
-  return e;
-}
-
-function $(id) {
-  return document.getElementById(id);
-}
-
-function clear(e) {
-  while (e.firstChild) e.removeChild(e.firstChild);
-  return e;
-}
-
-/* A card: {el, head, body, sub(text), right} */
-function panel(title, subText) {
-  var sub = h('span', {'class': 'sub', text: subText || ''});
-  var right = h('div', {'class': 'right'});
-  var head = h('div', {'class': 'panel-head'}, [h('h2', {text: title}), sub, right]);
-  var body = h('div');
-  var el = h('section', {'class': 'panel'}, [head, body]);
-  return {
-    el: el, head: head, body: body, right: right,
-    sub: function (t) { sub.textContent = t || ''; }
-  };
-}
-
-function unavailable(msg) {
-  return h('div', {'class': 'unavailable', text: msg});
-}
-
-function notAvailableText(res) {
-  if (res.status === 404 || res.status === 501) return 'Not available: ' + (res.error || 'this endpoint is not served yet');
-  return 'Could not load: ' + (res.error || 'request failed');
-}
-
-function stat(label, value, cls) {
-  return h('div', {'class': 'stat'}, [
-    h('div', {'class': 'v' + (cls ? ' ' + cls : ''), text: value}),
-    h('div', {'class': 'l', text: label})
-  ]);
-}
-
-/* A share with a light bar behind it (skipped below 1%, where it would read as a stray line). */
-function barCell(share, text) {
-  var fill = null;
-  if (share >= 0.01) {
-    fill = h('span', {'class': 'fill'});
-    fill.style.width = Math.min(100, share * 100).toFixed(2) + '%';
-  }
-  return h('span', {'class': 'bar'}, [fill, h('span', {'class': 'txt', text: text})]);
-}
-
-function shortType(name) {
-  return shortName(name || '');
-}
-
-/* ================================================================ state + URL */
-
-var SECONDS = [10, 60, 300, 900];
-var state = {
-  tab: 'overview', seconds: 60, type: '', q: '', zoom: [], icicle: false,
-  filter: '', sel: '', snap: '', a: '', b: '', paused: false
-};
-var lastHash = null;
-
-function readHash() {
-  var p = new URLSearchParams(location.hash.replace(/^#/, ''));
-  var tab = p.get('tab') || 'overview';
-  state.tab = TABS.some(function (t) { return t.id === tab; }) ? tab : 'overview';
-  var s = parseInt(p.get('seconds'), 10);
-  state.seconds = s > 0 && s <= 86400 ? s : 60;
-  state.type = p.get('type') || '';
-  state.q = p.get('q') || '';
-  state.zoom = p.get('zoom') ? p.get('zoom').split(';') : [];
-  state.icicle = p.get('icicle') === '1';
-  state.filter = p.get('filter') || '';
-  state.sel = p.get('sel') || '';
-  state.snap = p.get('snap') || '';
-  state.a = p.get('a') || '';
-  state.b = p.get('b') || '';
-}
-
-function hashFor(st) {
-  var p = new URLSearchParams();
-  p.set('tab', st.tab);
-  p.set('seconds', String(st.seconds));
-  if (st.type) p.set('type', st.type);
-  if (st.filter) p.set('filter', st.filter);
-  if (st.q) p.set('q', st.q);
-  if (st.zoom && st.zoom.length) p.set('zoom', st.zoom.join(';'));
-  if (st.icicle) p.set('icicle', '1');
-  if (st.sel) p.set('sel', st.sel);
-  if (st.snap) p.set('snap', st.snap);
-  if (st.a) p.set('a', st.a);
-  if (st.b) p.set('b', st.b);
-  return '#' + p.toString();
-}
-
-/* Records the state in the URL without adding a history entry. */
-function saveHash() {
-  var s = hashFor(state);
-  lastHash = s;
-  if (location.hash !== s) history.replaceState(null, '', location.pathname + location.search + s);
-  renderChrome();
-}
-
-/* Goes to another tab (a history entry, so Back works); view-specific state starts fresh. */
-function go(tab, extra) {
-  var st = {tab: tab, seconds: state.seconds, type: '', q: '', zoom: [], icicle: state.icicle,
-    filter: '', sel: '', snap: '', a: '', b: ''};
-  Object.keys(extra || {}).forEach(function (k) { st[k] = extra[k]; });
-  location.hash = hashFor(st);
-}
+import {flatten, top} from './flame_model.js';
+import {h, $, clear, panel, unavailable, notAvailableText, stat, barCell, shortType} from './dom.js';
+import {SECONDS, state, status, setStatus, profileOn, readHash, hashIsCurrent, hashFor, afterSave, saveHash, go,
+  windowText, spanSeconds, spanNote} from './state.js';
+import {TABS, tabInfo} from './tabs.js';
 
 /* ================================================================ API */
 
@@ -275,30 +142,7 @@ function qs(params) {
 
 /* ================================================================ tabs */
 
-var TABS = [
-  {id: 'overview', label: 'Overview'},
-  {id: 'cpu', label: 'CPU', profile: 'cpu', pprof: [['cpu', 'debug/pprof/profile', true]]},
-  {id: 'wall', label: 'Wall', profile: 'wall', pprof: [['wall', 'debug/pprof/wall', true]]},
-  {id: 'alloc', label: 'Allocations', profile: 'alloc', pprof: [['allocs', 'debug/pprof/allocs', true]]},
-  {id: 'live', label: 'Live objects', profile: 'live', pprof: [['heap', 'debug/pprof/heap', false]], nowindow: true},
-  {id: 'gc', label: 'GC', profile: 'gc'},
-  {id: 'exceptions', label: 'Exceptions', profile: 'exceptions', pprof: [['exceptions', 'debug/pprof/exceptions', true]]},
-  {id: 'locks', label: 'Locks', profile: 'lock', pprof: [['lock', 'debug/pprof/lock', true]]},
-  {id: 'heap', label: 'Heap snapshots', profile: 'heap', nowindow: true},
-  {id: 'threads', label: 'Threads', nowindow: true, pprof: [['threads', 'debug/pprof/threads', false]]}
-];
-
-function tabInfo(id) {
-  for (var i = 0; i < TABS.length; i++) if (TABS[i].id === id) return TABS[i];
-  return TABS[0];
-}
-
-var status = null;
 var heapSnapDone = false;   // the selected heap snapshot can be downloaded
-
-function profileOn(p) {
-  return !status || !Array.isArray(status.profiles) || status.profiles.indexOf(p) >= 0;
-}
 
 function renderChrome() {
   // tab links carry the window so a middle-click opens the same view
@@ -401,7 +245,7 @@ function refreshStatus() {
     if (r.ok) {
       connectionBack();
       var first = !status;
-      status = r.data;
+      setStatus(r.data);
       renderStatus(status);
       if (first) renderChrome();
       var info = tabInfo(viewTab);
@@ -630,26 +474,6 @@ FlamePanel.prototype.applyState = function () {
   this.fg.setState({q: state.q, zoom: state.zoom, icicle: state.icicle});
   this.syncControls();
 };
-
-function windowText() {
-  var s = state.seconds;
-  return s < 60 ? s + ' s' : s % 60 === 0 ? s / 60 + ' min' : s + ' s';
-}
-
-/* Seconds of data behind a windowed answer, for rates: the span it reports covering (t_from ..
- * t_to, which starts no earlier than the profiler), else the window, but never longer than the
- * process has run. A process up for 10 s must not have its CPU spread over a 60-s window. */
-function spanSeconds(d) {
-  if (d && typeof d.t_from === 'number' && typeof d.t_to === 'number' && d.t_to > d.t_from)
-    return d.t_to - d.t_from;
-  var up = hook.status && hook.status.uptime_s;
-  return state.seconds > 0 && up > 0 ? Math.min(state.seconds, up) : state.seconds;
-}
-
-/* " (12 s of data)" when the answer covers clearly less than the window asked for */
-function spanNote(span) {
-  return state.seconds > 0 && span > 0 && span < state.seconds - 1 ? ' (' + F.duration(span) + ' of data)' : '';
-}
 
 /* ================================================================ views */
 
@@ -1929,10 +1753,9 @@ function refreshView() {
 }
 
 function onHash() {
-  if (location.hash === lastHash) return;
+  if (hashIsCurrent()) return;
   var prevTab = viewTab;
   readHash();
-  lastHash = hashFor(state);
   if (state.tab !== prevTab || !view || !view.applyState) {
     mount();
     return;
@@ -1971,9 +1794,9 @@ function searchWithoutToken() {
 }
 
 function init() {
-  readHash();
-  lastHash = hashFor(state);
-  history.replaceState(null, '', location.pathname + searchWithoutToken() + lastHash);
+  var hash = readHash();
+  history.replaceState(null, '', location.pathname + searchWithoutToken() + hash);
+  afterSave(renderChrome);
   window.addEventListener('hashchange', function () { guard(onHash); });
   Array.prototype.forEach.call($('window').querySelectorAll('button'), function (b) {
     b.addEventListener('click', function () {
