@@ -17,128 +17,8 @@ import {h, $, clear, panel, unavailable, notAvailableText, stat, barCell, shortT
 import {SECONDS, state, status, setStatus, profileOn, readHash, hashIsCurrent, hashFor, afterSave, saveHash, go,
   windowText, spanSeconds, spanNote} from './state.js';
 import {TABS, tabInfo} from './tabs.js';
-
-/* ================================================================ API */
-
-var errors = new Map();      // endpoint -> message shown in the banner
-var dismissed = new Set();
-var inflight = [];
-
-function endpointOf(url) {
-  return '/' + url.split('?')[0].replace(/^\//, '');
-}
-
-function showErrors() {
-  var box = $('banner');
-  var msgs = $('banner-msgs');
-  clear(msgs);
-  var shown = 0;
-  errors.forEach(function (msg, key) {
-    if (dismissed.has(key + msg) || shown >= 4) return;
-    msgs.appendChild(h('div', {text: msg}));
-    shown++;
-  });
-  box.classList.toggle('hidden', shown === 0);
-}
-
-function setError(key, msg) {
-  if (errors.get(key) === msg) return;
-  errors.set(key, msg);
-  showErrors();
-}
-
-function clearError(key) {
-  if (errors.delete(key)) showErrors();
-}
-
-/* GET (or POST) a JSON endpoint. Resolves to {ok, status, data, error}; never rejects. */
-function api(url, opts) {
-  opts = opts || {};
-  var key = (opts.method && opts.method !== 'GET' ? opts.method + ' ' : '') + endpointOf(url);
-  var ctrl = window.AbortController ? new AbortController() : null;
-  var entry = {ctrl: ctrl, sticky: !!opts.sticky};
-  inflight.push(entry);
-  var init = {
-    method: opts.method || 'GET',
-    credentials: 'same-origin',
-    cache: 'no-store',
-    headers: {'Accept': 'application/json'},
-    signal: ctrl ? ctrl.signal : undefined
-  };
-  function done() {
-    var i = inflight.indexOf(entry);
-    if (i >= 0) inflight.splice(i, 1);
-  }
-  return fetch(url, init).then(function (r) {
-    return r.text().then(function (text) {
-      done();
-      var data = null;
-      try {
-        data = text ? JSON.parse(text) : null;
-      } catch (e) {
-        data = null;
-      }
-      if (!r.ok) {
-        var msg = data && data.error ? String(data.error) : r.status + ' ' + (r.statusText || 'error');
-        if (!opts.quiet) setError(key, init.method + ' ' + key + ' → ' + r.status + ': ' + msg);
-        return {ok: false, status: r.status, error: msg, data: data};
-      }
-      if (data === null || typeof data !== 'object') {
-        setError(key, init.method + ' ' + key + ': the reply is not JSON');
-        return {ok: false, status: r.status, error: 'the reply is not JSON'};
-      }
-      clearError(key);
-      return {ok: true, status: r.status, data: data};
-    });
-  }).catch(function (e) {
-    done();
-    if (e && e.name === 'AbortError') return {ok: false, status: 0, aborted: true, error: 'aborted'};
-    var msg = 'cannot reach the profiler (' + (e && e.message || e) + ')';
-    // The process is gone or unreachable: one message (connectionLost), and the views keep
-    // what they show (they ignore an aborted reply) instead of each turning into an error.
-    connectionLost();
-    return {ok: false, status: 0, aborted: true, unreachable: true, error: msg};
-  });
-}
-
-/* ---------- the connection to the profiled process ---------- */
-
-var downSince = 0;      // when a request first failed to reach the server (0: it answers)
-var retryEvery = 2000;  // status retries back off while it does not answer, up to 30 s
-
-function connectionLost() {
-  if (downSince) return;
-  downSince = Date.now();
-  retryEvery = 2000;
-  hook.down = true;
-  document.body.classList.add('down');
-  setError('connection', 'The profiled process has not answered since ' +
-    new Date(downSince).toLocaleTimeString() + ' (it exited, or it cannot be reached): the page ' +
-    'keeps the last data it showed and asks again, less and less often.');
-}
-
-function connectionBack() {
-  if (!downSince) return;
-  downSince = 0;
-  hook.down = false;
-  document.body.classList.remove('down');
-  clearError('connection');
-  mount(); // the same process again, or a new one at the same address: start afresh
-}
-
-function abortViewRequests() {
-  inflight.slice().forEach(function (en) {
-    if (!en.sticky && en.ctrl) en.ctrl.abort();
-  });
-}
-
-function qs(params) {
-  var p = new URLSearchParams();
-  Object.keys(params).forEach(function (k) {
-    if (params[k] !== '' && params[k] != null) p.set(k, String(params[k]));
-  });
-  return p.toString();
-}
+import {setError, clearViewErrors, dismissErrors} from './banner.js';
+import {api, qs, connectionBack, isDown, retryDelay, backOff, abortViewRequests} from './api.js';
 
 /* ================================================================ tabs */
 
@@ -241,9 +121,9 @@ function refreshStatus() {
   statusBusy = true;
   api('api/v1/status', {sticky: true}).then(function (r) {
     statusBusy = false;
-    if (r.unreachable) retryEvery = Math.min(30000, retryEvery * 2);
+    if (r.unreachable) backOff();
     if (r.ok) {
-      connectionBack();
+      if (connectionBack()) mount();
       var first = !status;
       setStatus(r.data);
       renderStatus(status);
@@ -1711,9 +1591,7 @@ function mount() {
   heapSnapDone = false;
   viewBusy = false;
   Charts.tooltip.hide();
-  // errors from the previous view's endpoints no longer apply
-  Array.from(errors.keys()).forEach(function (k) { if (k !== '/api/v1/status') errors.delete(k); });
-  showErrors();
+  clearViewErrors();
   var main = clear($('main'));
   viewTab = state.tab;
   hook.tab = state.tab;
@@ -1768,8 +1646,8 @@ function onHash() {
 function tick() {
   if (state.paused || document.hidden) return;
   var now = Date.now();
-  if (downSince) { // only the status is asked, until it answers
-    if (now - lastStatus >= retryEvery) {
+  if (isDown()) { // only the status is asked, until it answers
+    if (now - lastStatus >= retryDelay()) {
       lastStatus = now;
       refreshStatus();
     }
@@ -1819,8 +1697,7 @@ function init() {
     }
   });
   $('banner-close').addEventListener('click', function () {
-    errors.forEach(function (msg, key) { dismissed.add(key + msg); });
-    showErrors();
+    dismissErrors();
   });
   document.addEventListener('keydown', function (e) {
     var tag = e.target && e.target.tagName;
