@@ -11,108 +11,16 @@ import {hook, noteError} from './hook.js';
 import * as F from './fmt.js';
 import * as Charts from './charts.js';
 import {TimeChart} from './time_chart.js';
-import {FlameGraph} from './flame.js';
 import {flatten, top} from './flame_model.js';
 import {h, $, clear, panel, unavailable, notAvailableText, stat, barCell, shortType} from './dom.js';
 import {SECONDS, state, status, setStatus, profileOn, readHash, hashIsCurrent, hashFor, afterSave, saveHash, go,
   windowText, spanSeconds, spanNote} from './state.js';
-import {TABS, tabInfo} from './tabs.js';
+import {tabInfo} from './tabs.js';
 import {setError, clearViewErrors, dismissErrors} from './banner.js';
 import {api, qs, connectionBack, isDown, retryDelay, backOff, abortViewRequests} from './api.js';
-
-/* ================================================================ tabs */
-
-var heapSnapDone = false;   // the selected heap snapshot can be downloaded
-
-function renderChrome() {
-  // tab links carry the window so a middle-click opens the same view
-  var nav = $('tabs');
-  clear(nav);
-  TABS.forEach(function (t) {
-    var on = profileOn(t.profile);
-    var a = h('a', {
-      href: hashFor({tab: t.id, seconds: state.seconds, icicle: state.icicle}),
-      text: t.label,
-      'class': (t.id === state.tab ? 'on' : '') + (t.profile && !on ? ' off' : ''),
-      title: t.profile && !on ? 'the "' + t.profile + '" profile is not enabled' : ''
-    });
-    if (t.id === state.tab) a.setAttribute('aria-current', 'page');
-    nav.appendChild(a);
-  });
-  var info = tabInfo(state.tab);
-  var seg = $('window');
-  seg.classList.toggle('disabled', !!info.nowindow);
-  seg.title = info.nowindow ? 'this view is not windowed' : 'time window';
-  Array.prototype.forEach.call(seg.querySelectorAll('button'), function (b) {
-    var on = +b.getAttribute('data-seconds') === state.seconds;
-    b.classList.toggle('on', on);
-    b.setAttribute('aria-pressed', String(on));
-  });
-  var pause = $('pause');
-  pause.textContent = state.paused ? 'Paused · resume' : 'Pause';
-  pause.classList.toggle('on', state.paused);
-  pause.setAttribute('aria-pressed', String(state.paused));
-  renderDownloads(info);
-}
-
-function renderDownloads(info) {
-  var box = clear($('downloads'));
-  var list = info.pprof;
-  if (info.id === 'overview') {
-    list = [];
-    TABS.forEach(function (t) {
-      if (t.pprof && t.profile && profileOn(t.profile)) list = list.concat(t.pprof);
-    });
-  }
-  if (info.id === 'heap' && state.snap && heapSnapDone) {
-    box.appendChild(h('a', {href: 'api/v1/gcdump/' + encodeURIComponent(state.snap) + '/file',
-      text: '⤓ snapshot ' + state.snap + '.gcdump', attrs: {download: 'clrscope-' + state.snap + '.gcdump'}}));
-    return;
-  }
-  if (info.profile && !profileOn(info.profile)) return;
-  if (!list || !list.length) return;
-  box.appendChild(h('span', {text: 'pprof'}));
-  list.forEach(function (d) {
-    // the window on screen, at once: CPU and wall would otherwise record the next N seconds
-    // (Go's semantics, which `go tool pprof URL` keeps)
-    var href = d[1] + (d[2] ? '?seconds=' + state.seconds : '') +
-      (/\/(profile|wall)$/.test(d[1]) ? '&wait=0' : '');
-    box.appendChild(h('a', {href: href, text: '⤓ ' + d[0], title: 'download ' + href,
-      attrs: {download: d[0] + '.pb.gz'}}));
-  });
-}
-
-var DROPPED = [['events', 'events'], ['stack_nodes', 'stack nodes'], ['entries', 'profile entries'],
-  ['names', 'names']];
-
-function renderStatus(s) {
-  var name = s.process && s.process.name || 'process';
-  $('h-name').textContent = name;
-  $('h-name').title = s.process && s.process.cmdline || '';
-  $('h-pid').textContent = s.pid != null ? String(s.pid) : '–';
-  $('h-runtime').textContent = s.runtime && s.runtime.version || '–';
-  $('h-uptime').textContent = F.duration(s.uptime_s);
-  var chips = clear($('h-profiles'));
-  (s.profiles || []).forEach(function (p) { chips.appendChild(h('span', {'class': 'chip', text: p})); });
-  var foot = ['clrscope ' + (s.clrscope_version || '')];
-  if (s.sampling_hz) foot.push('sampling ' + s.sampling_hz + ' Hz');
-  if (s.self) foot.push('clrscope CPU ' + F.pct(s.self.cpu_share) + (s.self.mem_bytes != null ? ', memory ' +
-    F.bytes(s.self.mem_bytes) : '') + ' · process RSS ' + F.bytes(s.self.rss_bytes));
-  // what did not fit in clrscope's bounded buffers (the status's "dropped"; until 2026-11-28
-  // the footer read a field the server never sent, and said nothing)
-  var lost = [];
-  DROPPED.forEach(function (d) {
-    var n = s.dropped && s.dropped[d[0]];
-    if (n > 0) lost.push(F.int(n) + ' ' + d[1]);
-  });
-  if (lost.length) foot.push('dropped: ' + lost.join(', '));
-  $('footer').textContent = foot.join(' · ');
-  $('footer').title = lost.length ? 'Data that did not fit in clrscope\'s bounded buffers and tables ' +
-    '(/api/v1/status "dropped"; the caps are CLRSCOPE_* settings, see the README).' : '';
-  document.title = name + ' (' + s.pid + ') · clrscope';
-  hook.pid = s.pid;
-  hook.status = s;
-}
+import {renderChrome, renderDownloads, renderStatus, setHeapSnapDone} from './chrome.js';
+import {DataTable} from './table.js';
+import {FlamePanel, flameView} from './flame_panel.js';
 
 var statusBusy = false;
 
@@ -136,224 +44,6 @@ function refreshStatus() {
     }
   });
 }
-
-/* ================================================================ tables */
-
-/*
- * new DataTable({columns: [{key, label, num, cls, value(row), render(row) -> node|string,
- *   nosort}], sortKey, sortDir, onClick(row), isSelected(row), filter() -> fn|null, limit, empty})
- * Sorting is by click on a header and survives setRows().
- */
-function DataTable(opts) {
-  this.opts = opts;
-  this.sortKey = opts.sortKey || null;
-  this.sortDir = opts.sortDir || -1;
-  this.rows = null;
-  this.table = h('table', {'class': 'data'});
-  this.foot = h('div', {'class': 'tablefoot'});
-  this.el = h('div', null, [h('div', {'class': 'tablewrap' + (opts.short ? ' short' : '')}, this.table), this.foot]);
-  this.render();
-}
-
-DataTable.prototype.setRows = function (rows) {
-  this.rows = rows || [];
-  this.render();
-};
-
-DataTable.prototype._value = function (col, r) {
-  return col.value ? col.value(r) : r[col.key];
-};
-
-DataTable.prototype.render = function () {
-  var self = this;
-  var o = this.opts;
-  clear(this.table);
-  var hr = h('tr');
-  o.columns.forEach(function (c) {
-    var th = h('th', {'class': (c.num ? 'num' : '') + (c.nosort ? '' : ' sortable'), text: c.label, title: c.title || ''});
-    if (!c.nosort) {
-      if (c.key === self.sortKey) {
-        th.classList.add('sorted');
-        th.appendChild(h('span', {'class': 'arrow', text: self.sortDir < 0 ? '▼' : '▲'}));
-        th.setAttribute('aria-sort', self.sortDir < 0 ? 'descending' : 'ascending');
-      }
-      th.addEventListener('click', function () {
-        if (self.sortKey === c.key) self.sortDir = -self.sortDir;
-        else {
-          self.sortKey = c.key;
-          self.sortDir = c.num ? -1 : 1;
-        }
-        self.render();
-      });
-    }
-    hr.appendChild(th);
-  });
-  this.table.appendChild(h('thead', null, hr));
-  var tbody = h('tbody');
-  this.table.appendChild(tbody);
-  if (this.rows === null) {
-    tbody.appendChild(h('tr', null, h('td', {'class': 'empty', text: 'Loading…', attrs: {colspan: o.columns.length}})));
-    this.foot.textContent = '';
-    return;
-  }
-  var rows = this.rows;
-  var pred = o.filter ? o.filter() : null;
-  if (pred) rows = rows.filter(pred);
-  var col = null;
-  o.columns.forEach(function (c) { if (c.key === self.sortKey) col = c; });
-  if (col) {
-    var dir = this.sortDir;
-    rows = rows.slice().sort(function (a, b) {
-      var x = self._value(col, a);
-      var y = self._value(col, b);
-      if (x == null) x = -Infinity;
-      if (y == null) y = -Infinity;
-      if (typeof x === 'string' && typeof y === 'string') return x.localeCompare(y) * dir;
-      return x < y ? -dir : x > y ? dir : 0;
-    });
-  }
-  var limit = o.limit || 500;
-  if (!rows.length) {
-    tbody.appendChild(h('tr', null, h('td', {'class': 'empty', text: o.empty || 'Nothing in this window.',
-      attrs: {colspan: o.columns.length}})));
-  }
-  rows.slice(0, limit).forEach(function (r) {
-    var tr = h('tr', {'class': o.onClick ? 'click' : ''});
-    if (o.isSelected && o.isSelected(r)) tr.classList.add('sel');
-    o.columns.forEach(function (c) {
-      var v = c.render ? c.render(r) : self._value(c, r);
-      var td = h('td', {'class': (c.num ? 'num ' : '') + (c.cls || '')});
-      if (v != null && typeof v === 'object') td.appendChild(v);
-      else td.textContent = v == null ? '–' : String(v);
-      tr.appendChild(td);
-    });
-    if (o.onClick) tr.addEventListener('click', function () { o.onClick(r); });
-    tbody.appendChild(tr);
-  });
-  var total = this.rows.length;
-  var parts = [];
-  if (rows.length > limit) parts.push('showing ' + limit + ' of ' + F.int(rows.length));
-  else if (pred) parts.push(F.int(rows.length) + ' of ' + F.int(total) + ' match');
-  if (o.footer) parts.push(o.footer);
-  this.foot.textContent = parts.join(' · ');
-};
-
-/* ================================================================ flame panel */
-
-/*
- * A flame graph card bound to the URL state: types = [[type, label], ...] (several give a
- * toggle), windowed = pass `seconds`. Uses state.type, state.filter, state.q, zoom, icicle.
- */
-function FlamePanel(title, types, opts) {
-  var self = this;
-  opts = opts || {};
-  this.types = types;
-  this.windowed = opts.windowed !== false;
-  this.p = panel(title, '');
-  this.filterBox = h('span');
-  this.p.right.appendChild(this.filterBox);
-  if (types.length > 1) {
-    var seg = h('div', {'class': 'seg', attrs: {role: 'group', 'aria-label': 'measure'}});
-    this.typeBtns = types.map(function (t) {
-      var b = h('button', {type: 'button', text: t[1], on: {click: function () {
-        if (state.type === t[0]) return;
-        state.type = t[0];
-        state.zoom = [];
-        self.fg.setState({q: state.q, zoom: [], icicle: state.icicle});
-        saveHash();
-        self.syncControls();
-        self.refresh();
-      }}});
-      b._type = t[0];
-      seg.appendChild(b);
-      return b;
-    });
-    this.p.right.appendChild(seg);
-  }
-  this.fg = new FlameGraph(this.p.body, {onChange: function (st) {
-    state.q = st.q;
-    state.zoom = st.zoom;
-    state.icicle = st.icicle;
-    saveHash();
-  }});
-  this.fg.setState({q: state.q, zoom: state.zoom, icicle: state.icicle});
-  this.el = this.p.el;
-  this.seq = 0;
-  this.syncControls();
-}
-
-// A table row picked (or picked again): the flame graph shows only its stacks (or all again).
-FlamePanel.prototype.toggleFilter = function (value, table) {
-  state.filter = state.filter === value ? '' : value;
-  state.zoom = [];
-  state.q = '';
-  this.fg.setState({q: '', zoom: [], icicle: state.icicle});
-  saveHash();
-  this.syncControls();
-  table.render();
-  this.refresh();
-  if (state.filter) this.el.scrollIntoView({behavior: 'smooth', block: 'start'});
-};
-
-FlamePanel.prototype.type = function () {
-  var t = state.type;
-  for (var i = 0; i < this.types.length; i++) if (this.types[i][0] === t) return t;
-  return this.types[0][0];
-};
-
-FlamePanel.prototype.syncControls = function () {
-  var self = this;
-  var cur = this.type();
-  (this.typeBtns || []).forEach(function (b) { b.classList.toggle('on', b._type === cur); });
-  clear(this.filterBox);
-  if (state.filter) {
-    this.filterBox.appendChild(h('span', {'class': 'filterchip', title: 'only stacks of ' + state.filter}, [
-      'filter: ' + shortType(state.filter),
-      h('button', {type: 'button', text: '×', title: 'remove the filter', on: {click: function () {
-        state.filter = '';
-        state.sel = '';
-        state.zoom = [];
-        self.fg.setState({q: state.q, zoom: [], icicle: state.icicle});
-        saveHash();
-        self.syncControls();
-        self.refresh();
-        if (self.onFilterChange) self.onFilterChange();
-      }}})
-    ]));
-  }
-};
-
-FlamePanel.prototype.refresh = function () {
-  var self = this;
-  var seq = ++this.seq; // a newer request (type or filter change) supersedes this one
-  var type = this.type();
-  var url = 'api/v1/flamegraph?' + qs({type: type, seconds: this.windowed ? state.seconds : '',
-    max_nodes: 8192, filter: state.filter});
-  return api(url).then(function (r) {
-    if (r.aborted || seq !== self.seq) return;
-    if (!r.ok) {
-      self.fg.clear(notAvailableText(r));
-      self.p.sub('');
-      return;
-    }
-    var d = r.data;
-    self.fg.setData(d);
-    var sub = F.unit(d.total, d.unit) + ' total';
-    var span = self.windowed ? spanSeconds(d) : 0;
-    if (self.windowed) sub += ' in the last ' + windowText() + spanNote(span);
-    if (self.windowed && d.unit === 'nanoseconds' && span > 0 && (type === 'cpu' || type === 'wall')) {
-      var per = d.total / (span * 1e9);
-      hook.perSecond = {type: type, value: per, span: span};
-      sub += ' · ≈ ' + F.sig(per) + (type === 'cpu' ? ' cores busy' : ' threads');
-    }
-    self.p.sub(sub);
-  });
-};
-
-FlamePanel.prototype.applyState = function () {
-  this.fg.setState({q: state.q, zoom: state.zoom, icicle: state.icicle});
-  this.syncControls();
-};
 
 /* ================================================================ views */
 
@@ -608,19 +298,14 @@ views.overview = function () {
 
 /* ---------- CPU and wall ---------- */
 
-function flameOnlyView(title, type, note) {
-  return function () {
-    var fp = new FlamePanel(title, [[type, type]]);
-    var wrap = h('div', null, [fp.el]);
-    if (note) fp.p.body.insertBefore(h('div', {'class': 'note', text: note}), fp.p.body.firstChild);
-    return {el: wrap, refresh: function () { return fp.refresh(); }, applyState: function () { fp.applyState(); }};
-  };
-}
-
-views.cpu = flameOnlyView('CPU time', 'cpu', 'On-CPU samples of managed threads. Width is CPU time; ' +
-  'hover a frame for its time, click to zoom, or pick a function in the table below.');
-views.wall = flameOnlyView('Wall-clock time', 'wall', 'Samples of every managed thread whether running, ' +
-  'waiting or blocked: shows where threads spend elapsed time, including I/O and locks.');
+views.cpu = function () {
+  return flameView('CPU time', 'cpu', 'On-CPU samples of managed threads. Width is CPU time; ' +
+    'hover a frame for its time, click to zoom, or pick a function in the table below.');
+};
+views.wall = function () {
+  return flameView('Wall-clock time', 'wall', 'Samples of every managed thread whether running, ' +
+    'waiting or blocked: shows where threads spend elapsed time, including I/O and locks.');
+};
 
 /* ---------- Allocations ---------- */
 
@@ -1416,7 +1101,7 @@ views.heap = function () {
   }
 
   function renderDetail() {
-    heapSnapDone = !!(state.snap && detail && detail.status === 'done');
+    setHeapSnapDone(!!(state.snap && detail && detail.status === 'done'));
     renderDownloads(tabInfo('heap'));
     clear(detailHead);
     if (!state.snap) {
@@ -1588,7 +1273,7 @@ function guard(fn) {
 
 function mount() {
   abortViewRequests();
-  heapSnapDone = false;
+  setHeapSnapDone(false);
   viewBusy = false;
   Charts.tooltip.hide();
   clearViewErrors();
