@@ -21,6 +21,8 @@ import {api, qs, connectionBack, isDown, retryDelay, backOff, abortViewRequests}
 import {renderChrome, renderDownloads, renderStatus, setHeapSnapDone} from './chrome.js';
 import {DataTable} from './table.js';
 import {FlamePanel, flameView} from './flame_panel.js';
+import * as cpu from './views/cpu.js';
+import * as wall from './views/wall.js';
 import * as exceptions from './views/exceptions.js';
 import * as locks from './views/locks.js';
 import * as gc from './views/gc.js';
@@ -55,6 +57,8 @@ function refreshStatus() {
 /* ================================================================ views */
 
 var views = {};
+views.cpu = cpu.create;
+views.wall = wall.create;
 views.heap = heap.create;
 views.threads = threads.create;
 views.alloc = alloc.create;
@@ -308,17 +312,6 @@ views.overview = function () {
     },
     onStatus: renderCost
   };
-};
-
-/* ---------- CPU and wall ---------- */
-
-views.cpu = function () {
-  return flameView('CPU time', 'cpu', 'On-CPU samples of managed threads. Width is CPU time; ' +
-    'hover a frame for its time, click to zoom, or pick a function in the table below.');
-};
-views.wall = function () {
-  return flameView('Wall-clock time', 'wall', 'Samples of every managed thread whether running, ' +
-    'waiting or blocked: shows where threads spend elapsed time, including I/O and locks.');
 };
 
 /* ================================================================ routing + polling */
