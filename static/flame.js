@@ -12,17 +12,19 @@
  *   fg.getState()
  *   onChange(state) fires when the user searches, zooms or flips the orientation.
  * The pure functions it draws with (flatten, top, match, findPath, layout, ...) are in
- * flame_model.js, which the unit tests load without a DOM.
+ * flame_model.js, which the unit tests load without a DOM; the table under the graph is
+ * flame_top.js.
  */
 
 import {hook} from './hook.js';
+import {el} from './dom.js';
+import {FlameTop} from './flame_top.js';
 import * as F from './fmt.js';
 import * as Charts from './charts.js';
 import {MIN_PX, flatten, top, compile, match, findPath, pathOf, layout, hitTest, parts, shortName} from './flame_model.js';
 
 var ROW = 18;            // px per stack level
 var MAX_CSS_HEIGHT = 6000;
-var TOP_ROWS = 300;      // rows shown in the top-functions table
 
 /* ================================================================== colours */
 
@@ -75,13 +77,6 @@ function palette(dark, match) {
 
 /* ================================================================== widget */
 
-function el(tag, cls, text) {
-  var e = document.createElement(tag);
-  if (cls) e.className = cls;
-  if (text != null) e.textContent = text;
-  return e;
-}
-
 function escapeRe(s) {
   return s.replace(/[.*+?^${}()|[\]\\]/g, '\\$&');
 }
@@ -97,8 +92,6 @@ export function FlameGraph(container, opts) {
   this.matched = null;
   this.icicle = false;
   this.hover = -1;
-  this.sortKey = 'self';
-  this.sortDir = -1;
   this.selected = null;
   this.colors = null;
   this.topRows = null;
@@ -138,19 +131,11 @@ FlameGraph.prototype._build = function (container) {
   this.box.appendChild(this.overlay);
   this.box.appendChild(this.emptyEl);
   this.foot = el('div', 'flame-foot');
-  var topBox = el('div', 'flame-top');
-  topBox.appendChild(el('h3', null, 'Top functions'));
-  var wrap = el('div', 'tablewrap');
-  this.table = el('table', 'data');
-  wrap.appendChild(this.table);
-  topBox.appendChild(wrap);
-  this.topFoot = el('div', 'tablefoot');
-  topBox.appendChild(this.topFoot);
   root.appendChild(bar);
   root.appendChild(this.crumbs);
   root.appendChild(this.box);
   root.appendChild(this.foot);
-  root.appendChild(topBox);
+  this.topTable = new FlameTop(root, function (name) { self.selectFunction(name); });
   container.appendChild(root);
   this.root = root;
 
@@ -525,99 +510,15 @@ FlameGraph.prototype._move = function (e) {
 
 /* ---------------------------------------------------------------- top table */
 
-var TOP_COLS = [
-  {key: 'name', label: 'Function', cls: 'name'},
-  {key: 'self', label: 'Self', num: true},
-  {key: 'selfPct', label: 'Self %', num: true},
-  {key: 'total', label: 'Total', num: true},
-  {key: 'totalPct', label: 'Total %', num: true}
-];
-
 FlameGraph.prototype._renderTop = function () {
-  var self = this;
-  var t = this.table;
-  t.textContent = '';
-  var thead = el('thead');
-  var hr = el('tr');
-  TOP_COLS.forEach(function (c) {
-    var th = el('th', 'sortable' + (c.num ? ' num' : ''), c.label);
-    var key = c.key === 'selfPct' ? 'self' : c.key === 'totalPct' ? 'total' : c.key;
-    if (c.key === self.sortKey) { // the share columns sort like their value column
-      th.classList.add('sorted');
-      th.appendChild(el('span', 'arrow', self.sortDir < 0 ? '▼' : '▲'));
-      th.setAttribute('aria-sort', self.sortDir < 0 ? 'descending' : 'ascending');
-    }
-    th.addEventListener('click', function () {
-      if (self.sortKey === key) self.sortDir = -self.sortDir;
-      else {
-        self.sortKey = key;
-        self.sortDir = key === 'name' ? 1 : -1;
-      }
-      self._renderTop();
-    });
-    hr.appendChild(th);
-  });
-  thead.appendChild(hr);
-  t.appendChild(thead);
-  var tbody = el('tbody');
-  t.appendChild(tbody);
-  var rows = (this.topRows || []).slice();
-  if (!rows.length) {
-    var tr0 = el('tr');
-    var td0 = el('td', 'empty', this.model ? 'No samples in this window.' : this.message ? '–' : 'Loading…');
-    td0.colSpan = TOP_COLS.length;
-    tr0.appendChild(td0);
-    tbody.appendChild(tr0);
-    this.topFoot.textContent = '';
-    return;
-  }
-  var key = this.sortKey;
-  var dir = this.sortDir;
-  rows.sort(function (a, b) {
-    var x = a[key];
-    var y = b[key];
-    if (x < y) return -dir;
-    if (x > y) return dir;
-    return a.name < b.name ? -1 : 1;
-  });
-  var tot = this.grandTotal || this.model.total || 1;
-  var unit = this.unit;
-  var shown = rows.slice(0, TOP_ROWS);
-  this._rowEls = [];
-  shown.forEach(function (r) {
-    var tr = el('tr', 'click');
-    var tdName = el('td', 'name', r.name);
-    tr.appendChild(tdName);
-    tr.appendChild(el('td', 'num', F.unit(r.self, unit)));
-    var sp = el('td', 'num bar');
-    if (r.self / tot >= 0.01) { // thinner bars would read as stray lines
-      var fill = el('span', 'fill');
-      fill.style.width = Math.min(100, r.self / tot * 100).toFixed(2) + '%';
-      sp.appendChild(fill);
-    }
-    sp.appendChild(el('span', 'txt', F.pct(r.self / tot)));
-    tr.appendChild(sp);
-    tr.appendChild(el('td', 'num', F.unit(r.total, unit)));
-    tr.appendChild(el('td', 'num', F.pct(r.total / tot)));
-    tr.title = 'highlight ' + r.name + ' in the graph';
-    tr.addEventListener('click', function () { self.selectFunction(r.name); });
-    tr._name = r.name;
-    self._rowEls.push(tr);
-    tbody.appendChild(tr);
-  });
-  this.topFoot.textContent = rows.length > TOP_ROWS
-    ? 'Showing the first ' + TOP_ROWS + ' of ' + F.int(rows.length) + ' functions. Total counts each function once per stack.'
-    : F.int(rows.length) + ' functions. Total counts each function once per stack (recursion is not double counted).';
+  var m = this.model;
+  this.topTable.setRows(this.topRows, m ? this.grandTotal || m.total || 1 : 1, this.unit,
+    m ? 'No samples in this window.' : this.message ? '–' : 'Loading…');
   this._markTopMatches();
 };
 
 FlameGraph.prototype._markTopMatches = function () {
-  var re = this.re;
-  var sel = this.selected;
-  (this._rowEls || []).forEach(function (tr) {
-    tr.classList.toggle('match', !!re && re.test(tr._name));
-    tr.classList.toggle('sel', tr._name === sel);
-  });
+  this.topTable.mark(this.re, this.selected);
 };
 
 /* Highlights every frame of one function (exact name), as a click on its table row does. */
