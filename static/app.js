@@ -16,7 +16,7 @@ import {$, clear, panel, unavailable} from './dom.js';
 import {SECONDS, state, status, setStatus, profileOn, readHash, hashIsCurrent, afterSave, saveHash} from './state.js';
 import {tabInfo} from './tabs.js';
 import {setError, clearViewErrors, dismissErrors} from './banner.js';
-import {api, connectionBack, isDown, retryDelay, backOff, abortViewRequests} from './api.js';
+import {api, connectionBack, isDown, retryDelay, backOff, abortViewRequests} from './requests.js';
 import {renderChrome, renderStatus, setHeapSnapDone} from './chrome.js';
 import * as overview from './views/overview.js';
 import * as cpu from './views/cpu.js';

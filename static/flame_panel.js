@@ -7,7 +7,7 @@ import {hook} from './hook.js';
 import * as F from './fmt.js';
 import {h, clear, panel, notAvailableText, shortType} from './dom.js';
 import {state, saveHash, windowText, spanSeconds, spanNote} from './state.js';
-import {api, qs} from './api.js';
+import {api, qs} from './requests.js';
 import {FlameGraph} from './flame.js';
 
 /*

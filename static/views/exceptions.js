@@ -7,7 +7,7 @@
 import * as F from '../fmt.js';
 import {h, clear, panel, unavailable, notAvailableText} from '../dom.js';
 import {state, windowText} from '../state.js';
-import {api, qs} from '../api.js';
+import {api, qs} from '../requests.js';
 import {DataTable} from '../table.js';
 import {FlamePanel} from '../flame_panel.js';
 

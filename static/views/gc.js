@@ -10,7 +10,7 @@ import * as Charts from '../charts.js';
 import {TimeChart} from '../time_chart.js';
 import {h, clear, panel, unavailable, notAvailableText, stat} from '../dom.js';
 import {state, windowText} from '../state.js';
-import {api, qs} from '../api.js';
+import {api, qs} from '../requests.js';
 import {DataTable} from '../table.js';
 
 var GEN_COLORS = function () {

@@ -10,7 +10,7 @@ import * as F from '../fmt.js';
 import {h, clear, panel, unavailable, notAvailableText, stat} from '../dom.js';
 import {state, saveHash} from '../state.js';
 import {tabInfo} from '../tabs.js';
-import {api, qs} from '../api.js';
+import {api, qs} from '../requests.js';
 import {setHeapSnapDone, renderDownloads} from '../chrome.js';
 import {DataTable} from '../table.js';
 

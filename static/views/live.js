@@ -10,7 +10,7 @@ import * as F from '../fmt.js';
 import {TimeChart} from '../time_chart.js';
 import {h, clear, panel, unavailable, notAvailableText, shortType} from '../dom.js';
 import {state, saveHash} from '../state.js';
-import {api} from '../api.js';
+import {api} from '../requests.js';
 import {DataTable} from '../table.js';
 import {FlamePanel} from '../flame_panel.js';
 

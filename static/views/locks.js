@@ -9,7 +9,7 @@ import * as F from '../fmt.js';
 import * as Charts from '../charts.js';
 import {h, clear, panel, unavailable, notAvailableText, stat} from '../dom.js';
 import {state, windowText, spanSeconds} from '../state.js';
-import {api, qs} from '../api.js';
+import {api, qs} from '../requests.js';
 import {DataTable} from '../table.js';
 import {FlamePanel} from '../flame_panel.js';
 

@@ -11,7 +11,7 @@ import * as Charts from '../charts.js';
 import * as model from '../flame_model.js';
 import {h, clear, panel, unavailable, notAvailableText, stat, barCell, shortType} from '../dom.js';
 import {state, status, profileOn, hashFor, go, windowText, spanSeconds, spanNote} from '../state.js';
-import {api, qs} from '../api.js';
+import {api, qs} from '../requests.js';
 
 export function create() {
   var cpu = panel('CPU · top functions', 'self time');

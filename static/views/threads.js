@@ -8,7 +8,7 @@
 import {hook} from '../hook.js';
 import * as F from '../fmt.js';
 import {h, clear, panel, unavailable, notAvailableText, stat} from '../dom.js';
-import {api} from '../api.js';
+import {api} from '../requests.js';
 
 // A frame of the app's own code, not the framework's or native: what a reader looks for first.
 function appFrame(f) {
