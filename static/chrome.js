@@ -93,8 +93,7 @@ export function renderStatus(s) {
   if (s.sampling_hz) foot.push('sampling ' + s.sampling_hz + ' Hz');
   if (s.self) foot.push('clrscope CPU ' + F.pct(s.self.cpu_share) + (s.self.mem_bytes != null ? ', memory ' +
     F.bytes(s.self.mem_bytes) : '') + ' · process RSS ' + F.bytes(s.self.rss_bytes));
-  // what did not fit in clrscope's bounded buffers (the status's "dropped"; until 2026-11-28
-  // the footer read a field the server never sent, and said nothing)
+  // what did not fit in clrscope's bounded buffers (the status's "dropped")
   var lost = [];
   DROPPED.forEach(function (d) {
     var n = s.dropped && s.dropped[d[0]];

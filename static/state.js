@@ -69,8 +69,8 @@ export function hashFor(st) {
   return '#' + p.toString();
 }
 
-/* fn runs after each saveHash (app.js passes the header's redraw: the header's links carry the
- * state, and this module imports nothing of the page's). */
+/* fn runs after each saveHash: app.js passes the header's redraw (its links carry the state).
+ * chrome.js imports this module, so this one takes the redraw instead of importing it. */
 export function afterSave(fn) {
   onSaved = fn;
 }
