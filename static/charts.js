@@ -1,758 +1,314 @@
-/* clrscope dashboard: formatting helpers, a shared tooltip and tiny canvas charts.
+/* clrscope dashboard: the light/dark theme, a shared tooltip and tiny canvas charts.
  *
- * window.Charts = {
- *   fmt: {unit, ns, bytes, count, int, pct, duration, time, ago},
- *   theme(), onTheme(fn), tooltip: {show, hide}, fitCanvas(canvas, w, h),
- *   TimeChart, BarChart, sparkline(canvas, values, opts)
- * }
+ *   theme(), onTheme(fn), tooltip: {show, hide}, fitCanvas(canvas, w, h), observeWidth(el, fn),
+ *   niceStep(range, ticks), BarChart, sparkline(canvas, values, opts)
  *
- * No dependencies. Colours come from CSS variables so the charts follow the light/dark theme.
- * Loaded first (index.html), so it also creates window.__clrscope, the page's test hook.
+ * TimeChart, the chart over time, is in time_chart.js.
+ *
+ * No libraries. Colours come from CSS variables so the charts follow the light/dark theme.
  */
-(function () {
-  'use strict';
 
-  var hook = window.__clrscope = window.__clrscope || {};
-  hook.framesDrawn = hook.framesDrawn || 0;
-  hook.lastError = hook.lastError || null;
-  hook.cspViolations = hook.cspViolations || [];
+import {hook} from './hook.js';
+import * as fmt from './fmt.js';
 
-  /* ------------------------------------------------------------------ formatting */
+/* ------------------------------------------------------------------ theme */
 
-  function trim(x, digits) {
-    // 3 significant figures, no trailing zeros: 1.50 -> "1.5", 12.0 -> "12"
-    var s = x.toFixed(digits);
-    if (s.indexOf('.') >= 0) s = s.replace(/0+$/, '').replace(/\.$/, '');
-    return s;
-  }
+var themeCache = null;
+var themeListeners = [];
 
-  function sig(x) {
-    var a = Math.abs(x);
-    return trim(x, a >= 100 ? 0 : a >= 10 ? 1 : 2);
-  }
+export function theme() {
+  if (themeCache) return themeCache;
+  var cs = getComputedStyle(document.documentElement);
+  function v(name) { return cs.getPropertyValue(name).trim(); }
+  themeCache = {
+    dark: window.matchMedia && window.matchMedia('(prefers-color-scheme: dark)').matches,
+    bg: v('--panel'), fg: v('--fg'), muted: v('--muted'), faint: v('--faint'), grid: v('--grid'),
+    axis: v('--axis'), accent: v('--accent'), warn: v('--warn'), err: v('--err'), match: v('--match'),
+    series: [v('--s1'), v('--s2'), v('--s3'), v('--s4'), v('--s5'), v('--s6')],
+    mono: v('--mono'), sans: v('--sans')
+  };
+  return themeCache;
+}
 
-  function ns(v) {
-    if (v == null || !isFinite(v)) return '–';
-    var a = Math.abs(v);
-    if (a < 1e3) return Math.round(v) + ' ns';
-    if (a < 1e6) return sig(v / 1e3) + ' µs';
-    if (a < 1e9) return sig(v / 1e6) + ' ms';
-    if (a < 120e9) return sig(v / 1e9) + ' s';
-    return duration(v / 1e9);
-  }
+export function onTheme(fn) { themeListeners.push(fn); }
 
-  function bytes(v) {
-    if (v == null || !isFinite(v)) return '–';
-    var a = Math.abs(v);
-    var units = ['B', 'KiB', 'MiB', 'GiB', 'TiB'];
-    var i = 0;
-    while (a >= 1024 && i < units.length - 1) {
-      a /= 1024;
-      v /= 1024;
-      i++;
-    }
-    return (i === 0 ? String(Math.round(v)) : sig(v)) + ' ' + units[i];
-  }
-
-  function count(v) {
-    if (v == null || !isFinite(v)) return '–';
-    var a = Math.abs(v);
-    if (a < 1e4) return String(Math.round(v));
-    if (a < 1e6) return sig(v / 1e3) + 'k';
-    if (a < 1e9) return sig(v / 1e6) + 'M';
-    return sig(v / 1e9) + 'G';
-  }
-
-  function int(v) {
-    if (v == null || !isFinite(v)) return '–';
-    return Math.round(v).toLocaleString('en-US');
-  }
-
-  function pct(share, digits) {
-    if (share == null || !isFinite(share)) return '–';
-    var p = share * 100;
-    if (digits == null) digits = Math.abs(p) >= 10 ? 1 : 2;
-    return p.toFixed(digits) + '%';
-  }
-
-  function duration(s) {
-    if (s == null || !isFinite(s)) return '–';
-    if (s > 0 && s < 1) return '<1s';
-    s = Math.max(0, Math.floor(s));
-    var d = Math.floor(s / 86400);
-    var h = Math.floor(s % 86400 / 3600);
-    var m = Math.floor(s % 3600 / 60);
-    var sec = s % 60;
-    function p2(n) { return n < 10 ? '0' + n : String(n); }
-    if (d) return d + 'd ' + h + 'h ' + p2(m) + 'm';
-    if (h) return h + 'h ' + p2(m) + 'm ' + p2(sec) + 's';
-    if (m) return m + 'm ' + p2(sec) + 's';
-    return sec + 's';
-  }
-
-  function time(t) {
-    // unix seconds -> local HH:MM:SS
-    if (t == null || !isFinite(t)) return '–';
-    var d = new Date(t * 1000);
-    function p2(n) { return n < 10 ? '0' + n : String(n); }
-    return p2(d.getHours()) + ':' + p2(d.getMinutes()) + ':' + p2(d.getSeconds());
-  }
-
-  function ago(t) {
-    if (t == null || !isFinite(t)) return 'never';
-    var s = Date.now() / 1000 - t;
-    if (s < 0) s = 0;
-    return duration(s) + ' ago';
-  }
-
-  function unit(v, u) {
-    if (u === 'nanoseconds') return ns(v);
-    if (u === 'bytes') return bytes(v);
-    return count(v);
-  }
-
-  var fmt = {unit: unit, ns: ns, bytes: bytes, count: count, int: int, pct: pct,
-    duration: duration, time: time, ago: ago, sig: sig};
-
-  /* ------------------------------------------------------------------ theme */
-
-  var themeCache = null;
-  var themeListeners = [];
-
-  function theme() {
-    if (themeCache) return themeCache;
-    var cs = getComputedStyle(document.documentElement);
-    function v(name) { return cs.getPropertyValue(name).trim(); }
-    themeCache = {
-      dark: window.matchMedia && window.matchMedia('(prefers-color-scheme: dark)').matches,
-      bg: v('--panel'), fg: v('--fg'), muted: v('--muted'), faint: v('--faint'), grid: v('--grid'),
-      axis: v('--axis'), accent: v('--accent'), warn: v('--warn'), err: v('--err'), match: v('--match'),
-      series: [v('--s1'), v('--s2'), v('--s3'), v('--s4'), v('--s5'), v('--s6')],
-      mono: v('--mono'), sans: v('--sans')
-    };
-    return themeCache;
-  }
-
-  function onTheme(fn) { themeListeners.push(fn); }
-
-  if (window.matchMedia) {
-    var mq = window.matchMedia('(prefers-color-scheme: dark)');
-    var changed = function () {
-      themeCache = null;
-      // a listener that returns false (its chart left the page) is dropped
-      themeListeners = themeListeners.filter(function (fn) {
-        try {
-          return fn() !== false;
-        } catch (e) {
-          hook.lastError = String(e && e.message || e);
-          return false;
-        }
-      });
-    };
-    if (mq.addEventListener) mq.addEventListener('change', changed);
-  }
-
-  /* ------------------------------------------------------------------ tooltip */
-
-  var tipEl = null;
-
-  function tipNode() {
-    if (!tipEl) {
-      tipEl = document.createElement('div');
-      tipEl.className = 'tooltip hidden';
-      tipEl.id = 'tooltip';
-      tipEl.setAttribute('role', 'tooltip');
-      document.body.appendChild(tipEl);
-    }
-    return tipEl;
-  }
-
-  /* content: {title, rows: [[key, value], ...], hint} */
-  function showTip(clientX, clientY, content) {
-    var el = tipNode();
-    el.textContent = '';
-    if (content.title) {
-      var t = document.createElement('div');
-      t.className = 'tt-title';
-      t.textContent = content.title;
-      el.appendChild(t);
-    }
-    (content.rows || []).forEach(function (r) {
-      var row = document.createElement('div');
-      row.className = 'tt-row';
-      var k = document.createElement('span');
-      k.className = 'k';
-      k.textContent = r[0];
-      var v = document.createElement('span');
-      v.textContent = r[1];
-      row.appendChild(k);
-      row.appendChild(v);
-      el.appendChild(row);
-    });
-    if (content.hint) {
-      var h = document.createElement('div');
-      h.className = 'tt-hint';
-      h.textContent = content.hint;
-      el.appendChild(h);
-    }
-    el.classList.remove('hidden');
-    var w = el.offsetWidth;
-    var hgt = el.offsetHeight;
-    var x = clientX + 14;
-    var y = clientY + 16;
-    if (x + w > window.innerWidth - 8) x = Math.max(8, clientX - w - 14);
-    if (y + hgt > window.innerHeight - 8) y = Math.max(8, clientY - hgt - 12);
-    el.style.left = x + 'px';
-    el.style.top = y + 'px';
-  }
-
-  function hideTip() {
-    if (tipEl) tipEl.classList.add('hidden');
-  }
-
-  /* ------------------------------------------------------------------ canvas helpers */
-
-  function fitCanvas(canvas, w, h) {
-    var dpr = window.devicePixelRatio || 1;
-    var pw = Math.max(1, Math.round(w * dpr));
-    var ph = Math.max(1, Math.round(h * dpr));
-    if (canvas.width !== pw) canvas.width = pw;
-    if (canvas.height !== ph) canvas.height = ph;
-    canvas.style.width = w + 'px';
-    canvas.style.height = h + 'px';
-    var ctx = canvas.getContext('2d');
-    ctx.setTransform(dpr, 0, 0, dpr, 0, 0);
-    return ctx;
-  }
-
-  function niceStep(range, ticks) {
-    if (!(range > 0)) return 1;
-    var raw = range / ticks;
-    var mag = Math.pow(10, Math.floor(Math.log10(raw)));
-    var n = raw / mag;
-    var step = n <= 1 ? 1 : n <= 2 ? 2 : n <= 2.5 ? 2.5 : n <= 5 ? 5 : 10;
-    return step * mag;
-  }
-
-  function niceBytesStep(range, ticks) {
-    // powers of two times 1, 2, 5 so byte axes read 256 MiB, 512 MiB ...
-    if (!(range > 0)) return 1;
-    var raw = range / ticks;
-    var base = Math.pow(1024, Math.floor(Math.log(raw) / Math.log(1024)));
-    return niceStep(raw / base * ticks, ticks) * base;
-  }
-
-  // seconds between time labels: at most `most` labels (6 when the width allows)
-  function timeStep(span, most) {
-    var steps = [1, 2, 5, 10, 15, 30, 60, 120, 300, 600, 900, 1800, 3600];
-    var n = Math.min(6, most || 6);
-    for (var i = 0; i < steps.length; i++) {
-      if (span / steps[i] <= n) return steps[i];
-    }
-    return 7200;
-  }
-
-  function observeWidth(el, fn) {
-    var last = -1;
-    var pending = false;
-    function run() {
-      pending = false;
-      var w = el.clientWidth;
-      if (w !== last && w > 0) {
-        last = w;
-        fn();
+if (window.matchMedia) {
+  var mq = window.matchMedia('(prefers-color-scheme: dark)');
+  var changed = function () {
+    themeCache = null;
+    // a listener that returns false (its chart left the page) is dropped
+    themeListeners = themeListeners.filter(function (fn) {
+      try {
+        return fn() !== false;
+      } catch (e) {
+        hook.lastError = String(e && e.message || e);
+        return false;
       }
-    }
-    if (window.ResizeObserver) {
-      var ro = new ResizeObserver(function () {
-        if (!pending) {
-          pending = true;
-          requestAnimationFrame(run);
-        }
-      });
-      ro.observe(el);
-      return function () { ro.disconnect(); };
-    }
-    window.addEventListener('resize', run);
-    return function () { window.removeEventListener('resize', run); };
+    });
+  };
+  if (mq.addEventListener) mq.addEventListener('change', changed);
+}
+
+/* ------------------------------------------------------------------ tooltip */
+
+var tipEl = null;
+
+function tipNode() {
+  if (!tipEl) {
+    tipEl = document.createElement('div');
+    tipEl.className = 'tooltip hidden';
+    tipEl.id = 'tooltip';
+    tipEl.setAttribute('role', 'tooltip');
+    document.body.appendChild(tipEl);
   }
+  return tipEl;
+}
 
-  /* ------------------------------------------------------------------ TimeChart */
-
-  /*
-   * new TimeChart(container, {height, yFormat, stacked, yMax, title})
-   * chart.setData({x: [unix s...], series: [{name, color?, values: [...]}],
-   *                markers: [{x, v, color, info: {title, rows}}], xMin, xMax})
-   * Lines, or stacked areas with `stacked: true`. Markers are short bars standing on the x axis
-   * (height proportional to v) with their own tooltip; the cursor otherwise shows all series at
-   * the nearest x.
-   */
-  function TimeChart(container, opts) {
-    this.opts = opts || {};
-    this.el = document.createElement('div');
-    this.el.className = 'chart';
-    this.canvas = document.createElement('canvas');
-    this.el.appendChild(this.canvas);
-    this.legend = document.createElement('div');
-    this.legend.className = 'legend';
-    container.appendChild(this.el);
-    container.appendChild(this.legend);
-    this.data = null;
-    this.hover = null;
-    var self = this;
-    this.canvas.addEventListener('mousemove', function (e) { self._move(e); });
-    this.canvas.addEventListener('mouseleave', function () {
-      self.hover = null;
-      hideTip();
-      self.draw();
-    });
-    this._unobserve = observeWidth(this.el, function () { self.draw(); });
-    onTheme(function () {
-      if (!self.el.isConnected) return false;
-      self.draw();
-    });
+/* content: {title, rows: [[key, value], ...], hint} */
+function showTip(clientX, clientY, content) {
+  var el = tipNode();
+  el.textContent = '';
+  if (content.title) {
+    var t = document.createElement('div');
+    t.className = 'tt-title';
+    t.textContent = content.title;
+    el.appendChild(t);
   }
+  (content.rows || []).forEach(function (r) {
+    var row = document.createElement('div');
+    row.className = 'tt-row';
+    var k = document.createElement('span');
+    k.className = 'k';
+    k.textContent = r[0];
+    var v = document.createElement('span');
+    v.textContent = r[1];
+    row.appendChild(k);
+    row.appendChild(v);
+    el.appendChild(row);
+  });
+  if (content.hint) {
+    var h = document.createElement('div');
+    h.className = 'tt-hint';
+    h.textContent = content.hint;
+    el.appendChild(h);
+  }
+  el.classList.remove('hidden');
+  var w = el.offsetWidth;
+  var hgt = el.offsetHeight;
+  var x = clientX + 14;
+  var y = clientY + 16;
+  if (x + w > window.innerWidth - 8) x = Math.max(8, clientX - w - 14);
+  if (y + hgt > window.innerHeight - 8) y = Math.max(8, clientY - hgt - 12);
+  el.style.left = x + 'px';
+  el.style.top = y + 'px';
+}
 
-  TimeChart.prototype.setData = function (d) {
-    this.data = d;
-    this._legend();
-    this.draw();
-  };
+function hideTip() {
+  if (tipEl) tipEl.classList.add('hidden');
+}
 
-  TimeChart.prototype._color = function (s, i) {
-    var th = theme();
-    return s.color || th.series[i % th.series.length];
-  };
+export var tooltip = {show: showTip, hide: hideTip};
 
-  TimeChart.prototype._legend = function () {
-    var self = this;
-    this.legend.textContent = '';
-    var d = this.data;
-    if (!d || !d.series || d.series.length < 2 && !this.opts.legend) return;
-    d.series.forEach(function (s, i) {
-      var item = document.createElement('span');
-      var sw = document.createElement('span');
-      sw.className = 'sw';
-      sw.style.background = self._color(s, i);
-      item.appendChild(sw);
-      item.appendChild(document.createTextNode(s.name));
-      self.legend.appendChild(item);
-    });
-  };
+/* ------------------------------------------------------------------ canvas helpers */
 
-  TimeChart.prototype._layout = function () {
-    var w = this.el.clientWidth || 600;
-    var h = this.opts.height || 180;
-    return {w: w, h: h, l: 58, r: 12, t: 10, b: 22};
-  };
+export function fitCanvas(canvas, w, h) {
+  var dpr = window.devicePixelRatio || 1;
+  var pw = Math.max(1, Math.round(w * dpr));
+  var ph = Math.max(1, Math.round(h * dpr));
+  if (canvas.width !== pw) canvas.width = pw;
+  if (canvas.height !== ph) canvas.height = ph;
+  canvas.style.width = w + 'px';
+  canvas.style.height = h + 'px';
+  var ctx = canvas.getContext('2d');
+  ctx.setTransform(dpr, 0, 0, dpr, 0, 0);
+  return ctx;
+}
 
-  TimeChart.prototype.draw = function () {
-    var L = this._layout();
-    var ctx = fitCanvas(this.canvas, L.w, L.h);
-    var th = theme();
-    ctx.clearRect(0, 0, L.w, L.h);
-    var d = this.data;
-    var yfmt = this.opts.yFormat || fmt.sig;
-    ctx.font = '11px ' + th.sans;
-    if (!d || !d.x || !d.x.length) {
-      ctx.fillStyle = th.muted;
-      ctx.textAlign = 'center';
-      ctx.fillText(this.opts.emptyText || 'no data in this window', L.w / 2, L.h / 2);
-      return;
+export function niceStep(range, ticks) {
+  if (!(range > 0)) return 1;
+  var raw = range / ticks;
+  var mag = Math.pow(10, Math.floor(Math.log10(raw)));
+  var n = raw / mag;
+  var step = n <= 1 ? 1 : n <= 2 ? 2 : n <= 2.5 ? 2.5 : n <= 5 ? 5 : 10;
+  return step * mag;
+}
+
+export function observeWidth(el, fn) {
+  var last = -1;
+  var pending = false;
+  function run() {
+    pending = false;
+    var w = el.clientWidth;
+    if (w !== last && w > 0) {
+      last = w;
+      fn();
     }
-    var n = d.x.length;
-    var xMin = d.xMin != null ? d.xMin : d.x[0];
-    var xMax = d.xMax != null ? d.xMax : d.x[n - 1];
-    if (xMax <= xMin) xMax = xMin + 1;
-    var stacked = !!this.opts.stacked;
-    var yMax = 0;
-    var i, j, s;
-    for (i = 0; i < n; i++) {
-      var sum = 0;
-      for (j = 0; j < d.series.length; j++) {
-        var v = d.series[j].values[i];
-        if (v == null || !isFinite(v)) continue;
-        if (stacked) sum += v;
-        else if (v > yMax) yMax = v;
+  }
+  if (window.ResizeObserver) {
+    var ro = new ResizeObserver(function () {
+      if (!pending) {
+        pending = true;
+        requestAnimationFrame(run);
       }
-      if (stacked && sum > yMax) yMax = sum;
-    }
-    if (this.opts.yMin != null && yMax < this.opts.yMin) yMax = this.opts.yMin;
-    if (this.opts.yMax != null) yMax = this.opts.yMax;
-    if (d.refLine != null && d.refLine * 1.1 > yMax) yMax = d.refLine * 1.1;
-    if (!(yMax > 0)) yMax = 1;
-    var step = this.opts.bytes ? niceBytesStep(yMax, 4) : niceStep(yMax, 4);
-    yMax = Math.ceil(yMax / step - 1e-9) * step;
-    var pw = L.w - L.l - L.r;
-    var ph = L.h - L.t - L.b;
-    function X(t) { return L.l + (t - xMin) / (xMax - xMin) * pw; }
-    function Y(v) { return L.t + ph - v / yMax * ph; }
-    this._X = X;
-    this._L = L;
-    this._range = [xMin, xMax];
+    });
+    ro.observe(el);
+    return function () { ro.disconnect(); };
+  }
+  window.addEventListener('resize', run);
+  return function () { window.removeEventListener('resize', run); };
+}
 
-    // grid + y labels
-    ctx.strokeStyle = th.grid;
+/* ------------------------------------------------------------------ BarChart */
+
+/*
+ * new BarChart(container, {height, yFormat, color})
+ * chart.setData({labels: [...], values: [...], tips: [{title, rows}]})
+ */
+export function BarChart(container, opts) {
+  this.opts = opts || {};
+  this.el = document.createElement('div');
+  this.el.className = 'chart';
+  this.canvas = document.createElement('canvas');
+  this.el.appendChild(this.canvas);
+  container.appendChild(this.el);
+  this.data = null;
+  this.hover = -1;
+  var self = this;
+  this.canvas.addEventListener('mousemove', function (e) { self._move(e); });
+  this.canvas.addEventListener('mouseleave', function () {
+    self.hover = -1;
+    hideTip();
+    self.draw();
+  });
+  observeWidth(this.el, function () { self.draw(); });
+  onTheme(function () {
+    if (!self.el.isConnected) return false;
+    self.draw();
+  });
+}
+
+BarChart.prototype.setData = function (d) {
+  this.data = d;
+  this.draw();
+};
+
+BarChart.prototype.draw = function () {
+  var w = this.el.clientWidth || 400;
+  var h = this.opts.height || 160;
+  var ctx = fitCanvas(this.canvas, w, h);
+  var th = theme();
+  ctx.clearRect(0, 0, w, h);
+  ctx.font = '11px ' + th.sans;
+  var d = this.data;
+  if (!d || !d.values || !d.values.length) {
     ctx.fillStyle = th.muted;
-    ctx.lineWidth = 1;
-    ctx.textAlign = 'right';
-    ctx.textBaseline = 'middle';
-    for (var yv = 0; yv <= yMax + step / 2; yv += step) {
-      var yy = Math.round(Y(yv)) + 0.5;
-      ctx.beginPath();
-      ctx.moveTo(L.l, yy);
-      ctx.lineTo(L.w - L.r, yy);
-      ctx.stroke();
-      ctx.fillText(yfmt(yv), L.l - 6, yy);
-    }
-    // x labels
     ctx.textAlign = 'center';
-    ctx.textBaseline = 'top';
-    // as many labels as fit side by side (a narrow window: fewer, never overlapping)
-    var room = (L.w - L.r - L.l) / (ctx.measureText(fmt.time(xMax)).width + 16);
-    var ts = timeStep(xMax - xMin, Math.max(1, Math.floor(room)));
-    for (var tv = Math.ceil(xMin / ts) * ts; tv <= xMax; tv += ts) {
-      var xx = X(tv);
-      if (xx < L.l + 14 || xx > L.w - L.r - 14) continue;
-      ctx.fillText(fmt.time(tv), xx, L.t + ph + 5);
-    }
-    // reference line (e.g. the GC warning threshold)
-    if (d.refLine != null) {
-      ctx.save();
-      ctx.strokeStyle = th.warn;
-      ctx.setLineDash([4, 4]);
-      var ry = Math.round(Y(d.refLine)) + 0.5;
-      ctx.beginPath();
-      ctx.moveTo(L.l, ry);
-      ctx.lineTo(L.w - L.r, ry);
-      ctx.stroke();
-      ctx.restore();
-    }
-
-    // series
-    ctx.save();
-    ctx.beginPath();
-    ctx.rect(L.l, L.t - 1, pw, ph + 2);
-    ctx.clip();
-    if (stacked) {
-      var base = new Float64Array(n);
-      for (j = 0; j < d.series.length; j++) {
-        s = d.series[j];
-        var col = this._color(s, j);
-        var top = new Float64Array(n);
-        for (i = 0; i < n; i++) top[i] = base[i] + (+s.values[i] || 0);
-        ctx.beginPath();
-        for (i = 0; i < n; i++) {
-          if (i === 0) ctx.moveTo(X(d.x[i]), Y(top[i]));
-          else ctx.lineTo(X(d.x[i]), Y(top[i]));
-        }
-        for (i = n - 1; i >= 0; i--) ctx.lineTo(X(d.x[i]), Y(base[i]));
-        ctx.closePath();
-        ctx.globalAlpha = 0.55;
-        ctx.fillStyle = col;
-        ctx.fill();
-        ctx.globalAlpha = 1;
-        ctx.strokeStyle = col;
-        ctx.lineWidth = 1.2;
-        ctx.beginPath();
-        for (i = 0; i < n; i++) {
-          if (i === 0) ctx.moveTo(X(d.x[i]), Y(top[i]));
-          else ctx.lineTo(X(d.x[i]), Y(top[i]));
-        }
-        ctx.stroke();
-        base = top;
-      }
-    } else {
-      for (j = 0; j < d.series.length; j++) {
-        s = d.series[j];
-        ctx.strokeStyle = this._color(s, j);
-        ctx.lineWidth = 1.6;
-        ctx.lineJoin = 'round';
-        ctx.beginPath();
-        var pen = false;
-        for (i = 0; i < n; i++) {
-          var val = s.values[i];
-          if (val == null || !isFinite(val)) {
-            pen = false;
-            continue;
-          }
-          if (!pen) ctx.moveTo(X(d.x[i]), Y(val));
-          else ctx.lineTo(X(d.x[i]), Y(val));
-          pen = true;
-        }
-        ctx.stroke();
-        // a point with no neighbour draws no line: mark it with a dot
-        ctx.fillStyle = this._color(s, j);
-        for (i = 0; i < n; i++) {
-          var pv = s.values[i];
-          if (pv == null || !isFinite(pv)) continue;
-          var lone = (i === 0 || s.values[i - 1] == null) && (i === n - 1 || s.values[i + 1] == null);
-          if (!lone) continue;
-          ctx.beginPath();
-          ctx.arc(X(d.x[i]), Y(pv), 2.5, 0, Math.PI * 2);
-          ctx.fill();
-        }
-        if (this.opts.fill && d.series.length === 1) {
-          ctx.lineTo(X(d.x[n - 1]), Y(0));
-          ctx.lineTo(X(d.x[0]), Y(0));
-          ctx.closePath();
-          ctx.globalAlpha = 0.12;
-          ctx.fillStyle = this._color(s, j);
-          ctx.fill();
-          ctx.globalAlpha = 1;
-        }
-      }
-    }
-    ctx.restore();
-
-    // markers: bars standing on the x axis
-    var markers = d.markers || [];
-    var mMax = 0;
-    markers.forEach(function (m) { if (m.v > mMax) mMax = m.v; });
-    this._markers = [];
-    for (i = 0; i < markers.length; i++) {
-      var m = markers[i];
-      var mx = Math.round(X(m.x)) + 0.5;
-      if (mx < L.l || mx > L.w - L.r) continue;
-      var mh = Math.max(3, (mMax > 0 ? m.v / mMax : 0) * ph * 0.3);
-      ctx.strokeStyle = m.color || th.err;
-      ctx.lineWidth = this.hover && this.hover.marker === m ? 3 : 2;
-      ctx.beginPath();
-      ctx.moveTo(mx, L.t + ph);
-      ctx.lineTo(mx, L.t + ph - mh);
-      ctx.stroke();
-      this._markers.push({x: mx, m: m});
-    }
-
-    // cursor
-    if (this.hover && this.hover.index != null) {
-      var hx = Math.round(X(d.x[this.hover.index])) + 0.5;
-      ctx.strokeStyle = th.axis;
-      ctx.lineWidth = 1;
-      ctx.beginPath();
-      ctx.moveTo(hx, L.t);
-      ctx.lineTo(hx, L.t + ph);
-      ctx.stroke();
-      var acc = 0;
-      for (j = 0; j < d.series.length; j++) {
-        var hv = d.series[j].values[this.hover.index];
-        if (hv == null || !isFinite(hv)) continue;
-        acc = stacked ? acc + hv : hv;
-        ctx.fillStyle = this._color(d.series[j], j);
-        ctx.beginPath();
-        ctx.arc(hx, Y(acc), 3, 0, Math.PI * 2);
-        ctx.fill();
-      }
-    }
-  };
-
-  TimeChart.prototype._move = function (e) {
-    var d = this.data;
-    if (!d || !d.x || !d.x.length || !this._X) return;
-    var r = this.canvas.getBoundingClientRect();
-    var px = e.clientX - r.left;
-    var best = null;
-    var bestDist = 5;
-    (this._markers || []).forEach(function (mk) {
-      var dist = Math.abs(mk.x - px);
-      if (dist <= bestDist) {
-        bestDist = dist;
-        best = mk.m;
-      }
-    });
-    if (best) {
-      this.hover = {marker: best};
-      this.draw();
-      showTip(e.clientX, e.clientY, best.info || {title: 'marker'});
-      return;
-    }
-    var L = this._L;
-    var t = this._range[0] + (px - L.l) / (L.w - L.l - L.r) * (this._range[1] - this._range[0]);
-    var lo = 0;
-    var hi = d.x.length - 1;
-    while (lo < hi) {
-      var mid = (lo + hi) >> 1;
-      if (d.x[mid] < t) lo = mid + 1;
-      else hi = mid;
-    }
-    if (lo > 0 && Math.abs(d.x[lo - 1] - t) < Math.abs(d.x[lo] - t)) lo--;
-    this.hover = {index: lo};
-    this.draw();
-    var yfmt = this.opts.tipFormat || this.opts.yFormat || fmt.sig;
-    var rows = d.series.map(function (s) { return [s.name, yfmt(s.values[lo])]; });
-    if (this.opts.stacked && d.series.length > 1) {
-      var tot = 0;
-      d.series.forEach(function (s) { tot += +s.values[lo] || 0; });
-      rows.push(['total', yfmt(tot)]);
-    }
-    var extra = this.opts.tipExtra ? this.opts.tipExtra(lo) : [];
-    showTip(e.clientX, e.clientY, {title: fmt.time(d.x[lo]), rows: rows.concat(extra)});
-  };
-
-  /* ------------------------------------------------------------------ BarChart */
-
-  /*
-   * new BarChart(container, {height, yFormat, color})
-   * chart.setData({labels: [...], values: [...], tips: [{title, rows}]})
-   */
-  function BarChart(container, opts) {
-    this.opts = opts || {};
-    this.el = document.createElement('div');
-    this.el.className = 'chart';
-    this.canvas = document.createElement('canvas');
-    this.el.appendChild(this.canvas);
-    container.appendChild(this.el);
-    this.data = null;
-    this.hover = -1;
-    var self = this;
-    this.canvas.addEventListener('mousemove', function (e) { self._move(e); });
-    this.canvas.addEventListener('mouseleave', function () {
-      self.hover = -1;
-      hideTip();
-      self.draw();
-    });
-    observeWidth(this.el, function () { self.draw(); });
-    onTheme(function () {
-      if (!self.el.isConnected) return false;
-      self.draw();
-    });
+    ctx.fillText('no data', w / 2, h / 2);
+    return;
   }
-
-  BarChart.prototype.setData = function (d) {
-    this.data = d;
-    this.draw();
-  };
-
-  BarChart.prototype.draw = function () {
-    var w = this.el.clientWidth || 400;
-    var h = this.opts.height || 160;
-    var ctx = fitCanvas(this.canvas, w, h);
-    var th = theme();
-    ctx.clearRect(0, 0, w, h);
-    ctx.font = '11px ' + th.sans;
-    var d = this.data;
-    if (!d || !d.values || !d.values.length) {
-      ctx.fillStyle = th.muted;
-      ctx.textAlign = 'center';
-      ctx.fillText('no data', w / 2, h / 2);
-      return;
-    }
-    var L = {l: 46, r: 8, t: 14, b: 20};
-    var pw = w - L.l - L.r;
-    var ph = h - L.t - L.b;
-    var max = 0;
-    d.values.forEach(function (v) { if (v > max) max = v; });
-    var step = niceStep(max || 1, 3);
-    max = Math.max(step, Math.ceil(max / step) * step);
-    var yfmt = this.opts.yFormat || fmt.count;
-    ctx.strokeStyle = th.grid;
-    ctx.fillStyle = th.muted;
-    ctx.textAlign = 'right';
-    ctx.textBaseline = 'middle';
-    for (var yv = 0; yv <= max + step / 2; yv += step) {
-      var yy = Math.round(L.t + ph - yv / max * ph) + 0.5;
-      ctx.beginPath();
-      ctx.moveTo(L.l, yy);
-      ctx.lineTo(w - L.r, yy);
-      ctx.stroke();
-      ctx.fillText(yfmt(yv), L.l - 6, yy);
-    }
-    var n = d.values.length;
-    var slot = pw / n;
-    var bw = Math.max(2, Math.min(64, slot * 0.7));
-    this._slots = {l: L.l, slot: slot, n: n};
-    ctx.textAlign = 'center';
-    ctx.textBaseline = 'top';
-    // label every k-th bar when the labels would overlap
-    var widest = 0;
-    d.labels.forEach(function (s) { widest = Math.max(widest, ctx.measureText(s).width); });
-    var every = Math.max(1, Math.ceil((widest + 6) / slot));
-    var valuesFit = ctx.measureText('0000').width <= slot;
-    for (var i = 0; i < n; i++) {
-      var v = d.values[i];
-      var bh = max > 0 ? v / max * ph : 0;
-      var x = L.l + slot * i + (slot - bw) / 2;
-      ctx.fillStyle = i === this.hover ? th.fg : this.opts.color || th.accent;
-      ctx.globalAlpha = i === this.hover ? 0.7 : 0.85;
-      ctx.fillRect(x, L.t + ph - bh, bw, bh);
-      ctx.globalAlpha = 1;
-      ctx.fillStyle = th.muted;
-      if (i % every === 0) ctx.fillText(d.labels[i], L.l + slot * i + slot / 2, L.t + ph + 5);
-      if (v > 0 && valuesFit) {
-        ctx.textBaseline = 'bottom';
-        ctx.fillStyle = th.fg;
-        ctx.fillText(fmt.count(v), L.l + slot * i + slot / 2, L.t + ph - bh - 2);
-        ctx.textBaseline = 'top';
-      }
-    }
-  };
-
-  BarChart.prototype._move = function (e) {
-    if (!this._slots || !this.data) return;
-    var r = this.canvas.getBoundingClientRect();
-    var i = Math.floor((e.clientX - r.left - this._slots.l) / this._slots.slot);
-    if (i < 0 || i >= this._slots.n) {
-      this.hover = -1;
-      hideTip();
-    } else {
-      this.hover = i;
-      var tip = this.data.tips && this.data.tips[i];
-      showTip(e.clientX, e.clientY, tip || {title: this.data.labels[i], rows: [['count', fmt.int(this.data.values[i])]]});
-    }
-    this.draw();
-  };
-
-  /* ------------------------------------------------------------------ sparkline */
-
-  function sparkline(canvas, values, opts) {
-    opts = opts || {};
-    var w = canvas.clientWidth || canvas.parentNode.clientWidth || 200;
-    var h = opts.height || canvas.clientHeight || 44;
-    var ctx = fitCanvas(canvas, w, h);
-    var th = theme();
-    ctx.clearRect(0, 0, w, h);
-    if (!values || values.length < 2) return;
-    var max = opts.max || 0;
-    values.forEach(function (v) { if (v > max) max = v; });
-    if (!(max > 0)) max = 1;
-    var col = opts.color || th.accent;
-    function X(i) { return i / (values.length - 1) * (w - 2) + 1; }
-    function Y(v) { return h - 2 - (v || 0) / max * (h - 4); }
-    if (opts.ref != null && opts.ref < max) {
-      ctx.strokeStyle = th.warn;
-      ctx.setLineDash([3, 3]);
-      ctx.beginPath();
-      ctx.moveTo(0, Math.round(Y(opts.ref)) + 0.5);
-      ctx.lineTo(w, Math.round(Y(opts.ref)) + 0.5);
-      ctx.stroke();
-      ctx.setLineDash([]);
-    }
+  var L = {l: 46, r: 8, t: 14, b: 20};
+  var pw = w - L.l - L.r;
+  var ph = h - L.t - L.b;
+  var max = 0;
+  d.values.forEach(function (v) { if (v > max) max = v; });
+  var step = niceStep(max || 1, 3);
+  max = Math.max(step, Math.ceil(max / step) * step);
+  var yfmt = this.opts.yFormat || fmt.count;
+  ctx.strokeStyle = th.grid;
+  ctx.fillStyle = th.muted;
+  ctx.textAlign = 'right';
+  ctx.textBaseline = 'middle';
+  for (var yv = 0; yv <= max + step / 2; yv += step) {
+    var yy = Math.round(L.t + ph - yv / max * ph) + 0.5;
     ctx.beginPath();
-    values.forEach(function (v, i) {
-      if (i === 0) ctx.moveTo(X(i), Y(v));
-      else ctx.lineTo(X(i), Y(v));
-    });
-    ctx.strokeStyle = col;
-    ctx.lineWidth = 1.5;
+    ctx.moveTo(L.l, yy);
+    ctx.lineTo(w - L.r, yy);
     ctx.stroke();
-    ctx.lineTo(X(values.length - 1), h);
-    ctx.lineTo(X(0), h);
-    ctx.closePath();
-    ctx.globalAlpha = 0.15;
-    ctx.fillStyle = col;
-    ctx.fill();
-    ctx.globalAlpha = 1;
+    ctx.fillText(yfmt(yv), L.l - 6, yy);
   }
+  var n = d.values.length;
+  var slot = pw / n;
+  var bw = Math.max(2, Math.min(64, slot * 0.7));
+  this._slots = {l: L.l, slot: slot, n: n};
+  ctx.textAlign = 'center';
+  ctx.textBaseline = 'top';
+  // label every k-th bar when the labels would overlap
+  var widest = 0;
+  d.labels.forEach(function (s) { widest = Math.max(widest, ctx.measureText(s).width); });
+  var every = Math.max(1, Math.ceil((widest + 6) / slot));
+  var valuesFit = ctx.measureText('0000').width <= slot;
+  for (var i = 0; i < n; i++) {
+    var v = d.values[i];
+    var bh = max > 0 ? v / max * ph : 0;
+    var x = L.l + slot * i + (slot - bw) / 2;
+    ctx.fillStyle = i === this.hover ? th.fg : this.opts.color || th.accent;
+    ctx.globalAlpha = i === this.hover ? 0.7 : 0.85;
+    ctx.fillRect(x, L.t + ph - bh, bw, bh);
+    ctx.globalAlpha = 1;
+    ctx.fillStyle = th.muted;
+    if (i % every === 0) ctx.fillText(d.labels[i], L.l + slot * i + slot / 2, L.t + ph + 5);
+    if (v > 0 && valuesFit) {
+      ctx.textBaseline = 'bottom';
+      ctx.fillStyle = th.fg;
+      ctx.fillText(fmt.count(v), L.l + slot * i + slot / 2, L.t + ph - bh - 2);
+      ctx.textBaseline = 'top';
+    }
+  }
+};
 
-  window.Charts = {
-    fmt: fmt,
-    theme: theme,
-    onTheme: onTheme,
-    tooltip: {show: showTip, hide: hideTip},
-    fitCanvas: fitCanvas,
-    observeWidth: observeWidth,
-    TimeChart: TimeChart,
-    BarChart: BarChart,
-    sparkline: sparkline
-  };
-})();
+BarChart.prototype._move = function (e) {
+  if (!this._slots || !this.data) return;
+  var r = this.canvas.getBoundingClientRect();
+  var i = Math.floor((e.clientX - r.left - this._slots.l) / this._slots.slot);
+  if (i < 0 || i >= this._slots.n) {
+    this.hover = -1;
+    hideTip();
+  } else {
+    this.hover = i;
+    var tip = this.data.tips && this.data.tips[i];
+    showTip(e.clientX, e.clientY, tip || {title: this.data.labels[i], rows: [['count', fmt.int(this.data.values[i])]]});
+  }
+  this.draw();
+};
+
+/* ------------------------------------------------------------------ sparkline */
+
+export function sparkline(canvas, values, opts) {
+  opts = opts || {};
+  var w = canvas.clientWidth || canvas.parentNode.clientWidth || 200;
+  var h = opts.height || canvas.clientHeight || 44;
+  var ctx = fitCanvas(canvas, w, h);
+  var th = theme();
+  ctx.clearRect(0, 0, w, h);
+  if (!values || values.length < 2) return;
+  var max = opts.max || 0;
+  values.forEach(function (v) { if (v > max) max = v; });
+  if (!(max > 0)) max = 1;
+  var col = opts.color || th.accent;
+  function X(i) { return i / (values.length - 1) * (w - 2) + 1; }
+  function Y(v) { return h - 2 - (v || 0) / max * (h - 4); }
+  if (opts.ref != null && opts.ref < max) {
+    ctx.strokeStyle = th.warn;
+    ctx.setLineDash([3, 3]);
+    ctx.beginPath();
+    ctx.moveTo(0, Math.round(Y(opts.ref)) + 0.5);
+    ctx.lineTo(w, Math.round(Y(opts.ref)) + 0.5);
+    ctx.stroke();
+    ctx.setLineDash([]);
+  }
+  ctx.beginPath();
+  values.forEach(function (v, i) {
+    if (i === 0) ctx.moveTo(X(i), Y(v));
+    else ctx.lineTo(X(i), Y(v));
+  });
+  ctx.strokeStyle = col;
+  ctx.lineWidth = 1.5;
+  ctx.stroke();
+  ctx.lineTo(X(values.length - 1), h);
+  ctx.lineTo(X(0), h);
+  ctx.closePath();
+  ctx.globalAlpha = 0.15;
+  ctx.fillStyle = col;
+  ctx.fill();
+  ctx.globalAlpha = 1;
+}

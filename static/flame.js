@@ -6,953 +6,532 @@
  * milliseconds. Written from scratch for clrscope; the approach is credited to async-profiler
  * (Apache-2.0).
  *
- * window.FlameGraph(container, {onChange}) builds the widget:
+ * new FlameGraph(container, {onChange}) builds the widget:
  *   fg.setData(reply)      reply of GET /api/v1/flamegraph: {type, unit, total, root}
  *   fg.setState({q, zoom, icicle})   q = search regex, zoom = array of frame names below "all"
  *   fg.getState()
  *   onChange(state) fires when the user searches, zooms or flips the orientation.
- * window.FlameGraph.model holds the pure functions (flatten, top, match, findPath, layout),
- * which the unit tests load without a DOM.
+ * The pure functions it draws with (flatten, top, match, findPath, layout, ...) are in
+ * flame_model.js, which the unit tests load without a DOM; the table under the graph is
+ * flame_top.js.
  */
-(function () {
-  'use strict';
 
-  var ROW = 18;            // px per stack level
-  var MIN_PX = 0.5;        // boxes narrower than this are merged into grey runs
-  var MAX_CSS_HEIGHT = 6000;
-  var TOP_ROWS = 300;      // rows shown in the top-functions table
+import {hook} from './hook.js';
+import {el} from './dom.js';
+import {FlameTop} from './flame_top.js';
+import * as F from './fmt.js';
+import * as Charts from './charts.js';
+import {MIN_PX, flatten, top, compile, match, findPath, pathOf, layout, hitTest, parts, shortName} from './flame_model.js';
 
-  /* ================================================================== model */
+var ROW = 18;            // px per stack level
+var MAX_CSS_HEIGHT = 6000;
 
-  function byName(a, b) {
-    var x = a.name || '';
-    var y = b.name || '';
-    return x < y ? -1 : x > y ? 1 : 0;
+/* ================================================================== colours */
+
+function hash(s) {
+  var h = 2166136261;
+  for (var i = 0; i < s.length; i++) {
+    h ^= s.charCodeAt(i);
+    h = Math.imul(h, 16777619);
   }
+  return h >>> 0;
+}
 
-  /* Flattens the nested tree into pre-order typed arrays. Children are ordered by name so the
-   * layout stays put between refreshes. Iterative: stacks can be hundreds of frames deep. */
-  function flatten(root) {
-    var n = 0;
-    var stack = [root];
-    var i, c, kids;
-    while (stack.length) {
-      var x = stack.pop();
-      n++;
-      kids = x.children;
-      if (kids) for (i = 0; i < kids.length; i++) stack.push(kids[i]);
-    }
-    var m = {
-      n: n,
-      level: new Int32Array(n),
-      name: new Int32Array(n),
-      parent: new Int32Array(n),
-      end: new Int32Array(n),
-      left: new Float64Array(n),
-      width: new Float64Array(n),
-      self: new Float64Array(n),
-      names: [],
-      levels: [],
-      maxLevel: 0
-    };
-    var ids = new Map();
-    // explicit DFS stack, preallocated: it never holds more than n entries
-    var sNode = new Array(n);
-    var sPar = new Int32Array(n);
-    var sLv = new Int32Array(n);
-    var sX = new Float64Array(n);
-    var sp = 0;
-    var idx = 0;
-    var maxLevel = 0;
-    var rootValue = +root.value || 0;
-    if (!rootValue && root.children) {
-      for (i = 0; i < root.children.length; i++) rootValue += +root.children[i].value || 0;
-    }
-    sNode[sp] = root;
-    sPar[sp] = -1;
-    sLv[sp] = 0;
-    sX[sp++] = 0;
-    while (sp > 0) {
-      sp--;
-      var node = sNode[sp];
-      sNode[sp] = null;
-      var lv = sLv[sp];
-      var left = sX[sp];
-      var nm = node.name == null ? '?' : String(node.name);
-      var id = ids.get(nm);
-      if (id === undefined) {
-        id = m.names.length;
-        ids.set(nm, id);
-        m.names.push(nm);
-      }
-      var value = idx === 0 ? rootValue : +node.value || 0;
-      m.level[idx] = lv;
-      m.name[idx] = id;
-      m.parent[idx] = sPar[sp];
-      m.left[idx] = left;
-      m.width[idx] = value;
-      if (lv > maxLevel) maxLevel = lv;
-      kids = node.children;
-      var childSum = 0;
-      if (kids && kids.length) {
-        for (c = 1; c < kids.length; c++) { // sort only when the server did not
-          if (byName(kids[c - 1], kids[c]) > 0) {
-            kids = kids.slice().sort(byName);
-            break;
-          }
-        }
-        for (c = 0; c < kids.length; c++) childSum += +kids[c].value || 0;
-        // push in reverse so the first child comes off the stack first
-        var pos = left + childSum;
-        for (c = kids.length - 1; c >= 0; c--) {
-          pos -= +kids[c].value || 0;
-          sNode[sp] = kids[c];
-          sPar[sp] = idx;
-          sLv[sp] = lv + 1;
-          sX[sp++] = pos;
-        }
-      }
-      m.self[idx] = typeof node.self === 'number' && idx !== 0 ? node.self : Math.max(0, value - childSum);
-      idx++;
-    }
-    // subtree extents: end[i] = i + size(i)
-    var size = new Int32Array(n).fill(1);
-    for (i = n - 1; i > 0; i--) size[m.parent[i]] += size[i];
-    for (i = 0; i < n; i++) m.end[i] = i + size[i];
-    // per-level index lists, in pre-order (so also in increasing `left`)
-    var counts = new Int32Array(maxLevel + 1);
-    for (i = 0; i < n; i++) counts[m.level[i]]++;
-    for (i = 0; i <= maxLevel; i++) m.levels.push(new Int32Array(counts[i]));
-    var fill = new Int32Array(maxLevel + 1);
-    for (i = 0; i < n; i++) {
-      var l = m.level[i];
-      m.levels[l][fill[l]++] = i;
-    }
-    m.maxLevel = maxLevel;
-    m.total = m.width[0];
-    return m;
+/* Frame colours by origin: the app's own code warm, the .NET libraries cool, native and
+ * runtime frames grey, GC green; hue by namespace, lightness by method. Colours come from a
+ * small fixed palette so a redraw fills one batched path per colour, not one per frame. */
+var P_GREY = 0;          // 3 shades
+var P_GC = 3;            // 2 shades
+var P_COOL = 5;          // 8 hues x 3 shades
+var P_WARM = 29;         // 12 hues x 3 shades
+var P_MATCH = 65;
+var P_DIM = 66;          // 4 shades
+var P_MERGED = 70;
+var P_SIZE = 71;
+
+function colorIndex(name) {
+  var p = parts(name);
+  var ns = p.length > 2 ? p.slice(0, -2).join('.') : p[0];
+  var shade = hash(name) % 3;
+  if (name.charCodeAt(0) === 91 || name === 'all') return P_GREY + shade;       // "[native] ..."
+  if (/^(Garbage Collector|GC\b)/.test(name)) return P_GC + shade % 2;
+  if (/^(System|Microsoft|Internal|Interop|Windows)\b/.test(name)) return P_COOL + hash(ns) % 8 * 3 + shade;
+  return P_WARM + hash(ns) % 12 * 3 + shade;
+}
+
+function palette(dark, match) {
+  var pal = new Array(P_SIZE);
+  var lum = dark ? [38, 42, 46] : [62, 67, 72];
+  function hsl(h, s, l) { return 'hsl(' + h + ',' + s + '%,' + l + '%)'; }
+  for (var k = 0; k < 3; k++) {
+    pal[P_GREY + k] = hsl(220, 8, lum[k] + (dark ? 0 : 6));
+    if (k < 2) pal[P_GC + k] = hsl(130, 42, lum[k]);
+    for (var c = 0; c < 8; c++) pal[P_COOL + c * 3 + k] = hsl(185 + c * 6, dark ? 36 : 48, lum[k]);
+    for (var w = 0; w < 12; w++) pal[P_WARM + w * 3 + k] = hsl(6 + w * 4, dark ? 58 : 80, lum[k]);
   }
+  pal[P_MATCH] = match;
+  for (var d = 0; d < 4; d++) pal[P_DIM + d] = hsl(220, dark ? 8 : 10, (dark ? 24 : 85) + d * 2);
+  pal[P_MERGED] = dark ? 'rgba(160,170,185,0.35)' : 'rgba(120,130,145,0.35)';
+  return pal;
+}
 
-  /* Top functions: self summed over every frame of a name; total counts a name once per stack,
-   * so recursion does not double count. Skips the synthetic root. */
-  function top(m) {
-    var k = m.names.length;
-    var selfs = new Float64Array(k);
-    var totals = new Float64Array(k);
-    var onStack = new Int32Array(k);
-    var seen = new Uint8Array(k);
-    var anc = [];
-    for (var i = 1; i < m.n; i++) {
-      while (anc.length && m.end[anc[anc.length - 1]] <= i) onStack[m.name[anc.pop()]]--;
-      var id = m.name[i];
-      seen[id] = 1;
-      selfs[id] += m.self[i];
-      if (!onStack[id]) totals[id] += m.width[i];
-      onStack[id]++;
-      anc.push(i);
+/* ================================================================== widget */
+
+function escapeRe(s) {
+  return s.replace(/[.*+?^${}()|[\]\\]/g, '\\$&');
+}
+
+export function FlameGraph(container, opts) {
+  this.opts = opts || {};
+  this.model = null;
+  this.unit = 'count';
+  this.z = 0;
+  this.zoomPath = [];
+  this.q = '';
+  this.re = null;
+  this.matched = null;
+  this.icicle = false;
+  this.hover = -1;
+  this.selected = null;
+  this.colors = null;
+  this.topRows = null;
+  this._build(container);
+}
+
+FlameGraph.prototype._build = function (container) {
+  var self = this;
+  var root = el('div', 'flame');
+  var bar = el('div', 'flame-toolbar');
+  this.search = el('input', 'search');
+  this.search.type = 'search';
+  this.search.placeholder = 'Search frames (regex)…';
+  this.search.setAttribute('aria-label', 'search frames');
+  this.search.spellcheck = false;
+  this.matchedEl = el('span', 'matched');
+  var right = el('div', 'right');
+  var seg = el('div', 'seg');
+  this.btnFlame = el('button', null, 'Flame');
+  this.btnIcicle = el('button', null, 'Icicle');
+  this.btnFlame.type = this.btnIcicle.type = 'button';
+  seg.appendChild(this.btnFlame);
+  seg.appendChild(this.btnIcicle);
+  this.btnReset = el('button', 'btn', 'Reset zoom');
+  this.btnReset.type = 'button';
+  right.appendChild(seg);
+  right.appendChild(this.btnReset);
+  bar.appendChild(this.search);
+  bar.appendChild(this.matchedEl);
+  bar.appendChild(right);
+  this.crumbs = el('div', 'crumbs hidden');
+  this.box = el('div', 'flame-box');
+  this.canvas = el('canvas', 'main');
+  this.overlay = el('canvas', 'overlay');
+  this.emptyEl = el('div', 'empty', 'Loading…');
+  this.box.appendChild(this.canvas);
+  this.box.appendChild(this.overlay);
+  this.box.appendChild(this.emptyEl);
+  this.foot = el('div', 'flame-foot');
+  root.appendChild(bar);
+  root.appendChild(this.crumbs);
+  root.appendChild(this.box);
+  root.appendChild(this.foot);
+  this.topTable = new FlameTop(root, function (name) { self.selectFunction(name); });
+  container.appendChild(root);
+  this.root = root;
+
+  var timer = 0;
+  this.search.addEventListener('input', function () {
+    clearTimeout(timer);
+    timer = setTimeout(function () {
+      self.selected = null;
+      self._setSearch(self.search.value);
+      self._changed();
+    }, 120);
+  });
+  this.search.addEventListener('keydown', function (e) {
+    if (e.key === 'Escape') {
+      self.search.value = '';
+      self.selected = null;
+      self._setSearch('');
+      self._changed();
     }
-    var out = [];
-    for (var j = 0; j < k; j++) {
-      if (seen[j]) out.push({name: m.names[j], self: selfs[j], total: totals[j]});
-    }
-    return out;
-  }
+  });
+  this.btnFlame.addEventListener('click', function () { self._setIcicle(false); });
+  this.btnIcicle.addEventListener('click', function () { self._setIcicle(true); });
+  this.btnReset.addEventListener('click', function () { self._zoomTo(0); });
+  this.canvas.addEventListener('mousemove', function (e) { self._move(e); });
+  this.canvas.addEventListener('mouseleave', function () { self._setHover(-1); Charts.tooltip.hide(); });
+  this.canvas.addEventListener('click', function (e) {
+    var i = self._hit(e);
+    if (i >= 0) self._zoomTo(i);
+  });
+  Charts.observeWidth(this.box, function () { self.render(); });
+  Charts.onTheme(function () {
+    if (!self.root.isConnected) return false;
+    self.colors = null;
+    self.render();
+  });
+  this._syncButtons();
+};
 
-  /* Compiles a search string: a case-insensitive regex, or the literal text if it is not one. */
-  function compile(q) {
-    if (!q) return null;
-    try {
-      return new RegExp(q, 'i');
-    } catch (e) {
-      return new RegExp(q.replace(/[.*+?^${}()|[\]\\]/g, '\\$&'), 'i');
-    }
-  }
+FlameGraph.prototype.getState = function () {
+  return {q: this.q, zoom: this.zoomPath.slice(), icicle: this.icicle};
+};
 
-  /* Marks matching names and sums the value of matching frames, skipping frames under a
-   * matching ancestor so nothing is counted twice. `within` limits the sum to a subtree. */
-  function match(m, re, within) {
-    var hit = new Uint8Array(m.names.length);
-    for (var j = 0; j < m.names.length; j++) hit[j] = re.test(m.names[j]) ? 1 : 0;
-    function sum(from, to) {
-      var s = 0;
-      var i = from;
-      while (i < to) {
-        if (hit[m.name[i]]) {
-          s += m.width[i];
-          i = m.end[i];
-        } else {
-          i++;
-        }
-      }
-      return s;
-    }
-    var z = within || 0;
-    // frames above the zoomed one are not part of the view
-    return {hit: hit, value: sum(0, m.n), inView: sum(z, m.end[z])};
-  }
+/* Applies state from the URL without firing onChange. */
+FlameGraph.prototype.setState = function (st) {
+  st = st || {};
+  var q = st.q || '';
+  if (this.search.value !== q) this.search.value = q;
+  this.icicle = !!st.icicle;
+  this.zoomPath = (st.zoom || []).slice();
+  if (this.model) this.z = findPath(this.model, this.zoomPath);
+  this._setSearch(q, true);
+  this._syncButtons();
+  this.render();
+  this._markTopMatches();
+};
 
-  /* The frame reached by following `path` (names below the root); the deepest match if the path
-   * no longer exists in full. */
-  function findPath(m, path) {
-    var i = 0;
-    for (var p = 0; p < (path || []).length; p++) {
-      var found = -1;
-      for (var j = i + 1; j < m.end[i]; j = m.end[j]) {
-        if (m.names[m.name[j]] === path[p]) {
-          found = j;
-          break;
-        }
-      }
-      if (found < 0) break;
-      i = found;
-    }
-    return i;
-  }
+FlameGraph.prototype._changed = function () {
+  if (this.opts.onChange) this.opts.onChange(this.getState());
+};
 
-  function pathOf(m, i) {
-    var out = [];
-    for (; i > 0; i = m.parent[i]) out.push(m.names[m.name[i]]);
-    return out.reverse();
-  }
+FlameGraph.prototype.setData = function (reply) {
+  var rootNode = reply && reply.root ? reply.root : {name: 'all', value: 0, children: []};
+  this.message = '';
+  this.unit = reply && reply.unit || 'count';
+  this.model = flatten(rootNode);
+  if (reply && +reply.total > 0) this.grandTotal = +reply.total;
+  else this.grandTotal = this.model.total;
+  this.z = findPath(this.model, this.zoomPath);
+  this.hover = -1;
+  this.colors = null;
+  this.topRows = top(this.model);
+  this._setSearch(this.q, true);
+  this.render();
+  this._renderTop();
+  hook.flameNodes = this.model.n;
+};
 
-  /* Walks what is visible when zoomed on frame z at `px` CSS pixels wide, for levels up to
-   * maxLevel. emit(kind, i, level, x, w): kind 0 = a frame, 1 = a merged run of frames narrower
-   * than MIN_PX (i = -1), 2 = an ancestor of z (drawn full width). Returns the number emitted. */
-  function layout(m, z, px, maxLevel, emit) {
-    var drawn = 0;
-    var x0 = m.left[z];
-    var scale = px / (m.width[z] || 1);
-    for (var a = m.parent[z]; a >= 0; a = m.parent[a]) {
-      if (m.level[a] <= maxLevel) {
-        emit(2, a, m.level[a], 0, px);
-        drawn++;
-      }
-    }
-    var zEnd = m.end[z];
-    for (var lv = m.level[z]; lv <= maxLevel && lv < m.levels.length; lv++) {
-      var arr = m.levels[lv];
-      var lo = 0;
-      var hi = arr.length;
-      while (lo < hi) {
-        var mid = (lo + hi) >> 1;
-        if (arr[mid] < z) lo = mid + 1;
-        else hi = mid;
-      }
-      var runStart = -1;
-      var runEnd = -1;
-      for (var k = lo; k < arr.length; k++) {
-        var i = arr[k];
-        if (i >= zEnd) break;
-        var x = (m.left[i] - x0) * scale;
-        var w = m.width[i] * scale;
-        if (w < MIN_PX) {
-          if (runStart >= 0 && x <= runEnd + MIN_PX) {
-            if (x + w > runEnd) runEnd = x + w;
-          } else {
-            if (runStart >= 0 && runEnd - runStart >= MIN_PX) {
-              emit(1, -1, lv, runStart, runEnd - runStart);
-              drawn++;
-            }
-            runStart = x;
-            runEnd = x + w;
-          }
-          continue;
-        }
-        if (runStart >= 0 && runEnd - runStart >= MIN_PX) {
-          emit(1, -1, lv, runStart, runEnd - runStart);
-          drawn++;
-        }
-        runStart = -1;
-        emit(0, i, lv, x, w);
-        drawn++;
-      }
-      if (runStart >= 0 && runEnd - runStart >= MIN_PX) {
-        emit(1, -1, lv, runStart, runEnd - runStart);
-        drawn++;
-      }
-    }
-    return drawn;
-  }
+FlameGraph.prototype.clear = function (message) {
+  this.model = null;
+  this.topRows = null;
+  this.message = message || '';
+  this.emptyEl.textContent = message || '';
+  this.emptyEl.classList.remove('hidden');
+  this.render();
+  this._renderTop();
+};
 
-  /* The frame under value-space position xv at level lv, or -1. */
-  function hitTest(m, z, lv, xv, minValue) {
-    if (lv < 0 || lv >= m.levels.length) return -1;
-    if (lv < m.level[z]) {
-      for (var a = m.parent[z]; a >= 0; a = m.parent[a]) if (m.level[a] === lv) return a;
-      return -1;
-    }
-    var arr = m.levels[lv];
-    var lo = 0;
-    var hi = arr.length;
-    while (lo < hi) { // first index >= z
-      var mid = (lo + hi) >> 1;
-      if (arr[mid] < z) lo = mid + 1;
-      else hi = mid;
-    }
-    var a0 = lo;
-    hi = arr.length;
-    var zEnd = m.end[z];
-    while (lo < hi) { // first index >= end of zoomed subtree
-      var mid2 = (lo + hi) >> 1;
-      if (arr[mid2] < zEnd) lo = mid2 + 1;
-      else hi = mid2;
-    }
-    var a1 = lo;
-    lo = a0;
-    hi = a1;
-    while (lo < hi) { // last frame with left <= xv
-      var mid3 = (lo + hi) >> 1;
-      if (m.left[arr[mid3]] <= xv) lo = mid3 + 1;
-      else hi = mid3;
-    }
-    if (lo === a0) return -1;
-    var i = arr[lo - 1];
-    if (xv >= m.left[i] + m.width[i]) return -1;
-    if (m.width[i] < minValue) return -1;
-    return i;
-  }
-
-  /* ================================================================== colours */
-
-  function hash(s) {
-    var h = 2166136261;
-    for (var i = 0; i < s.length; i++) {
-      h ^= s.charCodeAt(i);
-      h = Math.imul(h, 16777619);
-    }
-    return h >>> 0;
-  }
-
-  /* Splits a frame name on dots outside generic brackets: "A.B<C.D>.M" -> ["A", "B<C.D>", "M"]. */
-  function parts(name) {
-    var out = [];
-    var depth = 0;
-    var start = 0;
-    for (var i = 0; i < name.length; i++) {
-      var ch = name.charCodeAt(i);
-      if (ch === 60 || ch === 91 || ch === 40) depth++;        // < [ (
-      else if (ch === 62 || ch === 93 || ch === 41) depth--;   // > ] )
-      else if (ch === 46 && depth === 0 && i > start) {        // .
-        out.push(name.slice(start, i));
-        start = i + 1;
-      }
-    }
-    out.push(name.slice(start));
-    return out;
-  }
-
-  function shortName(name) {
-    var p = parts(name);
-    return p.length <= 2 ? name : p.slice(-2).join('.');
-  }
-
-  /* Frame colours by origin: the app's own code warm, the .NET libraries cool, native and
-   * runtime frames grey, GC green; hue by namespace, lightness by method. Colours come from a
-   * small fixed palette so a redraw fills one batched path per colour, not one per frame. */
-  var P_GREY = 0;          // 3 shades
-  var P_GC = 3;            // 2 shades
-  var P_COOL = 5;          // 8 hues x 3 shades
-  var P_WARM = 29;         // 12 hues x 3 shades
-  var P_MATCH = 65;
-  var P_DIM = 66;          // 4 shades
-  var P_MERGED = 70;
-  var P_SIZE = 71;
-
-  function colorIndex(name) {
-    var p = parts(name);
-    var ns = p.length > 2 ? p.slice(0, -2).join('.') : p[0];
-    var shade = hash(name) % 3;
-    if (name.charCodeAt(0) === 91 || name === 'all') return P_GREY + shade;       // "[native] ..."
-    if (/^(Garbage Collector|GC\b)/.test(name)) return P_GC + shade % 2;
-    if (/^(System|Microsoft|Internal|Interop|Windows)\b/.test(name)) return P_COOL + hash(ns) % 8 * 3 + shade;
-    return P_WARM + hash(ns) % 12 * 3 + shade;
-  }
-
-  function palette(dark, match) {
-    var pal = new Array(P_SIZE);
-    var lum = dark ? [38, 42, 46] : [62, 67, 72];
-    function hsl(h, s, l) { return 'hsl(' + h + ',' + s + '%,' + l + '%)'; }
-    for (var k = 0; k < 3; k++) {
-      pal[P_GREY + k] = hsl(220, 8, lum[k] + (dark ? 0 : 6));
-      if (k < 2) pal[P_GC + k] = hsl(130, 42, lum[k]);
-      for (var c = 0; c < 8; c++) pal[P_COOL + c * 3 + k] = hsl(185 + c * 6, dark ? 36 : 48, lum[k]);
-      for (var w = 0; w < 12; w++) pal[P_WARM + w * 3 + k] = hsl(6 + w * 4, dark ? 58 : 80, lum[k]);
-    }
-    pal[P_MATCH] = match;
-    for (var d = 0; d < 4; d++) pal[P_DIM + d] = hsl(220, dark ? 8 : 10, (dark ? 24 : 85) + d * 2);
-    pal[P_MERGED] = dark ? 'rgba(160,170,185,0.35)' : 'rgba(120,130,145,0.35)';
-    return pal;
-  }
-
-  /* ================================================================== widget */
-
-  function el(tag, cls, text) {
-    var e = document.createElement(tag);
-    if (cls) e.className = cls;
-    if (text != null) e.textContent = text;
-    return e;
-  }
-
-  function escapeRe(s) {
-    return s.replace(/[.*+?^${}()|[\]\\]/g, '\\$&');
-  }
-
-  function FlameGraph(container, opts) {
-    this.opts = opts || {};
-    this.model = null;
-    this.unit = 'count';
-    this.z = 0;
-    this.zoomPath = [];
-    this.q = '';
-    this.re = null;
-    this.matched = null;
-    this.icicle = false;
-    this.hover = -1;
-    this.sortKey = 'self';
-    this.sortDir = -1;
-    this.selected = null;
-    this.colors = null;
-    this.topRows = null;
-    this._build(container);
-  }
-
-  FlameGraph.prototype._build = function (container) {
-    var self = this;
-    var root = el('div', 'flame');
-    var bar = el('div', 'flame-toolbar');
-    this.search = el('input', 'search');
-    this.search.type = 'search';
-    this.search.placeholder = 'Search frames (regex)…';
-    this.search.setAttribute('aria-label', 'search frames');
-    this.search.spellcheck = false;
-    this.matchedEl = el('span', 'matched');
-    var right = el('div', 'right');
-    var seg = el('div', 'seg');
-    this.btnFlame = el('button', null, 'Flame');
-    this.btnIcicle = el('button', null, 'Icicle');
-    this.btnFlame.type = this.btnIcicle.type = 'button';
-    seg.appendChild(this.btnFlame);
-    seg.appendChild(this.btnIcicle);
-    this.btnReset = el('button', 'btn', 'Reset zoom');
-    this.btnReset.type = 'button';
-    right.appendChild(seg);
-    right.appendChild(this.btnReset);
-    bar.appendChild(this.search);
-    bar.appendChild(this.matchedEl);
-    bar.appendChild(right);
-    this.crumbs = el('div', 'crumbs hidden');
-    this.box = el('div', 'flame-box');
-    this.canvas = el('canvas', 'main');
-    this.overlay = el('canvas', 'overlay');
-    this.emptyEl = el('div', 'empty', 'Loading…');
-    this.box.appendChild(this.canvas);
-    this.box.appendChild(this.overlay);
-    this.box.appendChild(this.emptyEl);
-    this.foot = el('div', 'flame-foot');
-    var topBox = el('div', 'flame-top');
-    topBox.appendChild(el('h3', null, 'Top functions'));
-    var wrap = el('div', 'tablewrap');
-    this.table = el('table', 'data');
-    wrap.appendChild(this.table);
-    topBox.appendChild(wrap);
-    this.topFoot = el('div', 'tablefoot');
-    topBox.appendChild(this.topFoot);
-    root.appendChild(bar);
-    root.appendChild(this.crumbs);
-    root.appendChild(this.box);
-    root.appendChild(this.foot);
-    root.appendChild(topBox);
-    container.appendChild(root);
-    this.root = root;
-
-    var timer = 0;
-    this.search.addEventListener('input', function () {
-      clearTimeout(timer);
-      timer = setTimeout(function () {
-        self.selected = null;
-        self._setSearch(self.search.value);
-        self._changed();
-      }, 120);
-    });
-    this.search.addEventListener('keydown', function (e) {
-      if (e.key === 'Escape') {
-        self.search.value = '';
-        self.selected = null;
-        self._setSearch('');
-        self._changed();
-      }
-    });
-    this.btnFlame.addEventListener('click', function () { self._setIcicle(false); });
-    this.btnIcicle.addEventListener('click', function () { self._setIcicle(true); });
-    this.btnReset.addEventListener('click', function () { self._zoomTo(0); });
-    this.canvas.addEventListener('mousemove', function (e) { self._move(e); });
-    this.canvas.addEventListener('mouseleave', function () { self._setHover(-1); Charts.tooltip.hide(); });
-    this.canvas.addEventListener('click', function (e) {
-      var i = self._hit(e);
-      if (i >= 0) self._zoomTo(i);
-    });
-    Charts.observeWidth(this.box, function () { self.render(); });
-    Charts.onTheme(function () {
-      if (!self.root.isConnected) return false;
-      self.colors = null;
-      self.render();
-    });
-    this._syncButtons();
-  };
-
-  FlameGraph.prototype.getState = function () {
-    return {q: this.q, zoom: this.zoomPath.slice(), icicle: this.icicle};
-  };
-
-  /* Applies state from the URL without firing onChange. */
-  FlameGraph.prototype.setState = function (st) {
-    st = st || {};
-    var q = st.q || '';
-    if (this.search.value !== q) this.search.value = q;
-    this.icicle = !!st.icicle;
-    this.zoomPath = (st.zoom || []).slice();
-    if (this.model) this.z = findPath(this.model, this.zoomPath);
-    this._setSearch(q, true);
-    this._syncButtons();
+FlameGraph.prototype._setSearch = function (q, quiet) {
+  this.q = q || '';
+  this.re = compile(this.q);
+  this.matched = this.re && this.model ? match(this.model, this.re, this.z) : null;
+  this.colors = null;
+  this._matchedText();
+  if (!quiet) {
     this.render();
     this._markTopMatches();
-  };
+  }
+};
 
-  FlameGraph.prototype._changed = function () {
-    if (this.opts.onChange) this.opts.onChange(this.getState());
-  };
+FlameGraph.prototype._matchedText = function () {
+  if (!this.matched || !this.model) {
+    this.matchedEl.textContent = '';
+    return;
+  }
+  var tot = this.grandTotal || this.model.total || 1;
+  var s = 'matched ' + F.pct(this.matched.value / tot) + ' of total (' +
+    F.unit(this.matched.value, this.unit) + ')';
+  if (this.z > 0 && this.model.width[this.z] > 0) {
+    s += ', ' + F.pct(this.matched.inView / this.model.width[this.z]) + ' of view';
+  }
+  this.matchedEl.textContent = s;
+};
 
-  FlameGraph.prototype.setData = function (reply) {
-    var rootNode = reply && reply.root ? reply.root : {name: 'all', value: 0, children: []};
-    this.message = '';
-    this.unit = reply && reply.unit || 'count';
-    this.model = flatten(rootNode);
-    if (reply && +reply.total > 0) this.grandTotal = +reply.total;
-    else this.grandTotal = this.model.total;
-    this.z = findPath(this.model, this.zoomPath);
-    this.hover = -1;
-    this.colors = null;
-    this.topRows = top(this.model);
-    this._setSearch(this.q, true);
-    this.render();
-    this._renderTop();
-    window.__clrscope.flameNodes = this.model.n;
-  };
+FlameGraph.prototype._setIcicle = function (on) {
+  this.icicle = on;
+  this._syncButtons();
+  this.render();
+  this._changed();
+};
 
-  FlameGraph.prototype.clear = function (message) {
-    this.model = null;
-    this.topRows = null;
-    this.message = message || '';
-    this.emptyEl.textContent = message || '';
+FlameGraph.prototype._syncButtons = function () {
+  this.btnFlame.classList.toggle('on', !this.icicle);
+  this.btnIcicle.classList.toggle('on', this.icicle);
+  this.btnFlame.setAttribute('aria-pressed', String(!this.icicle));
+  this.btnIcicle.setAttribute('aria-pressed', String(this.icicle));
+};
+
+FlameGraph.prototype._zoomTo = function (i) {
+  if (!this.model) return;
+  this.z = i;
+  this.zoomPath = pathOf(this.model, i);
+  this.hover = -1;
+  Charts.tooltip.hide();
+  if (this.re) this.matched = match(this.model, this.re, this.z);
+  this._matchedText();
+  this.render();
+  this._changed();
+};
+
+FlameGraph.prototype._rows = function () {
+  var m = this.model;
+  var z = this.z;
+  var maxLv = m.level[z];
+  for (var i = z; i < m.end[z]; i++) if (m.level[i] > maxLv) maxLv = m.level[i];
+  var cap = Math.floor(MAX_CSS_HEIGHT / ROW);
+  return {maxLevel: Math.min(maxLv, cap - 1), hidden: Math.max(0, maxLv + 1 - cap)};
+};
+
+/* Palette index per name (depends on the search), computed once per model and search. */
+FlameGraph.prototype._colorsFor = function () {
+  if (this.colors) return this.colors;
+  var m = this.model;
+  var hit = this.matched ? this.matched.hit : null;
+  var out = new Uint8Array(m.names.length);
+  for (var j = 0; j < m.names.length; j++) {
+    if (hit) out[j] = hit[j] ? P_MATCH : P_DIM + hash(m.names[j]) % 4;
+    else out[j] = colorIndex(m.names[j]);
+  }
+  this.colors = out;
+  return out;
+};
+
+FlameGraph.prototype.render = function () {
+  var w = this.box.clientWidth;
+  if (!w) return;
+  var m = this.model;
+  this.overlay.width = this.overlay.width; // clears the hover outline
+  if (!m || m.n <= 1 || !(m.total > 0)) {
+    var ctx0 = Charts.fitCanvas(this.canvas, w, 60);
+    Charts.fitCanvas(this.overlay, w, 60);
+    ctx0.clearRect(0, 0, w, 60);
+    if (m) this.emptyEl.textContent = 'No samples in this window.';
     this.emptyEl.classList.remove('hidden');
-    this.render();
-    this._renderTop();
-  };
-
-  FlameGraph.prototype._setSearch = function (q, quiet) {
-    this.q = q || '';
-    this.re = compile(this.q);
-    this.matched = this.re && this.model ? match(this.model, this.re, this.z) : null;
-    this.colors = null;
-    this._matchedText();
-    if (!quiet) {
-      this.render();
-      this._markTopMatches();
-    }
-  };
-
-  FlameGraph.prototype._matchedText = function () {
-    if (!this.matched || !this.model) {
-      this.matchedEl.textContent = '';
+    this.foot.textContent = '';
+    this.crumbs.classList.add('hidden');
+    this.btnReset.disabled = true;
+    return;
+  }
+  this.emptyEl.classList.add('hidden');
+  var t0 = performance.now();
+  var th = Charts.theme();
+  var dark = th.dark;
+  var rows = this._rows();
+  var nrows = rows.maxLevel + 1;
+  var h = nrows * ROW;
+  this._nrows = nrows;
+  var ctx = Charts.fitCanvas(this.canvas, w, h);
+  Charts.fitCanvas(this.overlay, w, h);
+  ctx.clearRect(0, 0, w, h);
+  var colors = this._colorsFor();
+  var pal = palette(dark, th.match);
+  var font = '11.5px ' + (th.mono || 'monospace');
+  ctx.font = font;
+  ctx.textBaseline = 'middle';
+  var charW = ctx.measureText('MMMMMMMMMM').width / 10 || 7;
+  var textColor = dark ? '#eef1f5' : '#1b1f27';
+  var mutedText = th.muted;
+  var icicle = this.icicle;
+  var names = m.names;
+  var nameIdx = m.name;
+  var labels = [];
+  var ancestors = [];
+  var buckets = this._buckets || (this._buckets = []);
+  for (var b = 0; b < P_SIZE; b++) {
+    if (buckets[b]) buckets[b].length = 0;
+    else buckets[b] = [];
+  }
+  var n = layout(m, this.z, w, rows.maxLevel, function (kind, i, lv, x, bw) {
+    var y = icicle ? lv * ROW : (nrows - 1 - lv) * ROW;
+    if (kind === 1) {
+      buckets[P_MERGED].push(x, y, bw);
       return;
     }
-    var tot = this.grandTotal || this.model.total || 1;
-    var s = 'matched ' + Charts.fmt.pct(this.matched.value / tot) + ' of total (' +
-      Charts.fmt.unit(this.matched.value, this.unit) + ')';
-    if (this.z > 0 && this.model.width[this.z] > 0) {
-      s += ', ' + Charts.fmt.pct(this.matched.inView / this.model.width[this.z]) + ' of view';
+    if (kind === 2) ancestors.push(i, y);
+    else buckets[colors[nameIdx[i]]].push(x, y, bw > 2 ? bw - 1 : bw);
+    if (bw >= charW * 3 + 6) labels.push(i, x, y, bw, kind);
+  });
+  // one path per colour
+  for (b = 0; b < P_SIZE; b++) {
+    var r = buckets[b];
+    if (!r.length) continue;
+    ctx.fillStyle = pal[b];
+    ctx.beginPath();
+    for (var q = 0; q < r.length; q += 3) ctx.rect(r[q], r[q + 1], r[q + 2], ROW - 1);
+    ctx.fill();
+  }
+  ctx.globalAlpha = 0.55;
+  for (q = 0; q < ancestors.length; q += 2) {
+    ctx.fillStyle = pal[colors[nameIdx[ancestors[q]]]];
+    ctx.fillRect(0, ancestors[q + 1], w - 1, ROW - 1);
+  }
+  ctx.globalAlpha = 1;
+  // labels in a second pass: one fillStyle switch instead of one per box
+  for (var k = 0; k < labels.length; k += 5) {
+    var i = labels[k];
+    var avail = Math.floor((labels[k + 3] - 6) / charW);
+    var full = names[nameIdx[i]];
+    var text = full;
+    if (text.length > avail) {
+      text = shortName(full);
+      if (text.length > avail) text = avail >= 3 ? text.slice(0, avail - 1) + '…' : '';
     }
-    this.matchedEl.textContent = s;
-  };
+    if (!text) continue;
+    var hit = this.matched && this.matched.hit[nameIdx[i]];
+    ctx.fillStyle = labels[k + 4] === 2 ? mutedText : hit ? '#ffffff' : textColor;
+    ctx.fillText(text, labels[k + 1] + 3, labels[k + 2] + (ROW - 1) / 2 + 0.5);
+  }
+  var ms = performance.now() - t0;
+  hook.framesDrawn = n;
+  hook.lastRenderMs = Math.round(ms * 10) / 10;
+  hook.renders = (hook.renders || 0) + 1;
+  hook.flame = {rows: nrows, rowHeight: ROW, icicle: icicle, zoom: this.zoomPath.slice()};
+  var foot = F.int(m.n) + ' frames · ' + F.int(n) + ' drawn · total ' +
+    F.unit(this.grandTotal, this.unit) + ' · rendered in ' + ms.toFixed(1) + ' ms';
+  if (rows.hidden) foot += ' · ' + rows.hidden + ' deeper levels not shown (zoom in)';
+  this.foot.textContent = foot + ' · click a frame to zoom';
+  this._renderCrumbs();
+  if (this.hover >= 0) this._drawHover();
+};
 
-  FlameGraph.prototype._setIcicle = function (on) {
-    this.icicle = on;
-    this._syncButtons();
-    this.render();
-    this._changed();
-  };
+FlameGraph.prototype._renderCrumbs = function () {
+  var self = this;
+  var m = this.model;
+  this.crumbs.textContent = '';
+  if (!m || this.z === 0) {
+    this.crumbs.classList.add('hidden');
+    this.btnReset.disabled = true;
+    return;
+  }
+  this.btnReset.disabled = false;
+  this.crumbs.classList.remove('hidden');
+  var chain = [];
+  for (var i = this.z; i >= 0; i = m.parent[i]) chain.push(i);
+  chain.reverse();
+  var shown = chain;
+  if (chain.length > 9) shown = chain.slice(0, 2).concat([-1]).concat(chain.slice(-6));
+  shown.forEach(function (idx, k) {
+    if (k > 0) self.crumbs.appendChild(el('span', 'sep', '›'));
+    if (idx === -1) {
+      self.crumbs.appendChild(el('span', 'sep', '…'));
+      return;
+    }
+    var label = idx === 0 ? 'all' : shortName(m.names[m.name[idx]]);
+    if (idx === self.z) {
+      var cur = el('span', 'cur', label);
+      cur.title = m.names[m.name[idx]];
+      self.crumbs.appendChild(cur);
+      return;
+    }
+    var a = el('a', null, label);
+    a.title = m.names[m.name[idx]];
+    a.tabIndex = 0;
+    a.addEventListener('click', function () { self._zoomTo(idx); });
+    a.addEventListener('keydown', function (e) { if (e.key === 'Enter') self._zoomTo(idx); });
+    self.crumbs.appendChild(a);
+  });
+};
 
-  FlameGraph.prototype._syncButtons = function () {
-    this.btnFlame.classList.toggle('on', !this.icicle);
-    this.btnIcicle.classList.toggle('on', this.icicle);
-    this.btnFlame.setAttribute('aria-pressed', String(!this.icicle));
-    this.btnIcicle.setAttribute('aria-pressed', String(this.icicle));
-  };
+FlameGraph.prototype._hit = function (e) {
+  var m = this.model;
+  if (!m || !this._nrows) return -1;
+  var r = this.canvas.getBoundingClientRect();
+  var x = e.clientX - r.left;
+  var y = e.clientY - r.top;
+  var row = Math.floor(y / ROW);
+  var lv = this.icicle ? row : this._nrows - 1 - row;
+  var w = r.width || 1;
+  var scale = w / (m.width[this.z] || 1);
+  var xv = m.left[this.z] + x / scale;
+  return hitTest(m, this.z, lv, xv, MIN_PX / scale);
+};
 
-  FlameGraph.prototype._zoomTo = function (i) {
-    if (!this.model) return;
-    this.z = i;
-    this.zoomPath = pathOf(this.model, i);
-    this.hover = -1;
+FlameGraph.prototype._setHover = function (i) {
+  if (i === this.hover) return;
+  this.hover = i;
+  this.overlay.width = this.overlay.width;
+  if (i >= 0) this._drawHover();
+};
+
+FlameGraph.prototype._drawHover = function () {
+  var m = this.model;
+  var i = this.hover;
+  if (!m || i < 0 || i >= m.n) return;
+  var w = this.box.clientWidth;
+  var ctx = this.overlay.getContext('2d');
+  var dpr = window.devicePixelRatio || 1;
+  ctx.setTransform(dpr, 0, 0, dpr, 0, 0);
+  var scale = w / (m.width[this.z] || 1);
+  var x;
+  var bw;
+  if (m.level[i] < m.level[this.z]) {
+    x = 0;
+    bw = w;
+  } else {
+    x = (m.left[i] - m.left[this.z]) * scale;
+    bw = m.width[i] * scale;
+  }
+  var lv = m.level[i];
+  var y = this.icicle ? lv * ROW : (this._nrows - 1 - lv) * ROW;
+  ctx.strokeStyle = Charts.theme().fg;
+  ctx.lineWidth = 1.5;
+  ctx.strokeRect(x + 0.75, y + 0.75, Math.max(1, bw - 2.5), ROW - 2.5);
+};
+
+FlameGraph.prototype._move = function (e) {
+  var i = this._hit(e);
+  this._setHover(i);
+  if (i < 0) {
     Charts.tooltip.hide();
-    if (this.re) this.matched = match(this.model, this.re, this.z);
-    this._matchedText();
-    this.render();
-    this._changed();
-  };
-
-  FlameGraph.prototype._rows = function () {
-    var m = this.model;
-    var z = this.z;
-    var maxLv = m.level[z];
-    for (var i = z; i < m.end[z]; i++) if (m.level[i] > maxLv) maxLv = m.level[i];
-    var cap = Math.floor(MAX_CSS_HEIGHT / ROW);
-    return {maxLevel: Math.min(maxLv, cap - 1), hidden: Math.max(0, maxLv + 1 - cap)};
-  };
-
-  /* Palette index per name (depends on the search), computed once per model and search. */
-  FlameGraph.prototype._colorsFor = function () {
-    if (this.colors) return this.colors;
-    var m = this.model;
-    var hit = this.matched ? this.matched.hit : null;
-    var out = new Uint8Array(m.names.length);
-    for (var j = 0; j < m.names.length; j++) {
-      if (hit) out[j] = hit[j] ? P_MATCH : P_DIM + hash(m.names[j]) % 4;
-      else out[j] = colorIndex(m.names[j]);
-    }
-    this.colors = out;
-    return out;
-  };
-
-  FlameGraph.prototype.render = function () {
-    var hook = window.__clrscope;
-    var w = this.box.clientWidth;
-    if (!w) return;
-    var m = this.model;
-    this.overlay.width = this.overlay.width; // clears the hover outline
-    if (!m || m.n <= 1 || !(m.total > 0)) {
-      var ctx0 = Charts.fitCanvas(this.canvas, w, 60);
-      Charts.fitCanvas(this.overlay, w, 60);
-      ctx0.clearRect(0, 0, w, 60);
-      if (m) this.emptyEl.textContent = 'No samples in this window.';
-      this.emptyEl.classList.remove('hidden');
-      this.foot.textContent = '';
-      this.crumbs.classList.add('hidden');
-      this.btnReset.disabled = true;
-      return;
-    }
-    this.emptyEl.classList.add('hidden');
-    var t0 = performance.now();
-    var th = Charts.theme();
-    var dark = th.dark;
-    var rows = this._rows();
-    var nrows = rows.maxLevel + 1;
-    var h = nrows * ROW;
-    this._nrows = nrows;
-    var ctx = Charts.fitCanvas(this.canvas, w, h);
-    Charts.fitCanvas(this.overlay, w, h);
-    ctx.clearRect(0, 0, w, h);
-    var colors = this._colorsFor();
-    var pal = palette(dark, th.match);
-    var font = '11.5px ' + (th.mono || 'monospace');
-    ctx.font = font;
-    ctx.textBaseline = 'middle';
-    var charW = ctx.measureText('MMMMMMMMMM').width / 10 || 7;
-    var textColor = dark ? '#eef1f5' : '#1b1f27';
-    var mutedText = th.muted;
-    var icicle = this.icicle;
-    var names = m.names;
-    var nameIdx = m.name;
-    var labels = [];
-    var ancestors = [];
-    var buckets = this._buckets || (this._buckets = []);
-    for (var b = 0; b < P_SIZE; b++) {
-      if (buckets[b]) buckets[b].length = 0;
-      else buckets[b] = [];
-    }
-    var n = layout(m, this.z, w, rows.maxLevel, function (kind, i, lv, x, bw) {
-      var y = icicle ? lv * ROW : (nrows - 1 - lv) * ROW;
-      if (kind === 1) {
-        buckets[P_MERGED].push(x, y, bw);
-        return;
-      }
-      if (kind === 2) ancestors.push(i, y);
-      else buckets[colors[nameIdx[i]]].push(x, y, bw > 2 ? bw - 1 : bw);
-      if (bw >= charW * 3 + 6) labels.push(i, x, y, bw, kind);
-    });
-    // one path per colour
-    for (b = 0; b < P_SIZE; b++) {
-      var r = buckets[b];
-      if (!r.length) continue;
-      ctx.fillStyle = pal[b];
-      ctx.beginPath();
-      for (var q = 0; q < r.length; q += 3) ctx.rect(r[q], r[q + 1], r[q + 2], ROW - 1);
-      ctx.fill();
-    }
-    ctx.globalAlpha = 0.55;
-    for (q = 0; q < ancestors.length; q += 2) {
-      ctx.fillStyle = pal[colors[nameIdx[ancestors[q]]]];
-      ctx.fillRect(0, ancestors[q + 1], w - 1, ROW - 1);
-    }
-    ctx.globalAlpha = 1;
-    // labels in a second pass: one fillStyle switch instead of one per box
-    for (var k = 0; k < labels.length; k += 5) {
-      var i = labels[k];
-      var avail = Math.floor((labels[k + 3] - 6) / charW);
-      var full = names[nameIdx[i]];
-      var text = full;
-      if (text.length > avail) {
-        text = shortName(full);
-        if (text.length > avail) text = avail >= 3 ? text.slice(0, avail - 1) + '…' : '';
-      }
-      if (!text) continue;
-      var hit = this.matched && this.matched.hit[nameIdx[i]];
-      ctx.fillStyle = labels[k + 4] === 2 ? mutedText : hit ? '#ffffff' : textColor;
-      ctx.fillText(text, labels[k + 1] + 3, labels[k + 2] + (ROW - 1) / 2 + 0.5);
-    }
-    var ms = performance.now() - t0;
-    hook.framesDrawn = n;
-    hook.lastRenderMs = Math.round(ms * 10) / 10;
-    hook.renders = (hook.renders || 0) + 1;
-    hook.flame = {rows: nrows, rowHeight: ROW, icicle: icicle, zoom: this.zoomPath.slice()};
-    var foot = Charts.fmt.int(m.n) + ' frames · ' + Charts.fmt.int(n) + ' drawn · total ' +
-      Charts.fmt.unit(this.grandTotal, this.unit) + ' · rendered in ' + ms.toFixed(1) + ' ms';
-    if (rows.hidden) foot += ' · ' + rows.hidden + ' deeper levels not shown (zoom in)';
-    this.foot.textContent = foot + ' · click a frame to zoom';
-    this._renderCrumbs();
-    if (this.hover >= 0) this._drawHover();
-  };
-
-  FlameGraph.prototype._renderCrumbs = function () {
-    var self = this;
-    var m = this.model;
-    this.crumbs.textContent = '';
-    if (!m || this.z === 0) {
-      this.crumbs.classList.add('hidden');
-      this.btnReset.disabled = true;
-      return;
-    }
-    this.btnReset.disabled = false;
-    this.crumbs.classList.remove('hidden');
-    var chain = [];
-    for (var i = this.z; i >= 0; i = m.parent[i]) chain.push(i);
-    chain.reverse();
-    var shown = chain;
-    if (chain.length > 9) shown = chain.slice(0, 2).concat([-1]).concat(chain.slice(-6));
-    shown.forEach(function (idx, k) {
-      if (k > 0) self.crumbs.appendChild(el('span', 'sep', '›'));
-      if (idx === -1) {
-        self.crumbs.appendChild(el('span', 'sep', '…'));
-        return;
-      }
-      var label = idx === 0 ? 'all' : shortName(m.names[m.name[idx]]);
-      if (idx === self.z) {
-        var cur = el('span', 'cur', label);
-        cur.title = m.names[m.name[idx]];
-        self.crumbs.appendChild(cur);
-        return;
-      }
-      var a = el('a', null, label);
-      a.title = m.names[m.name[idx]];
-      a.tabIndex = 0;
-      a.addEventListener('click', function () { self._zoomTo(idx); });
-      a.addEventListener('keydown', function (e) { if (e.key === 'Enter') self._zoomTo(idx); });
-      self.crumbs.appendChild(a);
-    });
-  };
-
-  FlameGraph.prototype._hit = function (e) {
-    var m = this.model;
-    if (!m || !this._nrows) return -1;
-    var r = this.canvas.getBoundingClientRect();
-    var x = e.clientX - r.left;
-    var y = e.clientY - r.top;
-    var row = Math.floor(y / ROW);
-    var lv = this.icicle ? row : this._nrows - 1 - row;
-    var w = r.width || 1;
-    var scale = w / (m.width[this.z] || 1);
-    var xv = m.left[this.z] + x / scale;
-    return hitTest(m, this.z, lv, xv, MIN_PX / scale);
-  };
-
-  FlameGraph.prototype._setHover = function (i) {
-    if (i === this.hover) return;
-    this.hover = i;
-    this.overlay.width = this.overlay.width;
-    if (i >= 0) this._drawHover();
-  };
-
-  FlameGraph.prototype._drawHover = function () {
-    var m = this.model;
-    var i = this.hover;
-    if (!m || i < 0 || i >= m.n) return;
-    var w = this.box.clientWidth;
-    var ctx = this.overlay.getContext('2d');
-    var dpr = window.devicePixelRatio || 1;
-    ctx.setTransform(dpr, 0, 0, dpr, 0, 0);
-    var scale = w / (m.width[this.z] || 1);
-    var x;
-    var bw;
-    if (m.level[i] < m.level[this.z]) {
-      x = 0;
-      bw = w;
-    } else {
-      x = (m.left[i] - m.left[this.z]) * scale;
-      bw = m.width[i] * scale;
-    }
-    var lv = m.level[i];
-    var y = this.icicle ? lv * ROW : (this._nrows - 1 - lv) * ROW;
-    ctx.strokeStyle = Charts.theme().fg;
-    ctx.lineWidth = 1.5;
-    ctx.strokeRect(x + 0.75, y + 0.75, Math.max(1, bw - 2.5), ROW - 2.5);
-  };
-
-  FlameGraph.prototype._move = function (e) {
-    var i = this._hit(e);
-    this._setHover(i);
-    if (i < 0) {
-      Charts.tooltip.hide();
-      return;
-    }
-    var m = this.model;
-    var f = Charts.fmt;
-    var tot = this.grandTotal || m.total || 1;
-    var rows = [
-      ['total (inclusive)', f.unit(m.width[i], this.unit) + '  ·  ' + f.pct(m.width[i] / tot)],
-      ['self', f.unit(m.self[i], this.unit) + '  ·  ' + f.pct(m.self[i] / tot)]
-    ];
-    if (this.z > 0 && m.level[i] >= m.level[this.z]) {
-      rows.push(['of view', f.pct(m.width[i] / (m.width[this.z] || 1))]);
-    }
-    if (i > 0) {
-      var p = m.parent[i];
-      rows.push(['of parent', f.pct(m.width[i] / (m.width[p] || 1))]);
-    }
-    rows.push(['depth', String(m.level[i])]);
-    Charts.tooltip.show(e.clientX, e.clientY, {
-      title: m.names[m.name[i]],
-      rows: rows,
-      hint: i === this.z ? (i ? 'zoomed here' : '') : 'click to zoom'
-    });
-  };
-
-  /* ---------------------------------------------------------------- top table */
-
-  var TOP_COLS = [
-    {key: 'name', label: 'Function', cls: 'name'},
-    {key: 'self', label: 'Self', num: true},
-    {key: 'selfPct', label: 'Self %', num: true},
-    {key: 'total', label: 'Total', num: true},
-    {key: 'totalPct', label: 'Total %', num: true}
+    return;
+  }
+  var m = this.model;
+  var tot = this.grandTotal || m.total || 1;
+  var rows = [
+    ['total (inclusive)', F.unit(m.width[i], this.unit) + '  ·  ' + F.pct(m.width[i] / tot)],
+    ['self', F.unit(m.self[i], this.unit) + '  ·  ' + F.pct(m.self[i] / tot)]
   ];
+  if (this.z > 0 && m.level[i] >= m.level[this.z]) {
+    rows.push(['of view', F.pct(m.width[i] / (m.width[this.z] || 1))]);
+  }
+  if (i > 0) {
+    var p = m.parent[i];
+    rows.push(['of parent', F.pct(m.width[i] / (m.width[p] || 1))]);
+  }
+  rows.push(['depth', String(m.level[i])]);
+  Charts.tooltip.show(e.clientX, e.clientY, {
+    title: m.names[m.name[i]],
+    rows: rows,
+    hint: i === this.z ? (i ? 'zoomed here' : '') : 'click to zoom'
+  });
+};
 
-  FlameGraph.prototype._renderTop = function () {
-    var self = this;
-    var t = this.table;
-    t.textContent = '';
-    var thead = el('thead');
-    var hr = el('tr');
-    TOP_COLS.forEach(function (c) {
-      var th = el('th', 'sortable' + (c.num ? ' num' : ''), c.label);
-      var key = c.key === 'selfPct' ? 'self' : c.key === 'totalPct' ? 'total' : c.key;
-      if (c.key === self.sortKey) { // the share columns sort like their value column
-        th.classList.add('sorted');
-        th.appendChild(el('span', 'arrow', self.sortDir < 0 ? '▼' : '▲'));
-        th.setAttribute('aria-sort', self.sortDir < 0 ? 'descending' : 'ascending');
-      }
-      th.addEventListener('click', function () {
-        if (self.sortKey === key) self.sortDir = -self.sortDir;
-        else {
-          self.sortKey = key;
-          self.sortDir = key === 'name' ? 1 : -1;
-        }
-        self._renderTop();
-      });
-      hr.appendChild(th);
-    });
-    thead.appendChild(hr);
-    t.appendChild(thead);
-    var tbody = el('tbody');
-    t.appendChild(tbody);
-    var rows = (this.topRows || []).slice();
-    if (!rows.length) {
-      var tr0 = el('tr');
-      var td0 = el('td', 'empty', this.model ? 'No samples in this window.' : this.message ? '–' : 'Loading…');
-      td0.colSpan = TOP_COLS.length;
-      tr0.appendChild(td0);
-      tbody.appendChild(tr0);
-      this.topFoot.textContent = '';
-      return;
-    }
-    var key = this.sortKey;
-    var dir = this.sortDir;
-    rows.sort(function (a, b) {
-      var x = a[key];
-      var y = b[key];
-      if (x < y) return -dir;
-      if (x > y) return dir;
-      return a.name < b.name ? -1 : 1;
-    });
-    var tot = this.grandTotal || this.model.total || 1;
-    var unit = this.unit;
-    var f = Charts.fmt;
-    var shown = rows.slice(0, TOP_ROWS);
-    this._rowEls = [];
-    shown.forEach(function (r) {
-      var tr = el('tr', 'click');
-      var tdName = el('td', 'name', r.name);
-      tr.appendChild(tdName);
-      tr.appendChild(el('td', 'num', f.unit(r.self, unit)));
-      var sp = el('td', 'num bar');
-      if (r.self / tot >= 0.01) { // thinner bars would read as stray lines
-        var fill = el('span', 'fill');
-        fill.style.width = Math.min(100, r.self / tot * 100).toFixed(2) + '%';
-        sp.appendChild(fill);
-      }
-      sp.appendChild(el('span', 'txt', f.pct(r.self / tot)));
-      tr.appendChild(sp);
-      tr.appendChild(el('td', 'num', f.unit(r.total, unit)));
-      tr.appendChild(el('td', 'num', f.pct(r.total / tot)));
-      tr.title = 'highlight ' + r.name + ' in the graph';
-      tr.addEventListener('click', function () { self.selectFunction(r.name); });
-      tr._name = r.name;
-      self._rowEls.push(tr);
-      tbody.appendChild(tr);
-    });
-    this.topFoot.textContent = rows.length > TOP_ROWS
-      ? 'Showing the first ' + TOP_ROWS + ' of ' + f.int(rows.length) + ' functions. Total counts each function once per stack.'
-      : f.int(rows.length) + ' functions. Total counts each function once per stack (recursion is not double counted).';
-    this._markTopMatches();
-  };
+/* ---------------------------------------------------------------- top table */
 
-  FlameGraph.prototype._markTopMatches = function () {
-    var re = this.re;
-    var sel = this.selected;
-    (this._rowEls || []).forEach(function (tr) {
-      tr.classList.toggle('match', !!re && re.test(tr._name));
-      tr.classList.toggle('sel', tr._name === sel);
-    });
-  };
+FlameGraph.prototype._renderTop = function () {
+  var m = this.model;
+  this.topTable.setRows(this.topRows, m ? this.grandTotal || m.total || 1 : 1, this.unit,
+    m ? 'No samples in this window.' : this.message ? '–' : 'Loading…');
+  this._markTopMatches();
+};
 
-  /* Highlights every frame of one function (exact name), as a click on its table row does. */
-  FlameGraph.prototype.selectFunction = function (name) {
-    if (this.selected === name) {
-      this.selected = null;
-      this.search.value = '';
-      this._setSearch('');
-    } else {
-      this.selected = name;
-      var q = '^' + escapeRe(name) + '$';
-      this.search.value = q;
-      this._setSearch(q);
-    }
-    this._changed();
-  };
+FlameGraph.prototype._markTopMatches = function () {
+  this.topTable.mark(this.re, this.selected);
+};
 
-  FlameGraph.model = {
-    flatten: flatten, top: top, compile: compile, match: match, findPath: findPath,
-    pathOf: pathOf, layout: layout, hitTest: hitTest, parts: parts, shortName: shortName,
-    MIN_PX: MIN_PX
-  };
-  window.FlameGraph = FlameGraph;
-})();
+/* Highlights every frame of one function (exact name), as a click on its table row does. */
+FlameGraph.prototype.selectFunction = function (name) {
+  if (this.selected === name) {
+    this.selected = null;
+    this.search.value = '';
+    this._setSearch('');
+  } else {
+    this.selected = name;
+    var q = '^' + escapeRe(name) + '$';
+    this.search.value = q;
+    this._setSearch(q);
+  }
+  this._changed();
+};

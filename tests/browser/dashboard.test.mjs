@@ -380,9 +380,9 @@ test('heap snapshot: take one and follow it to the end', async (t) => {
   }
   await shot('15-heap-snapshot');
   if (failed) return;
-  // a second one: the page opens the newest, and compares the older (baseline) with the newer.
-  // The API lists snapshots newest first: read the other way round, a growing type would show
-  // as shrinking
+  // a second one: the page opens the newest, and compares the older (baseline) with the newer
+  // (the API lists snapshots newest first: read the other way round, a growing type would show
+  // as shrinking)
   const first = (location => location.match(/snap=(\d+)/)[1])(await page.evaluate(() => location.hash));
   await page.waitForFunction(() => !document.querySelector('main .btn.primary').disabled, null, {timeout: TIMEOUT});
   await page.click('main .btn.primary');

@@ -15,6 +15,7 @@ This is a tool for development and the browser test; it is not part of the produ
 
 import argparse
 import gzip
+import itertools
 import json
 import math
 import os
@@ -267,6 +268,9 @@ def counters_reply():
                           "age_s": 0.04} for n, k, v, u in rows]}
 
 
+DUMP_SEQ = itertools.count(1)  # each dump its own number, as the server's
+
+
 def threads_reply():
     """A thread dump: workers in the pool, two waiting for a lock, and one deadlocked pair."""
     pool = ["System.Threading.Monitor.Wait", "System.Threading.Tasks.Task.SpinThenBlockingWait",
@@ -281,7 +285,7 @@ def threads_reply():
     held = {"lock": "0x7f00c0de0010", "owner_tid": 200, "owner_name": "orders-refresh", "for_s": 2.5}
     dl = [{"tid": 301, "name": "sync-a", "waits_for_lock": "0x7f00c0de0020", "held_by": 302},
           {"tid": 302, "name": "sync-b", "waits_for_lock": "0x7f00c0de0030", "held_by": 301}]
-    return {"t": time.time(), "age_s": 0.01, "seq": int(time.time()), "suspend_ms": 0.31,
+    return {"t": time.time(), "age_s": 0.01, "seq": next(DUMP_SEQ), "suspend_ms": 0.31,
             "threads_total": 8, "omitted": 0, "states": {"running": 1, "sleeping": 7},
             "thread_pool": {"workers": 5, "idle": 0, "busy": 5, "blocked": 5, "queue_length": 140,
                             "starvation_likely": True,

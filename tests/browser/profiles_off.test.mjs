@@ -1,7 +1,7 @@
 // The dashboard of a process that runs some profiles off (CLRSCOPE_PROFILES=cpu,wall): such a
-// tab says the profile is off, the overview says "off" instead of zeros, and no request answers
-// 404 into the error banner (no "GET /api/v1/gc → 404" error, no "0 exceptions thrown", no
-// Allocations tab at "0 B" with a failed self-check).
+// tab says the profile is off, the overview says "off" instead of zeros (no "0 exceptions
+// thrown", no "0 B" allocated with a failed self-check), and no request answers 404 into the
+// error banner.
 //
 //   BASE_URL=http://127.0.0.1:PORT/ node --test profiles_off.test.mjs   (skipped without BASE_URL)
 import {test, before, after} from 'node:test';

@@ -1,0 +1,112 @@
+/* clrscope dashboard: the page's state.
+ *
+ * The view's state lives in the URL hash (#tab=cpu&seconds=60&q=…&zoom=a;b&icicle=1&filter=…),
+ * so a link reproduces a view: `state` holds it parsed, readHash() fills it from the URL and
+ * saveHash() writes it back. `status` is the process's last /api/v1/status reply (null until
+ * the first), which says which profiles run.
+ */
+
+import {hook} from './hook.js';
+import * as F from './fmt.js';
+import {TABS} from './tabs.js';
+
+export var SECONDS = [10, 60, 300, 900];
+export var state = {
+  tab: 'overview', seconds: 60, type: '', q: '', zoom: [], icicle: false,
+  filter: '', sel: '', snap: '', a: '', b: '', paused: false
+};
+var lastHash = null;          // the hash readHash read or saveHash wrote last
+var onSaved = function () {};
+
+export var status = null;
+
+export function setStatus(s) {
+  status = s;
+}
+
+export function profileOn(p) {
+  return !status || !Array.isArray(status.profiles) || status.profiles.indexOf(p) >= 0;
+}
+
+/* Fills `state` from the URL; returns the hash that stands for it. */
+export function readHash() {
+  var p = new URLSearchParams(location.hash.replace(/^#/, ''));
+  var tab = p.get('tab') || 'overview';
+  state.tab = TABS.some(function (t) { return t.id === tab; }) ? tab : 'overview';
+  var s = parseInt(p.get('seconds'), 10);
+  state.seconds = s > 0 && s <= 86400 ? s : 60;
+  state.type = p.get('type') || '';
+  state.q = p.get('q') || '';
+  state.zoom = p.get('zoom') ? p.get('zoom').split(';') : [];
+  state.icicle = p.get('icicle') === '1';
+  state.filter = p.get('filter') || '';
+  state.sel = p.get('sel') || '';
+  state.snap = p.get('snap') || '';
+  state.a = p.get('a') || '';
+  state.b = p.get('b') || '';
+  lastHash = hashFor(state);
+  return lastHash;
+}
+
+/* The URL's hash is the one this page wrote or read last (a hashchange it caused itself). */
+export function hashIsCurrent() {
+  return location.hash === lastHash;
+}
+
+export function hashFor(st) {
+  var p = new URLSearchParams();
+  p.set('tab', st.tab);
+  p.set('seconds', String(st.seconds));
+  if (st.type) p.set('type', st.type);
+  if (st.filter) p.set('filter', st.filter);
+  if (st.q) p.set('q', st.q);
+  if (st.zoom && st.zoom.length) p.set('zoom', st.zoom.join(';'));
+  if (st.icicle) p.set('icicle', '1');
+  if (st.sel) p.set('sel', st.sel);
+  if (st.snap) p.set('snap', st.snap);
+  if (st.a) p.set('a', st.a);
+  if (st.b) p.set('b', st.b);
+  return '#' + p.toString();
+}
+
+/* fn runs after each saveHash: app.js passes the header's redraw (its links carry the state).
+ * chrome.js imports this module, so this one takes the redraw instead of importing it. */
+export function afterSave(fn) {
+  onSaved = fn;
+}
+
+/* Records the state in the URL without adding a history entry. */
+export function saveHash() {
+  var s = hashFor(state);
+  lastHash = s;
+  if (location.hash !== s) history.replaceState(null, '', location.pathname + location.search + s);
+  onSaved();
+}
+
+/* Goes to another tab (a history entry, so Back works); view-specific state starts fresh. */
+export function go(tab, extra) {
+  var st = {tab: tab, seconds: state.seconds, type: '', q: '', zoom: [], icicle: state.icicle,
+    filter: '', sel: '', snap: '', a: '', b: ''};
+  Object.keys(extra || {}).forEach(function (k) { st[k] = extra[k]; });
+  location.hash = hashFor(st);
+}
+
+export function windowText() {
+  var s = state.seconds;
+  return s < 60 ? s + ' s' : s % 60 === 0 ? s / 60 + ' min' : s + ' s';
+}
+
+/* Seconds of data behind a windowed answer, for rates: the span it reports covering (t_from ..
+ * t_to, which starts no earlier than the profiler), else the window, but never longer than the
+ * process has run. A process up for 10 s must not have its CPU spread over a 60-s window. */
+export function spanSeconds(d) {
+  if (d && typeof d.t_from === 'number' && typeof d.t_to === 'number' && d.t_to > d.t_from)
+    return d.t_to - d.t_from;
+  var up = hook.status && hook.status.uptime_s;
+  return state.seconds > 0 && up > 0 ? Math.min(state.seconds, up) : state.seconds;
+}
+
+/* " (12 s of data)" when the answer covers clearly less than the window asked for */
+export function spanNote(span) {
+  return state.seconds > 0 && span > 0 && span < state.seconds - 1 ? ' (' + F.duration(span) + ' of data)' : '';
+}
