@@ -140,7 +140,8 @@ def circles(edges):
 
 
 def main():
-    root, nm, objects = sys.argv[1], sys.argv[2], sys.argv[3:]
+    root, nm = sys.argv[1], sys.argv[2]
+    objects = [o for arg in sys.argv[3:] for o in arg.split(";") if o]  # CMake's lists too
     problems = []
     check_includes(root, problems)
     check_link_lines(root, problems)
