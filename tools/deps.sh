@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# tools/deps.sh [build|test] - installs what clrscope needs and this machine lacks (Debian).
+# tools/deps.sh [build|quick|test] - installs what clrscope needs and this machine lacks (Debian).
 #   build: compiler, CMake, civetweb, cJSON, zlib, libcurl headers
+#   quick: the above + clang and its fuzzer runtime (tools/test.sh --quick)
 #   test:  the above + Go (go tool pprof), Chromium, Node/npm, curl, python3, wrk, clang and
 #          its runtime libraries (libFuzzer targets, tools/fuzz.sh)
 # Says what it installs. The .NET SDK is not a Debian package: it must already be on PATH.
@@ -19,6 +20,11 @@ have_header cjson/cJSON.h || need_pkgs+=(libcjson-dev)
 have_header zlib.h || need_pkgs+=(zlib1g-dev)
 have_header x86_64-linux-gnu/curl/curl.h || have_header curl/curl.h || need_pkgs+=(libcurl4-openssl-dev)
 have_cmd python3 || need_pkgs+=(python3)
+if [ "$what" = quick ] || [ "$what" = test ]; then
+  have_cmd clang || need_pkgs+=(clang)
+  ls /usr/lib/llvm-*/lib/clang/*/lib/linux/libclang_rt.fuzzer-x86_64.a >/dev/null 2>&1 ||
+    need_pkgs+=(libclang-rt-14-dev)
+fi
 if [ "$what" = test ]; then
   have_cmd go || need_pkgs+=(golang-go)
   have_cmd chromium || need_pkgs+=(chromium)
@@ -26,9 +32,6 @@ if [ "$what" = test ]; then
   have_cmd npm || need_pkgs+=(npm)
   have_cmd curl || need_pkgs+=(curl)
   have_cmd wrk || need_pkgs+=(wrk)
-  have_cmd clang || need_pkgs+=(clang)
-  ls /usr/lib/llvm-*/lib/clang/*/lib/linux/libclang_rt.fuzzer-x86_64.a >/dev/null 2>&1 ||
-    need_pkgs+=(libclang-rt-14-dev)
 fi
 
 if [ ${#need_pkgs[@]} -gt 0 ]; then

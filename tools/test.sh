@@ -18,7 +18,7 @@ cd "$(dirname "$0")/.."
 build=${CLRSCOPE_BUILD_DIR:-build}
 
 if [ "${1:-}" = --quick ]; then
-  tools/deps.sh build
+  tools/deps.sh quick
   cmake -S . -B "$build" -DCLRSCOPE_WERROR=ON >/dev/null
   cmake --build "$build" -j"$(nproc)"
   ctest --test-dir "$build" --output-on-failure -j"$(nproc)" -L unit
