@@ -503,7 +503,8 @@ static void finish_upload(CURLcode rc)
     if (rc != CURLE_OK)
         snprintf(what, sizeof what, "%s", CU.easy_strerror(rc));
     else
-        snprintf(what, sizeof what, "HTTP %ld%s%.100s", http, exporter.reply[0] ? ": " : "", exporter.reply);
+        snprintf(what, sizeof what, "HTTP %ld%s%.100s", http, exporter.reply[0] ? ": " : "",
+                 exporter.reply);
     for (char *p = what; *p; p++)
         if ((unsigned char)*p < 0x20)
             *p = ' ';
@@ -524,7 +525,8 @@ static void finish_upload(CURLcode rc)
     pthread_mutex_lock(&exporter.lock);
     exporter.st.failures++;
     exporter.st.last_http = rc == CURLE_OK ? http : 0;
-    snprintf(exporter.st.last_status, sizeof exporter.st.last_status, "%s", rc == CURLE_OK ? "" : what);
+    snprintf(exporter.st.last_status, sizeof exporter.st.last_status, "%s",
+             rc == CURLE_OK ? "" : what);
     snprintf(exporter.st.last_error, sizeof exporter.st.last_error, "%s", what);
     if (unanswered)
         exporter.st.dropped_unanswered++;
@@ -719,7 +721,8 @@ void prof_exporter_start(void)
                  exporter.cfg.period_s, g_cfg.history_s, g_cfg.history_s);
     if (exporter.uploading)
         prof_log(LOG_INFO, "export: a profile every %d s to %s (service %s, env %s)",
-                 exporter.cfg.period_s, exporter.cfg.endpoint, exporter.cfg.service, exporter.cfg.env);
+                 exporter.cfg.period_s, exporter.cfg.endpoint, exporter.cfg.service,
+                 exporter.cfg.env);
     if (exporter.files)
         prof_log(LOG_INFO, "export: a profile every %d s written to %s", exporter.cfg.period_s,
                  exporter.cfg.output_dir);

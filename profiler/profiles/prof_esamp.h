@@ -163,8 +163,8 @@ static inline int esamp_reset_due(struct esamp_reset *r, uint64_t overflow, int6
 
 /* When a full table is emptied, the events of a slot whose samples were all still on their way
  * to clrscope-agg (none consumed yet, so nothing to charge them to) are kept here for the first
- * of those samples, which arrives stale: before, they were lost to the totals. (The events are
- * the slot's, one type or lock; only their split between the samples' stacks is lost.)
+ * of those samples, which arrives stale: otherwise they would be lost to the totals. (The events
+ * are the slot's, one type or lock; only their split between the samples' stacks is lost.)
  * clrscope-agg only. */
 struct esamp_orphan {
     uint64_t count, wsum; /* not attributed when the table was emptied */

@@ -59,10 +59,10 @@ static struct exc_events_state {
      * ExceptionDispatchInfo.Throw, `throw;`) is a rethrow. After a GC an address may be another
      * object's, so a GC forgets them all (a rethrow right after one counts as a first throw).
      * ExceptionThrown runs in cooperative mode, so no throw is being checked while the runtime
-     * has the threads suspended for a GC, when GarbageCollectionStarted clears the list. (Before
-     * 2026-11-28 each entry carried 16 bits of a GC count instead: after 65,536 GCs an entry left
-     * from long before matched a new exception at the same address.) Callback source only: the
-     * runtime's event does not say which object. */
+     * has the threads suspended for a GC, when GarbageCollectionStarted clears the list. (An
+     * entry keyed by 16 bits of a GC count instead would, after 65,536 GCs, match a new
+     * exception at the same address.) Callback source only: the runtime's event does not say
+     * which object. */
     uint64_t recent[RECENT]; /* atomic; 0 = empty */
     uint32_t recent_next;    /* atomic */
     int recent_dirty;        /* atomic: something remembered since the last clear */
@@ -178,7 +178,8 @@ static uint64_t u16_hash(const BYTE *p, size_t units)
 static struct prof_rec *count_exception(uint64_t key, int again)
 {
     int overflow = 0;
-    uint32_t reset = __atomic_load_n(&exc_events.reset_epoch, __ATOMIC_ACQUIRE); /* before the slot */
+    /* read before the slot */
+    uint32_t reset = __atomic_load_n(&exc_events.reset_epoch, __ATOMIC_ACQUIRE);
     struct esamp_slot *s = esamp_slot_for(exc_events.slots, EXC_SLOTS, key, &overflow);
     __atomic_add_fetch(&exc_events.events, 1, __ATOMIC_RELAXED);
     uint64_t *re = &exc_events.rethrows[s - exc_events.slots];
@@ -518,8 +519,9 @@ void prof_exc_consume(const struct prof_rec *rec, const char **names, int n)
     /* of the events this sample stands for, the rethrows (never more than the events: one
      * counted on another thread between the two counters waits for the next sample) */
     uint64_t re = (uint64_t)rec->x;
-    int64_t rw = stale ? (int64_t)stale_re
-                       : re > exc_agg.attributed_re[slot] ? (int64_t)(re - exc_agg.attributed_re[slot]) : 0;
+    int64_t rw = stale                              ? (int64_t)stale_re
+                 : re > exc_agg.attributed_re[slot] ? (int64_t)(re - exc_agg.attributed_re[slot])
+                                                    : 0;
     if (rw > (int64_t)w)
         rw = (int64_t)w;
     if (!stale)
@@ -544,20 +546,23 @@ void prof_exc_consume(const struct prof_rec *rec, const char **names, int n)
  * slot, whose events go to whichever of them was sampled last, and each of their throws probes
  * the whole table. Collectible code (plugins, scripts) reloaded gets new ClassIDs for the same
  * types, and generic exception types one per instantiation, so a long-running process could
- * fill it (before 2026-11-28 for good). When types overflow it, at most once a minute,
+ * fill it. When types overflow it, at most once a minute,
  * clrscope-agg empties it after the tick has attributed every slot's events: the types thrown
  * from then on get slots of their own again. An event counted while the table is emptied may go
  * to the next type that takes its slot (a few, once a minute at most); the totals stay exact.
  * exc_agg.lock held. */
 static void reset_type_table(void)
 {
-    if (!esamp_reset_due(&exc_agg.reset, __atomic_load_n(&exc_events.overflow, __ATOMIC_RELAXED), prof_now_ns()))
+    if (!esamp_reset_due(&exc_agg.reset, __atomic_load_n(&exc_events.overflow, __ATOMIC_RELAXED),
+                         prof_now_ns()))
         return;
     for (uint32_t i = 0; i <= EXC_SLOTS; i++) {
-        esamp_orphan_keep(&exc_agg.orphan[i], &exc_events.slots[i], exc_agg.last[i] != NULL, exc_agg.attributed[i],
-                          exc_agg.attributed[i]);
-        struct esamp_slot re = {.count = __atomic_load_n(&exc_events.rethrows[i], __ATOMIC_RELAXED)};
-        esamp_orphan_keep(&exc_agg.orphan_re[i], &re, exc_agg.last[i] != NULL, exc_agg.attributed_re[i], 0);
+        esamp_orphan_keep(&exc_agg.orphan[i], &exc_events.slots[i], exc_agg.last[i] != NULL,
+                          exc_agg.attributed[i], exc_agg.attributed[i]);
+        struct esamp_slot re = {.count =
+                                    __atomic_load_n(&exc_events.rethrows[i], __ATOMIC_RELAXED)};
+        esamp_orphan_keep(&exc_agg.orphan_re[i], &re, exc_agg.last[i] != NULL,
+                          exc_agg.attributed_re[i], 0);
         esamp_slot_clear(&exc_events.slots[i]);
         __atomic_store_n(&exc_events.rethrows[i], 0, __ATOMIC_RELAXED);
         __atomic_store_n(&exc_events.slot_epoch[i], 0, __ATOMIC_RELAXED);
@@ -583,7 +588,8 @@ void prof_exc_tick(double now_unix)
         int64_t w = (int64_t)(count - exc_agg.attributed[slot]);
         exc_agg.attributed[slot] = count;
         uint64_t re = __atomic_load_n(&exc_events.rethrows[slot], __ATOMIC_RELAXED);
-        int64_t rw = re > exc_agg.attributed_re[slot] ? (int64_t)(re - exc_agg.attributed_re[slot]) : 0;
+        int64_t rw =
+            re > exc_agg.attributed_re[slot] ? (int64_t)(re - exc_agg.attributed_re[slot]) : 0;
         if (rw > w)
             rw = w;
         exc_agg.attributed_re[slot] += (uint64_t)rw;
@@ -615,7 +621,9 @@ static int unattributed(const char *filter, struct prof_exc_unattributed **out, 
     size_t n = 0, nframes = 0, bytes = 0;
     for (uint32_t slot = 0; slot <= EXC_SLOTS; slot++) {
         const struct last_sample *l = exc_agg.last[slot];
-        if (!l || __atomic_load_n(&exc_events.slots[slot].count, __ATOMIC_RELAXED) <= exc_agg.attributed[slot] ||
+        if (!l ||
+            __atomic_load_n(&exc_events.slots[slot].count, __ATOMIC_RELAXED) <=
+                exc_agg.attributed[slot] ||
             (filter && strcmp(l->type, filter)))
             continue;
         sel[n++] = slot;
@@ -639,7 +647,8 @@ static int unattributed(const char *filter, struct prof_exc_unattributed **out, 
         uint64_t count = __atomic_load_n(&exc_events.slots[slot].count, __ATOMIC_RELAXED);
         int64_t w = (int64_t)(count - exc_agg.attributed[slot]);
         uint64_t re = __atomic_load_n(&exc_events.rethrows[slot], __ATOMIC_RELAXED);
-        int64_t rw = re > exc_agg.attributed_re[slot] ? (int64_t)(re - exc_agg.attributed_re[slot]) : 0;
+        int64_t rw =
+            re > exc_agg.attributed_re[slot] ? (int64_t)(re - exc_agg.attributed_re[slot]) : 0;
         u[i].count = w;
         u[i].rethrown = rw > w ? w : rw;
         u[i].frames = fp;

@@ -217,7 +217,8 @@ static void on_stop(DWORD version, const BYTE *data, ULONG len)
     __atomic_add_fetch(&lock_events.wait_ns, wait, __ATOMIC_RELAXED);
     __atomic_add_fetch(&lock_events.hist[hist_bucket(wait)], 1, __ATOMIC_RELAXED);
 
-    uint32_t epoch = __atomic_load_n(&lock_events.epoch, __ATOMIC_ACQUIRE); /* before the slot: above */
+    /* read before the slot: see above */
+    uint32_t epoch = __atomic_load_n(&lock_events.epoch, __ATOMIC_ACQUIRE);
     int overflow = 0;
     uint64_t key = lock_id ? (esamp_mix(lock_id) | 2) : 1; /* 1 = locks of unknown id */
     struct esamp_slot *s = esamp_slot_for(lock_events.slots, LOCK_SLOTS, key, &overflow);
@@ -243,8 +244,11 @@ static void on_stop(DWORD version, const BYTE *data, ULONG len)
     r->x = dur;
     r->t_unix = prof_unix_now();
     r->os_tid = tid;
-    struct lock_meta m = {.slot = (uint32_t)(s - lock_events.slots), .epoch = epoch, .cum_count = count,
-                          .cum_wait = wsum, .assoc = assoc};
+    struct lock_meta m = {.slot = (uint32_t)(s - lock_events.slots),
+                          .epoch = epoch,
+                          .cum_count = count,
+                          .cum_wait = wsum,
+                          .assoc = assoc};
     memcpy(r->text, &m, sizeof m);
     int max = g_cfg.max_frames < REC_MAX_FRAMES ? g_cfg.max_frames : REC_MAX_FRAMES;
     r->nframes = (uint32_t)prof_walk_current(r->frames, max, &r->truncated);
@@ -417,19 +421,21 @@ static void pending(uint64_t *count, uint64_t *wait, uint64_t hist[PROF_LOCK_NHI
 }
 
 /* The lock table keeps a slot per lock ever contended: in a server with per-object locks
- * (connections, sessions, cache entries) it filled within hours or days and every later lock
- * shared the extra slot, the waits of all of them charged to whichever was sampled last (before
- * 2026-11-28). When locks overflow it, at most once a minute, clrscope-agg empties it, after the
+ * (connections, sessions, cache entries) it fills within hours or days, after which every later
+ * lock would share the extra slot, the waits of all of them charged to whichever was sampled
+ * last. So when locks overflow it, at most once a minute, clrscope-agg empties it, after the
  * tick has attributed every slot's counts: the locks contended from then on get slots of their
  * own again. A contention counted while the table is emptied may go to the next lock that
- * takes its slot (a few events, once a minute at most); the totals stay exact. lock_agg.lock held. */
+ * takes its slot (a few events, once a minute at most); the totals stay exact. Called with
+ * lock_agg.lock held. */
 static void reset_lock_table(void)
 {
-    if (!esamp_reset_due(&lock_agg.reset, __atomic_load_n(&lock_events.overflow, __ATOMIC_RELAXED), prof_now_ns()))
+    if (!esamp_reset_due(&lock_agg.reset, __atomic_load_n(&lock_events.overflow, __ATOMIC_RELAXED),
+                         prof_now_ns()))
         return;
     for (uint32_t i = 0; i <= LOCK_SLOTS; i++) {
-        esamp_orphan_keep(&lock_agg.orphan[i], &lock_events.slots[i], lock_agg.last[i] != NULL, lock_agg.att_count[i],
-                          lock_agg.att_wait[i]);
+        esamp_orphan_keep(&lock_agg.orphan[i], &lock_events.slots[i], lock_agg.last[i] != NULL,
+                          lock_agg.att_count[i], lock_agg.att_wait[i]);
         esamp_slot_clear(&lock_events.slots[i]);
         lock_agg.att_count[i] = lock_agg.att_wait[i] = 0;
         free(lock_agg.last[i]);
@@ -467,9 +473,11 @@ void prof_lock_tick(double now_unix)
         uint64_t wait = __atomic_load_n(&lock_events.slots[slot].wsum, __ATOMIC_RELAXED);
         if (count <= lock_agg.att_count[slot] && wait <= lock_agg.att_wait[slot])
             continue;
-        int64_t wc = count > lock_agg.att_count[slot] ? (int64_t)(count - lock_agg.att_count[slot]) : 0;
+        int64_t wc =
+            count > lock_agg.att_count[slot] ? (int64_t)(count - lock_agg.att_count[slot]) : 0;
         int64_t ww = wait > lock_agg.att_wait[slot] ? (int64_t)(wait - lock_agg.att_wait[slot]) : 0;
-        lock_agg.att_count[slot] = count > lock_agg.att_count[slot] ? count : lock_agg.att_count[slot];
+        lock_agg.att_count[slot] =
+            count > lock_agg.att_count[slot] ? count : lock_agg.att_count[slot];
         lock_agg.att_wait[slot] = wait > lock_agg.att_wait[slot] ? wait : lock_agg.att_wait[slot];
         int64_t v[PROF_NVALUES] = {wc, ww, 0};
         prof_store_add(PK_LOCK, now_unix, l->names, l->n, l->tid, l->lock, v);
@@ -493,8 +501,10 @@ static const char *copy_out(char **p, const char *s)
 /* Whether the slot has counts no sample carries (the tick's test); lock_agg.lock held. */
 static int has_unattributed(uint32_t slot)
 {
-    return __atomic_load_n(&lock_events.slots[slot].count, __ATOMIC_RELAXED) > lock_agg.att_count[slot] ||
-           __atomic_load_n(&lock_events.slots[slot].wsum, __ATOMIC_RELAXED) > lock_agg.att_wait[slot];
+    return __atomic_load_n(&lock_events.slots[slot].count, __ATOMIC_RELAXED) >
+               lock_agg.att_count[slot] ||
+           __atomic_load_n(&lock_events.slots[slot].wsum, __ATOMIC_RELAXED) >
+               lock_agg.att_wait[slot];
 }
 
 static int unattributed(const char *filter, struct prof_lock_unattributed **out, size_t *nout)
@@ -527,8 +537,10 @@ static int unattributed(const char *filter, struct prof_lock_unattributed **out,
         /* as prof_lock_tick computes them, without moving att_count and att_wait */
         uint64_t count = __atomic_load_n(&lock_events.slots[slot].count, __ATOMIC_RELAXED);
         uint64_t wait = __atomic_load_n(&lock_events.slots[slot].wsum, __ATOMIC_RELAXED);
-        u[i].count = count > lock_agg.att_count[slot] ? (int64_t)(count - lock_agg.att_count[slot]) : 0;
-        u[i].wait_ns = wait > lock_agg.att_wait[slot] ? (int64_t)(wait - lock_agg.att_wait[slot]) : 0;
+        u[i].count =
+            count > lock_agg.att_count[slot] ? (int64_t)(count - lock_agg.att_count[slot]) : 0;
+        u[i].wait_ns =
+            wait > lock_agg.att_wait[slot] ? (int64_t)(wait - lock_agg.att_wait[slot]) : 0;
         u[i].owner = l->owner;
         u[i].frames = fp;
         u[i].nframes = l->n;

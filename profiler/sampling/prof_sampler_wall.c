@@ -122,8 +122,8 @@ int sampler_capture_all(ICorProfilerInfo15 *info, int *overflow, int read_cpu, i
             sampler.caps[n].truncated = w.truncated;
             /* here, not after the resume: the CPU a thread burns once resumed belongs to what
              * it runs next, not to the stack just walked (read later, a busy machine's delay
-             * before this thread ran again moved CPU from one caller to the other); only when
-             * the tick samples CPU, so that a wall tick's suspension is no longer than it was */
+             * before this thread ran again would move CPU from one caller to the other); only
+             * when the tick samples CPU, so that a wall tick without it suspends no longer */
             sampler.caps[n].cpu_ns = read_cpu ? prof_thread_cpu_ns((pid_t)os_tid) : -1;
             sampler.caps[n].wait_since = 0;
             if (read_locks &&
