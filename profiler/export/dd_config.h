@@ -77,7 +77,7 @@ int dd_tags_parse(const char *in, char *out, size_t cap, char *service, char *en
  */
 size_t dd_frame_structured(const char *name, char *out, size_t cap);
 
-/* Writes `unix_s` as RFC 3339 UTC with nanoseconds ("2025-01-02T03:04:05.000000000Z"). */
+/* Writes `unix_s` as RFC 3339 UTC with nanoseconds ("YYYY-MM-DDThh:mm:ss.nnnnnnnnnZ"). */
 void dd_rfc3339(double unix_s, char *out, size_t cap);
 
 /* Reads the container id (64 hex digits, or a 32-hex-dash-UUID task id) and the entity id from

@@ -22,8 +22,9 @@ NOT_OURS = {"CLRSCOPE_TRUTH"}  # the test app's own variable
 
 def variables():
     names = set()
-    for path in glob.glob(os.path.join(REPO, "profiler", "*.c")) + \
-            glob.glob(os.path.join(REPO, "web", "*.c")) + glob.glob(os.path.join(REPO, "api", "*.c")):
+    for path in (glob.glob(os.path.join(REPO, "profiler", "**", "*.c"), recursive=True) +
+                 glob.glob(os.path.join(REPO, "web", "*.c")) +
+                 glob.glob(os.path.join(REPO, "api", "*.c"))):
         with open(path, encoding="utf-8", errors="replace") as f:
             names.update(re.findall(r'"((?:CLRSCOPE|DD)_[A-Z0-9_]+)"', f.read()))
     return sorted(names - NOT_OURS)
