@@ -141,6 +141,12 @@ static void self_metrics(struct jbuf *b)
     metric_d(b, "clrscope_sampler_suspended_seconds_total", "counter",
              "Time the runtime stayed suspended for clrscope's sampler.",
              (double)ss.suspended_ns / 1e9);
+    metric_u(b, "clrscope_sampler_wall_cached_ticks_total", "counter",
+             "Wall ticks recorded from kept stacks without suspending the runtime.",
+             ss.wall_cached_ticks);
+    metric_u(b, "clrscope_sampler_wall_cached_samples_total", "counter",
+             "Wall samples taken from the kept stack of a thread that had not run.",
+             ss.wall_cached_samples);
     metric_u(b, "clrscope_sampler_threads", "gauge", "Managed threads seen at the last tick.",
              ss.last_thread_count);
     family(b, "clrscope_cpu_sampler_info", "gauge",

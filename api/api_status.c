@@ -74,6 +74,8 @@ int api_status(const struct api_req *q, struct api_reply *out)
         cJSON_AddNumberToObject(mem, self.mem[i].name, (double)self.mem[i].bytes);
     cJSON_AddNumberToObject(so, "suspended_s", (double)ss.suspended_ns / 1e9);
     cJSON_AddNumberToObject(so, "sampler_ticks", (double)ss.ticks);
+    cJSON_AddNumberToObject(so, "wall_cached_ticks", (double)ss.wall_cached_ticks);
+    cJSON_AddNumberToObject(so, "wall_cached_samples", (double)ss.wall_cached_samples);
     cJSON_AddStringToObject(so, "cpu_sampler", ss.cpu_sampler ? ss.cpu_sampler : "off");
     cJSON_AddNumberToObject(so, "wall_hz", ss.wall_hz);
     if (ss.sig.signo) {

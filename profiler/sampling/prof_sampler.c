@@ -214,6 +214,20 @@ static void *sampler_main(void *arg)
             continue;
         }
         int64_t t0 = prof_now_ns();
+        /* a wall tick keeps the stacks of threads that have not run since they were walked */
+        int use_cache = !cpu_suspend && sampler.wall_tids;
+        if (use_cache && sampler_wall_prepare()) {
+            int n = sampler_wall_from_cache(prof_unix_now(), t0 - last);
+            pthread_mutex_lock(&sampler.st_lock);
+            sampler.st.ticks++;
+            sampler.st.wall_cached_ticks++;
+            sampler.st.samples += (uint64_t)n;
+            sampler.st.wall_cached_samples += (uint64_t)n;
+            pthread_mutex_unlock(&sampler.st_lock);
+            sampler_drained(unload_wanted);
+            last = t0;
+            continue;
+        }
         uint32_t epoch = prof_unload_epoch(); /* the frames are alive from here to the walk */
         HRESULT hr = info->vt->SuspendRuntime(info);
         if (hr != S_OK) {
@@ -225,7 +239,7 @@ static void *sampler_main(void *arg)
             continue;
         }
         int overflow = 0;
-        int n = sampler_capture_all(info, &overflow, cpu_suspend, 0);
+        int n = sampler_capture_all(info, &overflow, cpu_suspend, 0, use_cache);
         info->vt->ResumeRuntime(info);
         int64_t t1 = prof_now_ns();
         gen++;
@@ -239,7 +253,7 @@ static void *sampler_main(void *arg)
         /* an unload that asked for a drain after this tick began waits for its end (below), so
          * the frames are named under the epoch they were walked in */
         int asking = prof_unload_enter(epoch);
-        sampler_record(n, prof_unix_now(), t0 - last, gen, cpu_suspend, wall_due);
+        sampler_record(n, prof_unix_now(), t0 - last, gen, cpu_suspend, wall_due, use_cache);
         if (asking)
             prof_unload_leave();
         sampler_drained(unload_wanted);
@@ -347,6 +361,8 @@ int prof_sampler_start(void)
     choose_maps_keeper();
     sampler.nseen = 8192;
     sampler.seen = calloc(sampler.nseen, sizeof *sampler.seen);
+    /* (without it every wall tick walks every thread, as the CPU sampler's do) */
+    sampler.wall_tids = malloc((size_t)g_cfg.max_threads * sizeof *sampler.wall_tids);
     if (!sampler.seen || sampler_ensure_capacity(64)) {
         prof_log(LOG_ERROR, "cpu/wall sampler: out of memory; cpu and wall profiles are off");
         prof_core_disable(PROFILE_CPU | PROFILE_WALL);

@@ -35,6 +35,9 @@
 struct prof_sampler_stats {
     uint64_t ticks, skipped_ticks, samples, truncated_stacks, walk_failures;
     uint64_t suspended_ns;      /* total time the runtime stayed suspended for us */
+    /* wall ticks recorded without suspending the runtime (no thread had run since its stack was
+     * walked), and wall samples taken from a kept stack (in those ticks and beside walks) */
+    uint64_t wall_cached_ticks, wall_cached_samples;
     uint64_t last_thread_count;
     const char *cpu_sampler;    /* "signal", "suspend" or "off" */
     int wall_hz;

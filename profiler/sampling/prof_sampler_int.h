@@ -29,6 +29,7 @@ struct frame {
 struct captured {
     uint32_t os_tid;
     int nframes, truncated;
+    int cached; /* not walked: it used no CPU since its stack was walked (its cpu_seen's stack) */
     int64_t cpu_ns; /* the thread's CPU clock right after its walk, still suspended */
     /* thread dumps: the lock it waits for, read in the same suspension as its stack
      * (prof_lock_waiting: atomics only); wait_since 0 = none */
@@ -36,11 +37,19 @@ struct captured {
     int64_t wait_since;
 };
 
-/* A thread's CPU clock at the last tick that walked it (sampler.seen, by tid). */
+/* A thread's CPU clock at the last tick that walked it (sampler.seen, by tid), and the stack
+ * the wall sampler keeps for it: a thread whose CPU clock has not moved since its stack was
+ * walked cannot have changed that stack, so a wall tick records it again without suspending the
+ * runtime for it. */
 struct cpu_seen {
     uint32_t tid;     /* 0 = free */
     uint32_t gen;     /* last tick that saw it */
     int64_t cpu_ns;
+    int64_t stack_cpu; /* its CPU clock, read before the tick that walked `stack`; -1: no stack */
+    int64_t now_cpu;   /* its CPU clock, read before the tick numbered `prep` */
+    uint32_t prep;     /* the sampler_wall_prepare that read now_cpu */
+    const char **stack; /* root first, k interned names (never freed): max_frames + 1 room */
+    int k;             /* 0: the walk found no thread of that tid to record (none recorded) */
 };
 
 /* Scratch space for naming one signal sample (sampler thread only). */
@@ -75,6 +84,11 @@ struct sampler_state {
     int cap_threads;
     struct cpu_seen *seen;
     uint32_t nseen; /* power of two */
+    /* the wall ticks' reads of the managed threads' CPU clocks (sampler_wall_prepare) */
+    uint32_t prep;        /* the last read's number */
+    uint32_t *wall_tids;  /* max_threads: the threads it read */
+    size_t wall_ntids;
+    int wall_unlisted;    /* the last walk found a thread the read had not: walk every tick */
     uint64_t unload_acked; /* what the sampler last told prof_unload it had drained */
     int suspend_warned;    /* atomic (prof_log_once) */
     struct prof_sampler_stats st; /* under st_lock: the sampler thread writes, anyone reads */
@@ -88,12 +102,23 @@ extern struct sampler_state sampler;
 int sampler_ensure_capacity(int threads);
 /* Drops threads not seen for a while so the table never fills with dead tids. */
 void sampler_seen_sweep(uint32_t gen);
-/* Walks all managed threads while the runtime is suspended. No malloc, no locks, no logging. */
-int sampler_capture_all(ICorProfilerInfo15 *info, int *overflow, int read_cpu, int read_locks);
+/* Walks all managed threads while the runtime is suspended; with use_cache, not those whose
+ * stack the wall sampler kept and whose CPU clock has not moved since (sampler_wall_prepare read
+ * it): they are captured as `cached`. No malloc, no locks, no logging. */
+int sampler_capture_all(ICorProfilerInfo15 *info, int *overflow, int read_cpu, int read_locks,
+                        int use_cache);
 /* Names the n stacks captured and records them: CPU samples weighed by the CPU each thread
- * burned since the last tick (do_cpu), wall samples weighed wall_ns (do_wall). */
+ * burned since the last tick (do_cpu), wall samples weighed wall_ns (do_wall). With use_cache,
+ * keeps each walked thread's stack for the next wall ticks. */
 void sampler_record(int n, double now_unix, int64_t wall_ns, uint32_t gen, int do_cpu,
-                    int do_wall);
+                    int do_wall, int use_cache);
+/* Before a wall tick: reads every managed thread's CPU clock. Returns 1 when none of them has
+ * run since its stack was kept (and the threads are those the last walk found): the tick can be
+ * recorded from the kept stacks (sampler_wall_from_cache) without suspending the runtime. */
+int sampler_wall_prepare(void);
+/* Records a wall sample of wall_ns for every managed thread from its kept stack; returns how
+ * many. */
+int sampler_wall_from_cache(double now_unix, int64_t wall_ns);
 
 /* prof_sampler_dump.c: serves dump request `want` (prof_tdump.h). */
 void sampler_dump_threads(ICorProfilerInfo15 *info, uint64_t want);

@@ -503,6 +503,41 @@ class BlockedSignal(unittest.TestCase):
         self.assertAlmostEqual(share, truth, delta=0.1)
 
 
+class IdleWall(unittest.TestCase):
+    """50 threads blocked in waits and sleeps (`threads --threads 50`): a wall tick reads their CPU
+    clocks and records each one's kept stack without suspending the runtime when none of them has
+    run since it was walked; the runtime's own threads (the counters' poller runs every second)
+    still make some ticks walk, those alone. The wall profile is what walks would give: every
+    blocked thread, in its wait, for the whole window."""
+
+    def test_idle_threads_are_not_walked_and_keep_their_wall_time(self):
+        app = ProfiledApp("threads", ["--threads", "50", "--seconds", "0"],
+                          env={"CLRSCOPE_PROFILES": "cpu,wall"})
+        app.start()
+        try:
+            app.wait_ready()
+            time.sleep(3)
+            before = app.json("/api/v1/status")["self"]
+            time.sleep(8)
+            after = app.json("/api/v1/status")["self"]
+            wall = app.json("/api/v1/flamegraph?type=wall&seconds=6")
+        finally:
+            app.stop()
+        ticks = after["sampler_ticks"] - before["sampler_ticks"]
+        cached = after["wall_cached_ticks"] - before["wall_cached_ticks"]
+        suspended = after["suspended_s"] - before["suspended_s"]
+        self.assertGreater(ticks, 30, (before, after))  # 5 a second
+        self.assertGreaterEqual(cached, ticks // 2, (ticks, cached))
+        self.assertLess(suspended, 0.05 * (ticks - cached) + 0.02, (ticks, cached, suspended))
+        totals = tree_totals_by_name(wall["root"])
+        span = wall["t_to"] - wall["t_from"]
+        for leaf in ("TestApp.Threads.Blocker.WaitOnEvent", "TestApp.Threads.Blocker.SleepLoop"):
+            seconds = totals.get(leaf, 0) / 1e9
+            # 25 threads each, every one for the whole window
+            self.assertAlmostEqual(seconds / (25 * span), 1.0, delta=0.15, msg=(leaf, seconds,
+                                                                              span))
+
+
 class Errors(unittest.TestCase):
     def test_bad_queries_are_400_json(self):
         with ProfiledApp("wait", ["--seconds", "60"]) as app:
