@@ -4,7 +4,8 @@
  *                                            413 when a guard refuses (heap size, memory)
  *   GET    /api/v1/gcdump                    {"snapshots":[...]} newest first
  *   GET    /api/v1/gcdump/ID[?limit&search&sort]  status, progress, error, totals, types
- *   GET    /api/v1/gcdump/ID/file            the .gcdump (attachment)
+ *   GET    /api/v1/gcdump/ID/file            the .gcdump (attachment); 410 when the file is no
+ *                                            longer the one written
  *   GET    /api/v1/gcdump/ID/paths?type=T    shortest chains of types from roots to T
  *   GET    /api/v1/gcdump/diff?a=ID&b=ID     per-type count and byte deltas, b - a
  *   DELETE /api/v1/gcdump/ID
@@ -16,7 +17,6 @@
 #include <cjson/cJSON.h>
 #include <ctype.h>
 #include <errno.h>
-#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -471,17 +471,24 @@ int api_gcdump_diff(const struct api_req *q, struct api_reply *out)
 int api_gcdump_file(const struct api_req *q, struct api_reply *out)
 {
     int id = q->id;
+    char why[400] = "";
     prof_heapsnap_lock();
     const struct hs_snapshot *s = prof_heapsnap_find(id);
     int st = s ? __atomic_load_n(&s->status, __ATOMIC_ACQUIRE) : HS_FAILED;
-    /* the file is opened only once the snapshot is done: a 409 leaves no descriptor behind */
-    int fd = s && st != HS_RUNNING && s->file[0] ? open(s->file, O_RDONLY | O_CLOEXEC) : -1;
+    /* the file is opened only once the snapshot is done: a 409 leaves no descriptor behind; and
+     * only while it is the file written, in the directory it was written in */
+    errno = 0;
+    int fd = s && st != HS_RUNNING && s->file[0] ? prof_heapsnap_open_file(s, why, sizeof why)
+                                                 : -1;
     int err = errno;
     prof_heapsnap_unlock();
     if (!s)
         return api_reply_error(out, 404, "no heap snapshot %d", id);
     if (st == HS_RUNNING)
         return api_reply_error(out, 409, "heap snapshot %d is still running", id);
+    if (fd == -2)
+        return api_reply_error(out, 410, "the file of heap snapshot %d is not served: %s", id,
+                               why);
     if (fd < 0) {
         char e[128] = "";
         if (st != HS_FAILED && err) {

@@ -216,29 +216,28 @@ int hs_guards_check(int force, struct hs_refusal *why, int64_t *heap_out)
     return 0;
 }
 
-int hs_dump_dir_ready(char *err, size_t errcap)
+int hs_dump_dir_ready(struct stat *dst, char *err, size_t errcap)
 {
-    struct stat dst;
-    /* the default directory lies in /tmp: it must be this user's alone (prof_files.h); a file at
-     * the name (mkdir says EEXIST) fails here, before the GC, not when the file is written */
-    if ((g_cfg.dump_dir_default ? prof_files_private_dir(g_cfg.dump_dir)
-                                  : prof_files_mkdirs(g_cfg.dump_dir, 0700)) ||
-        stat(g_cfg.dump_dir, &dst) || (!S_ISDIR(dst.st_mode) && (errno = ENOTDIR)) ||
-        access(g_cfg.dump_dir, W_OK)) {
-        int e = errno;
-        char why[256];
-        hs_errtext(e, why, sizeof why);
-        snprintf(err, errcap, "cannot write snapshots to %.180s: %.100s%s", g_cfg.dump_dir, why,
-                 e == EPERM ? " (it belongs to another user; set CLRSCOPE_DUMP_DIR)" : "");
-        return -1;
+    /* the default directory lies in /tmp: it must be this user's alone; one the user named is
+     * held to the rule of prof_files.h (yours or root's, no one else can replace our files); a
+     * file at the name fails here, before the GC, not when the file is written */
+    char why[200];
+    int fd = prof_files_dir_open(g_cfg.dump_dir, g_cfg.dump_dir_default, dst, why, sizeof why);
+    if (fd >= 0 && faccessat(fd, ".", W_OK, 0)) {
+        hs_errtext(errno, why, sizeof why);
+        close(fd);
+        fd = -1;
     }
-    return 0;
+    if (fd < 0)
+        snprintf(err, errcap, "cannot write snapshots to %.180s: %.200s%s", g_cfg.dump_dir, why,
+                 g_cfg.dump_dir_default && errno == EPERM ? "; set CLRSCOPE_DUMP_DIR" : "");
+    return fd;
 }
 
-int hs_disk_room(const char *dir, uint64_t need, char *err, size_t errcap)
+int hs_disk_room(int dirfd, const char *dir, uint64_t need, char *err, size_t errcap)
 {
     struct statvfs vfs;
-    if (!statvfs(dir, &vfs) && (uint64_t)vfs.f_bavail * vfs.f_frsize < need) {
+    if (!fstatvfs(dirfd, &vfs) && (uint64_t)vfs.f_bavail * vfs.f_frsize < need) {
         snprintf(err, errcap, "not enough disk space in %.150s (%.0f MB needed, %.0f MB free)",
                  dir, (double)need / 1048576.0,
                  (double)vfs.f_bavail * (double)vfs.f_frsize / 1048576.0);

@@ -5,9 +5,9 @@
  * A snapshot, step by step:
  *   1. request (civetweb worker): guards (hs_guards.c: heap size vs CLRSCOPE_DUMP_MAX_HEAP_MB,
  *      memory headroom vs. the estimated need), a record in the list, clrscope-heap started.
- *   2. clrscope-heap: dump directory checked (hs_guards.c), address space reserved and the dump
- *      GC run with the heap-dump session open, its events collected on the GC threads
- *      (hs_session.c, hs_capture.c).
+ *   2. clrscope-heap: dump directory checked and opened (hs_guards.c), address space reserved
+ *      and the dump GC run with the heap-dump session open, its events collected on the GC
+ *      threads (hs_session.c, hs_capture.c).
  *   3. clrscope-heap: graph, dominators, paths (hs_graph.c), type names (prof_symbols), the
  *      .gcdump file (hs_file.c, hs_gcdump.c), the per-type summary (hs_summary.c); then the files
  *      of exited processes (hs_tidy.c) and of this one's older snapshots (CLRSCOPE_DUMP_KEEP).
@@ -103,16 +103,17 @@ static void enforce_keep_locked(void)
         memmove(heapsnap.snaps + victim, heapsnap.snaps + victim + 1,
                 (size_t)(heapsnap.nsnaps - victim - 1) * sizeof *heapsnap.snaps);
         heapsnap.nsnaps--;
-        if (s->file[0])
-            unlink(s->file);
+        hs_file_remove(s);
         snapshot_free(s);
     }
 }
 
 /* ---------------------------------------------------------------- clrscope-heap */
 
-/* Step 3: graph, names, file, summary. Takes over `cap`. */
-static void analyse(struct hs_snapshot *s, struct heap_capture *cap)
+/* Step 3: graph, names, file (in the dump directory open as `dirfd`, status `dst`), summary.
+ * Takes over `cap`. */
+static void analyse(struct hs_snapshot *s, struct heap_capture *cap, int dirfd,
+                    const struct stat *dst)
 {
     set_phase(s, "analyzing", 400);
     struct heap_graph *g = calloc(1, sizeof *g);
@@ -171,11 +172,17 @@ static void analyse(struct hs_snapshot *s, struct heap_capture *cap)
     char ferr[256] = "";
     int64_t t4 = prof_now_ns();
     char path[sizeof s->file];
-    uint64_t file_bytes = 0;
-    int frc = hs_file_write(s, g, tnames, tmods, path, sizeof path, &file_bytes, ferr, sizeof ferr);
+    struct stat fst;
+    int frc = hs_file_write(s, dirfd, g, tnames, tmods, path, sizeof path, &fst, ferr,
+                            sizeof ferr);
     if (!frc) {
         pthread_mutex_lock(&heapsnap.lock); /* handlers read the name (prof_heapsnap_lock) */
-        s->file_bytes = file_bytes;
+        s->file_bytes = (uint64_t)fst.st_size;
+        s->file_dev = (uint64_t)fst.st_dev;
+        s->file_ino = (uint64_t)fst.st_ino;
+        s->file_mtime_ns = (int64_t)fst.st_mtim.tv_sec * 1000000000 + fst.st_mtim.tv_nsec;
+        s->dir_dev = (uint64_t)dst->st_dev;
+        s->dir_ino = (uint64_t)dst->st_ino;
         snprintf(s->file, sizeof s->file, "%s", path);
         pthread_mutex_unlock(&heapsnap.lock);
     }
@@ -201,11 +208,13 @@ static void analyse(struct hs_snapshot *s, struct heap_capture *cap)
              s->duration_s);
 }
 
-static void run_snapshot(struct hs_snapshot *s)
+/* Steps 2 and 3; leaves the dump directory open in *dirfd (status *dst) when it could be had. */
+static void run_snapshot(struct hs_snapshot *s, int *dirfd, struct stat *dst)
 {
     char err[256];
     char msg[400];
-    if (hs_dump_dir_ready(msg, sizeof msg)) {
+    *dirfd = hs_dump_dir_ready(dst, msg, sizeof msg);
+    if (*dirfd < 0) {
         snap_fail(s, msg);
         return;
     }
@@ -224,7 +233,7 @@ static void run_snapshot(struct hs_snapshot *s)
         snap_fail(s, msg);
         return;
     }
-    analyse(s, cap); /* hg_index takes the capture's pages over and zeroes *cap */
+    analyse(s, cap, *dirfd, dst); /* hg_index takes the capture's pages over and zeroes *cap */
     prof_unload_consumer(PROF_UNLOAD_HEAP, 0); /* (analyse may have failed before naming) */
     free(cap);
 }
@@ -232,8 +241,13 @@ static void run_snapshot(struct hs_snapshot *s)
 static void *worker(void *arg)
 {
     prof_name_thread("heap");
-    run_snapshot(arg);
-    hs_tidy_exited();
+    int dirfd = -1;
+    struct stat dst;
+    run_snapshot(arg, &dirfd, &dst);
+    if (dirfd >= 0) {
+        hs_tidy_exited(dirfd, &dst);
+        close(dirfd);
+    }
     pthread_mutex_lock(&heapsnap.lock);
     enforce_keep_locked();
     pthread_mutex_unlock(&heapsnap.lock);
@@ -387,6 +401,16 @@ const struct hs_snapshot *prof_heapsnap_find(int id)
     return NULL;
 }
 
+int prof_heapsnap_open_file(const struct hs_snapshot *s, char *why, size_t whycap)
+{
+    int fd = hs_file_open(s, why, whycap);
+    if (fd == -2 && !s->file_refused) {
+        ((struct hs_snapshot *)s)->file_refused = 1;
+        prof_log(LOG_WARN, "heap snapshot %d: its file is not served: %s", s->id, why);
+    }
+    return fd;
+}
+
 int prof_heapsnap_delete(int id)
 {
     pthread_mutex_lock(&heapsnap.lock);
@@ -402,8 +426,7 @@ int prof_heapsnap_delete(int id)
         memmove(heapsnap.snaps + i, heapsnap.snaps + i + 1,
                 (size_t)(heapsnap.nsnaps - i - 1) * sizeof *heapsnap.snaps);
         heapsnap.nsnaps--;
-        if (s->file[0])
-            unlink(s->file);
+        hs_file_remove(s);
         snapshot_free(s);
         rc = 0;
         break;

@@ -6,7 +6,9 @@
  * per type for the API.
  *
  * One snapshot at a time. Finished snapshots live in memory (their per-type summary) and on disk
- * (the .gcdump, under CLRSCOPE_DUMP_DIR); the last CLRSCOPE_DUMP_KEEP are kept.
+ * (the .gcdump, under CLRSCOPE_DUMP_DIR); the last CLRSCOPE_DUMP_KEEP are kept. A file is served
+ * only while it is still the one written (its directory, inode, size and time of change, checked
+ * at each request).
  *
  * This header and prof_heapsnap.c are the module's public face; its other files start with hs_
  * (hs_int.h lists them): the dump GC and its event hook (hs_session), the capture (hs_capture),
@@ -65,6 +67,11 @@ struct hs_snapshot {
     int approximate;
     char file[600];        /* "" when no file was written */
     uint64_t file_bytes;
+    uint64_t dir_dev, dir_ino;   /* the dump directory it was written in */
+    uint64_t file_dev, file_ino; /* the file as written (and file_bytes, file_mtime_ns): /file
+                                    serves nothing else */
+    int64_t file_mtime_ns;
+    int file_refused;      /* live, under the lock: a refusal to serve its file was logged */
     struct hs_row *rows;   /* sorted by retained, descending */
     uint32_t nrows;
     const char **pathv;
@@ -97,6 +104,13 @@ void prof_heapsnap_unlock(void);
 int prof_heapsnap_count(void);
 const struct hs_snapshot *prof_heapsnap_at(int i); /* 0 = newest */
 const struct hs_snapshot *prof_heapsnap_find(int id);
+/* Opens snapshot s's .gcdump for reading (close-on-exec), under the lock: relative to its
+ * directory, never through a link, and only while directory and file are the ones written (same
+ * device and inode, same size and time of change, the directory still fit: prof_files_dir_fit).
+ * Returns the descriptor; -1 with errno when there is no file (none written, or removed:
+ * ENOENT); -2 with the reason in `why` when the file or its directory was replaced or changed
+ * (the first such refusal of each snapshot is logged). */
+int prof_heapsnap_open_file(const struct hs_snapshot *s, char *why, size_t whycap);
 /* 0 deleted, -1 no such id, -2 still running. Takes the lock itself. */
 int prof_heapsnap_delete(int id);
 
