@@ -39,8 +39,8 @@ static inline void hs_errtext(int e, char *out, size_t cap)
 /* ---- hs_guards.c (civetweb worker and clrscope-heap, as noted) ---- */
 
 /* The request's guards (civetweb worker): fills `why` (heap, limit, available and needed bytes)
- * and the heap estimate; 0 when the snapshot may go (always with `force`), -1 with why->reason
- * and why->message set when it may not. */
+ * and the heap estimate; 0 when the snapshot may go, -1 with why->reason and why->message set
+ * when it may not. `force` skips the heap-size limit, never the memory guard. */
 int hs_guards_check(int force, struct hs_refusal *why, int64_t *heap_out);
 /* The dump directory made, checked and opened (prof_files_dir_open: private to this user when it
  * is the default one, else fit for clrscope's files) and writable: its descriptor, with its

@@ -3,8 +3,9 @@
  * under that lock (the files it calls never take it).
  *
  * A snapshot, step by step:
- *   1. request (civetweb worker): guards (hs_guards.c: heap size vs CLRSCOPE_DUMP_MAX_HEAP_MB,
- *      memory headroom vs. the estimated need), a record in the list, clrscope-heap started.
+ *   1. request (civetweb worker): one at a time and one per CLRSCOPE_DUMP_MIN_INTERVAL_S, the
+ *      guards (hs_guards.c: heap size vs CLRSCOPE_DUMP_MAX_HEAP_MB, memory headroom vs. the
+ *      estimated need), a record in the list, clrscope-heap started.
  *   2. clrscope-heap: dump directory checked and opened (hs_guards.c), address space reserved
  *      and the dump GC run with the heap-dump session open, its events collected on the GC
  *      threads (hs_session.c, hs_capture.c).
@@ -43,6 +44,7 @@ static struct heapsnap_state {
     int next_id;                 /* the id of the next snapshot a request accepts, from 1 */
     struct hs_snapshot *running; /* claimed by a request, cleared when clrscope-heap publishes the
                                     snapshot done or failed (or the request is refused) */
+    int64_t last_start_ns;       /* CLOCK_MONOTONIC of the latest accepted request, 0 = none */
     pthread_t worker;            /* the latest clrscope-heap */
     int worker_live;             /* `worker` still to be joined: by the next request, or by stop */
     int abort;                   /* atomic: set by prof_heapsnap_stop, read by the analysis */
@@ -89,14 +91,32 @@ static void snapshot_free(struct hs_snapshot *s)
     free(s);
 }
 
+/* Whether a reader asked for `s` within HS_IN_USE_S of `now`. */
+static int in_use(const struct hs_snapshot *s, int64_t now)
+{
+    return s->last_read_ns && now - s->last_read_ns < (int64_t)HS_IN_USE_S * 1000000000;
+}
+
+/* CLRSCOPE_DUMP_KEEP: while more are kept, the oldest snapshot no reader asked for in the last
+ * HS_IN_USE_S goes; when every one was read as recently, the one read longest ago. The running
+ * one stays. */
 static void enforce_keep_locked(void)
 {
     int keep = g_cfg.dump_keep > 0 ? g_cfg.dump_keep : 1;
+    int64_t now = prof_now_ns();
     while (heapsnap.nsnaps > keep) {
-        int victim = -1;
-        for (int i = 0; i < heapsnap.nsnaps && victim < 0; i++)
-            if (heapsnap.snaps[i] != heapsnap.running)
+        int victim = -1, lru = -1;
+        for (int i = 0; i < heapsnap.nsnaps && victim < 0; i++) {
+            const struct hs_snapshot *c = heapsnap.snaps[i];
+            if (c == heapsnap.running)
+                continue;
+            if (!in_use(c, now))
                 victim = i;
+            else if (lru < 0 || c->last_read_ns < heapsnap.snaps[lru]->last_read_ns)
+                lru = i;
+        }
+        if (victim < 0)
+            victim = lru;
         if (victim < 0)
             return;
         struct hs_snapshot *s = heapsnap.snaps[victim];
@@ -304,6 +324,18 @@ int prof_heapsnap_request(int force, struct hs_refusal *why)
         pthread_mutex_unlock(&heapsnap.lock);
         return 0;
     }
+    int64_t now = prof_now_ns(), gap = (int64_t)g_cfg.dump_min_interval_s * 1000000000;
+    if (heapsnap.last_start_ns && now - heapsnap.last_start_ns < gap) {
+        int64_t wait = heapsnap.last_start_ns + gap - now;
+        why->reason = HS_RATE_LIMITED;
+        why->retry_after_s = (int)((wait + 999999999) / 1000000000);
+        snprintf(why->message, sizeof why->message,
+                 "at most one heap snapshot per %d s (CLRSCOPE_DUMP_MIN_INTERVAL_S): the last one "
+                 "started %.0f s ago; the next may start in %d s", g_cfg.dump_min_interval_s,
+                 (double)(now - heapsnap.last_start_ns) / 1e9, why->retry_after_s);
+        pthread_mutex_unlock(&heapsnap.lock);
+        return 0;
+    }
     /* claim the slot before the (slow) guards so two requests cannot both pass */
     struct hs_snapshot *s = calloc(1, sizeof *s);
     if (!s) {
@@ -344,6 +376,7 @@ int prof_heapsnap_request(int force, struct hs_refusal *why)
     }
     s->heap_estimate = (uint64_t)heap;
     s->id = heapsnap.next_id++;
+    heapsnap.last_start_ns = prof_now_ns();
     if (heapsnap.nsnaps == heapsnap.cap_snaps) {
         int nc = heapsnap.cap_snaps ? heapsnap.cap_snaps * 2 : 8;
         struct hs_snapshot **ns = realloc(heapsnap.snaps, (size_t)nc * sizeof *ns);
@@ -399,6 +432,14 @@ const struct hs_snapshot *prof_heapsnap_find(int id)
         if (heapsnap.snaps[i]->id == id)
             return heapsnap.snaps[i];
     return NULL;
+}
+
+const struct hs_snapshot *prof_heapsnap_find_read(int id)
+{
+    struct hs_snapshot *s = (struct hs_snapshot *)prof_heapsnap_find(id);
+    if (s)
+        s->last_read_ns = prof_now_ns();
+    return s;
 }
 
 int prof_heapsnap_open_file(const struct hs_snapshot *s, char *why, size_t whycap)
