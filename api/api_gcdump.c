@@ -1,22 +1,26 @@
 /* api_gcdump.c - heap snapshots over HTTP.
  *
  *   POST   /api/v1/gcdump[?force=1]          202 {"id","status":"running"}; 409 while one runs;
- *                                            413 when a guard refuses (heap size, memory)
+ *                                            413 when a guard refuses (heap size, memory); 429
+ *                                            sooner than CLRSCOPE_DUMP_MIN_INTERVAL_S after the
+ *                                            previous start (Retry-After)
  *   GET    /api/v1/gcdump                    {"snapshots":[...]} newest first
  *   GET    /api/v1/gcdump/ID[?limit&search&sort]  status, progress, error, totals, types
- *   GET    /api/v1/gcdump/ID/file            the .gcdump (attachment)
+ *   GET    /api/v1/gcdump/ID/file            the .gcdump (attachment); 410 when the file is no
+ *                                            longer the one written
  *   GET    /api/v1/gcdump/ID/paths?type=T    shortest chains of types from roots to T
  *   GET    /api/v1/gcdump/diff?a=ID&b=ID     per-type count and byte deltas, b - a
  *   DELETE /api/v1/gcdump/ID
  *
  * One handler per route (api_routes.c); any other path below /api/v1/gcdump is a 404 JSON error
  * (api_gcdump_unknown). Snapshot data is read under the module's list lock (never taken by
- * runtime callbacks); the file is handed to the server as a descriptor opened under it.
+ * runtime callbacks); the file is handed to the server as a descriptor opened under it. The
+ * details, paths, file and diff of a snapshot count as reading it (prof_heapsnap_find_read),
+ * which CLRSCOPE_DUMP_KEEP takes into account; the list does not.
  */
 #include <cjson/cJSON.h>
 #include <ctype.h>
 #include <errno.h>
-#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -148,6 +152,7 @@ int api_gcdump_list(const struct api_req *q, struct api_reply *out)
     kv_int(&b, "keep", g_cfg.dump_keep);
     kv_str(&b, "dir", g_cfg.dump_dir);
     kv_int(&b, "max_heap_bytes", g_cfg.dump_max_heap);
+    kv_int(&b, "min_interval_s", g_cfg.dump_min_interval_s);
     jb_raw(&b, "}", 1);
     return reply_jbuf(out, 200, &b);
 }
@@ -162,10 +167,13 @@ static const struct refusal_http *refusal_http(enum hs_reason why)
 {
     static const struct refusal_http busy = {409, "busy"}, too_big = {413, "heap_too_large"},
                                      low_memory = {413, "low_memory"},
+                                     rate_limited = {429, "rate_limited"},
                                      unavailable = {503, "unavailable"};
     switch (why) {
     case HS_BUSY:
         return &busy;
+    case HS_RATE_LIMITED:
+        return &rate_limited;
     case HS_TOO_BIG:
         return &too_big;
     case HS_LOW_MEMORY:
@@ -206,7 +214,14 @@ int api_gcdump_create(const struct api_req *q, struct api_reply *out)
         cJSON_AddNumberToObject(o, "available_bytes", (double)why.available_bytes);
     if (why.needed_bytes >= 0)
         cJSON_AddNumberToObject(o, "needed_bytes", (double)why.needed_bytes);
-    return api_reply_json(out, h->status, o);
+    if (why.reason != HS_RATE_LIMITED)
+        return api_reply_json(out, h->status, o);
+    cJSON_AddNumberToObject(o, "retry_after_s", why.retry_after_s);
+    char after[16];
+    snprintf(after, sizeof after, "%d", why.retry_after_s);
+    int st = api_reply_json(out, h->status, o);
+    api_reply_header(out, "Retry-After", after);
+    return st;
 }
 
 /* Case-insensitive substring test. */
@@ -267,7 +282,7 @@ int api_gcdump_details(const struct api_req *q, struct api_reply *out)
     struct jbuf b;
     jb_init(&b, MAX_REPLY);
     prof_heapsnap_lock();
-    const struct hs_snapshot *s = prof_heapsnap_find(id);
+    const struct hs_snapshot *s = prof_heapsnap_find_read(id);
     if (!s) {
         prof_heapsnap_unlock();
         jb_free(&b);
@@ -316,7 +331,7 @@ int api_gcdump_paths(const struct api_req *q, struct api_reply *out)
     struct jbuf b;
     jb_init(&b, MAX_REPLY);
     prof_heapsnap_lock();
-    const struct hs_snapshot *s = prof_heapsnap_find(id);
+    const struct hs_snapshot *s = prof_heapsnap_find_read(id);
     int st = s ? __atomic_load_n(&s->status, __ATOMIC_ACQUIRE) : HS_FAILED;
     const struct hs_row *row = NULL;
     for (uint32_t i = 0; s && st != HS_RUNNING && i < s->nrows && !row; i++)
@@ -400,7 +415,8 @@ int api_gcdump_diff(const struct api_req *q, struct api_reply *out)
         return 400;
     int show_all = !strcmp(all, "1") || !strcasecmp(all, "true");
     prof_heapsnap_lock();
-    const struct hs_snapshot *sa = prof_heapsnap_find((int)a), *sb = prof_heapsnap_find((int)bid);
+    const struct hs_snapshot *sa = prof_heapsnap_find_read((int)a),
+                             *sb = prof_heapsnap_find_read((int)bid);
     if (!sa || !sb) {
         prof_heapsnap_unlock();
         return api_reply_error(out, 404, "no heap snapshot %ld", !sa ? a : bid);
@@ -471,17 +487,24 @@ int api_gcdump_diff(const struct api_req *q, struct api_reply *out)
 int api_gcdump_file(const struct api_req *q, struct api_reply *out)
 {
     int id = q->id;
+    char why[400] = "";
     prof_heapsnap_lock();
-    const struct hs_snapshot *s = prof_heapsnap_find(id);
+    const struct hs_snapshot *s = prof_heapsnap_find_read(id);
     int st = s ? __atomic_load_n(&s->status, __ATOMIC_ACQUIRE) : HS_FAILED;
-    /* the file is opened only once the snapshot is done: a 409 leaves no descriptor behind */
-    int fd = s && st != HS_RUNNING && s->file[0] ? open(s->file, O_RDONLY | O_CLOEXEC) : -1;
+    /* the file is opened only once the snapshot is done: a 409 leaves no descriptor behind; and
+     * only while it is the file written, in the directory it was written in */
+    errno = 0;
+    int fd = s && st != HS_RUNNING && s->file[0] ? prof_heapsnap_open_file(s, why, sizeof why)
+                                                 : -1;
     int err = errno;
     prof_heapsnap_unlock();
     if (!s)
         return api_reply_error(out, 404, "no heap snapshot %d", id);
     if (st == HS_RUNNING)
         return api_reply_error(out, 409, "heap snapshot %d is still running", id);
+    if (fd == -2)
+        return api_reply_error(out, 410, "the file of heap snapshot %d is not served: %s", id,
+                               why);
     if (fd < 0) {
         char e[128] = "";
         if (st != HS_FAILED && err) {

@@ -221,6 +221,7 @@ void prof_config_load(void)
     c->dump_dir_default = !strcmp(c->dump_dir, defdir);
     c->dump_keep = (int)prof_env_long("CLRSCOPE_DUMP_KEEP", 5, 1, 1000);
     c->dump_max_heap = prof_env_long("CLRSCOPE_DUMP_MAX_HEAP_MB", 4096, 1, 1L << 30) * 1048576L;
+    c->dump_min_interval_s = (int)prof_env_long("CLRSCOPE_DUMP_MIN_INTERVAL_S", 30, 0, 86400);
     c->exception_rate = (int)prof_env_long("CLRSCOPE_EXCEPTION_SAMPLES_PER_S", 100, 1, 100000);
     c->lock_rate = (int)prof_env_long("CLRSCOPE_LOCK_SAMPLES_PER_S", 100, 1, 100000);
     c->alloc_stack_rate = (int)prof_env_long("CLRSCOPE_ALLOC_STACKS_PER_S", 200, 1, 1000000);

@@ -47,6 +47,7 @@ struct prof_config {
     int dump_dir_default; /* dump_dir is clrscope's default: it must be private (prof_files.h) */
     int dump_keep;        /* CLRSCOPE_DUMP_KEEP (5) */
     int64_t dump_max_heap;/* CLRSCOPE_DUMP_MAX_HEAP_MB (4096) in bytes */
+    int dump_min_interval_s; /* CLRSCOPE_DUMP_MIN_INTERVAL_S (30; 0 = no limit) between starts */
     int exception_rate;   /* CLRSCOPE_EXCEPTION_SAMPLES_PER_S (100) */
     int lock_rate;        /* CLRSCOPE_LOCK_SAMPLES_PER_S (100) */
     int alloc_stack_rate; /* CLRSCOPE_ALLOC_STACKS_PER_S (200) allocation stack walks */

@@ -245,6 +245,51 @@ static int use_agent_url(struct dd_config *c, const char *u)
     return 0;
 }
 
+int dd_loopback_url(const char *u)
+{
+    if (!strncasecmp(u, "http://", 7))
+        u += 7;
+    else if (!strncasecmp(u, "https://", 8))
+        u += 8;
+    else
+        return 0;
+    size_t al = strcspn(u, "/?#");
+    const char *end = u + al, *port = NULL;
+    if (memchr(u, '@', al)) /* no user: "http://127.0.0.1@evil.example/" is evil.example */
+        return 0;
+    if (al >= 5 && !strncmp(u, "[::1]", 5)) {
+        port = u + 5;
+    } else if (al >= 9 && !strncasecmp(u, "localhost", 9)) {
+        port = u + 9;
+    } else {
+        /* 127.a.b.c, four decimal parts of 0..255 */
+        const char *p = u;
+        for (int part = 0; part < 4; part++) {
+            if (part && *p++ != '.')
+                return 0;
+            int v = 0, digits = 0;
+            while (p < end && *p >= '0' && *p <= '9' && digits < 4) {
+                v = v * 10 + (*p++ - '0');
+                digits++;
+            }
+            if (!digits || digits > 3 || v > 255 || (part == 0 && v != 127))
+                return 0;
+        }
+        port = p;
+    }
+    if (port == end)
+        return 1;
+    if (*port != ':' || port + 1 == end)
+        return 0;
+    long v = 0;
+    for (const char *q = port + 1; q < end; q++) {
+        if (*q < '0' || *q > '9' || v > 65535)
+            return 0;
+        v = v * 10 + (*q - '0');
+    }
+    return v >= 1 && v <= 65535;
+}
+
 void dd_config_resolve_agent(struct dd_config *c, int socket_exists)
 {
     const char *u = getenv("DD_TRACE_AGENT_URL");
@@ -592,12 +637,20 @@ int dd_config_load(struct dd_config *c, const char *process_name)
                  "the agent", al);
     if (agentless > 0) /* (with Datadog's spellings, blanks around them ignored) */
         resolve_agentless(c);
-    /* For tests only: the same request (headers, API key) to another address. */
+    /* For tests only: the same request (headers, API key) to a fake intake on this machine. */
     const char *test_url = getenv("CLRSCOPE_INTERNAL_INTAKE_URL");
-    if (test_url && *test_url && strlen(test_url) < sizeof c->url) {
-        snprintf(c->url, sizeof c->url, "%s", test_url);
-        c->unix_socket[0] = 0;
-        snprintf(c->endpoint, sizeof c->endpoint, "%s", c->url);
+    if (test_url && *test_url) {
+        if (strlen(test_url) < sizeof c->url && dd_loopback_url(test_url)) {
+            snprintf(c->url, sizeof c->url, "%s", test_url);
+            c->unix_socket[0] = 0;
+            snprintf(c->endpoint, sizeof c->endpoint, "%s", c->url);
+            prof_log(LOG_WARN, "export: CLRSCOPE_INTERNAL_INTAKE_URL (a test setting) sends the "
+                     "profiles%s to %s", c->agentless ? " and the API key" : "", c->url);
+        } else {
+            prof_log(LOG_WARN, "export: CLRSCOPE_INTERNAL_INTAKE_URL is a test setting and must "
+                     "be http://127.0.0.1[:PORT]/..., http://[::1]... or http://localhost...; "
+                     "ignored, profiles go to %s", c->endpoint);
+        }
     }
 
     const char *dir = env_or("CLRSCOPE_EXPORT_DIR", env_or("DD_INTERNAL_PROFILING_OUTPUT_DIR", ""));

@@ -53,6 +53,12 @@ int dd_config_load(struct dd_config *c, const char *process_name);
  * else DD_AGENT_HOST:DD_TRACE_AGENT_PORT) into c->url/unix_socket/endpoint. Exposed for tests. */
 void dd_config_resolve_agent(struct dd_config *c, int socket_exists);
 
+/* Whether `u` is an http:// or https:// URL whose host is this machine's loopback address
+ * (127.x.y.z, [::1], localhost), with no user part and at most a port: the only place
+ * CLRSCOPE_INTERNAL_INTAKE_URL, a test setting that gets the agentless request and its API key,
+ * may name. Exposed for tests. */
+int dd_loopback_url(const char *u);
+
 /* Appends the tags in `in` ("k:v,k:v" or "k:v k:v") to `out` (cap bytes, "k:v,k:v"), normalised:
  * trimmed, commas in values replaced by '_'; entries without ':', with an empty key or value,
  * with a key clrscope sets itself (host, process_id, language, runtime-id, ...) or repeated

@@ -21,6 +21,7 @@
 
 #include <cjson/cJSON.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <math.h>
 #include <poll.h>
 #include <pthread.h>
@@ -106,54 +107,71 @@ static int stopping(void)
 /* ------------------------------------------------------------------------------------------ */
 /* Files                                                                                       */
 
+/* Writes one profile to the export directory as a new 0600 file, relative to the directory's
+ * descriptor: the directory is made 0700 when missing and used only while it is fit for it
+ * (prof_files_dir_open: not a link, this user's or root's, writable by no one else unless
+ * sticky); else nothing is written (one log line, counted in file_errors). */
 static void write_file(const unsigned char *data, size_t len, double t_to, uint64_t seq)
 {
-    static int logged;
+    static int logged, refused_logged;
     const char *dir = exporter.cfg.output_dir;
-    char stamp[48], path[sizeof exporter.cfg.output_dir + 200], tmp[sizeof path + 8];
+    char stamp[48], name[200], tmp[sizeof name + 8], why[200];
     time_t t = (time_t)t_to;
     struct tm tm;
     gmtime_r(&t, &tm);
     strftime(stamp, sizeof stamp, "%Y%m%dT%H%M%SZ", &tm);
-    snprintf(path, sizeof path, "%s/%.60s_%d_%s_%06llu.pprof", dir, exporter.cfg.service,
+    snprintf(name, sizeof name, "%.60s_%d_%s_%06llu.pprof", exporter.cfg.service,
              (int)g_core.pid, stamp, (unsigned long long)seq);
-    for (char *p = path + strlen(dir) + 1; *p; p++)
+    for (char *p = name; *p; p++)
         if (*p == '/')
             *p = '_';
-    snprintf(tmp, sizeof tmp, "%s.tmp", path);
-    int ok = prof_files_mkdirs(dir, 0755) == 0;
-    int fd = ok ? prof_files_create(tmp, 0644) : -1;
-    FILE *f = fd >= 0 ? fdopen(fd, "wb") : NULL;
-    if (fd >= 0 && !f)
-        close(fd);
-    ok = f && fwrite(data, 1, len, f) == len;
-    if (f && fclose(f))
-        ok = 0;
-    if (ok && rename(tmp, path))
-        ok = 0;
-    if (!ok) {
-        int err = errno;
-        if (fd >= 0)
-            unlink(tmp);
-        prof_log_once(logged, LOG_WARN, "export: cannot write %s: %s; further file errors are "
-                      "counted in /api/v1/status", path, strerror(err));
+    snprintf(tmp, sizeof tmp, "%s.tmp", name);
+    int dfd = prof_files_dir_open(dir, 0, NULL, why, sizeof why);
+    if (dfd < 0) {
+        prof_log_once(refused_logged, LOG_WARN, "export: not writing profiles to %s: %s; further "
+                      "file errors are counted in /api/v1/status", dir, why);
         pthread_mutex_lock(&exporter.lock);
         exporter.st.file_errors++;
         pthread_mutex_unlock(&exporter.lock);
         return;
     }
-    /* Keep only the newest dir_keep files of ours. */
+    int fd = prof_files_create_at(dfd, tmp, 0600);
+    FILE *f = fd >= 0 ? fdopen(fd, "wb") : NULL;
+    if (fd >= 0 && !f)
+        close(fd);
+    int ok = f && fwrite(data, 1, len, f) == len;
+    if (f && fclose(f))
+        ok = 0;
+    if (ok && renameat(dfd, tmp, dfd, name))
+        ok = 0;
+    if (!ok) {
+        int err = errno;
+        if (fd >= 0)
+            unlinkat(dfd, tmp, 0);
+        close(dfd);
+        prof_log_once(logged, LOG_WARN, "export: cannot write %s/%s: %s; further file errors are "
+                      "counted in /api/v1/status", dir, name, strerror(err));
+        pthread_mutex_lock(&exporter.lock);
+        exporter.st.file_errors++;
+        pthread_mutex_unlock(&exporter.lock);
+        return;
+    }
+    /* Keep only the newest dir_keep files of ours: by name, in this directory, and only a file
+     * of this user's (in a shared directory, never another user's of the same name). */
     if (!exporter.dir_ring)
         exporter.dir_ring = calloc((size_t)exporter.cfg.dir_keep, sizeof *exporter.dir_ring);
     if (exporter.dir_ring) {
         char **slot = &exporter.dir_ring[exporter.dir_next];
+        struct stat st;
         if (*slot) {
-            unlink(*slot);
+            if (!fstatat(dfd, *slot, &st, AT_SYMLINK_NOFOLLOW) && st.st_uid == geteuid())
+                unlinkat(dfd, *slot, 0);
             free(*slot);
         }
-        *slot = strdup(path);
+        *slot = strdup(name);
         exporter.dir_next = (exporter.dir_next + 1) % exporter.cfg.dir_keep;
     }
+    close(dfd);
     pthread_mutex_lock(&exporter.lock);
     exporter.st.files++;
     pthread_mutex_unlock(&exporter.lock);

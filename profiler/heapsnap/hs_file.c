@@ -1,11 +1,13 @@
 /* hs_file.c - a snapshot's .gcdump file: the heap graph laid out as the format's nodes (a root,
  * one pseudo node per root category and per static variable, then the objects) for the writer
  * (hs_gcdump.c), and the file itself: disk space checked, written under a temporary name, then
- * renamed. Runs on clrscope-heap (prof_heapsnap_write_graph also in the fuzz target); no state of
- * its own. */
+ * renamed, all relative to the dump directory's descriptor; opened for /file and removed only
+ * while it is the file written. Writes on clrscope-heap (prof_heapsnap_write_graph also in the
+ * fuzz target), opens and removes under the list's lock on any thread; no state of its own. */
 #include "hs_int.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -17,6 +19,7 @@
 #include "prof_config.h"
 #include "prof_core.h"
 #include "prof_files.h"
+#include "prof_log.h"
 #include "prof_scratch.h"
 
 struct filectx {
@@ -197,27 +200,35 @@ int prof_heapsnap_write_graph(FILE *f, const struct heap_graph *g, const char **
 }
 
 
-int hs_file_write(const struct hs_snapshot *s, const struct heap_graph *g, const char **tnames,
-                  const char **tmods, char *path, size_t pathcap, uint64_t *file_bytes, char *err,
-                  size_t errcap)
+/* The file's name within the dump directory (the last part of its path). */
+static const char *file_name(const struct hs_snapshot *s)
+{
+    const char *slash = strrchr(s->file, '/');
+    return slash ? slash + 1 : s->file;
+}
+
+int hs_file_write(const struct hs_snapshot *s, int dirfd, const struct heap_graph *g,
+                  const char **tnames, const char **tmods, char *path, size_t pathcap,
+                  struct stat *file_st, char *err, size_t errcap)
 {
     char e[128];
     char dir[sizeof g_cfg.dump_dir];
     snprintf(dir, sizeof dir, "%s", g_cfg.dump_dir);
     uint64_t need = (uint64_t)g->n * 14 + g->ne * 2 + (1u << 20);
-    if (hs_disk_room(dir, need, err, errcap))
+    if (hs_disk_room(dirfd, dir, need, err, errcap))
         return -1;
-    char tmp[620];
-    snprintf(path, pathcap, "%.500s/clrscope-%d-%d.gcdump", dir, (int)g_core.pid, s->id);
-    snprintf(tmp, sizeof tmp, "%s.tmp", path);
-    int fd = prof_files_create(tmp, 0600);
+    char name[64], tmp[80];
+    snprintf(name, sizeof name, "clrscope-%d-%d.gcdump", (int)g_core.pid, s->id);
+    snprintf(tmp, sizeof tmp, "%s.tmp", name);
+    snprintf(path, pathcap, "%.500s/%s", dir, name);
+    int fd = prof_files_create_at(dirfd, tmp, 0600);
     FILE *f = fd >= 0 ? fdopen(fd, "wb") : NULL;
     if (!f) {
         hs_errtext(errno, e, sizeof e);
-        snprintf(err, errcap, "cannot write %.140s: %.90s", tmp, e);
+        snprintf(err, errcap, "cannot write %.140s.tmp: %.90s", path, e);
         if (fd >= 0) {
             close(fd);
-            unlink(tmp);
+            unlinkat(dirfd, tmp, 0);
         }
         return -1;
     }
@@ -235,22 +246,124 @@ int hs_file_write(const struct hs_snapshot *s, const struct heap_graph *g, const
                            .unix_time = s->t, .machine = host, .commit = rss > 0 ? rss : 0,
                            .working_set = rss > 0 ? rss : 0, .log = log, .tool = "clrscope"};
     int rc = prof_heapsnap_write_graph(f, g, tnames, tmods, &meta, err, errcap);
+    /* what is renamed into place is what was written: its inode, size and time of change are
+     * what /file checks (a rename changes none of them) */
+    if (!rc && (fflush(f) || fstat(fileno(f), file_st))) {
+        hs_errtext(errno, e, sizeof e);
+        snprintf(err, errcap, "cannot write %.140s.tmp: %.90s", path, e);
+        rc = -1;
+    }
     if (fclose(f) && !rc) {
         hs_errtext(errno, e, sizeof e);
-        snprintf(err, errcap, "cannot write %.140s: %.90s", tmp, e);
+        snprintf(err, errcap, "cannot write %.140s.tmp: %.90s", path, e);
         rc = -1;
     }
     prof_scratch_release(&mem);
-    if (!rc && rename(tmp, path)) {
+    if (!rc && renameat(dirfd, tmp, dirfd, name)) {
         hs_errtext(errno, e, sizeof e);
-        snprintf(err, errcap, "cannot rename %.140s: %.90s", tmp, e);
+        snprintf(err, errcap, "cannot rename %.140s.tmp: %.90s", path, e);
         rc = -1;
     }
     if (rc) {
-        unlink(tmp);
+        unlinkat(dirfd, tmp, 0);
         return -1;
     }
-    struct stat st;
-    *file_bytes = stat(path, &st) ? 0 : (uint64_t)st.st_size;
     return 0;
+}
+
+/* Whether `st` is the file of `s` as it was written: the same regular file (device and inode: an
+ * inode freed can be given to the next file made, so also its size and time of change). */
+static int same_file(const struct hs_snapshot *s, const struct stat *st)
+{
+    return S_ISREG(st->st_mode) && (uint64_t)st->st_dev == s->file_dev &&
+           (uint64_t)st->st_ino == s->file_ino && (uint64_t)st->st_size == s->file_bytes &&
+           (int64_t)st->st_mtim.tv_sec * 1000000000 + st->st_mtim.tv_nsec == s->file_mtime_ns;
+}
+
+/* The dump directory, opened again, if it is the one the file of `s` was written in and still
+ * fit for it; else -1 with the reason in `why` (errno ENOENT when it is gone). */
+static int open_dir_of(const struct hs_snapshot *s, char *why, size_t whycap)
+{
+    char dir[sizeof g_cfg.dump_dir];
+    snprintf(dir, sizeof dir, "%s", g_cfg.dump_dir);
+    int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (dfd < 0) {
+        int err = errno;
+        char e[128];
+        hs_errtext(err, e, sizeof e);
+        snprintf(why, whycap, "its directory %.200s cannot be opened: %s%s", dir, e,
+                 err == ELOOP || err == ENOTDIR ? " (it is no longer a real directory)" : "");
+        errno = err;
+        return -1;
+    }
+    struct stat dst;
+    char fit[200];
+    if (fstat(dfd, &dst) || (uint64_t)dst.st_dev != s->dir_dev ||
+        (uint64_t)dst.st_ino != s->dir_ino) {
+        snprintf(why, whycap, "%.200s is no longer the directory the file was written in", dir);
+    } else if (prof_files_dir_fit(&dst, g_cfg.dump_dir_default, fit, sizeof fit)) {
+        snprintf(why, whycap, "its directory %.200s cannot be trusted now: %s", dir, fit);
+    } else {
+        return dfd;
+    }
+    close(dfd);
+    errno = EPERM;
+    return -1;
+}
+
+int hs_file_open(const struct hs_snapshot *s, char *why, size_t whycap)
+{
+    why[0] = 0;
+    if (!s->file[0]) {
+        errno = ENOENT;
+        return -1;
+    }
+    int dfd = open_dir_of(s, why, whycap);
+    if (dfd < 0)
+        return errno == ENOENT ? -1 : -2;
+    /* O_NONBLOCK: a FIFO put at the name must not hold the worker; a regular file ignores it */
+    int fd = openat(dfd, file_name(s), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
+    int err = errno;
+    close(dfd);
+    if (fd < 0) {
+        if (err == ENOENT) {
+            errno = ENOENT;
+            return -1;
+        }
+        if (err == ELOOP)
+            snprintf(why, whycap, "%.300s is now a symbolic link", s->file);
+        else {
+            char e[128];
+            hs_errtext(err, e, sizeof e);
+            snprintf(why, whycap, "%.300s cannot be opened: %s", s->file, e);
+        }
+        errno = err;
+        return err == ELOOP ? -2 : -1;
+    }
+    struct stat st;
+    if (fstat(fd, &st) || !same_file(s, &st)) {
+        snprintf(why, whycap, "%.300s was replaced or changed since it was written", s->file);
+        close(fd);
+        return -2;
+    }
+    return fd;
+}
+
+void hs_file_remove(const struct hs_snapshot *s)
+{
+    char why[300];
+    if (!s->file[0])
+        return;
+    int dfd = open_dir_of(s, why, sizeof why);
+    if (dfd < 0) {
+        prof_log(LOG_DEBUG, "heap snapshot %d: its file is left in place: %s", s->id, why);
+        return;
+    }
+    struct stat st;
+    if (!fstatat(dfd, file_name(s), &st, AT_SYMLINK_NOFOLLOW) && same_file(s, &st))
+        unlinkat(dfd, file_name(s), 0);
+    else
+        prof_log(LOG_DEBUG, "heap snapshot %d: %s is not the file written; left in place", s->id,
+                 s->file);
+    close(dfd);
 }

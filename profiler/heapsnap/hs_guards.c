@@ -57,43 +57,53 @@ static int64_t read_number_file(const char *path)
     return v;
 }
 
-/* Free memory under this process's cgroup limit, or -1 when there is no limit. */
+/* Free memory under the limit of cgroup `rel`'s memory files (limit, usage) below `root`, or
+ * under the limit of the hierarchy's root (inside a container the cgroup root is the limit);
+ * -1 when there is none. */
+static int64_t cgroup_files_headroom(const char *root, const char *rel, const char *limit_file,
+                                     const char *usage_file)
+{
+    char p1[800], p2[800];
+    for (int up = 0; up < 2; up++) {
+        const char *r = up ? "" : rel;
+        snprintf(p1, sizeof p1, "%s%s/%s", root, r, limit_file);
+        snprintf(p2, sizeof p2, "%s%s/%s", root, r, usage_file);
+        int64_t limit = read_number_file(p1), usage = read_number_file(p2);
+        if (limit > 0 && limit < (1ll << 60) && usage >= 0)
+            return limit > usage ? limit - usage : 0;
+    }
+    return -1;
+}
+
+/* Free memory under this process's cgroup limit, or -1 when there is no limit. A host may mount
+ * both hierarchies (the memory controller in v1, the v2 tree beside it, "0::/" in
+ * /proc/self/cgroup): each is read, and the smaller headroom counts. */
 static int64_t cgroup_headroom(void)
 {
     FILE *f = fopen("/proc/self/cgroup", "re");
     if (!f)
         return -1;
-    char line[600], rel[600] = "";
-    int v2 = 0;
+    char line[600], rel1[600] = "", rel2[600] = "";
+    int v1 = 0, v2 = 0;
     while (fgets(line, sizeof line, f)) {
         line[strcspn(line, "\n")] = 0;
         if (!strncmp(line, "0::", 3)) {
-            snprintf(rel, sizeof rel, "%s", line + 3);
+            snprintf(rel2, sizeof rel2, "%s", line + 3);
             v2 = 1;
         } else {
-            char *m = strstr(line, ":memory:");
-            if (m && !v2)
-                snprintf(rel, sizeof rel, "%s", m + 8);
+            const char *m = strstr(line, ":memory:");
+            if (m) {
+                snprintf(rel1, sizeof rel1, "%s", m + 8);
+                v1 = 1;
+            }
         }
     }
     fclose(f);
-    char p1[800], p2[800];
-    int64_t limit = -1, usage = -1;
-    for (int up = 0; up < 2 && limit < 0; up++) {
-        const char *r = up ? "" : rel; /* inside a container the cgroup root is the limit */
-        if (v2) {
-            snprintf(p1, sizeof p1, "/sys/fs/cgroup%s/memory.max", r);
-            snprintf(p2, sizeof p2, "/sys/fs/cgroup%s/memory.current", r);
-        } else {
-            snprintf(p1, sizeof p1, "/sys/fs/cgroup/memory%s/memory.limit_in_bytes", r);
-            snprintf(p2, sizeof p2, "/sys/fs/cgroup/memory%s/memory.usage_in_bytes", r);
-        }
-        limit = read_number_file(p1);
-        usage = read_number_file(p2);
-    }
-    if (limit <= 0 || limit >= (1ll << 60) || usage < 0)
-        return -1;
-    return limit > usage ? limit - usage : 0;
+    int64_t a = v2 ? cgroup_files_headroom("/sys/fs/cgroup", rel2, "memory.max",
+                                           "memory.current") : -1;
+    int64_t b = v1 ? cgroup_files_headroom("/sys/fs/cgroup/memory", rel1,
+                                           "memory.limit_in_bytes", "memory.usage_in_bytes") : -1;
+    return a < 0 ? b : b < 0 ? a : a < b ? a : b;
 }
 
 static int64_t memory_headroom(void)
@@ -189,10 +199,8 @@ int hs_guards_check(int force, struct hs_refusal *why, int64_t *heap_out)
     why->available_bytes = memory_headroom();
     why->needed_bytes = estimate > 0 ? (int64_t)((double)estimate * NEED_PER_HEAP_BYTE) + NEED_SLACK
                                      : NEED_SLACK;
-    if (force)
-        return 0;
     char a[32], b[32];
-    if (estimate > g_cfg.dump_max_heap) {
+    if (!force && estimate > g_cfg.dump_max_heap) {
         fmt_mb(a, sizeof a, estimate);
         fmt_mb(b, sizeof b, g_cfg.dump_max_heap);
         why->reason = HS_TOO_BIG;
@@ -210,35 +218,35 @@ int hs_guards_check(int force, struct hs_refusal *why, int64_t *heap_out)
         why->reason = HS_LOW_MEMORY;
         snprintf(why->message, sizeof why->message,
                  "a snapshot of this heap needs about %s of memory and only %s is available "
-                 "(MemAvailable / cgroup limit); add ?force=1 to take it anyway", a, b);
+                 "(MemAvailable / cgroup limit): it could get the app killed for want of memory, "
+                 "so it is not taken, with ?force=1 either", a, b);
         return -1;
     }
     return 0;
 }
 
-int hs_dump_dir_ready(char *err, size_t errcap)
+int hs_dump_dir_ready(struct stat *dst, char *err, size_t errcap)
 {
-    struct stat dst;
-    /* the default directory lies in /tmp: it must be this user's alone (prof_files.h); a file at
-     * the name (mkdir says EEXIST) fails here, before the GC, not when the file is written */
-    if ((g_cfg.dump_dir_default ? prof_files_private_dir(g_cfg.dump_dir)
-                                  : prof_files_mkdirs(g_cfg.dump_dir, 0700)) ||
-        stat(g_cfg.dump_dir, &dst) || (!S_ISDIR(dst.st_mode) && (errno = ENOTDIR)) ||
-        access(g_cfg.dump_dir, W_OK)) {
-        int e = errno;
-        char why[256];
-        hs_errtext(e, why, sizeof why);
-        snprintf(err, errcap, "cannot write snapshots to %.180s: %.100s%s", g_cfg.dump_dir, why,
-                 e == EPERM ? " (it belongs to another user; set CLRSCOPE_DUMP_DIR)" : "");
-        return -1;
+    /* the default directory lies in /tmp: it must be this user's alone; one the user named is
+     * held to the rule of prof_files.h (yours or root's, no one else can replace our files); a
+     * file at the name fails here, before the GC, not when the file is written */
+    char why[200];
+    int fd = prof_files_dir_open(g_cfg.dump_dir, g_cfg.dump_dir_default, dst, why, sizeof why);
+    if (fd >= 0 && faccessat(fd, ".", W_OK, 0)) {
+        hs_errtext(errno, why, sizeof why);
+        close(fd);
+        fd = -1;
     }
-    return 0;
+    if (fd < 0)
+        snprintf(err, errcap, "cannot write snapshots to %.180s: %.200s%s", g_cfg.dump_dir, why,
+                 g_cfg.dump_dir_default && errno == EPERM ? "; set CLRSCOPE_DUMP_DIR" : "");
+    return fd;
 }
 
-int hs_disk_room(const char *dir, uint64_t need, char *err, size_t errcap)
+int hs_disk_room(int dirfd, const char *dir, uint64_t need, char *err, size_t errcap)
 {
     struct statvfs vfs;
-    if (!statvfs(dir, &vfs) && (uint64_t)vfs.f_bavail * vfs.f_frsize < need) {
+    if (!fstatvfs(dirfd, &vfs) && (uint64_t)vfs.f_bavail * vfs.f_frsize < need) {
         snprintf(err, errcap, "not enough disk space in %.150s (%.0f MB needed, %.0f MB free)",
                  dir, (double)need / 1048576.0,
                  (double)vfs.f_bavail * (double)vfs.f_frsize / 1048576.0);

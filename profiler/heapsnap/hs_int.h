@@ -11,7 +11,8 @@
  *   hs_file.c        the snapshot's .gcdump file: the graph laid out for the writer, then written
  *   hs_gcdump.c      the .gcdump format writer
  *   hs_summary.c     the per-type summary the API reads
- *   hs_tidy.c        CLRSCOPE_DUMP_KEEP applied to the files of processes that have exited
+ *   hs_tidy.c        CLRSCOPE_DUMP_KEEP applied to the files of processes that have exited (in a
+ *                    directory no other user can write to)
  *
  * The files below prof_heapsnap.c never take the list's lock and call nothing above them: they
  * get the snapshot they work on and return what they found; prof_heapsnap.c publishes it.
@@ -23,6 +24,7 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "prof_heapsnap.h"
 
@@ -37,14 +39,16 @@ static inline void hs_errtext(int e, char *out, size_t cap)
 /* ---- hs_guards.c (civetweb worker and clrscope-heap, as noted) ---- */
 
 /* The request's guards (civetweb worker): fills `why` (heap, limit, available and needed bytes)
- * and the heap estimate; 0 when the snapshot may go (always with `force`), -1 with why->reason
- * and why->message set when it may not. */
+ * and the heap estimate; 0 when the snapshot may go, -1 with why->reason and why->message set
+ * when it may not. `force` skips the heap-size limit, never the memory guard. */
 int hs_guards_check(int force, struct hs_refusal *why, int64_t *heap_out);
-/* The dump directory made (private to this user when it is the default one) and writable:
- * 0, or -1 with `err` set (clrscope-heap, before the dump GC). */
-int hs_dump_dir_ready(char *err, size_t errcap);
-/* 0 when `dir`'s file system has `need` bytes free (or cannot tell), else -1 with `err` set. */
-int hs_disk_room(const char *dir, uint64_t need, char *err, size_t errcap);
+/* The dump directory made, checked and opened (prof_files_dir_open: private to this user when it
+ * is the default one, else fit for clrscope's files) and writable: its descriptor, with its
+ * status in *dst, or -1 with `err` set (clrscope-heap, before the dump GC). */
+int hs_dump_dir_ready(struct stat *dst, char *err, size_t errcap);
+/* 0 when the file system of directory `dirfd` (named `dir` in the message) has `need` bytes
+ * free (or cannot tell), else -1 with `err` set. */
+int hs_disk_room(int dirfd, const char *dir, uint64_t need, char *err, size_t errcap);
 /* The process's resident set in bytes, -1 if unknown (any thread). */
 int64_t hs_rss_bytes(void);
 
@@ -63,12 +67,19 @@ int hs_session_collect(struct hs_snapshot *s, struct heap_capture *cap, char *er
 
 /* ---- hs_file.c (clrscope-heap) ---- */
 
-/* Writes the snapshot's graph to DUMP_DIR/clrscope-PID-ID.gcdump (a temporary name renamed when
- * complete): 0 with the file's name in `path` and its size in `file_bytes`, or -1 with `err`
- * set and no file left. Reads s->id and s->t only. */
-int hs_file_write(const struct hs_snapshot *s, const struct heap_graph *g, const char **tnames,
-                  const char **tmods, char *path, size_t pathcap, uint64_t *file_bytes, char *err,
-                  size_t errcap);
+/* Writes the snapshot's graph to clrscope-PID-ID.gcdump in the dump directory open as `dirfd`
+ * (a temporary name renamed when complete): 0 with the file's path in `path` and its status
+ * (size, device, inode) in `file_st`, or -1 with `err` set and no file left. Reads s->id and s->t
+ * only. */
+int hs_file_write(const struct hs_snapshot *s, int dirfd, const struct heap_graph *g,
+                  const char **tnames, const char **tmods, char *path, size_t pathcap,
+                  struct stat *file_st, char *err, size_t errcap);
+/* The file of snapshot `s` opened for reading: see prof_heapsnap_open_file (any thread, under
+ * the list's lock). */
+int hs_file_open(const struct hs_snapshot *s, char *why, size_t whycap);
+/* Removes the file of snapshot `s` when it is still the one written (else leaves whatever is
+ * at its name alone). Any thread, under the list's lock. */
+void hs_file_remove(const struct hs_snapshot *s);
 /* "[static var NAME]" or "[thread static var NAME]" for static variable `s`, in `mem`; NULL when
  * out of memory. */
 char *hs_static_label(struct prof_scratch *mem, const struct heap_graph *g, uint32_t s);
@@ -81,8 +92,9 @@ int hs_summary_build(struct hs_snapshot *s, const struct heap_graph *g, const ch
 
 /* ---- hs_tidy.c (clrscope-heap) ---- */
 
-/* Removes the oldest .gcdump files of exited processes beyond CLRSCOPE_DUMP_KEEP (clrscope-heap,
- * after each snapshot). */
-void hs_tidy_exited(void);
+/* Removes the oldest .gcdump files of exited processes beyond CLRSCOPE_DUMP_KEEP from the dump
+ * directory open as `dirfd` (status `dst`): only files of this user, and nothing in a directory
+ * other users can write to (clrscope-heap, after each snapshot). */
+void hs_tidy_exited(int dirfd, const struct stat *dst);
 
 #endif

@@ -1,6 +1,6 @@
-/* hs_tidy.c - CLRSCOPE_DUMP_KEEP applied to the .gcdump files that processes which have exited
- * left in the dump directory. Runs on clrscope-heap after each snapshot; the directory and the
- * process table only, no state of its own. */
+/* hs_tidy.c - CLRSCOPE_DUMP_KEEP applied to the .gcdump files that processes of this user which
+ * have exited left in the dump directory. Runs on clrscope-heap after each snapshot; the
+ * directory and the process table only, no state of its own. */
 #include "hs_int.h"
 
 #include <dirent.h>
@@ -16,6 +16,7 @@
 
 #include "prof_config.h"
 #include "prof_core.h"
+#include "prof_files.h"
 #include "prof_log.h"
 
 #define EXITED_MIN_AGE_S 3600 /* another process's snapshot is left alone this long */
@@ -34,17 +35,27 @@ static int newest_first(const void *a, const void *b)
 
 /* CLRSCOPE_DUMP_KEEP applied to the snapshots of processes that have exited too: the newest
  * `keep` of them stay (the snapshot of a process that then ran out of memory is worth keeping),
- * older ones go. With each process applying the limit to its own files only, a directory shared
+ * older ones go. With each process applying the limit to its own files only, a directory used
  * by restarts would grow without bound (313 files, 236 MB, on a test machine). A file of a
  * live process, or under an hour old (its pid may be another pid namespace's), is never
- * touched; only names clrscope writes (clrscope-PID-ID.gcdump) are looked at. */
-void hs_tidy_exited(void)
+ * touched; only names clrscope writes (clrscope-PID-ID.gcdump) are looked at, and only files of
+ * this user. In a directory other users can write to (sticky, like /tmp) nothing is: the files
+ * there are other processes' and other users' (a process running as root could remove them
+ * all), and a pid's process may live in another pid namespace. */
+void hs_tidy_exited(int dfd, const struct stat *dst)
 {
+    if (prof_files_dir_shared(dst))
+        return;
     char dir[sizeof g_cfg.dump_dir];
     snprintf(dir, sizeof dir, "%s", g_cfg.dump_dir);
-    DIR *d = opendir(dir);
-    if (!d)
+    int fd = dup(dfd); /* closedir closes it; the directory read from its start */
+    DIR *d = fd >= 0 ? fdopendir(fd) : NULL;
+    if (!d) {
+        if (fd >= 0)
+            close(fd);
         return;
+    }
+    rewinddir(d);
     int keep = g_cfg.dump_keep > 0 ? g_cfg.dump_keep : 1;
     struct exited_file *f = malloc(EXITED_SCAN_MAX * sizeof *f);
     size_t n = 0, seen = 0;
@@ -59,8 +70,8 @@ void hs_tidy_exited(void)
         if (!kill((pid_t)pid, 0) || errno != ESRCH)
             continue; /* alive (or not ours to ask about) */
         struct stat st;
-        if (fstatat(dirfd(d), e->d_name, &st, AT_SYMLINK_NOFOLLOW) || !S_ISREG(st.st_mode) ||
-            now - st.st_mtime < EXITED_MIN_AGE_S)
+        if (fstatat(dfd, e->d_name, &st, AT_SYMLINK_NOFOLLOW) || !S_ISREG(st.st_mode) ||
+            st.st_uid != geteuid() || now - st.st_mtime < EXITED_MIN_AGE_S)
             continue;
         f[n].mtime = st.st_mtime;
         snprintf(f[n].name, sizeof f[n].name, "%s", e->d_name);
@@ -70,7 +81,7 @@ void hs_tidy_exited(void)
         qsort(f, n, sizeof *f, newest_first);
         int removed = 0;
         for (size_t i = (size_t)keep; i < n; i++)
-            removed += !unlinkat(dirfd(d), f[i].name, 0);
+            removed += !unlinkat(dfd, f[i].name, 0);
         if (removed)
             prof_log(LOG_INFO, "heap snapshots: removed %d file%s of exited processes from %s "
                      "(CLRSCOPE_DUMP_KEEP=%d of them stay)", removed, removed == 1 ? "" : "s", dir,

@@ -3,11 +3,12 @@
  * under that lock (the files it calls never take it).
  *
  * A snapshot, step by step:
- *   1. request (civetweb worker): guards (hs_guards.c: heap size vs CLRSCOPE_DUMP_MAX_HEAP_MB,
- *      memory headroom vs. the estimated need), a record in the list, clrscope-heap started.
- *   2. clrscope-heap: dump directory checked (hs_guards.c), address space reserved and the dump
- *      GC run with the heap-dump session open, its events collected on the GC threads
- *      (hs_session.c, hs_capture.c).
+ *   1. request (civetweb worker): one at a time and one per CLRSCOPE_DUMP_MIN_INTERVAL_S, the
+ *      guards (hs_guards.c: heap size vs CLRSCOPE_DUMP_MAX_HEAP_MB, memory headroom vs. the
+ *      estimated need), a record in the list, clrscope-heap started.
+ *   2. clrscope-heap: dump directory checked and opened (hs_guards.c), address space reserved
+ *      and the dump GC run with the heap-dump session open, its events collected on the GC
+ *      threads (hs_session.c, hs_capture.c).
  *   3. clrscope-heap: graph, dominators, paths (hs_graph.c), type names (prof_symbols), the
  *      .gcdump file (hs_file.c, hs_gcdump.c), the per-type summary (hs_summary.c); then the files
  *      of exited processes (hs_tidy.c) and of this one's older snapshots (CLRSCOPE_DUMP_KEEP).
@@ -43,6 +44,7 @@ static struct heapsnap_state {
     int next_id;                 /* the id of the next snapshot a request accepts, from 1 */
     struct hs_snapshot *running; /* claimed by a request, cleared when clrscope-heap publishes the
                                     snapshot done or failed (or the request is refused) */
+    int64_t last_start_ns;       /* CLOCK_MONOTONIC of the latest accepted request, 0 = none */
     pthread_t worker;            /* the latest clrscope-heap */
     int worker_live;             /* `worker` still to be joined: by the next request, or by stop */
     int abort;                   /* atomic: set by prof_heapsnap_stop, read by the analysis */
@@ -89,30 +91,49 @@ static void snapshot_free(struct hs_snapshot *s)
     free(s);
 }
 
+/* Whether a reader asked for `s` within HS_IN_USE_S of `now`. */
+static int in_use(const struct hs_snapshot *s, int64_t now)
+{
+    return s->last_read_ns && now - s->last_read_ns < (int64_t)HS_IN_USE_S * 1000000000;
+}
+
+/* CLRSCOPE_DUMP_KEEP: while more are kept, the oldest snapshot no reader asked for in the last
+ * HS_IN_USE_S goes; when every one was read as recently, the one read longest ago. The running
+ * one stays. */
 static void enforce_keep_locked(void)
 {
     int keep = g_cfg.dump_keep > 0 ? g_cfg.dump_keep : 1;
+    int64_t now = prof_now_ns();
     while (heapsnap.nsnaps > keep) {
-        int victim = -1;
-        for (int i = 0; i < heapsnap.nsnaps && victim < 0; i++)
-            if (heapsnap.snaps[i] != heapsnap.running)
+        int victim = -1, lru = -1;
+        for (int i = 0; i < heapsnap.nsnaps && victim < 0; i++) {
+            const struct hs_snapshot *c = heapsnap.snaps[i];
+            if (c == heapsnap.running)
+                continue;
+            if (!in_use(c, now))
                 victim = i;
+            else if (lru < 0 || c->last_read_ns < heapsnap.snaps[lru]->last_read_ns)
+                lru = i;
+        }
+        if (victim < 0)
+            victim = lru;
         if (victim < 0)
             return;
         struct hs_snapshot *s = heapsnap.snaps[victim];
         memmove(heapsnap.snaps + victim, heapsnap.snaps + victim + 1,
                 (size_t)(heapsnap.nsnaps - victim - 1) * sizeof *heapsnap.snaps);
         heapsnap.nsnaps--;
-        if (s->file[0])
-            unlink(s->file);
+        hs_file_remove(s);
         snapshot_free(s);
     }
 }
 
 /* ---------------------------------------------------------------- clrscope-heap */
 
-/* Step 3: graph, names, file, summary. Takes over `cap`. */
-static void analyse(struct hs_snapshot *s, struct heap_capture *cap)
+/* Step 3: graph, names, file (in the dump directory open as `dirfd`, status `dst`), summary.
+ * Takes over `cap`. */
+static void analyse(struct hs_snapshot *s, struct heap_capture *cap, int dirfd,
+                    const struct stat *dst)
 {
     set_phase(s, "analyzing", 400);
     struct heap_graph *g = calloc(1, sizeof *g);
@@ -171,11 +192,17 @@ static void analyse(struct hs_snapshot *s, struct heap_capture *cap)
     char ferr[256] = "";
     int64_t t4 = prof_now_ns();
     char path[sizeof s->file];
-    uint64_t file_bytes = 0;
-    int frc = hs_file_write(s, g, tnames, tmods, path, sizeof path, &file_bytes, ferr, sizeof ferr);
+    struct stat fst;
+    int frc = hs_file_write(s, dirfd, g, tnames, tmods, path, sizeof path, &fst, ferr,
+                            sizeof ferr);
     if (!frc) {
         pthread_mutex_lock(&heapsnap.lock); /* handlers read the name (prof_heapsnap_lock) */
-        s->file_bytes = file_bytes;
+        s->file_bytes = (uint64_t)fst.st_size;
+        s->file_dev = (uint64_t)fst.st_dev;
+        s->file_ino = (uint64_t)fst.st_ino;
+        s->file_mtime_ns = (int64_t)fst.st_mtim.tv_sec * 1000000000 + fst.st_mtim.tv_nsec;
+        s->dir_dev = (uint64_t)dst->st_dev;
+        s->dir_ino = (uint64_t)dst->st_ino;
         snprintf(s->file, sizeof s->file, "%s", path);
         pthread_mutex_unlock(&heapsnap.lock);
     }
@@ -201,11 +228,13 @@ static void analyse(struct hs_snapshot *s, struct heap_capture *cap)
              s->duration_s);
 }
 
-static void run_snapshot(struct hs_snapshot *s)
+/* Steps 2 and 3; leaves the dump directory open in *dirfd (status *dst) when it could be had. */
+static void run_snapshot(struct hs_snapshot *s, int *dirfd, struct stat *dst)
 {
     char err[256];
     char msg[400];
-    if (hs_dump_dir_ready(msg, sizeof msg)) {
+    *dirfd = hs_dump_dir_ready(dst, msg, sizeof msg);
+    if (*dirfd < 0) {
         snap_fail(s, msg);
         return;
     }
@@ -224,7 +253,7 @@ static void run_snapshot(struct hs_snapshot *s)
         snap_fail(s, msg);
         return;
     }
-    analyse(s, cap); /* hg_index takes the capture's pages over and zeroes *cap */
+    analyse(s, cap, *dirfd, dst); /* hg_index takes the capture's pages over and zeroes *cap */
     prof_unload_consumer(PROF_UNLOAD_HEAP, 0); /* (analyse may have failed before naming) */
     free(cap);
 }
@@ -232,8 +261,13 @@ static void run_snapshot(struct hs_snapshot *s)
 static void *worker(void *arg)
 {
     prof_name_thread("heap");
-    run_snapshot(arg);
-    hs_tidy_exited();
+    int dirfd = -1;
+    struct stat dst;
+    run_snapshot(arg, &dirfd, &dst);
+    if (dirfd >= 0) {
+        hs_tidy_exited(dirfd, &dst);
+        close(dirfd);
+    }
     pthread_mutex_lock(&heapsnap.lock);
     enforce_keep_locked();
     pthread_mutex_unlock(&heapsnap.lock);
@@ -290,6 +324,18 @@ int prof_heapsnap_request(int force, struct hs_refusal *why)
         pthread_mutex_unlock(&heapsnap.lock);
         return 0;
     }
+    int64_t now = prof_now_ns(), gap = (int64_t)g_cfg.dump_min_interval_s * 1000000000;
+    if (heapsnap.last_start_ns && now - heapsnap.last_start_ns < gap) {
+        int64_t wait = heapsnap.last_start_ns + gap - now;
+        why->reason = HS_RATE_LIMITED;
+        why->retry_after_s = (int)((wait + 999999999) / 1000000000);
+        snprintf(why->message, sizeof why->message,
+                 "at most one heap snapshot per %d s (CLRSCOPE_DUMP_MIN_INTERVAL_S): the last one "
+                 "started %.0f s ago; the next may start in %d s", g_cfg.dump_min_interval_s,
+                 (double)(now - heapsnap.last_start_ns) / 1e9, why->retry_after_s);
+        pthread_mutex_unlock(&heapsnap.lock);
+        return 0;
+    }
     /* claim the slot before the (slow) guards so two requests cannot both pass */
     struct hs_snapshot *s = calloc(1, sizeof *s);
     if (!s) {
@@ -330,6 +376,7 @@ int prof_heapsnap_request(int force, struct hs_refusal *why)
     }
     s->heap_estimate = (uint64_t)heap;
     s->id = heapsnap.next_id++;
+    heapsnap.last_start_ns = prof_now_ns();
     if (heapsnap.nsnaps == heapsnap.cap_snaps) {
         int nc = heapsnap.cap_snaps ? heapsnap.cap_snaps * 2 : 8;
         struct hs_snapshot **ns = realloc(heapsnap.snaps, (size_t)nc * sizeof *ns);
@@ -387,6 +434,24 @@ const struct hs_snapshot *prof_heapsnap_find(int id)
     return NULL;
 }
 
+const struct hs_snapshot *prof_heapsnap_find_read(int id)
+{
+    struct hs_snapshot *s = (struct hs_snapshot *)prof_heapsnap_find(id);
+    if (s)
+        s->last_read_ns = prof_now_ns();
+    return s;
+}
+
+int prof_heapsnap_open_file(const struct hs_snapshot *s, char *why, size_t whycap)
+{
+    int fd = hs_file_open(s, why, whycap);
+    if (fd == -2 && !s->file_refused) {
+        ((struct hs_snapshot *)s)->file_refused = 1;
+        prof_log(LOG_WARN, "heap snapshot %d: its file is not served: %s", s->id, why);
+    }
+    return fd;
+}
+
 int prof_heapsnap_delete(int id)
 {
     pthread_mutex_lock(&heapsnap.lock);
@@ -402,8 +467,7 @@ int prof_heapsnap_delete(int id)
         memmove(heapsnap.snaps + i, heapsnap.snaps + i + 1,
                 (size_t)(heapsnap.nsnaps - i - 1) * sizeof *heapsnap.snaps);
         heapsnap.nsnaps--;
-        if (s->file[0])
-            unlink(s->file);
+        hs_file_remove(s);
         snapshot_free(s);
         rc = 0;
         break;

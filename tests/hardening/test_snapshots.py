@@ -52,7 +52,8 @@ def mount_wrapper(options):
 class Snapshots(unittest.TestCase):
     def test_twenty_back_to_back(self):
         dumps = tempfile.mkdtemp(prefix="clrscope-dumps-")
-        with ProfiledApp("heap", ["--seconds", "0"], env={"CLRSCOPE_DUMP_DIR": dumps}) as app:
+        env = {"CLRSCOPE_DUMP_DIR": dumps, "CLRSCOPE_DUMP_MIN_INTERVAL_S": "0"}
+        with ProfiledApp("heap", ["--seconds", "0"], env=env) as app:
             app.wait_ready(timeout=120)
             rss, ids, ms = [], [], []
             for i in range(20):
@@ -85,7 +86,7 @@ class Snapshots(unittest.TestCase):
         what clrscope says it holds for them (status self.mem.scratch) is the kept summary only."""
         dumps = tempfile.mkdtemp(prefix="clrscope-dumps-")
         env = {"CLRSCOPE_DUMP_DIR": dumps, "CLRSCOPE_DUMP_KEEP": "1",
-               "CLRSCOPE_BENCH_OBJECTS": "1000000"}
+               "CLRSCOPE_BENCH_OBJECTS": "1000000", "CLRSCOPE_DUMP_MIN_INTERVAL_S": "0"}
         with ProfiledApp("heap-bench", ["--seconds", "0"], env=env) as app:
             app.wait_ready(timeout=180)
             rss = []
@@ -133,7 +134,8 @@ class Snapshots(unittest.TestCase):
         base = tempfile.mkdtemp(prefix="clrscope-mnt-")
         dumps = os.path.join(base, "dumps")
         with ProfiledApp("heap", ["--seconds", "0", "--exit", "3"], wrap=wrap(base),
-                         env={"CLRSCOPE_DUMP_DIR": dumps}) as app:
+                         env={"CLRSCOPE_DUMP_DIR": dumps,
+                              "CLRSCOPE_DUMP_MIN_INTERVAL_S": "0"}) as app:
             app.wait_ready(timeout=120)
             for _ in range(2):
                 st, _, body = app.request("/api/v1/gcdump", method="POST", data=b"")

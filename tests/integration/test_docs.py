@@ -255,7 +255,9 @@ class Endpoints(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
         cls.endpoints = doc_endpoints(read(API_MD))
-        cls.app = ProfiledApp("demo", ["--seconds", "0", "--mb-per-s", "20"])
+        # three heap snapshots and the documented POST, back to back: no interval between them
+        cls.app = ProfiledApp("demo", ["--seconds", "0", "--mb-per-s", "20"],
+                              env={"CLRSCOPE_DUMP_MIN_INTERVAL_S": "0"})
         cls.app.start()
         cls.app.wait_ready()
         # history for every table, the runtime's counters, and heap snapshots for {id}

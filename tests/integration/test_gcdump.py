@@ -76,8 +76,10 @@ def gcdump_tool():
 class GcdumpTest(unittest.TestCase):
     def test_snapshot_diff_and_file(self):
         dumps = tempfile.mkdtemp(prefix="clrscope-dumps-")
+        # (snapshots back to back: no CLRSCOPE_DUMP_MIN_INTERVAL_S between them)
         with ProfiledApp("heap", ["--seconds", "90", "--free-after", "12"],
-                         env={"CLRSCOPE_DUMP_DIR": dumps}) as app:
+                         env={"CLRSCOPE_DUMP_DIR": dumps,
+                              "CLRSCOPE_DUMP_MIN_INTERVAL_S": "0"}) as app:
             app.wait_ready()
             # one at a time: a request while one runs is refused. A snapshot of this heap takes
             # 100+ ms and the second request follows at once; should the machine stall the test
@@ -304,7 +306,7 @@ class GcdumpTest(unittest.TestCase):
             os.utime(os.path.join(dumps, name), (t, t))
         with ProfiledApp("heap", ["--seconds", "60"],
                          env={"CLRSCOPE_DUMP_DIR": dumps, "CLRSCOPE_DUMP_MAX_HEAP_MB": "1",
-                              "CLRSCOPE_DUMP_KEEP": "2"}) as app:
+                              "CLRSCOPE_DUMP_KEEP": "2", "CLRSCOPE_DUMP_MIN_INTERVAL_S": "0"}) as app:
             app.wait_ready()
             st, _, body = app.request("/api/v1/gcdump", method="POST", data=b"")
             self.assertEqual(st, 413, body)

@@ -212,6 +212,32 @@ static void test_agentless(void)
     dd_config_load(&c, "a");
     CHECK_STR(c.url, "http://127.0.0.1:1/api/v2/profile");
     CHECK(c.agentless, "still agentless (the key is sent)");
+    /* the test setting gets the API key: anywhere but this machine's loopback, it is ignored */
+    setenv("CLRSCOPE_INTERNAL_INTAKE_URL", "https://collector.example/api/v2/profile", 1);
+    dd_config_load(&c, "a");
+    CHECK_STR(c.url, "https://intake.profile.datadoghq.com/api/v2/profile");
+    CHECK(c.agentless, "agentless to the real intake");
+    unsetenv("CLRSCOPE_INTERNAL_INTAKE_URL");
+}
+
+static void test_loopback_url(void)
+{
+    static const char *const yes[] = {
+        "http://127.0.0.1:1/api/v2/profile", "http://127.0.0.1/", "http://127.0.0.1",
+        "https://127.1.2.3:65535/x", "http://localhost:8126/x", "HTTP://LOCALHOST/",
+        "http://[::1]:9/x", "http://[::1]", "http://127.0.0.1?x", "http://127.0.0.1#y"};
+    static const char *const no[] = {
+        "https://collector.example/api/v2/profile", "http://10.0.0.1:8126/",
+        "http://0.0.0.0:8126/", "http://128.0.0.1/", "http://127.0.0.1.evil.example/",
+        "http://localhost.evil.example/", "http://127.0.0.1@evil.example/",
+        "http://user:pw@127.0.0.1/", "http://127.0.0/", "http://127.0.0.256/",
+        "http://127.0.0.1:0/", "http://127.0.0.1:65536/", "http://127.0.0.1:/",
+        "http://127.0.0.1:80x/", "http://[::2]/", "ftp://127.0.0.1/", "unix:///tmp/x.sock",
+        "127.0.0.1:8126", "http://", "http:///x", "http://localhostx/", "http://1270.0.0.1/"};
+    for (size_t i = 0; i < sizeof yes / sizeof *yes; i++)
+        CHECK(dd_loopback_url(yes[i]), "%s is this machine's loopback", yes[i]);
+    for (size_t i = 0; i < sizeof no / sizeof *no; i++)
+        CHECK(!dd_loopback_url(no[i]), "%s is not", no[i]);
 }
 
 static void test_tags(void)
@@ -352,6 +378,7 @@ int main(void)
     test_enabled_values();
     test_agent_address();
     test_agentless();
+    test_loopback_url();
     test_tags();
     test_frames();
     test_time_and_cgroup();

@@ -1,7 +1,9 @@
 /*
  * test_files.c - clrscope's files in directories others can write to (prof_files): a private
- * directory must be a real one of this user's, made 0700; a file is always created new, never
- * through a link, so whatever was planted at its name is neither written nor truncated.
+ * directory must be a real one of this user's, made 0700; a directory the user names must be no
+ * link, this user's or root's, and writable by no one else unless sticky; a file is always
+ * created new, never through a link, so whatever was planted at its name is neither written nor
+ * truncated.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -86,6 +88,89 @@ static void test_private_dir(void)
     CHECK(prof_files_private_dir("/proc/nope/x") == -1, "a path that cannot be made");
 }
 
+static int opened(const char *path, int private_dir, char *why, size_t cap)
+{
+    int fd = prof_files_dir_open(path, private_dir, NULL, why, cap);
+    if (fd < 0)
+        return 0;
+    close(fd);
+    return 1;
+}
+
+static void test_named_dir(void)
+{
+    char why[200];
+    struct stat st;
+    /* made when missing, 0700, and opened */
+    int fd = prof_files_dir_open(at("named/a/b"), 0, &st, why, sizeof why);
+    CHECK(fd >= 0 && S_ISDIR(st.st_mode) && (st.st_mode & 0777) == 0700,
+          "a new directory: made 0700 and opened (%s)", why);
+    if (fd >= 0) {
+        int f = prof_files_create_at(fd, "x.tmp", 0600);
+        CHECK(f >= 0 && !stat(at("named/a/b/x.tmp"), &st), "a file made relative to it");
+        if (f >= 0)
+            close(f);
+        CHECK(!prof_files_dir_shared(&(struct stat){.st_mode = S_IFDIR | 0700}), "0700: not shared");
+        close(fd);
+    }
+    /* ours and open to the group or to all: refused, and left as it was (it is the user's) */
+    mkdir(at("named/group"), 0770);
+    chmod(at("named/group"), 0770);
+    errno = 0;
+    CHECK(!opened(at("named/group"), 0, why, sizeof why) && errno == EPERM &&
+          strstr(why, "not sticky"), "group-writable: refused (%s)", why);
+    CHECK(!stat(at("named/group"), &st) && (st.st_mode & 0777) == 0770, "left 0770");
+    mkdir(at("named/all"), 0777);
+    chmod(at("named/all"), 0777);
+    CHECK(!opened(at("named/all"), 0, why, sizeof why) && strstr(why, "other users can write"),
+          "0777: refused (%s)", why);
+    /* sticky (as /tmp is): others cannot replace our files there; shared */
+    chmod(at("named/all"), 01777);
+    fd = prof_files_dir_open(at("named/all"), 0, &st, why, sizeof why);
+    CHECK(fd >= 0, "01777: used (%s)", why);
+    CHECK(fd >= 0 && prof_files_dir_shared(&st), "01777: shared");
+    if (fd >= 0)
+        close(fd);
+    /* readable by others but writable by no one else: used as it is */
+    mkdir(at("named/readable"), 0755);
+    chmod(at("named/readable"), 0755);
+    CHECK(opened(at("named/readable"), 0, why, sizeof why), "0755: used (%s)", why);
+    CHECK(!stat(at("named/readable"), &st) && (st.st_mode & 0777) == 0755, "not changed");
+    /* a link, even to a good directory of ours: refused, saying so */
+    symlink(at("named/readable"), at("named/link"));
+    errno = 0;
+    CHECK(!opened(at("named/link"), 0, why, sizeof why) && errno == ELOOP &&
+          strstr(why, "symbolic link"), "a link: refused (%s)", why);
+    write_text(at("named/file"), "x", 0600);
+    CHECK(!opened(at("named/file"), 0, why, sizeof why) && errno == ENOTDIR &&
+          strstr(why, "not a directory"), "a file: refused (%s)", why);
+    /* the rule on a status alone */
+    struct stat fake = {.st_mode = S_IFDIR | 0755, .st_uid = geteuid()};
+    CHECK(!prof_files_dir_fit(&fake, 0, why, sizeof why), "ours, 0755: fit");
+    fake.st_mode = S_IFDIR | 0775;
+    CHECK(prof_files_dir_fit(&fake, 0, why, sizeof why) && errno == EPERM, "0775: not fit");
+    fake.st_mode = S_IFDIR | 01777;
+    fake.st_uid = 0;
+    CHECK(!prof_files_dir_fit(&fake, 0, why, sizeof why), "root's /tmp: fit");
+    CHECK(geteuid() == 0 || prof_files_dir_fit(&fake, 1, why, sizeof why),
+          "root's /tmp as a private directory of another user: not fit");
+    fake.st_uid = 4242 == geteuid() ? 4243 : 4242;
+    fake.st_mode = S_IFDIR | 0700;
+    CHECK(prof_files_dir_fit(&fake, 0, why, sizeof why) && strstr(why, "another user (uid"),
+          "another user's: not fit (%s)", why);
+    /* another user's real directory, even closed to others (needs root to make one) */
+    if (geteuid() == 0) {
+        mkdir(at("named/theirs"), 0755);
+        if (!chown(at("named/theirs"), 65534, 65534)) {
+            errno = 0;
+            CHECK(!opened(at("named/theirs"), 0, why, sizeof why) && errno == EPERM &&
+                  strstr(why, "belongs to another user (uid 65534)"),
+                  "another user's directory: refused (%s)", why);
+        }
+    }
+    CHECK(!opened("/proc/nope/x", 0, why, sizeof why) && why[0], "cannot be made: %s", why);
+}
+
 static void test_create(void)
 {
     char buf[64];
@@ -154,6 +239,7 @@ int main(void)
         return 1;
     }
     test_private_dir();
+    test_named_dir();
     test_create();
     test_runtime_dir();
     char cmd[300];
