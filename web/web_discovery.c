@@ -18,37 +18,38 @@ static struct discovery_state {
     char path[600]; /* the discovery file written, "" when none */
 } discovery;
 
-/* /tmp/clrscope, shared by every user like /tmp itself: a real directory (not a link), sticky
- * when it is not ours, so that each user's files stay their own. 0, or -1 after a log line. */
-static int shared_dir(const char *dir)
+/* Why `dir` was refused (prof_files_private_dir failed with `err`), in a few words. */
+static void refusal(const char *dir, int err, char *why, size_t cap)
 {
     struct stat st;
-    if (!mkdir(dir, 01777)) {
-        chmod(dir, 01777); /* past the umask; in sticky /tmp no one else can swap it meanwhile */
-    } else if (errno != EEXIST) {
-        prof_log(LOG_WARN, "cannot create %s (%s); `clrscope ls` will not list this process",
-                 dir, strerror(errno));
-        return -1;
-    }
-    if (lstat(dir, &st) || !S_ISDIR(st.st_mode) ||
-        (st.st_uid != geteuid() && !(st.st_mode & S_ISVTX))) {
-        prof_log(LOG_WARN, "%s is not a directory shared the way /tmp is (a link, a file, or "
-                 "another user's without the sticky bit); `clrscope ls` will not list this "
-                 "process", dir);
-        return -1;
-    }
-    return 0;
+    if (lstat(dir, &st))
+        snprintf(why, cap, "%s", strerror(err));
+    else if (S_ISLNK(st.st_mode))
+        snprintf(why, cap, "it is a symbolic link");
+    else if (!S_ISDIR(st.st_mode))
+        snprintf(why, cap, "it is not a directory");
+    else if (err == EPERM)
+        snprintf(why, cap, "it belongs to another user (uid %u)", (unsigned)st.st_uid);
+    else
+        snprintf(why, cap, "%s", strerror(err));
 }
 
 void web_discovery_write(const char *host, int port)
 {
+    /* the user's own directory: $XDG_RUNTIME_DIR/clrscope, else /tmp/clrscope-EUID (the uid
+     * the file is written as, which `clrscope ls` checks it against); in /tmp another user may
+     * have taken the name first, so it must be a real directory of ours (prof_files.h) */
     const char *rt = prof_runtime_dir();
     char dir[400];
-    snprintf(dir, sizeof dir, "%s/clrscope", rt ? rt : "/tmp");
-    if (rt ? prof_files_private_dir(dir) : shared_dir(dir)) {
-        if (rt)
-            prof_log(LOG_WARN, "cannot use %s (%s); `clrscope ls` will not list this process",
-                     dir, strerror(errno));
+    if (rt)
+        snprintf(dir, sizeof dir, "%s/clrscope", rt);
+    else
+        snprintf(dir, sizeof dir, "/tmp/clrscope-%u", (unsigned)geteuid());
+    if (prof_files_private_dir(dir)) {
+        char why[96];
+        refusal(dir, errno, why, sizeof why);
+        prof_log(LOG_WARN, "cannot use %s for the discovery file: %s; `clrscope ls` will not "
+                 "list this process", dir, why);
         return;
     }
     snprintf(discovery.path, sizeof discovery.path, "%s/%d.json", dir, (int)g_core.pid);
