@@ -7,10 +7,12 @@
  *       profiler, that one stays and clrscope is added to CORECLR_NOTIFICATION_PROFILERS.
  *       DOTNET_EnableDiagnostics=0 (which turns profilers off) is narrowed to the diagnostic port
  *       and the debugger.
- *   clrscope ls   lists the profiled processes of this host (from the discovery files).
+ *   clrscope ls   lists the profiled processes of this host from their discovery files (the
+ *       user's own; root's: every user's), each only when written by the user its process runs
+ *       as, every field shown with its control bytes escaped.
  *   clrscope threads [--grouped] PID
  *       prints a thread dump of profiled process PID (its /debug/pprof/threads?debug=2, or =1
- *       grouped), found through its discovery file, token included.
+ *       grouped), found through its discovery file, token included, under the same rule.
  */
 #include <dirent.h>
 #include <elf.h>
@@ -345,12 +347,71 @@ static void remove_stale(DIR *d, const char *name, long pid, const char *pid_ns,
     unlinkat(dirfd(d), name, 0);
 }
 
-/* Reads a discovery file into buf: only a regular file of this user's (root: anyone's), never
- * through a link, since anyone can write into the shared /tmp/clrscope. Returns 0, or -1 with
- * nothing read; *st_out (may be NULL) is the file read. */
-static int read_discovery(const char *path, char *buf, size_t cap, struct stat *st_out)
+/* The effective uid of process pid: the user its files are created as. From /proc/PID/status,
+ * which says it even of a process that is not dumpable (its /proc/PID belongs to root). -1 when
+ * it cannot be read (gone, or hidden from this user). */
+static long process_euid(long pid)
 {
-    int fd = open(path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+    char path[32], line[256];
+    snprintf(path, sizeof path, "/proc/%ld/status", pid);
+    FILE *f = fopen(path, "re");
+    if (!f)
+        return -1;
+    long euid = -1;
+    while (fgets(line, sizeof line, f)) {
+        unsigned long real, eff;
+        if (!strncmp(line, "Uid:", 4)) {
+            if (sscanf(line + 4, "%lu %lu", &real, &eff) == 2 && eff <= 0xffffffffUL)
+                euid = (long)eff;
+            break;
+        }
+    }
+    fclose(f);
+    return euid;
+}
+
+/* Whether a discovery file owned by file_uid may speak for a process running as proc_euid: it
+ * was written by that user, or by root (who can write any file anyway). A file another user
+ * wrote naming someone else's process (a URL and token of theirs for root to follow, a name
+ * planted for a pid to come) does not. */
+static int speaks_for(uid_t file_uid, long proc_euid)
+{
+    return proc_euid >= 0 && (file_uid == (uid_t)proc_euid || file_uid == 0);
+}
+
+/* s for the terminal: printable ASCII as it is, any other byte as \xNN (a file can hold escape
+ * sequences; the profiler writes none), at most max bytes of s, then "..." when cut. */
+static const char *shown(const char *s, size_t max, char *out, size_t cap)
+{
+    size_t i = 0, j = 0;
+    for (; s[i] && i < max && j + 8 < cap; i++) {
+        unsigned char c = (unsigned char)s[i];
+        if (c >= 0x20 && c < 0x7f)
+            out[j++] = (char)c;
+        else
+            j += (size_t)snprintf(out + j, cap - j, "\\x%02x", c);
+    }
+    if (s[i])
+        j += (size_t)snprintf(out + j, cap - j, "...");
+    out[j] = 0;
+    return out;
+}
+
+/* 1 when s is all printable ASCII but spaces (a URL or token the profiler writes), else 0. */
+static int plain(const char *s)
+{
+    for (; *s; s++)
+        if ((unsigned char)*s <= 0x20 || (unsigned char)*s >= 0x7f)
+            return 0;
+    return 1;
+}
+
+/* Reads discovery file `name` of directory d into buf: only a regular file of this user's (root:
+ * anyone's), never through a link. Returns 0, or -1 with nothing read; *st_out (may be NULL) is
+ * the file read. */
+static int read_discovery(DIR *d, const char *name, char *buf, size_t cap, struct stat *st_out)
+{
+    int fd = openat(dirfd(d), name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
     struct stat st;
     if (fd < 0)
         return -1;
@@ -368,35 +429,116 @@ static int read_discovery(const char *path, char *buf, size_t cap, struct stat *
     return 0;
 }
 
-/* The directories discovery files are in: the user's own 0700 runtime directory (where the
- * profiler writes, prof_runtime_dir) when there is one, and /tmp/clrscope. Returns how many. */
-static int discovery_dirs(char dirs[2][384])
+/* Opens a directory of discovery files of user `uid`: a real directory (not a link), owned by
+ * uid, that no one else can write to, so that every file in it was put there by uid (or root).
+ * NULL when it is missing or not such a directory (errno: ENOENT, or EPERM and ENOTDIR). */
+static DIR *open_user_dir(const char *path, uid_t uid)
 {
-    int n = 0;
-    const char *rt = getenv("XDG_RUNTIME_DIR");
+    int fd = open(path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+    if (fd < 0)
+        return NULL;
     struct stat st;
-    if (rt && rt[0] == '/' && strlen(rt) <= 300 && !stat(rt, &st) && S_ISDIR(st.st_mode) &&
-        st.st_uid == geteuid() && !(st.st_mode & 077))
-        snprintf(dirs[n++], 384, "%s/clrscope", rt);
-    snprintf(dirs[n++], 384, "/tmp/clrscope");
-    return n;
+    DIR *d = NULL;
+    if (fstat(fd, &st) || st.st_uid != uid || (st.st_mode & 022))
+        errno = EPERM;
+    else
+        d = fdopendir(fd);
+    if (!d)
+        close(fd);
+    return d;
 }
 
-static int list_dir(const char *dir, int *shown)
+/* A directory of discovery files, found: its path and the open directory. */
+typedef int (*dir_visit)(DIR *d, const char *path, void *ctx);
+
+/* Opens one user's directory for visit; a directory of this user's that exists but may not be
+ * trusted gets a line on stderr, another user's (root's listing) counts in *refused. Returns
+ * visit's result, 0 when not visited. */
+static int visit_user_dir(const char *path, uid_t uid, dir_visit visit, void *ctx, int *refused)
 {
-    DIR *d = opendir(dir);
-    if (!d)
+    DIR *d = open_user_dir(path, uid);
+    if (!d) {
+        if (errno == ENOENT)
+            return 0;
+        if (uid == geteuid())
+            fprintf(stderr, "clrscope: %s is not read: it is not a directory of this user's that "
+                    "no one else can write to\n", path);
+        else
+            (*refused)++;
         return 0;
+    }
+    int r = visit(d, path, ctx);
+    closedir(d);
+    return r;
+}
+
+/* Calls visit on every directory discovery files are in, until it returns nonzero (returned):
+ * the user's own: $XDG_RUNTIME_DIR/clrscope when that is the user's own 0700 runtime directory
+ * (as the profiler's prof_runtime_dir), and /tmp/clrscope-EUID; for root also every other
+ * /tmp/clrscope-UID that belongs to the uid its name says, or only that of `only_uid` when it
+ * is not -1 (the user of the one process looked for). */
+static int each_discovery_dir(dir_visit visit, void *ctx, long only_uid)
+{
+    uid_t me = geteuid();
+    int refused = 0, r = 0;
+    const char *rt = getenv("XDG_RUNTIME_DIR");
+    struct stat st;
+    char path[400];
+    if (rt && rt[0] == '/' && strlen(rt) <= 300 && !stat(rt, &st) && S_ISDIR(st.st_mode) &&
+        st.st_uid == me && !(st.st_mode & 077)) {
+        snprintf(path, sizeof path, "%s/clrscope", rt);
+        r = visit_user_dir(path, me, visit, ctx, &refused);
+    }
+    if (r)
+        return r;
+    if (me != 0 || only_uid >= 0) {
+        uid_t uid = me != 0 ? me : (uid_t)only_uid;
+        snprintf(path, sizeof path, "/tmp/clrscope-%u", (unsigned)uid);
+        r = visit_user_dir(path, uid, visit, ctx, &refused);
+        if (refused)
+            fprintf(stderr, "clrscope: %s is not read: it is not a directory of uid %u's that "
+                    "no one else can write to\n", path, (unsigned)uid);
+        return r;
+    }
+    DIR *tmp = opendir("/tmp");
+    struct dirent *e;
+    while (tmp && !r && (e = readdir(tmp))) {
+        const char *digits = e->d_name + strlen("clrscope-");
+        size_t nd = strspn(digits, "0123456789");
+        if (strncmp(e->d_name, "clrscope-", strlen("clrscope-")) || !nd || nd > 10 ||
+            digits[nd] || (nd > 1 && digits[0] == '0'))
+            continue;
+        unsigned long long uid = strtoull(digits, NULL, 10);
+        if (uid > 0xfffffffeULL)
+            continue;
+        snprintf(path, sizeof path, "/tmp/%s", e->d_name);
+        r = visit_user_dir(path, (uid_t)uid, visit, ctx, &refused);
+    }
+    if (tmp)
+        closedir(tmp);
+    if (refused)
+        fprintf(stderr, "clrscope: %d /tmp/clrscope-UID director%s not read: not a directory of "
+                "that uid's that no one else can write to\n", refused, refused == 1 ? "y" : "ies");
+    return r;
+}
+
+/* What `clrscope ls` counts over the directories. */
+struct listing {
+    int shown;        /* processes listed */
+    int untrusted;    /* files not written by their process's user */
+    char own_ns[64];  /* this process's pid namespace */
+};
+
+static int list_dir(DIR *d, const char *dir, void *ctx)
+{
+    (void)dir;
+    struct listing *ls = ctx;
     struct dirent *e;
     while ((e = readdir(d))) {
-        size_t len = strlen(e->d_name);
-        if (len < 6 || strcmp(e->d_name + len - 5, ".json"))
-            continue;
-        char path[PATH_MAX];
-        snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
+        long name_pid = pid_of_name(e->d_name);
         char buf[4096];
         struct stat read_st;
-        if (read_discovery(path, buf, sizeof buf, &read_st))
+        if (!name_pid || read_discovery(d, e->d_name, buf, sizeof buf, &read_st))
             continue;
         char pid[16], url[256], cmd[600], token[256], pid_ns[64];
         json_field(buf, "pid", pid, sizeof pid);
@@ -412,27 +554,39 @@ static int list_dir(const char *dir, int *shown)
                 remove_stale(d, e->d_name, p, pid_ns, &read_st); /* gone without cleaning up */
             continue;
         }
-        if (!*shown)
+        if (pid_ns[0] && strcmp(pid_ns, ls->own_ns))
+            continue; /* its pid is another process here: nothing to check the file against */
+        if (p != name_pid || !speaks_for(read_st.st_uid, process_euid(p))) {
+            ls->untrusted++;
+            continue;
+        }
+        char u[4 * 120 + 8], t[4 * 256 + 8], c[4 * 300 + 8];
+        shown(url, 120, u, sizeof u);
+        shown(cmd, 300, c, sizeof c);
+        if (!ls->shown)
             printf("%-8s %-34s %s\n", "PID", "URL", "COMMAND");
         if (token[0] && strcmp(token, "null"))
-            printf("%-8ld %s?token=%s %s\n", p, url, token, cmd);
+            printf("%-8ld %s?token=%s %s\n", p, u, shown(token, 256, t, sizeof t), c);
         else
-            printf("%-8ld %-34s %s\n", p, url, cmd);
-        (*shown)++;
+            printf("%-8ld %-34s %s\n", p, u, c);
+        ls->shown++;
     }
-    closedir(d);
     return 0;
 }
 
 static int cmd_ls(void)
 {
-    int shown = 0;
-    char dirs[2][384];
-    int nd = discovery_dirs(dirs);
-    for (int i = 0; i < nd; i++)
-        list_dir(dirs[i], &shown);
-    if (!shown)
+    struct listing ls = {0};
+    ssize_t nl = readlink("/proc/self/ns/pid", ls.own_ns, sizeof ls.own_ns - 1);
+    ls.own_ns[nl > 0 ? nl : 0] = 0;
+    each_discovery_dir(list_dir, &ls, -1);
+    if (!ls.shown)
         printf("no profiled processes found\n");
+    fflush(stdout);
+    if (ls.untrusted)
+        fprintf(stderr, "clrscope: %d discovery file%s not listed: not written by the user of "
+                "the process %s\n", ls.untrusted, ls.untrusted == 1 ? "" : "s",
+                ls.untrusted == 1 ? "it names" : "they name");
     return 0;
 }
 
@@ -539,6 +693,40 @@ bad_url:
     return 1;
 }
 
+/* What `clrscope threads` looks for in each discovery directory, and its exit status. */
+struct thread_dump {
+    long pid;
+    long proc_euid;   /* the user the process runs as */
+    int grouped;
+    char own_ns[64];  /* this process's pid namespace */
+    int status;       /* set when the dump was asked for */
+};
+
+/* Asks the process of want->pid for its thread dump when directory d has its discovery file,
+ * written by the process's user in this pid namespace. Returns 1 once asked (want->status). */
+static int dump_threads(DIR *d, const char *dir, void *ctx)
+{
+    (void)dir;
+    struct thread_dump *want = ctx;
+    char name[32], buf[4096], url[256], token[256], fpid[16], pid_ns[64];
+    struct stat fst;
+    snprintf(name, sizeof name, "%ld.json", want->pid);
+    if (read_discovery(d, name, buf, sizeof buf, &fst) || !speaks_for(fst.st_uid, want->proc_euid))
+        return 0;
+    json_field(buf, "pid", fpid, sizeof fpid);
+    json_field(buf, "url", url, sizeof url);
+    json_field(buf, "token", token, sizeof token);
+    json_field(buf, "pid_ns", pid_ns, sizeof pid_ns);
+    if (strtol(fpid, NULL, 10) != want->pid || !url[0] || !plain(url) || !plain(token) ||
+        (pid_ns[0] && strcmp(pid_ns, want->own_ns)))
+        return 0;
+    if (!strcmp(token, "null"))
+        token[0] = 0;
+    want->status = http_get_print(url, token, want->grouped ? "/debug/pprof/threads?debug=1"
+                                                            : "/debug/pprof/threads?debug=2");
+    return 1;
+}
+
 static int cmd_threads(int argc, char **argv)
 {
     int grouped = 0;
@@ -563,34 +751,15 @@ static int cmd_threads(int argc, char **argv)
     /* the process must be there, and be the file's writer: a file a killed process left (whose
      * port another process may have now), or one another user planted for root to follow, is
      * not used */
-    char proc[32], own_ns[64] = "";
-    struct stat pst;
-    snprintf(proc, sizeof proc, "/proc/%ld", pid);
-    if ((kill((pid_t)pid, 0) && errno != EPERM) || stat(proc, &pst)) {
+    struct thread_dump want = {.pid = pid, .grouped = grouped};
+    if ((kill((pid_t)pid, 0) && errno != EPERM) || (want.proc_euid = process_euid(pid)) < 0) {
         fprintf(stderr, "clrscope: no process %ld\n", pid);
         return 1;
     }
-    ssize_t nl = readlink("/proc/self/ns/pid", own_ns, sizeof own_ns - 1);
-    own_ns[nl > 0 ? nl : 0] = 0;
-    char dirs[2][384];
-    int nd = discovery_dirs(dirs);
-    for (int i = 0; i < nd; i++) {
-        char path[PATH_MAX], buf[4096], url[256], token[256], fpid[16], pid_ns[64];
-        struct stat fst;
-        snprintf(path, sizeof path, "%s/%ld.json", dirs[i], pid);
-        if (read_discovery(path, buf, sizeof buf, &fst) || fst.st_uid != pst.st_uid)
-            continue;
-        json_field(buf, "pid", fpid, sizeof fpid);
-        json_field(buf, "url", url, sizeof url);
-        json_field(buf, "token", token, sizeof token);
-        json_field(buf, "pid_ns", pid_ns, sizeof pid_ns);
-        if (strtol(fpid, NULL, 10) != pid || !url[0] || (pid_ns[0] && strcmp(pid_ns, own_ns)))
-            continue;
-        if (!strcmp(token, "null"))
-            token[0] = 0;
-        return http_get_print(url, token, grouped ? "/debug/pprof/threads?debug=1"
-                                                  : "/debug/pprof/threads?debug=2");
-    }
+    ssize_t nl = readlink("/proc/self/ns/pid", want.own_ns, sizeof want.own_ns - 1);
+    want.own_ns[nl > 0 ? nl : 0] = 0;
+    if (each_discovery_dir(dump_threads, &want, want.proc_euid))
+        return want.status;
     fprintf(stderr, "clrscope: no profiled process %ld found (clrscope ls lists them; a process "
                     "with the dashboard off has none)\n", pid);
     return 1;

@@ -1,7 +1,7 @@
 /*
  * prof_files - creating clrscope's files in directories other users can write to.
  *
- * By default heap snapshots go to /tmp/clrscope-dumps-UID and discovery files to /tmp/clrscope
+ * By default heap snapshots go to /tmp/clrscope-dumps-UID, discovery files to /tmp/clrscope-EUID
  * (both under $XDG_RUNTIME_DIR when that is set). In /tmp another user can create those names
  * first: a directory of theirs that our snapshots would land in (readable by them: the app's
  * whole heap), or a symbolic link or file where we would write (truncating a file of ours, or

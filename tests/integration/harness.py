@@ -91,6 +91,20 @@ def available_runtimes():
     return out
 
 
+def discovery_dir(env=None):
+    """The directory a profiled process of this user writes its discovery file to
+    (docs/running.md): $XDG_RUNTIME_DIR/clrscope when XDG_RUNTIME_DIR is the user's own 0700
+    directory, else /tmp/clrscope-EUID."""
+    rt = (env if env is not None else os.environ).get("XDG_RUNTIME_DIR") or ""
+    try:
+        st = os.stat(rt) if rt.startswith("/") and len(rt.encode()) <= 300 else None
+    except OSError:
+        st = None
+    if st and os.path.isdir(rt) and st.st_uid == os.geteuid() and not st.st_mode & 0o077:
+        return os.path.join(rt, "clrscope")
+    return f"/tmp/clrscope-{os.geteuid()}"
+
+
 class ProfiledApp:
     """A TestApp process under the profiler; stdout/stderr captured line by line."""
 

@@ -16,7 +16,7 @@ import unittest
 import urllib.request
 
 from harness import (BUILD, CLSID, LAUNCHER, LIB, URL_RE, ProfiledApp, app_command, app_env,
-                     available_runtimes, cpu_split)
+                     available_runtimes, cpu_split, discovery_dir)
 
 
 def run_plain(args, env=None, profile=False, launcher=True, timeout=120):
@@ -178,8 +178,7 @@ class Dashboard(unittest.TestCase):
             self.assertIn("cpu", st["profiles"])
             self.assertEqual(st["process"]["name"], "TestApp")
             # discovery file
-            rt = os.environ.get("XDG_RUNTIME_DIR") or "/tmp"
-            path = os.path.join(rt, "clrscope", f"{app_pid}.json")
+            path = os.path.join(discovery_dir(), f"{app_pid}.json")
             with open(path) as f:
                 disc = json.load(f)
             self.assertEqual(disc["pid"], app_pid)
@@ -230,9 +229,8 @@ class Dashboard(unittest.TestCase):
         self.assertFalse(os.path.exists(path), "discovery file must be removed at exit")
 
     def test_ls_tidies_away_files_of_killed_processes(self):
-        rt = os.environ.get("XDG_RUNTIME_DIR")
-        d = os.path.join(rt if rt else "/tmp", "clrscope")
-        os.makedirs(d, exist_ok=True)
+        d = discovery_dir()
+        os.makedirs(d, mode=0o700, exist_ok=True)
         ns = os.readlink("/proc/self/ns/pid")
         files = {}
         for what, file_ns in (("ours", ns), ("another namespace's", "pid:[1]"), ("old", None)):

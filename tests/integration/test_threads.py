@@ -20,7 +20,7 @@ import subprocess
 import time
 import unittest
 
-from harness import LAUNCHER, ProfiledApp, go_pprof
+from harness import LAUNCHER, ProfiledApp, discovery_dir, go_pprof
 from pprofdec import read_pprof
 
 BLOCKERS, SPINNERS, WAITERS, DEADLOCKS, OS_NAMED = 10, 2, 3, 2, 2
@@ -55,24 +55,21 @@ class ThreadDump(unittest.TestCase):
             cls.cli_grouped = subprocess.run([LAUNCHER, "threads", "--grouped", str(app.pid)],
                                              capture_output=True, text=True, timeout=60)
             cls.stale_results = []
-            for d in (os.path.join(os.environ.get("XDG_RUNTIME_DIR", "/nonexistent"), "clrscope"),
-                      "/tmp/clrscope"):
-                mine = os.path.join(d, f"{app.pid}.json")
-                if not os.path.exists(mine):
-                    continue
-                gone = subprocess.Popen(["true"])
-                gone.wait()  # a pid no process has now
-                stale = os.path.join(d, f"{gone.pid}.json")
-                with open(mine) as f:
-                    text = f.read().replace(f'"pid":{app.pid}', f'"pid":{gone.pid}')
-                with open(stale, "w") as f:
-                    f.write(text)
-                try:
-                    r = subprocess.run([LAUNCHER, "threads", str(gone.pid)], capture_output=True,
-                                       text=True, timeout=30)
-                    cls.stale_results.append((r.returncode, r.stderr))
-                finally:
-                    os.unlink(stale)
+            d = discovery_dir()
+            mine = os.path.join(d, f"{app.pid}.json")
+            gone = subprocess.Popen(["true"])
+            gone.wait()  # a pid no process has now
+            stale = os.path.join(d, f"{gone.pid}.json")
+            with open(mine) as f:
+                text = f.read().replace(f'"pid":{app.pid}', f'"pid":{gone.pid}')
+            with open(stale, "w") as f:
+                f.write(text)
+            try:
+                r = subprocess.run([LAUNCHER, "threads", str(gone.pid)], capture_output=True,
+                                   text=True, timeout=30)
+                cls.stale_results.append((r.returncode, r.stderr))
+            finally:
+                os.unlink(stale)
             time.sleep(0.7)  # the newest dump is past TDUMP_REUSE_MS: a GET would take anew
             cls.dumps_before_head = app.json("/api/v1/status")["thread_dumps"]
             cls.head = app.request("/api/v1/threads", method="HEAD")
