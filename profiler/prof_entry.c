@@ -95,9 +95,11 @@ static HRESULT entry_initialize(void *info_unknown)
         return S_OK; /* stay loaded and quiet; never fail the app */
     }
     prof_core_read_runtime_version();
-    if (g_core.runtime_major && g_core.runtime_major < 8)
-        prof_log(LOG_WARN, "runtime %s is older than .NET 8; clrscope is tested on 8, 9 and 10",
-                 g_core.runtime_version);
+    if (g_core.runtime_major && g_core.runtime_major < 8) {
+        prof_log(LOG_WARN, "runtime %s is older than .NET 8, which clrscope needs: it stays "
+                 "passive and the app runs unprofiled", g_core.runtime_version);
+        return S_OK; /* no event asked for: the runtime calls nothing more */
+    }
     g_core.profiles = g_cfg.profiles;
     /* module loads: for ModuleUnloadStarted (prof_unload.h); JIT compilation and dynamic
      * function unloads: for DynamicMethodJITCompilationFinished and DynamicMethodUnloaded, where
