@@ -4,8 +4,9 @@ CLRSCOPE_PACKAGE=ON.
 
 - The shipped libclrscope.so needs nothing but glibc's libraries and the loader (ldd and its
   NEEDED entries), exports DllGetClassObject alone, imports no __tls_get_addr, keeps none of the
-  civetweb functions clrscope stays away from (docs/security.md), and states the glibc it needs
-  as `objdump -T` reads it, in /api/v1/status and in `clrscope --version`.
+  civetweb functions clrscope stays away from (docs/security.md), loads on each runtime the test
+  apps are built for, and states the glibc it needs as `objdump -T` reads it, in
+  /api/v1/status and in `clrscope --version`.
 - In a root filesystem holding only glibc, libstdc++/libgcc_s and the .NET runtime (no civetweb,
   cJSON or zlib), an app under the shipped library and launcher serves the dashboard, a CPU
   profile and a heap snapshot. The development library, which needs Debian's shared civetweb,
@@ -27,7 +28,7 @@ import tempfile
 import time
 import unittest
 
-from harness import BUILD, CLSID, LAUNCHER, LIB, ProfiledApp, app_command
+from harness import BUILD, CLSID, LAUNCHER, LIB, ProfiledApp, app_command, available_runtimes
 from pprofdec import read_pprof
 
 PKG = os.path.join(BUILD, "package")
@@ -113,6 +114,18 @@ class Library(unittest.TestCase):
         self.assertIn("mg_start", local)  # civetweb is in it (so the next check means something)
         self.assertIn("cJSON_Parse", local)
         self.assertEqual([f for f in FORBIDDEN if re.search(rf"\b{f}\b", local)], [])
+
+    def test_loads_on_each_runtime(self):
+        """The shipped launcher and library on every runtime the test apps are built for (.NET
+        8 and 9 self-contained, 10 on the machine's runtime)."""
+        runtimes = available_runtimes()
+        self.assertIn("net10", runtimes)
+        for rt in runtimes:
+            r = subprocess.run([SHIPPED_LAUNCHER, "run", "--port", "0", "--"] + app_command(rt)
+                               + ["version"], capture_output=True, text=True, timeout=120)
+            self.assertEqual(r.returncode, 0, f"{rt}: {r.stderr}")
+            self.assertRegex(r.stdout, rf"^{rt[3:]}\.", rt)
+            self.assertIn("clrscope: dashboard http://127.0.0.1:", r.stderr, rt)
 
     def test_version_states_glibc(self):
         r = subprocess.run([SHIPPED_LAUNCHER, "--version"], capture_output=True, text=True,
@@ -313,6 +326,26 @@ class Tool(unittest.TestCase):
         plain = subprocess.run(app_command("net10") + ["hello"], capture_output=True, text=True,
                                timeout=120)
         self.assertEqual(r.stdout, plain.stdout)
+
+    def test_another_user_runs_it(self):
+        """A package keeps no file modes: the tool's files are the installer's alone to execute.
+        Another user gets the launcher through the loader, and the app is profiled all the
+        same."""
+        if os.geteuid() != 0 or not shutil.which("setpriv"):
+            self.skipTest("running as another user needs root and setpriv")
+        for d in (self.tmp, self.tools):
+            os.chmod(d, 0o755)
+        launcher = glob.glob(os.path.join(self.tools, ".store", "**", "native", "linux-x64",
+                                          "clrscope"), recursive=True)
+        self.assertEqual(len(launcher), 1, launcher)
+        self.assertFalse(os.stat(launcher[0]).st_mode & (stat.S_IXGRP | stat.S_IXOTH),
+                         "the package's launcher is executable by others: nothing to test")
+        nobody = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"]
+        r = subprocess.run(nobody + [self.tool, "run", "--port", "0", "--"] + app_command("net10")
+                           + ["hello", "--exit", "3"], capture_output=True, text=True,
+                           timeout=120, env=dict(os.environ, HOME="/tmp"))
+        self.assertEqual(r.returncode, 3, r.stderr)
+        self.assertIn("clrscope: dashboard http://127.0.0.1:", r.stderr)
 
     def test_version_is_the_launchers(self):
         r = subprocess.run([self.tool, "--version"], capture_output=True, text=True, timeout=60)
