@@ -347,6 +347,22 @@ class Tool(unittest.TestCase):
         self.assertEqual(r.returncode, 3, r.stderr)
         self.assertIn("clrscope: dashboard http://127.0.0.1:", r.stderr)
 
+    def test_tool_itself_is_left_alone(self):
+        """In an image whose environment profiles every .NET process, the runtime loads clrscope
+        into the tool as well: there it takes no port and says nothing, and `ls` does not list
+        the tool (its pid is the launcher's after the exec)."""
+        env = dict(os.environ, CORECLR_ENABLE_PROFILING="1", CORECLR_PROFILER=CLSID,
+                   CORECLR_PROFILER_PATH=SHIPPED_LIB, CLRSCOPE_PORT="0")
+        r = subprocess.run([self.tool, "ls"], capture_output=True, text=True, timeout=60, env=env)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertEqual(r.stderr, "")
+        self.assertNotIn(self.tool, r.stdout)
+        r = subprocess.run(["dotnet", glob.glob(os.path.join(self.tools, ".store", "**",
+                                                            "clrscope.dll"), recursive=True)[0],
+                            "--version"], capture_output=True, text=True, timeout=60, env=env)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertEqual(r.stderr, "")
+
     def test_version_is_the_launchers(self):
         r = subprocess.run([self.tool, "--version"], capture_output=True, text=True, timeout=60)
         self.assertEqual(r.returncode, 0, r.stderr)
