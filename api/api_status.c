@@ -2,6 +2,7 @@
 #include <cjson/cJSON.h>
 
 #include "api.h"
+#include "clrscope_commit.h"
 #include "prof_agg.h"
 #include "prof_codemap.h"
 #include "prof_config.h"
@@ -15,7 +16,10 @@
 #include "prof_tdump.h"
 #include "prof_unload.h"
 
-#define CLRSCOPE_VERSION "0.1.0"
+/* The oldest glibc the library this code is linked into loads on: compiled into
+ * libclrscope.so at its link (tools/packaging/build.cmake); the unit tests' executables that
+ * link this file have none (a weak reference: null there). */
+const char *clrscope_glibc_min(void) __attribute__((weak));
 
 int api_status(const struct api_req *q, struct api_reply *out)
 {
@@ -38,6 +42,11 @@ int api_status(const struct api_req *q, struct api_reply *out)
     cJSON_AddNumberToObject(o, "sampling_hz", g_cfg.sampling_hz);
     cJSON_AddNumberToObject(o, "history_s", g_cfg.history_s);
     cJSON_AddStringToObject(o, "clrscope_version", CLRSCOPE_VERSION);
+    cJSON *build = cJSON_AddObjectToObject(o, "build");
+    cJSON_AddStringToObject(build, "version", CLRSCOPE_VERSION);
+    cJSON_AddStringToObject(build, "commit", CLRSCOPE_COMMIT);
+    cJSON_AddStringToObject(build, "glibc_min",
+                            clrscope_glibc_min ? clrscope_glibc_min() : "unknown");
     cJSON_AddStringToObject(o, "event_session",
                             prof_events_state() > 0 ? "running"
                             : prof_events_state() < 0 ? "refused" : "off");

@@ -72,8 +72,12 @@ static HRESULT entry_initialize(void *info_unknown)
      * no URL, so the one printed is the app's (prof_process.h). Decided before the
      * configuration is read: a program the SDK starts must not get even a warning about a bad
      * variable on its stderr, where MSBuild takes any line for a compiler error. */
-    char args[4096], what[96];
+    char args[4096], what[96], exe[1024];
     size_t n = prof_process_read_cmdline(args, sizeof args);
+    ssize_t exe_len = readlink("/proc/self/exe", exe, sizeof exe - 1);
+    exe[exe_len > 0 ? exe_len : 0] = 0;
+    if (prof_process_is_clrscope_tool(args, n, exe))
+        return S_OK; /* it execs the launcher at once: no port, no line, no discovery file */
     int sdk = prof_process_is_sdk(args, n, what, sizeof what);
     const char *w = getenv("CLRSCOPE_PROFILE_SDK"); /* prof_env_bool's truths, without its log */
     int want_sdk = w && (!strcmp(w, "1") || !strcasecmp(w, "true") || !strcasecmp(w, "yes") ||
@@ -95,9 +99,11 @@ static HRESULT entry_initialize(void *info_unknown)
         return S_OK; /* stay loaded and quiet; never fail the app */
     }
     prof_core_read_runtime_version();
-    if (g_core.runtime_major && g_core.runtime_major < 8)
-        prof_log(LOG_WARN, "runtime %s is older than .NET 8; clrscope is tested on 8, 9 and 10",
-                 g_core.runtime_version);
+    if (g_core.runtime_major && g_core.runtime_major < 8) {
+        prof_log(LOG_WARN, "runtime %s is older than .NET 8, which clrscope needs: it stays "
+                 "passive and the app runs unprofiled", g_core.runtime_version);
+        return S_OK; /* no event asked for: the runtime calls nothing more */
+    }
     g_core.profiles = g_cfg.profiles;
     /* module loads: for ModuleUnloadStarted (prof_unload.h); JIT compilation and dynamic
      * function unloads: for DynamicMethodJITCompilationFinished and DynamicMethodUnloaded, where

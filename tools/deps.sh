@@ -3,7 +3,8 @@
 #   build: compiler, CMake, civetweb, cJSON, zlib, libcurl headers
 #   quick: the above + clang and its fuzzer runtime (tools/test.sh --quick)
 #   test:  the above + Go (go tool pprof), Chromium, Node/npm, curl, python3, wrk, clang and
-#          its runtime libraries (libFuzzer targets, tools/fuzz.sh)
+#          its runtime libraries (libFuzzer targets, tools/fuzz.sh), dpkg-dev (dpkg-source, for
+#          the packages' civetweb and cJSON sources: tools/packaging/debian-sources.sh)
 # Says what it installs. The .NET SDK is not a Debian package: it must already be on PATH.
 set -euo pipefail
 what=${1:-test}
@@ -32,6 +33,8 @@ if [ "$what" = test ]; then
   have_cmd npm || need_pkgs+=(npm)
   have_cmd curl || need_pkgs+=(curl)
   have_cmd wrk || need_pkgs+=(wrk)
+  have_cmd dpkg-source || need_pkgs+=(dpkg-dev)
+  have_cmd unshare || need_pkgs+=(util-linux)
 fi
 
 if [ ${#need_pkgs[@]} -gt 0 ]; then

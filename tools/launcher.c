@@ -7,17 +7,24 @@
  *       profiler, that one stays and clrscope is added to CORECLR_NOTIFICATION_PROFILERS.
  *       DOTNET_EnableDiagnostics=0 (which turns profilers off) is narrowed to the diagnostic port
  *       and the debugger.
+ *       Before that it checks that the library loads here (dlopen; dlerror() says why not, and
+ *       nothing runs) and, where the app's runtimeconfig.json tells, that its runtime is one
+ *       clrscope supports (.NET 8 or newer; an older one runs unprofiled, with a line saying so).
  *   clrscope ls   lists the profiled processes of this host from their discovery files (the
  *       user's own; root's: every user's), each only when written by the user its process runs
  *       as, every field shown with its control bytes escaped.
  *   clrscope threads [--grouped] PID
  *       prints a thread dump of profiled process PID (its /debug/pprof/threads?debug=2, or =1
  *       grouped), found through its discovery file, token included, under the same rule.
+ *   clrscope --version
+ *       the build's version and commit, and the oldest glibc the library beside it loads on.
  */
 #include <dirent.h>
+#include <dlfcn.h>
 #include <elf.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <gnu/libc-version.h>
 #include <limits.h>
 #include <netdb.h>
 #include <signal.h>
@@ -29,6 +36,8 @@
 #include <sys/stat.h>
 #include <sys/time.h>
 #include <unistd.h>
+
+#include "clrscope_commit.h"
 
 #define CLSID_STR "{C1A5C09E-5C0E-4C1B-9A7E-0D5E7C1A5C0E}"
 
@@ -244,6 +253,185 @@ out:
     return aot;
 }
 
+/* "2.34" > "2.17" > "2.3.4": compares dotted version numbers. */
+static int version_cmp(const char *a, const char *b)
+{
+    for (;;) {
+        char *ea, *eb;
+        unsigned long x = strtoul(a, &ea, 10), y = strtoul(b, &eb, 10);
+        if (x != y)
+            return x < y ? -1 : 1;
+        if (*ea != '.' || *eb != '.')
+            return (*ea == '.') - (*eb == '.');
+        a = ea + 1;
+        b = eb + 1;
+    }
+}
+
+/* The oldest glibc ELF file `file` loads on: the highest GLIBC_x.y among the versions its
+ * .gnu.version_r section needs, into out. Every offset and count is checked against the file.
+ * Returns 0, or -1 when the file cannot say. */
+static int glibc_needed(const char *file, char *out, size_t cap)
+{
+    int fd = open(file, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return -1;
+    char *data = NULL;
+    struct stat st;
+    Elf64_Ehdr eh;
+    out[0] = 0;
+    if (fstat(fd, &st) || !S_ISREG(st.st_mode) || st.st_size > (256 << 20) ||
+        pread(fd, &eh, sizeof eh, 0) != sizeof eh || memcmp(eh.e_ident, ELFMAG, SELFMAG) ||
+        eh.e_ident[EI_CLASS] != ELFCLASS64 || eh.e_shentsize != sizeof(Elf64_Shdr) ||
+        (data = malloc((size_t)st.st_size)) == NULL ||
+        pread(fd, data, (size_t)st.st_size, 0) != st.st_size)
+        goto out;
+    size_t size = (size_t)st.st_size;
+    if (eh.e_shoff > size || (size - eh.e_shoff) / sizeof(Elf64_Shdr) < eh.e_shnum)
+        goto out;
+    for (unsigned i = 0; i < eh.e_shnum; i++) {
+        Elf64_Shdr sh, str; /* copied: the file's offsets need not be aligned */
+        memcpy(&sh, data + eh.e_shoff + i * sizeof sh, sizeof sh);
+        if (sh.sh_type != SHT_GNU_verneed || sh.sh_link >= eh.e_shnum)
+            continue;
+        memcpy(&str, data + eh.e_shoff + sh.sh_link * sizeof str, sizeof str);
+        if (sh.sh_offset > size || size - sh.sh_offset < sh.sh_size ||
+            str.sh_offset > size || size - str.sh_offset < str.sh_size)
+            continue;
+        const char *names = data + str.sh_offset;
+        size_t at = 0, end = sh.sh_size;
+        for (unsigned n = 0; n < 64 && at + sizeof(Elf64_Verneed) <= end; n++) {
+            Elf64_Verneed vn;
+            memcpy(&vn, data + sh.sh_offset + at, sizeof vn);
+            size_t aux = at + vn.vn_aux;
+            for (unsigned k = 0; k < vn.vn_cnt && k < 64 && aux + sizeof(Elf64_Vernaux) <= end; k++) {
+                Elf64_Vernaux va;
+                memcpy(&va, data + sh.sh_offset + aux, sizeof va);
+                if (va.vna_name < str.sh_size &&
+                    memchr(names + va.vna_name, 0, str.sh_size - va.vna_name) &&
+                    !strncmp(names + va.vna_name, "GLIBC_", 6) &&
+                    (!out[0] || version_cmp(names + va.vna_name + 6, out) > 0))
+                    snprintf(out, cap, "%s", names + va.vna_name + 6);
+                if (!va.vna_next)
+                    break;
+                aux += va.vna_next;
+            }
+            if (!vn.vn_next)
+                break;
+            at += vn.vn_next;
+        }
+    }
+out:
+    free(data);
+    close(fd);
+    return out[0] ? 0 : -1;
+}
+
+/* Loads the library the way the runtime will (every symbol bound now), so that a library that
+ * cannot load here is named with the loader's reason before the app starts: the runtime itself
+ * says nothing and runs the app unprofiled. Loading runs none of clrscope's code (it has no
+ * constructor); it is unloaded again before the exec. Returns 0 when it loads. */
+static int library_loads(const char *lib)
+{
+    void *h = dlopen(lib, RTLD_NOW | RTLD_LOCAL);
+    if (h) {
+        int ok = dlsym(h, "DllGetClassObject") != NULL;
+        if (!ok)
+            fprintf(stderr, "clrscope: %s loads but exports no DllGetClassObject: it is not "
+                    "clrscope's profiler library\n", lib);
+        dlclose(h);
+        return ok ? 0 : -1;
+    }
+    const char *why = dlerror();
+    char need[32], glibc[48] = "";
+    if (!glibc_needed(lib, need, sizeof need))
+        snprintf(glibc, sizeof glibc, " %s or newer", need);
+    fprintf(stderr, "clrscope: the profiler library cannot load here, so the app would run "
+            "unprofiled: %s\n", why ? why : "(no reason given)");
+    fprintf(stderr, "clrscope: it needs x86-64 Linux with glibc%s (this system has glibc %s); "
+            "`ldd %s` lists the files it needs, docs/troubleshooting.md the other checks\n",
+            glibc, gnu_get_libc_version(), lib);
+    return -1;
+}
+
+static int cmd_version(void)
+{
+    printf("clrscope %s (commit %s)\n", CLRSCOPE_VERSION, CLRSCOPE_COMMIT);
+    char lib[PATH_MAX], glibc[32];
+    if (find_library(lib, sizeof lib))
+        return 1;
+    if (glibc_needed(lib, glibc, sizeof glibc))
+        printf("library %s: the glibc it needs is unknown (this system has %s)\n", lib,
+               gnu_get_libc_version());
+    else
+        printf("library %s: needs glibc %s or newer (this system has %s)\n", lib, glibc,
+               gnu_get_libc_version());
+    return 0;
+}
+
+/* The major version of the .NET runtime `argv` will run on, when the app's runtimeconfig.json
+ * says so for sure: the runtime a self-contained app carries, or the framework a framework-
+ * dependent one asks for when it may not roll forward to another major version (the host's
+ * default). `dotnet [exec] [host options] APP.dll ...` and an apphost are understood. Returns 0
+ * when it cannot tell; *config names the file read. */
+static int runtime_major(char **argv, char *config, size_t cap)
+{
+    char file[PATH_MAX];
+    const char *app = NULL;
+    const char *base = strrchr(argv[0], '/');
+    base = base ? base + 1 : argv[0];
+    config[0] = 0;
+    if (!strcmp(base, "dotnet")) {
+        for (int i = 1; argv[i] && !app; i++) {
+            const char *a = argv[i];
+            if (!strcmp(a, "exec") && i == 1)
+                continue;
+            if (!strcmp(a, "--roll-forward") || !strcmp(a, "--fx-version"))
+                return 0; /* another framework than the file's */
+            if (!strcmp(a, "--runtimeconfig") && argv[i + 1])
+                snprintf(config, cap, "%s", argv[i + 1]);
+            if (a[0] == '-') {
+                i += argv[i + 1] != NULL; /* every host option takes a value */
+                continue;
+            }
+            size_t n = strlen(a);
+            if (n < 5 || strcmp(a + n - 4, ".dll"))
+                return 0; /* an SDK command (`dotnet run`): its app is not known yet */
+            app = a;
+        }
+        if (!app)
+            return 0;
+        if (!config[0] &&
+            snprintf(config, cap, "%.*s.runtimeconfig.json", (int)(strlen(app) - 4), app) >= (int)cap)
+            return 0;
+    } else {
+        if (resolve_command(argv[0], file, sizeof file) ||
+            snprintf(config, cap, "%s.runtimeconfig.json", file) >= (int)cap)
+            return 0;
+    }
+    char text[16384];
+    int fd = open(config, O_RDONLY | O_CLOEXEC);
+    ssize_t n = fd >= 0 ? read(fd, text, sizeof text - 1) : -1;
+    if (fd >= 0)
+        close(fd);
+    if (n <= 0)
+        return 0;
+    text[n] = 0;
+    int self_contained = strstr(text, "\"includedFrameworks\"") != NULL;
+    const char *roll = getenv("DOTNET_ROLL_FORWARD");
+    const char *in_file = strstr(text, "\"rollForward\"");
+    if (!self_contained && ((roll && *roll) || in_file))
+        return 0; /* may roll forward: which runtime runs is the host's choice */
+    const char *fx = strstr(text, "\"Microsoft.NETCore.App\"");
+    if (!fx)
+        fx = strstr(text, "\"Microsoft.AspNetCore.App\""); /* the same major version */
+    const char *ver = fx ? strstr(fx, "\"version\"") : NULL;
+    if (!ver || (ver = strchr(ver + 9, '"')) == NULL)
+        return 0;
+    long major = strtol(ver + 1, NULL, 10);
+    return major > 0 && major < 1000 ? (int)major : 0;
+}
+
 static int cmd_run(int argc, char **argv)
 {
     int i = 0;
@@ -281,8 +469,17 @@ static int cmd_run(int argc, char **argv)
         return 2;
     }
     char lib[PATH_MAX];
-    if (find_library(lib, sizeof lib))
+    if (find_library(lib, sizeof lib) || library_loads(lib))
         return 127;
+    char config[PATH_MAX];
+    int major = runtime_major(&argv[i], config, sizeof config);
+    if (major && major < 8) {
+        fprintf(stderr, "clrscope: %s asks for .NET %d; clrscope needs .NET 8 or newer, so the "
+                "app runs unprofiled\n", config, major);
+        execvp(argv[i], &argv[i]);
+        fprintf(stderr, "clrscope: cannot run %s: %s\n", argv[i], strerror(errno));
+        return errno == ENOENT ? 127 : 126;
+    }
     if (beside_another_profiler(lib))
         return 2;
     let_runtime_load_profilers();
@@ -775,10 +972,8 @@ int main(int argc, char **argv)
         usage(stdout);
         return 0;
     }
-    if (!strcmp(argv[1], "--version")) {
-        printf("clrscope 0.1.0\n");
-        return 0;
-    }
+    if (!strcmp(argv[1], "--version"))
+        return cmd_version();
     if (!strcmp(argv[1], "run"))
         return cmd_run(argc - 2, argv + 2);
     if (!strcmp(argv[1], "ls"))

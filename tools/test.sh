@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
 # tools/test.sh [--quick] - builds clrscope and runs the whole test suite: C unit tests,
-# integration tests that run real .NET apps under the profiler, and the headless-browser dashboard
-# test. Installs what a fresh Debian machine lacks (tools/deps.sh). Then, in their own build
-# directories, the suite again under AddressSanitizer + UndefinedBehaviorSanitizer (build-asan)
-# and a short run of every libFuzzer target (build-fuzz, tools/fuzz.sh). This (no argument) is
+# integration tests that run real .NET apps under the profiler, the headless-browser dashboard
+# test, and what ships (the self-contained library and the NuGet packages of tools/packaging,
+# built in the same build directory: CLRSCOPE_PACKAGE=ON; test_packaging). Installs what a fresh
+# Debian machine lacks (tools/deps.sh). Then, in their own build directories, the suite again
+# under AddressSanitizer + UndefinedBehaviorSanitizer (build-asan) and a short run of every
+# libFuzzer target (build-fuzz, tools/fuzz.sh). This (no argument) is
 # what CI runs. Options: CLRSCOPE_BUILD_DIR (build), CTEST_ARGS (extra ctest arguments, e.g.
 # "-L unit"), CLRSCOPE_TEST_ASAN=0 / CLRSCOPE_TEST_FUZZ=0 (skip those stages),
 # CLRSCOPE_FUZZ_SECONDS (15 per target), CLRSCOPE_TEST_JOBS (3: tests run side by side as their
@@ -30,7 +32,7 @@ elif [ $# -gt 0 ]; then
 fi
 
 tools/deps.sh test
-cmake -S . -B "$build" -DCLRSCOPE_WERROR=ON >/dev/null
+cmake -S . -B "$build" -DCLRSCOPE_WERROR=ON -DCLRSCOPE_PACKAGE=ON >/dev/null
 cmake --build "$build" -j"$(nproc)"
 tests/apps/build.sh "$build/apps"
 if [ -f tests/browser/package-lock.json ]; then

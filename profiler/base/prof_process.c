@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/stat.h>
 
 #define MAX_ARGS 64
 
@@ -110,6 +111,28 @@ int prof_process_is_sdk(const char *args, size_t len, char *what, size_t cap)
             return PROF_PROCESS_SDK_PROGRAM;
         }
     return PROF_PROCESS_APP;
+}
+
+int prof_process_is_clrscope_tool(const char *args, size_t len, const char *exe)
+{
+    if (exe && !strcmp(base_name(exe), "clrscope")) {
+        char store[4096];
+        struct stat st;
+        int dir = (int)(base_name(exe) - exe); /* with its '/'; 0 for a bare name */
+        int n = snprintf(store, sizeof store, "%.*s.store/clrscope", dir, exe);
+        if (n > 0 && (size_t)n < sizeof store && !stat(store, &st) && S_ISDIR(st.st_mode))
+            return 1;
+    }
+    if (!len || strcmp(base_name(args), "dotnet"))
+        return 0;
+    for (size_t i = strnlen(args, len) + 1; i < len; i += strnlen(args + i, len - i) + 1) {
+        const char *a = args + i;
+        if (strnlen(a, len - i) == len - i)
+            break; /* not NUL-terminated: cut off */
+        if (ends_with(a, "/clrscope.dll") && strstr(a, "/.store/clrscope/"))
+            return 1;
+    }
+    return 0;
 }
 
 size_t prof_process_read_cmdline(char *buf, size_t cap)

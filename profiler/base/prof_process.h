@@ -17,7 +17,10 @@
  * (…/sdk/<version>/Roslyn/bincore/VBCSCompiler). Test hosts (testhost.dll) run the user's tests
  * and are profiled.
  *
- * ctx: any thread; pure functions of their arguments but prof_process_read_cmdline.
+ * The clrscope dotnet tool's own process is left alone too, without a word.
+ *
+ * ctx: any thread; pure functions of their arguments but prof_process_read_cmdline and
+ * prof_process_is_clrscope_tool.
  */
 #ifndef PROF_PROCESS_H
 #define PROF_PROCESS_H
@@ -33,6 +36,15 @@ enum { PROF_PROCESS_APP = 0, PROF_PROCESS_SDK_COMMAND = 1, PROF_PROCESS_SDK_PROG
  * unsure). A program the SDK starts must print nothing on stderr: MSBuild fails a build on a
  * compiler's stderr line. */
 int prof_process_is_sdk(const char *args, size_t len, char *what, size_t cap);
+
+/* Whether this is the clrscope dotnet tool's own process (tools/packaging/dotnet/Clrscope.Tool),
+ * which replaces itself with the native launcher at once: its shim `exe` (an executable named
+ * clrscope with the SDK's .store/clrscope directory beside it), or `dotnet [exec]
+ * …/.store/clrscope/…/clrscope.dll` in `args` (as prof_process_is_sdk's). Where the profiler's
+ * variables are set for every process (an image that profiles its app), the runtime loads
+ * clrscope into the tool too: there it must take no port, print nothing and leave no discovery
+ * file behind the exec. Looks for the .store directory on the file system. */
+int prof_process_is_clrscope_tool(const char *args, size_t len, const char *exe);
 
 /* /proc/self/cmdline into buf (NUL-separated, NUL-terminated); its length, 0 when unreadable. */
 size_t prof_process_read_cmdline(char *buf, size_t cap);

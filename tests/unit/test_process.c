@@ -1,9 +1,13 @@
 /*
  * test_process.c - which command lines are the .NET SDK's own processes (left alone) and which
- * are applications (profiled), as /proc/self/cmdline spells them.
+ * are applications (profiled), as /proc/self/cmdline spells them; and which process is the
+ * clrscope dotnet tool's own.
  */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "prof_process.h"
 
@@ -110,6 +114,36 @@ int main(void)
     CHECK(prof_process_is_sdk("dotnet\0run\0", 11, small, sizeof small) == PROF_PROCESS_SDK_COMMAND &&
               strlen(small) == 3,
           "the description fits its buffer");
+    /* the clrscope dotnet tool's own process: run as `dotnet …/clrscope.dll` from the tool
+     * store, or from its shim, an executable named clrscope beside the .store/clrscope folder */
+    char buf[1024];
+    const char *const *tool = ARGS("/usr/share/dotnet/dotnet",
+        "/home/u/.dotnet/tools/.store/clrscope/0.1.0/clrscope/0.1.0/tools/net8.0/any/clrscope.dll", "ls");
+    size_t tn = cmdline(buf, sizeof buf, tool);
+    CHECK(prof_process_is_clrscope_tool(buf, tn, "/usr/share/dotnet/dotnet"), "dotnet …/clrscope.dll: the tool");
+    CHECK(prof_process_is_clrscope_tool(buf, tn - 3, "/usr/share/dotnet/dotnet"),
+          "without its last argument: still the tool");
+    CHECK(!prof_process_is_clrscope_tool(buf, tn - 6, "/usr/share/dotnet/dotnet"),
+          "the path cut off before its end: not known to be the tool");
+    tn = cmdline(buf, sizeof buf, ARGS("dotnet", "/srv/app/clrscope.dll"));
+    CHECK(!prof_process_is_clrscope_tool(buf, tn, "/usr/share/dotnet/dotnet"),
+          "an app named clrscope.dll outside a tool store: an app");
+    char dir[] = "/tmp/clrscope-test-process-XXXXXX", shim[128], store[128];
+    CHECK(mkdtemp(dir) != NULL, "mkdtemp");
+    snprintf(shim, sizeof shim, "%s/clrscope", dir);
+    snprintf(store, sizeof store, "%s/.store", dir);
+    tn = cmdline(buf, sizeof buf, ARGS("clrscope", "ls"));
+    CHECK(!prof_process_is_clrscope_tool(buf, tn, shim), "no .store/clrscope beside it: an app");
+    mkdir(store, 0700);
+    snprintf(store + strlen(store), sizeof store - strlen(store), "/clrscope");
+    mkdir(store, 0700);
+    CHECK(prof_process_is_clrscope_tool(buf, tn, shim), "the shim beside .store/clrscope: the tool");
+    snprintf(shim, sizeof shim, "%s/myapp", dir);
+    CHECK(!prof_process_is_clrscope_tool(buf, tn, shim), "another executable there: an app");
+    rmdir(store);
+    *strrchr(store, '/') = 0;
+    rmdir(store);
+    rmdir(dir);
     printf("%d passed, %d failed\n", passed, failed);
     return failed ? 1 : 0;
 }
