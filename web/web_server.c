@@ -102,34 +102,20 @@ static int host_ok(struct mg_connection *c)
     return 0;
 }
 
-/* Cookie value of `name`, copied into buf. */
-static int cookie_value(struct mg_connection *c, const char *name, char *buf, size_t cap)
+/* With a token set, the request must carry it: in the Authorization header, or in the query for
+ * tools that send no header (go tool pprof). */
+static int auth_ok(struct mg_connection *c, const char *query)
 {
-    const char *h = mg_get_header(c, "Cookie");
-    if (!h)
-        return 0;
-    return mg_get_cookie(h, name, buf, cap) > 0;
-}
-
-static int auth_ok(struct mg_connection *c, const char *query, int *set_cookie)
-{
-    *set_cookie = 0;
     if (!g_cfg.token[0])
         return 1;
-    char *buf = malloc(256);
-    if (!buf)
-        return 0;
-    int ok = 0;
     const char *h = mg_get_header(c, "Authorization");
     if (h && !strncasecmp(h, "Bearer ", 7) && web_token_ok(h + 7, g_cfg.token))
-        ok = 1;
-    if (!ok && query && mg_get_var(query, strlen(query), "token", buf, 256) > 0 &&
-        web_token_ok(buf, g_cfg.token)) {
-        ok = 1;
-        *set_cookie = 1;
-    }
-    if (!ok && cookie_value(c, "clrscope_token", buf, 256) && web_token_ok(buf, g_cfg.token))
-        ok = 1;
+        return 1;
+    char *buf = query ? malloc(256) : NULL;
+    if (!buf)
+        return 0;
+    int ok = mg_get_var(query, strlen(query), "token", buf, 256) > 0 &&
+             web_token_ok(buf, g_cfg.token);
     free(buf);
     return ok;
 }
@@ -147,16 +133,16 @@ static int origin_ok(struct mg_connection *c)
     return p && !strcasecmp(p + 3, host);
 }
 
-static int serve_asset(struct mg_connection *c, const char *path, int set_cookie)
+/* The dashboard's own files are served to every client that names this server: they are the
+ * same in every copy of the library and hold nothing of the process, and the page must load
+ * before it can send the token with its requests (a <script src> carries no header). */
+static int serve_asset(struct mg_connection *c, const struct web_asset *a)
 {
-    const struct web_asset *a = web_asset_find(path);
-    if (!a)
-        return web_reply_error(c, 404, "no such page: %.200s", path);
     const char *inm = mg_get_header(c, "If-None-Match");
     struct api_reply r;
     api_reply_init(&r);
     /* kept by the browser but asked again each load (the .so may be newer): 304 by ETag */
-    if (inm && !strcmp(inm, a->etag) && !set_cookie) {
+    if (inm && !strcmp(inm, a->etag)) {
         api_reply_static(&r, 304, NULL, "", 0);
         r.verbatim = 1;
         api_reply_header(&r, "ETag", a->etag);
@@ -171,12 +157,6 @@ static int serve_asset(struct mg_connection *c, const char *path, int set_cookie
     api_reply_header(&r, "Vary", "Accept-Encoding");
     if (gz)
         api_reply_header(&r, "Content-Encoding", "gzip");
-    if (set_cookie) {
-        char cookie[320];
-        snprintf(cookie, sizeof cookie, "clrscope_token=%s; Path=/; HttpOnly; SameSite=Strict",
-                 g_cfg.token);
-        api_reply_header(&r, "Set-Cookie", cookie);
-    }
     return web_send(c, &r);
 }
 
@@ -219,17 +199,20 @@ static int handle(struct mg_connection *c, void *cbdata)
         return web_reply_error(c, 503, "the process is shutting down");
     if (!host_ok(c))
         return web_reply_error(c, 403, "Host header does not name this server");
-    int set_cookie = 0;
-    if (!auth_ok(c, query, &set_cookie))
-        return web_reply_error(c, 401, "missing or wrong token: send 'Authorization: Bearer "
-                               "<token>' or open the dashboard with ?token=<token>");
     unsigned m = api_method_bit(method);
     struct api_match match;
     enum api_match_result res = api_route_match(method, path, &match);
+    const struct web_asset *asset = res == API_ROUTE_NONE && m == API_GET ? web_asset_find(path)
+                                                                          : NULL;
+    if (asset)
+        return serve_asset(c, asset);
+    if (!auth_ok(c, query))
+        return web_reply_error(c, 401, "missing or wrong token: send 'Authorization: Bearer "
+                               "<token>' or open the dashboard with ?token=<token>");
     if (res == API_ROUTE_NONE) {
         if (m != API_GET)
             return web_reply_error(c, 405, "method not allowed");
-        return serve_asset(c, path, set_cookie);
+        return web_reply_error(c, 404, "no such page: %.200s", path);
     }
     if (res == API_ROUTE_SCOPE_METHOD)
         return web_reply_error(c, 405, "method %.10s not allowed on %s", method, match.scope);
