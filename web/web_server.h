@@ -3,10 +3,12 @@
  * Binds CLRSCOPE_BIND:CLRSCOPE_PORT (next free port of the following 15 when taken, any port for
  * 0); writes the stderr line and the discovery file. For every request it checks the Host
  * header, serves the dashboard's own files (web_assets) to anyone, and for the rest requires the
- * token when one is set; then asks the API's route table (api_routes.h) for its handler, the
- * 405s and the 404s, checks the Origin of a POST or DELETE, calls the handler with the parsed
- * request and sends its reply (web_util). Starts the descriptor guard (web_fdguard). A failure
- * is one log line: the app and the other profiles run on.
+ * token when one is set (429 during a back-off after wrong tokens, web_clients), or else a
+ * loopback client of the process's own user or root (CLRSCOPE_ALLOW_USERS=any: any); then asks
+ * the API's route table (api_routes.h) for its handler, the 405s and the 404s, checks the Origin
+ * of a POST or DELETE, calls the handler with the parsed request and sends its reply (web_util).
+ * Starts the descriptor guard (web_fdguard). A failure is one log line: the app and the other
+ * profiles run on.
  * ctx: web_server_start from Initialize (prof_entry, once capture runs), web_server_stop at
  * Shutdown; the request handler on civetweb's worker threads; web_token_ok anywhere.
  */
