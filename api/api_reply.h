@@ -30,6 +30,7 @@ struct api_guard_stats {
     int allow_any;    /* CLRSCOPE_ALLOW_USERS=any */
     uint64_t refused_users;    /* 401s to another local user */
     uint64_t unknown_owner;    /* 401s to a connection whose user could not be told */
+    uint64_t dropped_over_cap; /* connections shut at once: their client held its share */
     uint64_t token_failures;   /* requests with a wrong token */
     uint64_t throttled;        /* 429s to a client refused after wrong tokens */
 };

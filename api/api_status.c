@@ -169,6 +169,7 @@ int api_status(const struct api_req *q, struct api_reply *out)
     cJSON_AddStringToObject(db, "allow_users", fg->allow_any ? "any" : "same");
     cJSON_AddNumberToObject(db, "refused_other_users", (double)fg->refused_users);
     cJSON_AddNumberToObject(db, "refused_unknown_user", (double)fg->unknown_owner);
+    cJSON_AddNumberToObject(db, "dropped_over_cap", (double)fg->dropped_over_cap);
     cJSON_AddNumberToObject(db, "token_failures", (double)fg->token_failures);
     cJSON_AddNumberToObject(db, "throttled", (double)fg->throttled);
 

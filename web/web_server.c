@@ -23,8 +23,16 @@
 #include "web_clients.h"
 #include "web_fdguard.h"
 #include "web_peer.h"
+#include "web_shed.h"
 #include "web_util.h"
 
+/* civetweb's workers: the owner keeps WEB_OWNER_RESERVE of them whatever other clients hold
+ * (web_shed.h). Each is a thread with a 100 KB stack and a 16 KB request buffer. */
+#define WEB_WORKERS 32
+/* How long a request's line and headers may take to arrive, and how long a reply may wait for
+ * its client to read, in civetweb's request_timeout_ms: a connection that sends nothing holds
+ * its worker this long at most. */
+#define WEB_REQUEST_TIMEOUT_MS "5000"
 /* The shortest token a non-loopback bind takes: `auto` makes 32 characters. */
 #define WEB_TOKEN_MIN 16
 
@@ -159,6 +167,22 @@ static int host_ok(struct mg_connection *c)
             return 1;
     }
     return 0;
+}
+
+/* civetweb's connection callbacks, on the worker that takes the connection and closes it: the
+ * workers held, for web_shed (civetweb tells nothing of the client at this point). */
+static int init_connection(const struct mg_connection *c, void **conn_data)
+{
+    (void)c;
+    *conn_data = NULL;
+    web_shed_opened();
+    return 0;
+}
+
+static void connection_close(const struct mg_connection *c)
+{
+    (void)c;
+    web_shed_closed();
 }
 
 /* The token of the Authorization header or of the query, checked: 1 when one of them is right,
@@ -318,6 +342,7 @@ static void guard_stats(struct api_guard_stats *out)
     out->allow_any = server.allow_any;
     out->refused_users = __atomic_load_n(&server.refused_users, __ATOMIC_RELAXED);
     out->unknown_owner = __atomic_load_n(&server.unknown_owner, __ATOMIC_RELAXED);
+    out->dropped_over_cap = web_shed_dropped();
     out->token_failures = cs.token_failures;
     out->throttled = cs.throttled;
 }
@@ -484,11 +509,12 @@ static void remove_discovery(void)
 
 static struct mg_context *try_start(int port, char *err, size_t errcap)
 {
-    char listen[96], nthreads[8] = "6";
+    char listen[96], nthreads[8];
     snprintf(listen, sizeof listen, "%s:%d", server.listen_host, port);
+    snprintf(nthreads, sizeof nthreads, "%d", WEB_WORKERS);
     const char *opts[] = {"listening_ports", listen,
                           "num_threads", nthreads,
-                          "request_timeout_ms", "15000",
+                          "request_timeout_ms", WEB_REQUEST_TIMEOUT_MS,
                           "max_request_size", "16384",
                           "enable_keep_alive", "no",
                           "access_control_list", NULL,
@@ -502,6 +528,8 @@ static struct mg_context *try_start(int port, char *err, size_t errcap)
     memset(&cb, 0, sizeof cb);
     cb.log_message = log_message;
     cb.init_thread = init_thread;
+    cb.init_connection = init_connection;
+    cb.connection_close = connection_close;
     cb.http_error = http_error;
     struct mg_init_data init = {.callbacks = &cb, .user_data = NULL, .configuration_options = opts};
     unsigned code = 0;
@@ -554,6 +582,7 @@ int web_server_start(void)
     find_listen_addr();
     const struct sockaddr_storage *la = server.listen_addr.ss_family ? &server.listen_addr : NULL;
     web_clients_setup(server.uid, la);
+    web_shed_start(server.port, la, WEB_WORKERS);
     mg_set_request_handler(server.ctx, "/", handle, NULL);
     web_fdguard_start(server.port); /* logs when it cannot guard */
     write_discovery();

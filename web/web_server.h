@@ -7,10 +7,12 @@
  * loopback client of the process's own user or root (CLRSCOPE_ALLOW_USERS=any: any); then asks
  * the API's route table (api_routes.h) for its handler, the 405s and the 404s, checks the Origin
  * of a POST or DELETE, calls the handler with the parsed request and sends its reply (web_util).
- * Starts the descriptor guard (web_fdguard). A failure is one log line: the app and the other
- * profiles run on.
+ * Starts the descriptor guard (web_fdguard) and counts the connections its workers hold for the
+ * shedding of idle ones (web_shed). A failure is one log line: the app and the other profiles
+ * run on.
  * ctx: web_server_start from Initialize (prof_entry, once capture runs), web_server_stop at
- * Shutdown; the request handler on civetweb's worker threads; web_token_ok anywhere.
+ * Shutdown; the connection callbacks and the request handler on civetweb's worker threads;
+ * web_token_ok anywhere.
  */
 #ifndef WEB_SERVER_H
 #define WEB_SERVER_H

@@ -6,6 +6,7 @@ reproduced on a real app under the profiler (docs/security.md):
   needs no token; with a token, other users get in with it; a connection whose user cannot be
   told is refused with one log line, unless CLRSCOPE_ALLOW_USERS=any;
 - the token never travels in a cookie (a cookie would reach every server on 127.0.0.1);
+- connections that never finish their request do not starve the owner;
 - a non-loopback bind wants a strong token, and wrong tokens lead to a back-off (429).
 
 The other user is `cs-sec-peer`, made here when the tests run as root (else they skip).
@@ -13,6 +14,7 @@ The other user is `cs-sec-peer`, made here when the tests run as root (else they
 import json
 import os
 import shutil
+import socket
 import subprocess
 import sys
 import tempfile
@@ -41,6 +43,36 @@ for method, url, headers in json.loads(sys.argv[1]):
         res = [e.code, dict(e.headers), e.read(2000).decode("latin-1")]
     out.append(res + [time.monotonic() - t0])
 print(json.dumps(out))
+"""
+
+# Run as the other user: keeps N connections that send half a request and never finish it,
+# opening a new one for each the server closes, for S seconds; prints "ready" once all are open.
+PEER_SLOWLORIS = r"""
+import socket, sys, time
+host, port, n, secs = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), float(sys.argv[4])
+def one():
+    s = socket.create_connection((host, port), timeout=5)
+    s.sendall(b"GET /api/v1/status HTTP/1.1\r\nHost: " + host.encode() + b"\r\nX-Slow: ")
+    s.setblocking(False)
+    return s
+conns = [one() for _ in range(n)]
+print("ready", flush=True)
+end = time.monotonic() + secs
+while time.monotonic() < end:
+    for i, s in enumerate(conns):
+        try:
+            gone = s.recv(1) == b""
+        except BlockingIOError:
+            gone = False
+        except OSError:
+            gone = True
+        if gone:
+            s.close()
+            try:
+                conns[i] = one()
+            except OSError:
+                pass
+    time.sleep(0.05)
 """
 
 # An LD_PRELOAD library that hides who owns a socket: no NETLINK_SOCK_DIAG, no /proc/net/tcp.
@@ -327,6 +359,72 @@ class UnknownOwner(unittest.TestCase):
                          env=self.env({"CLRSCOPE_TOKEN": "auto"})) as app:
             app.wait_ready()
             self.assertEqual(app.json("/api/v1/status")["pid"], app.pid)
+
+
+class Slowloris(unittest.TestCase):
+    """Connections that never finish their request line, many more than the dashboard has
+    workers: the owner's requests still answer within seconds."""
+
+    def setUp(self):
+        ensure_peer(self)
+
+    def probe_while(self, app, attacker, url=None, headers=None):
+        line = attacker.stdout.readline()
+        self.assertEqual(line.strip(), "ready", attacker.stderr.read() if not line else line)
+        time.sleep(1.0)
+        worst, codes = 0.0, []
+        end = time.monotonic() + 10
+        while time.monotonic() < end:
+            t0 = time.monotonic()
+            try:
+                codes.append(app.request("/api/v1/status", headers=headers, timeout=15)[0])
+            except OSError as e:
+                codes.append(str(e))
+            worst = max(worst, time.monotonic() - t0)
+            time.sleep(0.5)
+        return worst, codes
+
+    def test_idle_connections_of_another_user(self):
+        with ProfiledApp("wait", ["--seconds", "90"]) as app:
+            app.wait_ready()
+            attacker = subprocess.Popen(peer_command(PEER_SLOWLORIS, "127.0.0.1", port_of(app),
+                                                     80, 25), stdout=subprocess.PIPE,
+                                        stderr=subprocess.PIPE, text=True, cwd="/")
+            try:
+                worst, codes = self.probe_while(app, attacker)
+            finally:
+                attacker.kill()
+                attacker.wait()
+            self.assertEqual(set(codes), {200}, codes)
+            self.assertLess(worst, 4.0, codes)
+            self.assertGreater(app.json("/api/v1/status")["dashboard"]["dropped_over_cap"], 0)
+
+    def test_idle_connections_from_another_address(self):
+        """A non-loopback bind: idle connections from another address, the owner on loopback."""
+        try:
+            with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+                s.connect(("192.0.2.1", 9))  # no packet is sent: it picks the outgoing address
+                addr = s.getsockname()[0]
+        except OSError:
+            addr = None
+        if not addr or addr.startswith("127."):
+            self.skipTest("no non-loopback IPv4 address on this host")
+        with ProfiledApp("wait", ["--seconds", "90"],
+                         env={"CLRSCOPE_BIND": "0.0.0.0", "CLRSCOPE_TOKEN": TOKEN}) as app:
+            app.wait_ready()
+            app.token = TOKEN
+            port = port_of(app)
+            app.url = f"http://127.0.0.1:{port}"
+            attacker = subprocess.Popen([sys.executable, "-c", PEER_SLOWLORIS, addr, str(port),
+                                         "80", "25"], stdout=subprocess.PIPE,
+                                        stderr=subprocess.PIPE, text=True)
+            try:
+                worst, codes = self.probe_while(app, attacker)
+            finally:
+                attacker.kill()
+                attacker.wait()
+            self.assertEqual(set(codes), {200}, codes)
+            self.assertLess(worst, 4.0, codes)
 
 
 if __name__ == "__main__":

@@ -1,20 +1,25 @@
 /*
- * test_access - who a dashboard client is and what limits it (web_owner, web_clients), on real
- * loopback connections in this process: the kernel names the owner of a client's socket
+ * test_access - who a dashboard client is and what limits it (web_owner, web_clients, web_shed),
+ * on real loopback connections in this process: the kernel names the owner of a client's socket
  * (netlink, and /proc/net/tcp when the server address is unknown), a closed client has none;
- * wrong tokens lead to a back-off that grows and never touches the owner.
+ * wrong tokens lead to a back-off that grows and never touches the owner; when the workers are
+ * full, another user's connections over its share are shut, the owner's never.
  */
 #include <arpa/inet.h>
 #include <errno.h>
 #include <netinet/in.h>
+#include <poll.h>
+#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "unit_check.h"
 #include "web_clients.h"
 #include "web_owner.h"
+#include "web_shed.h"
 
 #define NS 1000000000LL
 
@@ -149,10 +154,102 @@ static void test_back_off(void)
           (unsigned long long)st.throttled);
 }
 
+/* Server ends of `n` connections of another user (a child as nobody when we are root). */
+static int other_user_conns(const struct sockaddr_storage *ss, int l, int n, int *acc, pid_t *child)
+{
+    int ready[2];
+    if (pipe(ready))
+        return -1;
+    *child = fork();
+    if (*child == 0) {
+        close(ready[0]);
+        if (geteuid() == 0 && (setgid(65534) || setuid(65534)))
+            _exit(1);
+        int cport;
+        for (int i = 0; i < n; i++)
+            if (connect_to(ss, &cport) < 0)
+                _exit(1);
+        if (write(ready[1], "r", 1) != 1)
+            _exit(1);
+        pause();
+        _exit(0);
+    }
+    close(ready[1]);
+    char b;
+    int ok = read(ready[0], &b, 1) == 1;
+    close(ready[0]);
+    for (int i = 0; ok && i < n; i++)
+        acc[i] = accept(l, NULL, NULL);
+    return ok ? 0 : -1;
+}
+
+static int shut_count(const int *acc, int n)
+{
+    int shut = 0;
+    for (int i = 0; i < n; i++) {
+        char b;
+        if (acc[i] >= 0 && recv(acc[i], &b, 1, MSG_DONTWAIT) == 0)
+            shut++;
+    }
+    return shut;
+}
+
+static void test_shed(void)
+{
+    struct sockaddr_storage ss;
+    int l = listener(&ss);
+    int acc[12], mine[4], cport;
+    pid_t child = -1;
+    /* the owner is someone else when we are not root; root is always an owner */
+    uid_t owner = geteuid() == 0 ? 4242 : geteuid() + 1;
+    web_clients_setup(owner, &ss);
+    web_shed_start(port_of(&ss), &ss, 32);
+    CHECK(other_user_conns(&ss, l, 12, acc, &child) == 0, "another user's connections");
+    int owners[4];
+    for (int i = 0; i < 4; i++) { /* root's, or when not root ours, which then are "another's" */
+        mine[i] = connect_to(&ss, &cport);
+        owners[i] = accept(l, NULL, NULL);
+    }
+    int done = web_shed_pass();
+    int shut = shut_count(acc, 12), owner_shut = shut_count(owners, 4);
+    if (geteuid() == 0) {
+        CHECK(done == 12 - WEB_CLIENT_CONNS && shut == done, "one client keeps %d: %d shut, %d "
+              "seen shut", WEB_CLIENT_CONNS, done, shut);
+        CHECK(owner_shut == 0, "root's connections are never shut: %d", owner_shut);
+    } else {
+        CHECK(done == 16 - WEB_CLIENT_CONNS && shut + owner_shut == done, "%d shut", done);
+    }
+    /* all others together leave WEB_OWNER_RESERVE of 12 workers: 4 kept of the rest */
+    web_shed_start(port_of(&ss), &ss, 12);
+    done = web_shed_pass();
+    shut = shut_count(acc, 12);
+    if (geteuid() == 0)
+        CHECK(shut == 12 - (12 - WEB_OWNER_RESERVE), "the reserve: %d of 12 shut", shut);
+    CHECK(web_shed_dropped() >= 8, "counted: %llu", (unsigned long long)web_shed_dropped());
+    /* the same user as the process: nothing is shut */
+    web_clients_setup(geteuid(), &ss);
+    int before = shut_count(owners, 4);
+    CHECK(web_shed_pass() == 0, "the owner's own connections stay");
+    CHECK(shut_count(owners, 4) == before, "none of ours was shut");
+    if (child > 0) {
+        kill(child, SIGKILL);
+        waitpid(child, NULL, 0);
+    }
+    for (int i = 0; i < 12; i++)
+        close(acc[i]);
+    for (int i = 0; i < 4; i++) {
+        close(mine[i]);
+        close(owners[i]);
+    }
+    close(l);
+}
+
 int main(void)
 {
+    signal(SIGPIPE, SIG_IGN);
     test_owner();
     test_back_off();
+    test_shed();
     printf("%d passed, %d failed\n", passed, failed);
     return failed != 0;
 }
