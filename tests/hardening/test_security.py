@@ -7,6 +7,7 @@ reproduced on a real app under the profiler (docs/security.md):
   told is refused with one log line, unless CLRSCOPE_ALLOW_USERS=any;
 - the token never travels in a cookie (a cookie would reach every server on 127.0.0.1);
 - connections that never finish their request do not starve the owner;
+- a waiting profile waits 120 s at most;
 - a non-loopback bind wants a strong token, and wrong tokens lead to a back-off (429).
 
 The other user is `cs-sec-peer`, made here when the tests run as root (else they skip).
@@ -425,6 +426,36 @@ class Slowloris(unittest.TestCase):
                 attacker.wait()
             self.assertEqual(set(codes), {200}, codes)
             self.assertLess(worst, 4.0, codes)
+
+
+class Requests(unittest.TestCase):
+    """A waiting profile's cap."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.app = ProfiledApp("wait", ["--seconds", "120"])
+        cls.app.start()
+        cls.app.wait_ready()
+        cls.port = port_of(cls.app)
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.app.stop()
+
+    def test_waiting_profile_is_capped(self):
+        app = self.app
+        for q in ("seconds=900", "seconds=121", "seconds=900&wait=1"):
+            t0 = time.monotonic()
+            status, _, body = app.request("/debug/pprof/profile?" + q, timeout=30)
+            self.assertEqual(status, 400, (q, body[:200]))
+            self.assertIn("120", json.loads(body)["error"])
+            self.assertLess(time.monotonic() - t0, 5, q)
+        self.assertEqual(app.request("/debug/pprof/wall?seconds=900")[0], 400)
+        # the past window is no wait: as long as the history
+        status, _, body = app.request("/debug/pprof/profile?seconds=900&wait=0")
+        self.assertEqual(status, 200, body[:200])
+        self.assertEqual(app.request("/debug/pprof/profile?seconds=900", method="HEAD")[0], 200)
+        self.assertEqual(app.json("/api/v1/status")["pprof_waits"]["waiting"], 0)
 
 
 if __name__ == "__main__":
