@@ -512,11 +512,16 @@ static struct mg_context *try_start(int port, char *err, size_t errcap)
     char listen[96], nthreads[8];
     snprintf(listen, sizeof listen, "%s:%d", server.listen_host, port);
     snprintf(nthreads, sizeof nthreads, "%d", WEB_WORKERS);
+    /* civetweb's CORS options empty: it answers no preflight itself (it would allow any origin
+     * and echo any method, without the security headers); an OPTIONS reaches handle() */
     const char *opts[] = {"listening_ports", listen,
                           "num_threads", nthreads,
                           "request_timeout_ms", WEB_REQUEST_TIMEOUT_MS,
                           "max_request_size", "16384",
                           "enable_keep_alive", "no",
+                          "access_control_allow_origin", "",
+                          "access_control_allow_methods", "",
+                          "access_control_allow_headers", "",
                           "access_control_list", NULL,
                           NULL, NULL};
     const size_t acl = sizeof opts / sizeof opts[0] - 4;

@@ -8,6 +8,7 @@ reproduced on a real app under the profiler (docs/security.md):
 - the token never travels in a cookie (a cookie would reach every server on 127.0.0.1);
 - connections that never finish their request do not starve the owner;
 - a waiting profile waits 120 s at most;
+- civetweb answers no CORS preflight itself: clrscope's checks and headers answer OPTIONS;
 - a non-loopback bind wants a strong token, and wrong tokens lead to a back-off (429).
 
 The other user is `cs-sec-peer`, made here when the tests run as root (else they skip).
@@ -158,6 +159,22 @@ def as_peer(requests, timeout=120):
     if r.returncode != 0:
         raise AssertionError(f"the other user's client failed: {r.stderr[-1500:]}")
     return [tuple(x) for x in json.loads(r.stdout)]
+
+
+def raw(port, payload, timeout=10):
+    """The reply to raw request bytes, to the end (the server closes every connection)."""
+    with socket.create_connection(("127.0.0.1", port), timeout=timeout) as s:
+        s.sendall(payload)
+        data = b""
+        while True:
+            try:
+                chunk = s.recv(65536)
+            except socket.timeout:
+                break
+            if not chunk:
+                break
+            data += chunk
+    return data
 
 
 def port_of(app):
@@ -429,7 +446,7 @@ class Slowloris(unittest.TestCase):
 
 
 class Requests(unittest.TestCase):
-    """A waiting profile's cap."""
+    """A waiting profile's cap, and OPTIONS answered by clrscope's own checks."""
 
     @classmethod
     def setUpClass(cls):
@@ -456,6 +473,22 @@ class Requests(unittest.TestCase):
         self.assertEqual(status, 200, body[:200])
         self.assertEqual(app.request("/debug/pprof/profile?seconds=900", method="HEAD")[0], 200)
         self.assertEqual(app.json("/api/v1/status")["pprof_waits"]["waiting"], 0)
+
+    def test_cors_preflight_gets_clrscope_answers(self):
+        for host, want in ((b"evil.example", b"403"), (b"127.0.0.1:%d" % self.port, b"405")):
+            for path in (b"/api/v1/status", b"/api/v1/gcdump/1", b"/", b"/debug/pprof/profile"):
+                reply = raw(self.port, b"OPTIONS " + path + b" HTTP/1.1\r\nHost: " + host +
+                            b"\r\nOrigin: http://evil.example\r\nAccess-Control-Request-Method: "
+                            b"DELETE\r\nAccess-Control-Request-Headers: x-any\r\n"
+                            b"Connection: close\r\n\r\n")
+                head, _, body = reply.partition(b"\r\n\r\n")
+                self.assertEqual(head.split(b" ", 2)[1], want, (host, path, head))
+                lower = head.lower()
+                self.assertNotIn(b"access-control-allow", lower, (host, path))
+                for h in (b"content-security-policy:", b"x-content-type-options: nosniff",
+                          b"x-frame-options: deny"):
+                    self.assertIn(h, lower, (host, path))
+                self.assertIn("error", json.loads(body))
 
 
 if __name__ == "__main__":
