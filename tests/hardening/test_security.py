@@ -1,6 +1,6 @@
 """
 The dashboard against a second local user and against a client that misbehaves, each attack
-reproduced on a real app under the profiler (docs/security.md):
+reproduced on a real app under the profiler (docs/security.md, "Threat model"):
 
 - another user's requests are refused (401) and change nothing, while the process's own user
   needs no token; with a token, other users get in with it; a connection whose user cannot be
