@@ -38,6 +38,7 @@ static struct clients_state {
 
 void web_clients_setup(uid_t owner, const struct sockaddr_storage *listen_addr)
 {
+    web_owner_prepare();
     clients.owner = owner;
     if (listen_addr)
         clients.listen_addr = *listen_addr;

@@ -38,7 +38,8 @@ struct web_client {
     const char *why;        /* a loopback peer whose user is unknown: why (a literal) */
 };
 
-/* The process's owner and the listening socket's address (NULL: unknown), for identify. */
+/* The process's owner and the listening socket's address (NULL: unknown), for identify; the
+ * kernel's socket diagnostics are made ready to ask (web_owner_prepare). */
 void web_clients_setup(uid_t owner, const struct sockaddr_storage *listen_addr);
 /* Fills *cl for the client at addr:port (civetweb's text of the address) of a connection to
  * server_port: a loopback peer's user is asked of the kernel. */

@@ -8,6 +8,7 @@
 #include <linux/netlink.h>
 #include <linux/sock_diag.h>
 #include <netinet/in.h>
+#include <pthread.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -17,12 +18,24 @@
 #define TCP_ST_TIME_WAIT 6
 #define TCP_ST_LISTEN 10
 
-/* Set once a netlink lookup has named an owner (any thread, relaxed): from then on netlink's
- * "no such socket" is believed, and the /proc listing is not read for it. Before, the same answer
- * may mean that the kernel has no TCP diagnostics module. */
+/* fd and seq under lock (any thread that asks); netlink_works atomic. */
 static struct owner_state {
+    pthread_mutex_t lock; /* one question to the kernel and its answer at a time */
+    int fd;               /* the NETLINK_SOCK_DIAG socket, held; -1: none (opened when asked) */
+    uint32_t seq;         /* the last question's number */
+    /* set once a netlink lookup has named an owner: from then on netlink's "no such socket" is
+     * believed and the /proc listing is not read for it; before, the same answer may mean that
+     * the kernel has no TCP diagnostics module */
     int netlink_works;
-} owner;
+} owner = {.lock = PTHREAD_MUTEX_INITIALIZER, .fd = -1};
+
+void web_owner_prepare(void)
+{
+    pthread_mutex_lock(&owner.lock);
+    if (owner.fd < 0)
+        owner.fd = socket(AF_NETLINK, SOCK_DGRAM | SOCK_CLOEXEC, NETLINK_SOCK_DIAG);
+    pthread_mutex_unlock(&owner.lock);
+}
 
 struct end {
     int family;             /* AF_INET or AF_INET6 */
@@ -93,15 +106,49 @@ static int server_end(const struct sockaddr_storage *ss, int family, struct end 
     return 0;
 }
 
-/* Asks NETLINK_SOCK_DIAG for the client's socket by its ends: 1 with *uid set; 0 when the
- * kernel has no such socket with an owner (none, a closed one, or no TCP diagnostics); -1 when
- * it could not be asked. The reply is one inet_diag_msg and a few attributes. */
+/* The answer to question `seq`: 1 with *uid, 0 when the kernel has no such socket with an owner,
+ * -1 when there is none to read. Under the lock. */
+static int read_answer(uint32_t seq, const struct end *cl, const struct inet_diag_req_v2 *req,
+                       uid_t *uid)
+{
+    union {
+        struct nlmsghdr h;
+        unsigned char b[512];
+    } in;
+    for (int tries = 0; tries < 4; tries++) {
+        ssize_t n = recv(owner.fd, &in, sizeof in, MSG_DONTWAIT);
+        if (n < (ssize_t)NLMSG_HDRLEN)
+            return -1;
+        if (in.h.nlmsg_seq != seq)
+            continue; /* a late answer to an earlier question */
+        const struct inet_diag_msg *m = (const void *)(in.b + NLMSG_HDRLEN);
+        if (in.h.nlmsg_type == NLMSG_ERROR) {
+            const struct nlmsgerr *e = (const void *)(in.b + NLMSG_HDRLEN);
+            return n >= (ssize_t)(NLMSG_HDRLEN + sizeof *e) && e->error == -ENOENT ? 0 : -1;
+        }
+        if (n < (ssize_t)(NLMSG_HDRLEN + sizeof *m) || in.h.nlmsg_type != SOCK_DIAG_BY_FAMILY)
+            return -1;
+        /* the same socket (a lookup that misses may answer with a listener on the client's
+         * port), open (a closed one has no inode and shows uid 0) */
+        int ok = m->id.idiag_sport == req->id.idiag_sport &&
+                 m->id.idiag_dport == req->id.idiag_dport &&
+                 !memcmp(m->id.idiag_src, cl->addr, addr_len(cl->family)) &&
+                 m->idiag_state != TCP_ST_LISTEN && m->idiag_state != TCP_ST_TIME_WAIT &&
+                 m->idiag_inode != 0;
+        if (ok)
+            *uid = m->idiag_uid;
+        return ok;
+    }
+    return -1;
+}
+
+/* Asks NETLINK_SOCK_DIAG for the client's socket by its ends, on the held socket (a process out
+ * of descriptors can still ask): 1 with *uid set; 0 when the kernel has no such socket with an
+ * owner (none, a closed one, or no TCP diagnostics); -1 when it could not be asked. The kernel
+ * answers within sendto: the answer is queued when it returns. */
 static int ask_netlink(const struct end *cl, int cport, const struct end *sv, int sport,
                        uid_t *uid)
 {
-    int fd = socket(AF_NETLINK, SOCK_DGRAM | SOCK_CLOEXEC, NETLINK_SOCK_DIAG);
-    if (fd < 0)
-        return -1;
     struct {
         struct nlmsghdr nlh;
         struct inet_diag_req_v2 req;
@@ -110,7 +157,6 @@ static int ask_netlink(const struct end *cl, int cport, const struct end *sv, in
     msg.nlh.nlmsg_len = sizeof msg;
     msg.nlh.nlmsg_type = SOCK_DIAG_BY_FAMILY;
     msg.nlh.nlmsg_flags = NLM_F_REQUEST;
-    msg.nlh.nlmsg_seq = 1;
     msg.req.sdiag_family = (uint8_t)cl->family;
     msg.req.sdiag_protocol = IPPROTO_TCP;
     msg.req.idiag_states = ~0u;
@@ -121,31 +167,20 @@ static int ask_netlink(const struct end *cl, int cport, const struct end *sv, in
     msg.req.id.idiag_cookie[0] = msg.req.id.idiag_cookie[1] = INET_DIAG_NOCOOKIE;
     struct sockaddr_nl to = {.nl_family = AF_NETLINK};
     int rc = -1;
-    if (sendto(fd, &msg, sizeof msg, 0, (struct sockaddr *)&to, sizeof to) == (ssize_t)sizeof msg) {
-        /* the kernel answers within sendto: the reply is queued already */
-        union {
-            struct nlmsghdr h;
-            unsigned char b[512];
-        } in;
-        ssize_t n = recv(fd, &in, sizeof in, MSG_DONTWAIT);
-        const struct inet_diag_msg *m = (const void *)(in.b + NLMSG_HDRLEN);
-        if (n >= (ssize_t)NLMSG_HDRLEN && in.h.nlmsg_type == NLMSG_ERROR) {
-            const struct nlmsgerr *e = (const void *)(in.b + NLMSG_HDRLEN);
-            rc = n >= (ssize_t)(NLMSG_HDRLEN + sizeof *e) && e->error == -ENOENT ? 0 : -1;
-        } else if (n >= (ssize_t)(NLMSG_HDRLEN + sizeof *m) &&
-                   in.h.nlmsg_type == SOCK_DIAG_BY_FAMILY) {
-            /* the same socket (a lookup that misses may answer with a listener on the client's
-             * port), open (a closed one has no inode and shows uid 0) */
-            rc = m->id.idiag_sport == msg.req.id.idiag_sport &&
-                 m->id.idiag_dport == msg.req.id.idiag_dport &&
-                 !memcmp(m->id.idiag_src, cl->addr, addr_len(cl->family)) &&
-                 m->idiag_state != TCP_ST_LISTEN && m->idiag_state != TCP_ST_TIME_WAIT &&
-                 m->idiag_inode != 0;
-            if (rc)
-                *uid = m->idiag_uid;
+    pthread_mutex_lock(&owner.lock);
+    if (owner.fd < 0)
+        owner.fd = socket(AF_NETLINK, SOCK_DGRAM | SOCK_CLOEXEC, NETLINK_SOCK_DIAG);
+    if (owner.fd >= 0) {
+        msg.nlh.nlmsg_seq = ++owner.seq;
+        if (sendto(owner.fd, &msg, sizeof msg, 0, (struct sockaddr *)&to, sizeof to) ==
+            (ssize_t)sizeof msg) {
+            rc = read_answer(msg.nlh.nlmsg_seq, cl, &msg.req, uid);
+        } else if (errno != EINTR && errno != ENOBUFS) {
+            close(owner.fd); /* refused for good (a filter): asked again on a new one next time */
+            owner.fd = -1;
         }
     }
-    close(fd);
+    pthread_mutex_unlock(&owner.lock);
     return rc;
 }
 

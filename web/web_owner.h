@@ -11,9 +11,12 @@
  * Two sockets with the client's ends but different owners (possible only across distinct server
  * addresses on a wildcard listener) are unknown too.
  *
- * ctx: any thread (civetweb workers, at a connection's start); no lock, no stack buffer over
- * 600 bytes (the /proc reading buffer is malloc'd), one netlink socket opened and closed per
- * call.
+ * The netlink socket is opened once and held, so that a process out of file descriptors can
+ * still tell its owner's requests from others'.
+ *
+ * ctx: any thread (civetweb workers, clrscope-agg); one mutex around the netlink socket, held for
+ * a question and its answer; no stack buffer over 600 bytes (the /proc reading buffer is
+ * malloc'd).
  */
 #ifndef WEB_OWNER_H
 #define WEB_OWNER_H
@@ -28,6 +31,9 @@
  * Returns 0 with *uid set, or -1 with *why saying what was missing (a literal). */
 int web_owner_uid(const char *client_addr, int client_port, const struct sockaddr_storage *server,
                   int server_port, uid_t *uid, const char **why);
+
+/* Opens the netlink socket ahead of the first question (web_server_start). */
+void web_owner_prepare(void);
 
 /* 1 when `addr` (civetweb's text of the client's address) is a loopback address: 127.0.0.0/8,
  * ::1, or an IPv4-mapped 127.x. */
