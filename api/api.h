@@ -54,8 +54,9 @@ int api_gcdump_unknown(const struct api_req *q, struct api_reply *out); /* …/{
 int api_pprof_redirect(const struct api_req *q, struct api_reply *out); /* /debug/pprof */
 int api_pprof_index(const struct api_req *q, struct api_reply *out);    /* /debug/pprof/ */
 /* /debug/pprof/<profile>, the name the path's last part: profile and wall wait out the next
- * `seconds` unless wait=0 (two at once at most: 429 for a third; API_NO_REPLY when the client
- * leaves meanwhile); allocs, heap, exceptions, lock (mutex, block) the past window */
+ * `seconds` (120 at most: 400 over it) unless wait=0 (two at once at most: 429 for a third;
+ * API_NO_REPLY when the client leaves meanwhile); allocs, heap, exceptions, lock (mutex, block)
+ * the past window */
 int api_pprof_profile(const struct api_req *q, struct api_reply *out);
 /* /debug/pprof/threads and goroutine: the thread dump as pprof, or text (debug=1, 2) */
 int api_pprof_threads(const struct api_req *q, struct api_reply *out);

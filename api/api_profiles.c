@@ -237,6 +237,10 @@ int api_top(const struct api_req *q, struct api_reply *out)
 
 /* ---- /debug/pprof ---- */
 
+/* The longest window a waiting profile may take: each wait holds a worker, and two at most run
+ * at once (a page of another site can start one with an <img>). */
+#define PPROF_WAIT_MAX_S 120
+
 static struct {
     int waiting;        /* profile requests waiting out their window now (atomic) */
     uint64_t abandoned; /* waits ended early because their client went away (atomic) */
@@ -348,6 +352,10 @@ int api_pprof_profile(const struct api_req *q, struct api_reply *out)
         return 400;
     if (!strcmp(q->method, "HEAD"))
         wait = 0; /* no body follows: the headers of the past window, at once */
+    if (wait && seconds > PPROF_WAIT_MAX_S)
+        return api_reply_error(out, 400, "seconds=%g: a profile of the next seconds waits %d s "
+                               "at most (add wait=0 for the past %g s)", seconds,
+                               PPROF_WAIT_MAX_S, seconds);
     if (wait) {
         if (__atomic_add_fetch(&pprof_waits.waiting, 1, __ATOMIC_RELAXED) > 2) {
             __atomic_sub_fetch(&pprof_waits.waiting, 1, __ATOMIC_RELAXED);

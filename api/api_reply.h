@@ -19,13 +19,20 @@
 typedef struct cJSON cJSON;
 struct jbuf;
 
-/* The dashboard's descriptor guard (web_fdguard) as /api/v1/status shows it. */
+/* The dashboard's guards as /api/v1/status shows them: the descriptor guard (web_fdguard) and
+ * who is let in (web_server, web_clients). */
 struct api_guard_stats {
     int guarded;      /* the listening socket was found and a spare held at the start */
     int spare_held;   /* a spare descriptor is held now */
     int out_of_fds;   /* in an episode of no free descriptors */
     uint64_t refused; /* connections answered 503 for want of descriptors */
     uint64_t resets;  /* queues dropped for want of a spare to answer with */
+    int allow_any;    /* CLRSCOPE_ALLOW_USERS=any */
+    uint64_t refused_users;    /* 401s to another local user */
+    uint64_t unknown_owner;    /* 401s to a connection whose user could not be told */
+    uint64_t dropped_over_cap; /* connections shut at once: their client held its share */
+    uint64_t token_failures;   /* requests with a wrong token */
+    uint64_t throttled;        /* 429s to a client refused after wrong tokens */
 };
 
 struct api_req {

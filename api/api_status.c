@@ -177,6 +177,12 @@ int api_status(const struct api_req *q, struct api_reply *out)
     cJSON_AddBoolToObject(db, "out_of_fds", fg->out_of_fds);
     cJSON_AddNumberToObject(db, "refused_out_of_fds", (double)fg->refused);
     cJSON_AddNumberToObject(db, "queue_resets_out_of_fds", (double)fg->resets);
+    cJSON_AddStringToObject(db, "allow_users", fg->allow_any ? "any" : "same");
+    cJSON_AddNumberToObject(db, "refused_other_users", (double)fg->refused_users);
+    cJSON_AddNumberToObject(db, "refused_unknown_user", (double)fg->unknown_owner);
+    cJSON_AddNumberToObject(db, "dropped_over_cap", (double)fg->dropped_over_cap);
+    cJSON_AddNumberToObject(db, "token_failures", (double)fg->token_failures);
+    cJSON_AddNumberToObject(db, "throttled", (double)fg->throttled);
 
     cJSON *ex = cJSON_AddObjectToObject(o, "export");
     prof_exporter_status_json(ex);

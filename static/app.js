@@ -16,7 +16,7 @@ import {$, clear, panel, unavailable} from './dom.js';
 import {SECONDS, state, status, setStatus, profileOn, readHash, hashIsCurrent, afterSave, saveHash} from './state.js';
 import {tabInfo} from './tabs.js';
 import {setError, clearViewErrors, dismissErrors} from './banner.js';
-import {api, connectionBack, isDown, retryDelay, backOff, abortViewRequests} from './requests.js';
+import {api, connectionBack, isDown, retryDelay, backOff, abortViewRequests, tokenDownloads} from './requests.js';
 import {renderChrome, renderStatus, setHeapSnapDone} from './chrome.js';
 import * as overview from './views/overview.js';
 import * as cpu from './views/cpu.js';
@@ -149,8 +149,9 @@ function tick() {
   if (now - lastView >= every) refreshView();
 }
 
-/* The page's own query without ?token=: the server turned it into a cookie when it served this
- * page, so it need not linger in the address bar, the history or links copied from it. */
+/* The page's own query without ?token=: requests.js took the token when it loaded (it keeps it
+ * in this tab's sessionStorage), so it need not linger in the address bar, the history or links
+ * copied from it. */
 function searchWithoutToken() {
   var p = new URLSearchParams(location.search);
   if (!p.has('token')) return location.search;
@@ -162,6 +163,7 @@ function searchWithoutToken() {
 function init() {
   var hash = readHash();
   history.replaceState(null, '', location.pathname + searchWithoutToken() + hash);
+  tokenDownloads();
   afterSave(renderChrome);
   window.addEventListener('hashchange', function () { guard(onHash); });
   Array.prototype.forEach.call($('window').querySelectorAll('button'), function (b) {

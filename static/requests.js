@@ -1,16 +1,39 @@
 /* clrscope dashboard: requests to the JSON API, and whether the profiled process answers.
  *
- * Every request is same-origin with the token cookie the server set on a `?token=` visit.
- * Failures never throw: api() resolves to {ok, status, data, error}, and a non-2xx reply shows
- * its JSON `error` in the banner. A request that cannot reach the process marks it down: one
- * message, the views keep what they show, and the status is asked less and less often until it
- * answers. A view's requests are aborted when another view opens (not the sticky ones).
+ * Every request is same-origin. With CLRSCOPE_TOKEN set, the page is opened as `/?token=T`: the
+ * token is taken from the address once (app.js then drops it from the address bar), kept in
+ * this tab's sessionStorage (its origin's alone, port included, so a reload keeps it and no
+ * other server on the host sees it; never in a cookie, which every port of the host would get)
+ * and sent as `Authorization: Bearer` with every request; a download link is then fetched the
+ * same way and saved from memory. Failures never throw: api() resolves to {ok, status, data,
+ * error}, and a non-2xx reply shows its JSON `error` in the banner. A request that cannot reach
+ * the process marks it down: one message, the views keep what they show, and the status is
+ * asked less and less often until it answers. A view's requests are aborted when another view
+ * opens (not the sticky ones).
  */
 
 import {hook} from './hook.js';
 import {setError, clearError} from './banner.js';
 
 var inflight = [];
+var TOKEN_KEY = 'clrscope_token';
+var token = readToken();
+
+function readToken() {
+  var t = new URLSearchParams(location.search).get('token') || '';
+  try {
+    if (t) sessionStorage.setItem(TOKEN_KEY, t);
+    else t = sessionStorage.getItem(TOKEN_KEY) || '';
+  } catch (e) {
+    // storage refused: the token lives as long as the page
+  }
+  return t;
+}
+
+function withToken(headers) {
+  if (token) headers.Authorization = 'Bearer ' + token;
+  return headers;
+}
 
 function endpointOf(url) {
   return '/' + url.split('?')[0].replace(/^\//, '');
@@ -27,7 +50,7 @@ export function api(url, opts) {
     method: opts.method || 'GET',
     credentials: 'same-origin',
     cache: 'no-store',
-    headers: {'Accept': 'application/json'},
+    headers: withToken({'Accept': 'application/json'}),
     signal: ctrl ? ctrl.signal : undefined
   };
   function done() {
@@ -105,6 +128,47 @@ export function retryDelay() {
 /* One more retry went unanswered: wait longer before the next. */
 export function backOff() {
   retryEvery = Math.min(30000, retryEvery * 2);
+}
+
+/* With a token, a click on a download link of this origin fetches the file with the token and
+ * saves it from memory (a plain link would go without the header and get 401). Without one the
+ * browser follows the link itself. Listens in the capture phase: views may stop a click's
+ * propagation. */
+export function tokenDownloads() {
+  document.addEventListener('click', function (e) {
+    if (!token || e.defaultPrevented || e.button !== 0) return;
+    var a = e.target && e.target.closest ? e.target.closest('a[download]') : null;
+    if (!a) return;
+    var u = new URL(a.getAttribute('href'), location.href);
+    if (u.protocol === 'blob:' || u.origin !== location.origin) return;
+    e.preventDefault();
+    var name = a.getAttribute('download') || '';
+    var key = 'download ' + u.pathname;
+    fetch(u.toString(), {credentials: 'same-origin', cache: 'no-store', headers: withToken({})})
+      .then(function (r) {
+        if (!r.ok) {
+          return r.text().then(function (text) {
+            var msg = r.status + ' ' + (r.statusText || 'error');
+            try { msg = JSON.parse(text).error || msg; } catch (err) { /* not JSON */ }
+            setError(key, 'GET ' + u.pathname + ' → ' + r.status + ': ' + msg);
+          });
+        }
+        return r.blob().then(function (blob) {
+          clearError(key);
+          var url = URL.createObjectURL(blob);
+          var save = document.createElement('a');
+          save.href = url;
+          save.download = name;
+          document.body.appendChild(save);
+          save.click();
+          save.remove();
+          setTimeout(function () { URL.revokeObjectURL(url); }, 60000);
+        });
+      })
+      .catch(function (err) {
+        setError(key, 'GET ' + u.pathname + ': ' + (err && err.message || err));
+      });
+  }, true);
 }
 
 export function abortViewRequests() {

@@ -388,15 +388,14 @@ class Handler(BaseHTTPRequestHandler):
         self.send(status, {"error": msg})
 
     def authorized(self, q):
+        """As the real server: the token in the Authorization header or the query, never in a
+        cookie."""
         token = self.server.st.args.token
         if not token:
-            return True, False
+            return True
         if self.headers.get("Authorization", "") == "Bearer " + token:
-            return True, False
-        if q.get("token", [""])[0] == token:
-            return True, True
-        cookie = self.headers.get("Cookie", "")
-        return ("clrscope_token=" + token) in cookie.replace(" ", "").split(";"), False
+            return True
+        return q.get("token", [""])[0] == token
 
     def do_HEAD(self):
         self.do_GET()
@@ -411,10 +410,11 @@ class Handler(BaseHTTPRequestHandler):
         u = urlparse(self.path)
         q = parse_qs(u.query)
         path = u.path.rstrip("/") or "/"
-        ok, set_cookie = self.authorized(q)
-        if not ok:
-            return self.err(401, "missing or wrong token: open the dashboard with ?token=<token>")
         st = self.server.st
+        is_api = path.startswith(("/api/", "/debug/pprof", "/metrics"))
+        # the dashboard's own files load without the token, as from the real server
+        if is_api and not self.authorized(q):
+            return self.err(401, "missing or wrong token: open the dashboard with ?token=<token>")
         for m in st.args.missing:
             if m and path.startswith(m):
                 return self.err(404, "not implemented yet: %s" % path)
@@ -527,10 +527,7 @@ class Handler(BaseHTTPRequestHandler):
             return self.err(404, "no such page: %s" % path)
         with open(full, "rb") as f:
             data = f.read()
-        extra = {}
-        if set_cookie:
-            extra["Set-Cookie"] = "clrscope_token=%s; Path=/; HttpOnly; SameSite=Strict" % st.args.token
-        return self.send(200, data, MIME.get(os.path.splitext(full)[1], "application/octet-stream"), extra)
+        return self.send(200, data, MIME.get(os.path.splitext(full)[1], "application/octet-stream"))
 
 
 def main():

@@ -1,7 +1,8 @@
 """
 The dashboard in a real browser (headless Chromium via playwright-core): a real profiled .NET app
 serves it; tests/browser/dashboard.test.mjs checks the pid, the flame graph, tooltip, search, zoom,
-every tab, and that there are no console errors or CSP violations. Screenshots land in
+every tab, and that there are no console errors or CSP violations; token.test.mjs the same page
+with CLRSCOPE_TOKEN set (the token as a header, never a cookie). Screenshots land in
 <build>/screenshots. The README's picture, docs/img/dashboard.png, is the CPU tab's light-mode
 shot of that run: CLRSCOPE_UPDATE_DOCS_IMG=1 copies it there; otherwise the test checks that the
 committed picture is a PNG of a sane size.
@@ -68,6 +69,20 @@ class Browser(unittest.TestCase):
         self.assertTrue(800 <= width <= 4000 and 400 <= height <= 20000, size)
         self.assertTrue(20_000 <= os.path.getsize(DOCS_IMG) <= 8_000_000,
                         os.path.getsize(DOCS_IMG))
+
+    def test_dashboard_with_a_token(self):
+        """CLRSCOPE_TOKEN set: the page opened with ?token= sends it as a header on every request,
+        never as a cookie (tests/browser/token.test.mjs), and its scripts work under the CSP."""
+        with ProfiledApp("cpu-split", ["--seconds", "0"], env={"CLRSCOPE_TOKEN": "auto"}) as app:
+            app.wait_ready()
+            self.assertTrue(app.token)
+            time.sleep(2)  # some samples to draw
+            env = dict(os.environ, BASE_URL=f"{app.url}/?token={app.token}",
+                       EXPECT_PID=str(app.pid))
+            r = subprocess.run(["node", "--test", "token.test.mjs"], cwd=BROWSER_DIR, env=env,
+                               capture_output=True, text=True, timeout=300)
+            self.assertEqual(r.returncode, 0, r.stdout[-4000:] + r.stderr[-2000:])
+            self.assertIn("# pass 1", r.stdout)
 
     def test_dashboard_when_the_process_exits(self):
         with ProfiledApp("cpu-split", ["--seconds", "0"]) as app:
