@@ -68,11 +68,11 @@ export function api(url, opts) {
       }
       if (!r.ok) {
         var msg = data && data.error ? String(data.error) : r.status + ' ' + (r.statusText || 'error');
-        if (!opts.quiet) setError(key, init.method + ' ' + key + ' → ' + r.status + ': ' + msg);
+        if (!opts.quiet) setError(key, init.method + ' ' + endpointOf(url) + ' → ' + r.status + ': ' + msg);
         return {ok: false, status: r.status, error: msg, data: data};
       }
       if (data === null || typeof data !== 'object') {
-        setError(key, init.method + ' ' + key + ': the reply is not JSON');
+        setError(key, init.method + ' ' + endpointOf(url) + ': the reply is not JSON');
         return {ok: false, status: r.status, error: 'the reply is not JSON'};
       }
       clearError(key);

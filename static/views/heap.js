@@ -98,8 +98,10 @@ export function create() {
     takeBtn.disabled = true;
     takeMsg.textContent = 'Starting…';
     api('api/v1/gcdump', {method: 'POST', sticky: true}).then(function (r) {
-      // a double click must not take two snapshots, however fast the first one is
-      setTimeout(function () { takeBtn.disabled = false; }, r.ok ? 1500 : 0);
+      // a double click must not take two snapshots, however fast the first one is; refused for
+      // the rate limit (429), the button waits out the seconds the server said
+      var wait = r.ok ? 1500 : r.status === 429 && r.data && r.data.retry_after_s ? r.data.retry_after_s * 1000 : 0;
+      setTimeout(function () { takeBtn.disabled = false; }, wait);
       if (!r.ok) {
         takeMsg.textContent = r.status === 409 ? 'A snapshot is already running: ' + r.error : 'Could not start: ' + r.error;
         return;
