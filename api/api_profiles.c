@@ -3,6 +3,7 @@
  * (/api/v1/top) and pprof downloads (the /debug/pprof endpoints, as Go serves them).
  */
 #include <cjson/cJSON.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -297,12 +298,13 @@ int api_pprof_unknown(const struct api_req *q, struct api_reply *out)
 
 enum wait_end { WAITED, STOPPING, CLIENT_GONE };
 
-/* Sleeps `seconds`, waking every 100 ms to notice shutdown and a client that went away: a
- * `go tool pprof` stopped with ^C gives its place back at once instead of holding one of the two
- * waits for the rest of its window. */
-static enum wait_end wait_window(const struct api_req *q, double seconds)
+/* Sleeps until unix time `until`, waking every 100 ms to notice shutdown and a client that went
+ * away: a `go tool pprof` stopped with ^C gives its place back at once instead of holding one of
+ * the two waits for the rest of its window. */
+static enum wait_end wait_window(const struct api_req *q, double until)
 {
-    int64_t end = prof_now_ns() + (int64_t)(seconds * 1e9);
+    double seconds = until - prof_unix_now();
+    int64_t end = prof_now_ns() + (int64_t)((seconds > 0 ? seconds : 0) * 1e9);
     while (prof_now_ns() < end) {
         if (prof_core_stopping())
             return STOPPING;
@@ -312,6 +314,23 @@ static enum wait_end wait_window(const struct api_req *q, double seconds)
         nanosleep(&ts, NULL);
     }
     return WAITED;
+}
+
+/* A second's samples are all in the store this long after it ended (the samplers hand theirs
+ * over every 50 ms, clrscope-agg drains them at least as often). */
+#define PPROF_SETTLE_S 0.25
+
+/* The window of a pprof, in the store's whole seconds: `seconds` asked, rounded up. Waiting, the
+ * next whole seconds from now (the wait then lasts up to 1.25 s longer than asked); otherwise
+ * the newest whole seconds whose samples are all in. The pprof's duration is then the window
+ * asked for, not the part of a second the store's window would add or leave out. */
+static void pprof_window(double seconds, int wait, double now, int64_t *from_s, int64_t *to_s)
+{
+    int64_t n = (int64_t)ceil(seconds);
+    if (n < 1)
+        n = 1;
+    *from_s = wait ? (int64_t)ceil(now) : (int64_t)floor(now - PPROF_SETTLE_S) - n;
+    *to_s = *from_s + n - 1;
 }
 
 static const struct pprof_path {
@@ -348,13 +367,15 @@ int api_pprof_profile(const struct api_req *q, struct api_reply *out)
         return 400;
     if (!strcmp(q->method, "HEAD"))
         wait = 0; /* no body follows: the headers of the past window, at once */
+    int64_t from_s, to_s;
+    pprof_window(seconds, (int)wait, prof_unix_now(), &from_s, &to_s);
     if (wait) {
         if (__atomic_add_fetch(&pprof_waits.waiting, 1, __ATOMIC_RELAXED) > 2) {
             __atomic_sub_fetch(&pprof_waits.waiting, 1, __ATOMIC_RELAXED);
             return api_reply_error(out, 429, "two profiles are already being collected; "
                                    "retry later or use wait=0 for the past window");
         }
-        enum wait_end how = wait_window(q, seconds);
+        enum wait_end how = wait_window(q, (double)(to_s + 1) + PPROF_SETTLE_S);
         if (how == CLIENT_GONE) /* counted before the wait is given back: a reader of both
                                  * never sees the wait gone and not yet counted */
             __atomic_fetch_add(&pprof_waits.abandoned, 1, __ATOMIC_RELEASE);
@@ -369,7 +390,7 @@ int api_pprof_profile(const struct api_req *q, struct api_reply *out)
     }
     unsigned char *buf = NULL;
     size_t len = 0;
-    if (prof_pprof_build(spec, seconds, &buf, &len))
+    if (prof_pprof_build(spec, from_s, to_s, &buf, &len))
         return api_reply_error(out, 503, "could not build the profile (out of memory)");
     char disp[96];
     snprintf(disp, sizeof disp, "attachment; filename=\"%s.pb.gz\"", pp->path);

@@ -100,11 +100,12 @@ int prof_pprof_add_view(pprof_builder *b, const struct prof_view *v, int ncols,
     return rc;
 }
 
-int prof_pprof_build(const struct prof_pprof_spec *spec, double seconds, unsigned char **out,
-                     size_t *len)
+int prof_pprof_build(const struct prof_pprof_spec *spec, int64_t from_s, int64_t to_s,
+                     unsigned char **out, size_t *len)
 {
     struct prof_view v;
-    int rc = spec->kind < 0 ? prof_live_view(NULL, &v) : prof_store_view(spec->kind, seconds, NULL, &v);
+    int rc = spec->kind < 0 ? prof_live_view(NULL, &v)
+                            : prof_store_view_range(spec->kind, from_s, to_s, NULL, &v);
     if (rc)
         return -1;
     int64_t period = spec->kind == PK_CPU || spec->kind == PK_WALL

@@ -152,6 +152,68 @@ class CpuSplit(unittest.TestCase):
         self.assertRegex(wall, r"Type: wall")
 
 
+def proc_cpu_s(pid):
+    """utime + stime of the process, from the kernel's accounting."""
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+class PprofWindow(unittest.TestCase):
+    """A pprof covers the window asked for: `go tool pprof` prints its duration_nanos as
+    `Duration:`, and shares of it (a CPU-bound thread's 100 % of one core) are only right if the
+    samples cover that window, whole seconds of the store from its first to its last."""
+
+    @classmethod
+    def setUpClass(cls):
+        with ProfiledApp("cpu-only", ["--seconds", "30"]) as app:
+            app.wait_ready()
+            time.sleep(4)  # the past window of wait=0 lies wholly after ready
+            cls.t_asked, cpu_asked = time.time(), proc_cpu_s(app.pid)
+            cls.waited_path = app.pprof("/debug/pprof/profile?seconds=2",
+                                        os.path.join(app.tmp, "cpu.pb.gz"))
+            cls.t_answered, cls.proc_cpu_s = time.time(), proc_cpu_s(app.pid) - cpu_asked
+            cls.waited = read_pprof(cls.waited_path)
+            t_past = time.time()
+            cls.past = read_pprof(app.pprof("/debug/pprof/wall?seconds=3&wait=0",
+                                            os.path.join(app.tmp, "wall.pb.gz")))
+            cls.t_past = (t_past, time.time())
+            cls.fractional = read_pprof(app.pprof("/debug/pprof/profile?seconds=1.5&wait=0",
+                                                  os.path.join(app.tmp, "frac.pb.gz")))
+
+    def test_duration_is_the_window_asked_for(self):
+        self.assertEqual(self.waited.duration_nanos, 2_000_000_000)
+        self.assertEqual(self.past.duration_nanos, 3_000_000_000)
+        self.assertEqual(self.fractional.duration_nanos, 2_000_000_000, "rounded up to seconds")
+
+    def test_window_is_whole_seconds_where_asked(self):
+        for p in (self.waited, self.past, self.fractional):
+            self.assertEqual(p.time_nanos % 1_000_000_000, 0, p.time_nanos)
+        # waited: the window starts after the request and ends before the answer
+        start, end = self.waited.time_nanos / 1e9, (self.waited.time_nanos
+                                                     + self.waited.duration_nanos) / 1e9
+        self.assertGreaterEqual(start, self.t_asked - 0.05)
+        self.assertLessEqual(end, self.t_answered + 0.05)
+        # past: the newest whole seconds whose samples are in, ending 0.25 to 1.25 s ago
+        end = (self.past.time_nanos + self.past.duration_nanos) / 1e9
+        self.assertLessEqual(end, self.t_past[1] - 0.2)
+        self.assertGreaterEqual(end, self.t_past[0] - 1.3)
+
+    def test_samples_stay_in_the_window(self):
+        # the window lies between the request and the answer: its samples cannot hold more CPU
+        # than the kernel counted for the process meanwhile, nor more than one core (cpu-only's
+        # one spinning thread) for 2 s
+        cpu = self.waited.totals().get("cpu", 0) / 1e9
+        self.assertGreater(cpu, 0)
+        self.assertLessEqual(cpu, self.proc_cpu_s * 1.05 + 0.03)
+        self.assertLessEqual(cpu, 1.1 * self.waited.duration_nanos / 1e9)
+
+    @unittest.skipUnless(shutil.which("go"), "go tool pprof not installed")
+    def test_go_tool_pprof_prints_the_duration(self):
+        self.assertRegex(go_pprof(["-top", "-nodecount=5"], self.waited_path),
+                         r"Duration: 2s\b")
+
+
 @unittest.skipIf(os.environ.get("CLRSCOPE_TEST_APP_PRELOAD"),
                  "the stop-the-world walk is every test's wall sampler already; 20 s of the "
                  "sanitizer run's CI budget")
