@@ -20,6 +20,8 @@ LIGHT = "TestApp.CpuWork.LightCaller"
 LEAF = "TestApp.CpuWork.SpinLeaf"
 SLEEPER = "TestApp.CpuWork.SleepingLoop"
 WORK = "TestApp.CpuSplitMode.Work"
+INT_FRAME = "TestApp.Cruncher<System.Int32>.Nested.Spin<System.Int32>"
+STRING_FRAME = "TestApp.Cruncher<T>.Nested.Spin<TKey>"
 
 
 class CpuSplit(unittest.TestCase):
@@ -468,6 +470,52 @@ class TrieCompaction(unittest.TestCase):
         truth = self.final["churn_cpu_ms"] / (self.final["churn_cpu_ms"] + self.final["burn_cpu_ms"])
         got = named / (named + burn)
         self.assertLess(abs(got - truth), 0.12, (got, truth, named, burn))
+
+
+class GenericFrames(unittest.TestCase):
+    """Frame names carry generic arguments, so two instantiations of one generic method with
+    different costs stay apart: cpu-generic runs Cruncher<int>.Nested.Spin<int> (code compiled for
+    int) and Cruncher<string>.Nested.Spin<string> (the code reference types share, which the
+    runtime knows only as System.__Canon: it reads as the parameters' names) at 3:1 CPU, measured
+    by the app with its thread's CPU clock."""
+
+    @classmethod
+    def setUpClass(cls):
+        with ProfiledApp("cpu-generic", ["--seconds", "40"]) as app:
+            app.wait_ready()
+            cls.int_name = cls.string_name = None
+            for _ in range(12):  # at least 5 s of the worker's CPU in the profile, or 30 s
+                time.sleep(2.5)
+                cls.cpu = app.json("/api/v1/flamegraph?type=cpu&seconds=60")
+                totals = tree_totals_by_name(cls.cpu["root"])
+                if totals.get(INT_FRAME, 0) + totals.get(STRING_FRAME, 0) >= 5e9:
+                    break
+            cls.top = app.json("/api/v1/top?type=cpu&seconds=60&limit=20")
+            cls.pprof = read_pprof(app.pprof("/debug/pprof/profile?seconds=60&wait=0",
+                                             os.path.join(app.tmp, "cpu.pb.gz")))
+            app.stop()
+            cls.truth = app.wait_truth(timeout=60)
+
+    def test_instantiations_keep_their_ratio(self):
+        totals = tree_totals_by_name(self.cpu["root"])
+        self.assertEqual(self.truth["frames"], {"int": INT_FRAME, "string": STRING_FRAME})
+        got_int, got_string = totals.get(INT_FRAME, 0), totals.get(STRING_FRAME, 0)
+        generic = sorted(n for n in totals if "Cruncher" in n)
+        self.assertGreater(got_int, 0, generic)
+        self.assertGreater(got_string, 0, generic)
+        self.assertGreaterEqual(got_int + got_string, 2e9, "too few samples to judge")
+        want = self.truth["int_cpu_ms"] / self.truth["string_cpu_ms"]
+        got = got_int / got_string
+        self.assertLess(abs(got - want), 0.15 * want, (got, want, generic))
+        self.assertNotIn("TestApp.Cruncher.Nested.Spin", totals, "a name without its arguments")
+
+    def test_top_and_pprof_carry_the_same_names(self):
+        names = [f["name"] for f in self.top["functions"]]
+        self.assertIn(INT_FRAME, names)
+        self.assertIn(STRING_FRAME, names)
+        frames = {f for stack, _, _ in self.pprof.samples for f in stack}
+        self.assertIn(INT_FRAME, frames)
+        self.assertIn(STRING_FRAME, frames)
 
 
 class OsrFrames(unittest.TestCase):
