@@ -751,10 +751,10 @@ static const char *function_name_locked(FunctionID fn)
     ClassID parent = 0;
     if (!cls || info->vt->GetClassIDInfo2(info, cls, &cmod, &ctd, &parent, MAX_TYPE_ARGS, &ntargs,
                                           targs) < 0 ||
-        ctd != td || ntargs != ntparams)
+        ctd != td || ntargs > MAX_TYPE_ARGS || (ntparams && ntargs != ntparams))
         ntargs = 0; /* not the method's own class, or shared code: the parameters */
     const char *tnames[MAX_TYPE_ARGS], *mnames[MAX_TYPE_ARGS];
-    unsigned nt = ntparams;
+    unsigned nt = ntargs ? ntargs : ntparams;
     if (ntargs)
         arg_names(targs, ntargs, tparams, ntparams, tnames);
     else
