@@ -11,7 +11,9 @@
  *        booked so that no second holds more GC CPU than the process used in it (a GC that
  *        straddles a tick is booked whole when it ends: what does not fit waits for the next
  *        second).
- * Process CPU comes from CLOCK_PROCESS_CPUTIME_ID, the same clock family.
+ * Process CPU comes from CLOCK_PROCESS_CPUTIME_ID, the scheduler's clock, like the GC threads';
+ * an app thread's perf task clock may count a few tenths of a percent more (interrupt time),
+ * which the booking absorbs.
  *
  * Per-GC records come from the runtime's GC events (GCStart, GCEnd, GCHeapStats,
  * GCPerHeapHistory, GCSuspendEEBegin/GCRestartEEEnd for pauses), delivered synchronously on the
