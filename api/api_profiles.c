@@ -320,17 +320,23 @@ static enum wait_end wait_window(const struct api_req *q, double until)
  * over every 50 ms, clrscope-agg drains them at least as often). */
 #define PPROF_SETTLE_S 0.25
 
-/* The window of a pprof, in the store's whole seconds: `seconds` asked, rounded up. Waiting, the
- * next whole seconds from now (the wait then lasts up to 1.25 s longer than asked); otherwise
- * the newest whole seconds whose samples are all in. The pprof's duration is then the window
- * asked for, not the part of a second the store's window would add or leave out. */
+/* The window of a pprof, in the store's whole seconds: `seconds` asked, rounded up (n). Waiting,
+ * the n seconds from the next whole second (the wait lasts up to 1.25 s longer than asked), so
+ * that the profile covers exactly the window asked for. Otherwise the window that ends now: the
+ * n whole seconds before the current one and the current one so far, which hold every sample of
+ * the last `seconds` (and up to a second more, which the duration says). */
 static void pprof_window(double seconds, int wait, double now, int64_t *from_s, int64_t *to_s)
 {
     int64_t n = (int64_t)ceil(seconds);
     if (n < 1)
         n = 1;
-    *from_s = wait ? (int64_t)ceil(now) : (int64_t)floor(now - PPROF_SETTLE_S) - n;
-    *to_s = *from_s + n - 1;
+    if (wait) {
+        *from_s = (int64_t)ceil(now);
+        *to_s = *from_s + n - 1;
+    } else {
+        *to_s = (int64_t)floor(now);
+        *from_s = *to_s - n;
+    }
 }
 
 static const struct pprof_path {

@@ -120,8 +120,9 @@ int prof_pprof_build(const struct prof_pprof_spec *spec, int64_t from_s, int64_t
         prof_view_free(&v);
         return -1;
     }
-    double from = spec->kind < 0 ? prof_unix_now() : v.t_from;
-    double to = spec->kind < 0 ? from : v.t_to;
+    double now = prof_unix_now();
+    double from = spec->kind < 0 ? now : v.t_from;
+    double to = spec->kind < 0 ? from : v.t_to < now ? v.t_to : now; /* the current second: so far */
     pprof_set_time(b, (int64_t)(from * 1e9), (int64_t)((to - from) * 1e9));
     if (spec->ntypes > 1)
         pprof_set_default_sample_type(b, spec->types[1].type);
