@@ -3,6 +3,7 @@
  * (/api/v1/top) and pprof downloads (the /debug/pprof endpoints, as Go serves them).
  */
 #include <cjson/cJSON.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -301,12 +302,13 @@ int api_pprof_unknown(const struct api_req *q, struct api_reply *out)
 
 enum wait_end { WAITED, STOPPING, CLIENT_GONE };
 
-/* Sleeps `seconds`, waking every 100 ms to notice shutdown and a client that went away: a
- * `go tool pprof` stopped with ^C gives its place back at once instead of holding one of the two
- * waits for the rest of its window. */
-static enum wait_end wait_window(const struct api_req *q, double seconds)
+/* Sleeps until unix time `until`, waking every 100 ms to notice shutdown and a client that went
+ * away: a `go tool pprof` stopped with ^C gives its place back at once instead of holding one of
+ * the two waits for the rest of its window. */
+static enum wait_end wait_window(const struct api_req *q, double until)
 {
-    int64_t end = prof_now_ns() + (int64_t)(seconds * 1e9);
+    double seconds = until - prof_unix_now();
+    int64_t end = prof_now_ns() + (int64_t)((seconds > 0 ? seconds : 0) * 1e9);
     while (prof_now_ns() < end) {
         if (prof_core_stopping())
             return STOPPING;
@@ -316,6 +318,29 @@ static enum wait_end wait_window(const struct api_req *q, double seconds)
         nanosleep(&ts, NULL);
     }
     return WAITED;
+}
+
+/* A second's samples are all in the store this long after it ended (the samplers hand theirs
+ * over every 50 ms, clrscope-agg drains them at least as often). */
+#define PPROF_SETTLE_S 0.25
+
+/* The window of a pprof, in the store's whole seconds: `seconds` asked, rounded up (n). Waiting,
+ * the n seconds from the next whole second (the wait lasts up to 1.25 s longer than asked), so
+ * that the profile covers exactly the window asked for. Otherwise the window that ends now: the
+ * n whole seconds before the current one and the current one so far, which hold every sample of
+ * the last `seconds` (and up to a second more, which the duration says). */
+static void pprof_window(double seconds, int wait, double now, int64_t *from_s, int64_t *to_s)
+{
+    int64_t n = (int64_t)ceil(seconds);
+    if (n < 1)
+        n = 1;
+    if (wait) {
+        *from_s = (int64_t)ceil(now);
+        *to_s = *from_s + n - 1;
+    } else {
+        *to_s = (int64_t)floor(now);
+        *from_s = *to_s - n;
+    }
 }
 
 static const struct pprof_path {
@@ -356,13 +381,15 @@ int api_pprof_profile(const struct api_req *q, struct api_reply *out)
         return api_reply_error(out, 400, "seconds=%g: a profile of the next seconds waits %d s "
                                "at most (add wait=0 for the past %g s)", seconds,
                                PPROF_WAIT_MAX_S, seconds);
+    int64_t from_s, to_s;
+    pprof_window(seconds, (int)wait, prof_unix_now(), &from_s, &to_s);
     if (wait) {
         if (__atomic_add_fetch(&pprof_waits.waiting, 1, __ATOMIC_RELAXED) > 2) {
             __atomic_sub_fetch(&pprof_waits.waiting, 1, __ATOMIC_RELAXED);
             return api_reply_error(out, 429, "two profiles are already being collected; "
                                    "retry later or use wait=0 for the past window");
         }
-        enum wait_end how = wait_window(q, seconds);
+        enum wait_end how = wait_window(q, (double)(to_s + 1) + PPROF_SETTLE_S);
         if (how == CLIENT_GONE) /* counted before the wait is given back: a reader of both
                                  * never sees the wait gone and not yet counted */
             __atomic_fetch_add(&pprof_waits.abandoned, 1, __ATOMIC_RELEASE);
@@ -377,7 +404,7 @@ int api_pprof_profile(const struct api_req *q, struct api_reply *out)
     }
     unsigned char *buf = NULL;
     size_t len = 0;
-    if (prof_pprof_build(spec, seconds, &buf, &len))
+    if (prof_pprof_build(spec, from_s, to_s, &buf, &len))
         return api_reply_error(out, 503, "could not build the profile (out of memory)");
     char disp[96];
     snprintf(disp, sizeof disp, "attachment; filename=\"%s.pb.gz\"", pp->path);

@@ -100,11 +100,12 @@ int prof_pprof_add_view(pprof_builder *b, const struct prof_view *v, int ncols,
     return rc;
 }
 
-int prof_pprof_build(const struct prof_pprof_spec *spec, double seconds, unsigned char **out,
-                     size_t *len)
+int prof_pprof_build(const struct prof_pprof_spec *spec, int64_t from_s, int64_t to_s,
+                     unsigned char **out, size_t *len)
 {
     struct prof_view v;
-    int rc = spec->kind < 0 ? prof_live_view(NULL, &v) : prof_store_view(spec->kind, seconds, NULL, &v);
+    int rc = spec->kind < 0 ? prof_live_view(NULL, &v)
+                            : prof_store_view_range(spec->kind, from_s, to_s, NULL, &v);
     if (rc)
         return -1;
     int64_t period = spec->kind == PK_CPU || spec->kind == PK_WALL
@@ -119,8 +120,9 @@ int prof_pprof_build(const struct prof_pprof_spec *spec, double seconds, unsigne
         prof_view_free(&v);
         return -1;
     }
-    double from = spec->kind < 0 ? prof_unix_now() : v.t_from;
-    double to = spec->kind < 0 ? from : v.t_to;
+    double now = prof_unix_now();
+    double from = spec->kind < 0 ? now : v.t_from;
+    double to = spec->kind < 0 ? from : v.t_to < now ? v.t_to : now; /* the current second: so far */
     pprof_set_time(b, (int64_t)(from * 1e9), (int64_t)((to - from) * 1e9));
     if (spec->ntypes > 1)
         pprof_set_default_sample_type(b, spec->types[1].type);

@@ -25,8 +25,11 @@ struct prof_pprof_spec {
 };
 
 const struct prof_pprof_spec *prof_pprof_spec(const char *name);
-/* Builds the gzip'd pprof of `spec` over the last `seconds` (or the live set for heap). */
-int prof_pprof_build(const struct prof_pprof_spec *spec, double seconds, unsigned char **out,
-                     size_t *len);
+/* Builds the gzip'd pprof of `spec` over the whole unix seconds from_s..to_s (inclusive), or of
+ * the live set for heap (the range is then unused). Its time and duration are the range's, cut
+ * at the profiler's start when the range reaches back before it and at now when it reaches the
+ * current second. */
+int prof_pprof_build(const struct prof_pprof_spec *spec, int64_t from_s, int64_t to_s,
+                     unsigned char **out, size_t *len);
 
 #endif

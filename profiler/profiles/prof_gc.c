@@ -7,6 +7,8 @@
 #include "prof_gc.h"
 #include "prof_gc_int.h"
 
+#include <assert.h>
+#include <errno.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -26,11 +28,13 @@ static struct gc_state {
     int gc_threads, server_threads, server_seen;
     /* baselines */
     int64_t prev_proc, prev_mono;
-    uint64_t prev_user_wall, prev_sampled_wall, prev_sampled_cpu;
-    double cpu_per_wall;   /* app threads' CPU per second of their GC pauses (estimate, <= 1) */
-    double user_cpu_total; /* seconds, the sum of the per-second estimates */
+    uint64_t prev_user_cpu;
+    /* GC CPU not booked yet because its second's process CPU was already all GC's (ns): a GC
+     * that an app thread started before a tick is booked whole in the second it ends */
+    int64_t carry_threads, carry_user;
     uint64_t prev_pause, prev_depth[3];
-    int64_t threads_cpu_total, proc_cpu_total;
+    int64_t threads_cpu_total, user_cpu_total, proc_cpu_total; /* ns, as booked */
+    int clock_logged;
     /* per-second ring */
     struct prof_gc_second *secs;
     size_t sec_cap, sec_head, sec_n;
@@ -74,40 +78,69 @@ static void consume_slots(int64_t now)
     }
 }
 
+/* Books `*carry + raw` ns of GC CPU into a second that has `room` ns of process CPU left: what
+ * does not fit waits in *carry for the next seconds (at most CARRY_MAX_NS: beyond, a clock ran
+ * ahead of the process clock and the rest is dropped). Returns what was booked. */
+#define CARRY_MAX_NS 2000000000LL
+static int64_t book(int64_t raw, int64_t *carry, int64_t room)
+{
+    int64_t want = raw + *carry;
+    int64_t got = want < room ? want : room;
+    if (got < 0)
+        got = 0;
+    *carry = want - got;
+    if (*carry > CARRY_MAX_NS)
+        *carry = CARRY_MAX_NS;
+    return got;
+}
+
+static void log_clock_once(void)
+{
+    uint64_t perf_threads, thread_reads;
+    int refused;
+    gc_clock_stats(&perf_threads, &thread_reads, &refused);
+    if (perf_threads)
+        prof_log_once(gc.clock_logged, LOG_INFO, "gc: app threads' GC CPU read from their perf "
+                      "task clocks");
+    else if (thread_reads)
+        prof_log_once(gc.clock_logged, LOG_INFO, "gc: no perf task clock (%s): app threads' "
+                      "GC CPU read from CLOCK_THREAD_CPUTIME_ID, which can make the kernel switch "
+                      "threads inside a GC pause on a busy core",
+                      refused ? strerror(refused) : "no descriptor for it");
+}
+
 void prof_gc_tick(double now_unix)
 {
     if (!gc.ready)
         return;
-    int64_t mono = prof_now_ns();
-    int64_t proc = prof_process_cpu_ns();
     int n_gc = 0, server = 0; /* dedicated GC threads, of which server GC threads */
     uint64_t untracked = 0;
     int64_t threads = gc_cpu_scan(now_unix, &n_gc, &server, &untracked);
     struct gc_event_counts ev;
     gc_events_counts(&ev);
-    uint64_t uwall = ev.user_wall_ns, swall = ev.user_sampled_wall_ns;
-    uint64_t scpu = ev.user_sampled_cpu_ns;
+    /* the process clock last: it then covers every GC CPU read before it */
+    int64_t mono = prof_now_ns();
+    int64_t proc = prof_process_cpu_ns();
+    uint64_t ucpu = ev.user_cpu_ns;
     uint64_t pause = ev.pause_ns_total;
     uint64_t depth[3];
     for (int g = 0; g < 3; g++)
         depth[g] = ev.by_depth[g];
 
+    /* GC CPU is what the GC threads' and the app threads' clocks counted, booked so that no
+     * second holds more GC CPU than the process used in it */
+    int64_t proc_ns = proc - gc.prev_proc > 0 ? proc - gc.prev_proc : 0;
+    int64_t threads_ns = book(threads, &gc.carry_threads, proc_ns);
+    int64_t user_ns = book((int64_t)(ucpu - gc.prev_user_cpu), &gc.carry_user, proc_ns - threads_ns);
+    assert(threads_ns >= 0 && user_ns >= 0 && threads_ns + user_ns <= proc_ns);
+
     struct prof_gc_second s = {0};
     s.t = now_unix;
     s.dt = (double)(mono - gc.prev_mono) / 1e9;
-    s.process_cpu_s = (double)(proc - gc.prev_proc) / 1e9;
-    s.gc_threads_cpu_s = (double)threads / 1e9;
-    /* CPU per wall second of the pauses measured both ways, smoothed over a few seconds; a
-     * thread cannot burn more CPU than the wall time it ran for */
-    if (swall > gc.prev_sampled_wall) {
-        double r = (double)(scpu - gc.prev_sampled_cpu) / (double)(swall - gc.prev_sampled_wall);
-        if (r > 1)
-            r = 1;
-        gc.cpu_per_wall = gc.cpu_per_wall < 0 ? r : 0.7 * gc.cpu_per_wall + 0.3 * r;
-    }
-    s.gc_user_cpu_s = (double)(uwall - gc.prev_user_wall) / 1e9 *
-                      (gc.cpu_per_wall < 0 ? 1.0 : gc.cpu_per_wall);
-    s.gc_cpu_s = s.gc_threads_cpu_s + s.gc_user_cpu_s;
+    s.process_cpu_s = (double)proc_ns / 1e9;
+    s.gc_threads_cpu_s = (double)threads_ns / 1e9;
+    s.gc_user_cpu_s = (double)user_ns / 1e9;
+    s.gc_cpu_s = (double)(threads_ns + user_ns) / 1e9;
     s.pause_s = (double)(pause - gc.prev_pause) / 1e9;
     for (int g = 0; g < GC_NHEAPS; g++)
         s.heap[g] = ev.heap[g];
@@ -119,14 +152,12 @@ void prof_gc_tick(double now_unix)
     gc.server_threads = server;
     gc.server_seen |= server > 0;
     gc.untracked = untracked;
-    gc.threads_cpu_total += threads;
-    gc.proc_cpu_total += proc - gc.prev_proc;
+    gc.threads_cpu_total += threads_ns;
+    gc.user_cpu_total += user_ns;
+    gc.proc_cpu_total += proc_ns;
     gc.prev_mono = mono;
     gc.prev_proc = proc;
-    gc.prev_user_wall = uwall;
-    gc.prev_sampled_wall = swall;
-    gc.prev_sampled_cpu = scpu;
-    gc.user_cpu_total += s.gc_user_cpu_s;
+    gc.prev_user_cpu = ucpu;
     gc.prev_pause = pause;
     memcpy(gc.prev_depth, depth, sizeof depth);
     gc.secs[(gc.sec_head + gc.sec_n) % gc.sec_cap] = s;
@@ -136,6 +167,7 @@ void prof_gc_tick(double now_unix)
         gc.sec_head = (gc.sec_head + 1) % gc.sec_cap;
     consume_slots(mono);
     pthread_mutex_unlock(&gc.lock);
+    log_clock_once();
 }
 
 void prof_gc_init(void)
@@ -154,9 +186,9 @@ void prof_gc_init(void)
         return;
     }
     gc_config_read(&gc.cfg_server, &gc.cfg_concurrent);
+    gc_clock_init();
     gc.prev_mono = prof_now_ns();
     gc.prev_proc = prof_process_cpu_ns();
-    gc.cpu_per_wall = -1; /* none measured yet: wall time */
     gc.ready = 1;
     gc_events_enable(1);
 }
@@ -185,7 +217,7 @@ void prof_gc_stop(void)
 static void fill_totals(struct prof_gc_totals *t)
 {
     gc_events_totals(t);
-    t->gc_user_cpu_s = gc.user_cpu_total;
+    t->gc_user_cpu_s = (double)gc.user_cpu_total / 1e9;
     t->gc_threads_cpu_s = (double)gc.threads_cpu_total / 1e9;
     t->process_cpu_s = (double)gc.proc_cpu_total / 1e9;
     t->gc_threads = gc.gc_threads;

@@ -2,14 +2,18 @@
  * prof_gc - the garbage collector's share of CPU, its pauses, heap sizes and per-GC records.
  *
  * GC CPU = CPU of the runtime's dedicated GC threads (".NET Server GC", ".NET BGC", found by name
- * under /proc/self/task and read with their thread CPU clocks once a second)
- *        + CPU burned by app threads while they run a blocking GC themselves (workstation GC):
- *          the wall time of each pause (GCSuspendEEBegin..GCRestartEEEnd) of the thread
- *          suspending the runtime for a GC, at the CPU per wall second measured with its
- *          CLOCK_THREAD_CPUTIME_ID on one such pause in 32 (a system call in every pause let
- *          the kernel switch threads mid-pause: see on_suspend_begin). Pauses of a dedicated GC
- *          thread are skipped there (that thread is already counted), so nothing counts twice.
- * Process CPU comes from CLOCK_PROCESS_CPUTIME_ID, the same clock family.
+ *          under /proc/self/task and read with their thread CPU clocks once a second)
+ *        + CPU of the app threads that run a blocking GC themselves (workstation GC): each one's
+ *          own CPU clock read at the start and the end of its pause (GCSuspendEEBegin and
+ *          GCRestartEEEnd, delivered on that thread; prof_gc_clock.c reads it without making
+ *          the kernel switch threads mid-pause). Pauses of a dedicated GC thread are skipped
+ *          there (that thread is already counted), so nothing counts twice.
+ *        booked so that no second holds more GC CPU than the process used in it (a GC that
+ *        straddles a tick is booked whole when it ends: what does not fit waits for the next
+ *        second).
+ * Process CPU comes from CLOCK_PROCESS_CPUTIME_ID, the scheduler's clock, like the GC threads';
+ * an app thread's perf task clock may count a few tenths of a percent more (interrupt time),
+ * which the booking absorbs.
  *
  * Per-GC records come from the runtime's GC events (GCStart, GCEnd, GCHeapStats,
  * GCPerHeapHistory, GCSuspendEEBegin/GCRestartEEEnd for pauses), delivered synchronously on the

@@ -3,7 +3,8 @@
  * GCHeapStats, GCPerHeapHistory, GCGlobalHeapHistory, GCSuspendEEBegin/GCRestartEEEnd), delivered
  * synchronously on the thread that runs the GC or suspends the runtime (app threads, dedicated GC
  * threads), possibly while the runtime is suspended: fields are copied into fixed per-GC and
- * per-pause slots with atomics, no malloc, no lock, no I/O beyond two cheap system calls.
+ * per-pause slots with atomics, no malloc, no lock, no I/O beyond two CPU clock reads per app
+ * thread's GC pause and a thread name asked a few times per thread.
  * clrscope-agg and the readers read what they left through the gc_events_* functions
  * (prof_gc_int.h), with atomics too.
  */
@@ -20,7 +21,6 @@
 #define SETTLE_NS   200000000LL   /* a GC's trailing events come within this after GCEnd */
 #define STUCK_NS    30000000000LL /* a GC without GCEnd for this long is reported incomplete */
 #define STALE_NS    60000000000LL /* a pause slot older than this may be taken over */
-#define CPU_EVERY   32u           /* app-thread GC pauses per one read of the thread's CPU clock */
 
 /* Relaxed atomics: every field shared with runtime threads goes through these. */
 #define LD(x)     __atomic_load_n(&(x), __ATOMIC_RELAXED)
@@ -54,7 +54,7 @@ struct gc_slot {
  * sampler), separate fields would let the second take the slot the first had just claimed but
  * not yet marked open, and the first thread's GC would lose its pause (unpaired end,
  * pause_ms 0). */
-enum { PS_GC = 1, PS_APP = 4 /* a GC run by an app thread */ };
+enum { PS_GC = 1, PS_APP = 4 /* a GC run by an app thread */, PS_PERF = 8 /* its perf clock */ };
 enum { PO_UNUSED = 0, PO_OPEN = 1, PO_ENDED = 2 };
 #define PO_MAKE(tid, st, sec) \
     ((uint64_t)(tid) << 32 | (uint64_t)(st) << 28 | ((uint64_t)(sec) & 0x0fffffffu))
@@ -65,7 +65,7 @@ struct pause_slot {
     uint64_t owner; /* PO_MAKE(tid, state, second claimed) */
     uint32_t flags;
     int64_t t_begin;
-    int64_t cpu_begin; /* the suspending app thread's CPU clock, -1 = not measured */
+    int64_t cpu_begin; /* the suspending app thread's CPU clock, -1 = not read */
     uint64_t starts_at_begin, fg_starts_at_begin;
 };
 
@@ -77,8 +77,8 @@ static struct gc_events_state {
     uint64_t by_depth[3], background, induced, starts, fg_starts, first_number;
     uint64_t last_started, last_fg, last_bg;
     uint64_t pause_ns_total, lost_pauses;
-    /* app threads' GC pauses: wall time of all, wall and CPU time of those measured both ways */
-    uint64_t user_pauses, user_wall_ns, user_sampled_wall_ns, user_sampled_cpu_ns;
+    /* app threads' GC pauses: their wall time and their threads' CPU */
+    uint64_t user_wall_ns, user_cpu_ns;
     uint64_t unpaired, lost_user;
     uint64_t heap[GC_NHEAPS];
     uint32_t heap_count;
@@ -90,7 +90,7 @@ static struct gc_events_state {
  * once per thread (a system call, three per GC: 0.1 % of an ASP.NET Core server's CPU); a thread
  * that was "anything else" is asked again at its 64th and 4096th call, in case it was named
  * since, and then no more: this runs inside GC pauses, where every system call is a chance for
- * the kernel to switch to another thread (see on_suspend_begin). */
+ * the kernel to switch to another thread (see prof_gc_clock.c). */
 static int self_kind(void)
 {
     static PROF_TLS int kind = -1;
@@ -108,14 +108,6 @@ static int self_kind(void)
     else if (!strncmp(name, ".NET BGC", 8))
         kind = THR_BGC;
     return kind;
-}
-
-static int64_t self_cpu_ns(void)
-{
-    struct timespec ts;
-    if (clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts))
-        return -1;
-    return (int64_t)ts.tv_sec * 1000000000LL + ts.tv_nsec;
 }
 
 static uint32_t u32_at(const BYTE *d, ULONG len, ULONG off)
@@ -325,15 +317,22 @@ static void on_per_heap_history(const BYTE *d, ULONG len)
  * the GC's; others (our own sampler's SuspendRuntime, the debugger) are not pauses of the GC.
  * Begin and end are paired per thread: another thread's suspension event may interleave.
  *
- * An app thread that suspends the runtime runs the GC itself (workstation GC); the CPU it burns
- * there is the wall time of its pause times the CPU per wall second measured on every CPU_EVERY-th
- * such pause, whose thread CPU clock is read here and at GCRestartEEEnd. Not on every pause:
- * reading a thread's CPU clock is a system call that brings the kernel's accounting of the
- * running thread up to date, and when its time slice is used up the kernel switches to another
- * runnable thread right there, with the thread holding the GC (and, past SuspendEE, every other
- * thread) waiting. Read at every pause, on a core shared with another server
- * (bench/aspnet_overhead.sh), a quarter of the GCs were switched out and the app's own
- * GC.GetTotalPauseDuration() per GC grew 2x (1.2x without the reads). */
+ * Which thread runs the GC: in dotnet/runtime's GC (GCHeap::GarbageCollectGeneration, in
+ * src/coreclr/gc), a workstation GC (no MULTIPLE_HEAPS) calls GCToEEInterface::SuspendEE, then
+ * garbage_collect, then GCToEEInterface::RestartEE on the thread that asked for it: the app
+ * thread whose allocation failed, or that called GC.Collect. A server GC instead sets
+ * ee_suspend_event and waits, and heap 0's ".NET Server GC" thread suspends the runtime and
+ * collects with the other GC threads; a background GC's own pauses come from its ".NET BGC"
+ * thread. GCToEEInterface::SuspendEE writes GCSuspendEEBegin on the calling thread before it
+ * stops any thread, and RestartEE writes GCRestartEEEnd on it after every thread is resumed
+ * (CoreCLR: ThreadSuspend::SuspendEE/RestartEE, src/coreclr/vm/threadsuspend.cpp); the
+ * in-process EventPipe session hands each event to clrscope synchronously on the thread that
+ * wrote it. So between the two events of a pause, an app thread's CPU clock counts exactly the
+ * CPU it spent suspending the runtime, collecting and restarting it; a dedicated GC thread's CPU
+ * is read from its own clock every second instead (prof_gc_cpu.c), so nothing counts twice.
+ *
+ * The clock is read here before any thread is stopped and at GCRestartEEEnd after they all run
+ * again, with the read that does not make the kernel switch threads (prof_gc_clock.c). */
 static void on_suspend_begin(const BYTE *d, ULONG len, int64_t now)
 {
     uint32_t reason = u32_at(d, len, 0);
@@ -351,8 +350,10 @@ static void on_suspend_begin(const BYTE *d, ULONG len, int64_t now)
     ST(p->t_begin, now);
     ST(p->starts_at_begin, __atomic_load_n(&gc_events.starts, __ATOMIC_ACQUIRE));
     ST(p->fg_starts_at_begin, __atomic_load_n(&gc_events.fg_starts, __ATOMIC_ACQUIRE));
-    ST(p->cpu_begin, app && ADD(gc_events.user_pauses, 1) % CPU_EVERY == 0 ? self_cpu_ns() : -1);
-    __atomic_store_n(&p->flags, (gc ? PS_GC : 0) | (app ? PS_APP : 0), __ATOMIC_RELEASE);
+    int perf = 0;
+    ST(p->cpu_begin, app ? gc_clock_self_ns(&perf) : -1);
+    __atomic_store_n(&p->flags, (gc ? PS_GC : 0) | (app ? PS_APP : 0) | (perf ? PS_PERF : 0),
+                     __ATOMIC_RELEASE);
 }
 
 static void on_restart_end(int64_t now)
@@ -376,11 +377,12 @@ static void on_restart_end(int64_t now)
     if (!(flags & PS_GC) || ns < 0)
         return;
     if (flags & PS_APP) {
-        int64_t cpu_end = cpu_begin >= 0 ? self_cpu_ns() : -1;
-        if (cpu_end >= cpu_begin && cpu_begin >= 0) {
-            ADD(gc_events.user_sampled_cpu_ns, (uint64_t)(cpu_end - cpu_begin));
-            ADD(gc_events.user_sampled_wall_ns, (uint64_t)ns);
-        }
+        int perf = 0;
+        int64_t cpu_end = cpu_begin >= 0 ? gc_clock_self_ns(&perf) : -1;
+        if (cpu_begin >= 0 && cpu_end >= cpu_begin && perf == !!(flags & PS_PERF))
+            ADD(gc_events.user_cpu_ns, (uint64_t)(cpu_end - cpu_begin));
+        else
+            ADD(gc_events.lost_user, 1);
         ADD(gc_events.user_wall_ns, (uint64_t)ns);
     }
     ADD(gc_events.pause_ns_total, (uint64_t)ns);
@@ -452,8 +454,7 @@ void gc_events_enable(int on)
 void gc_events_counts(struct gc_event_counts *out)
 {
     out->user_wall_ns = LD(gc_events.user_wall_ns);
-    out->user_sampled_wall_ns = LD(gc_events.user_sampled_wall_ns);
-    out->user_sampled_cpu_ns = LD(gc_events.user_sampled_cpu_ns);
+    out->user_cpu_ns = LD(gc_events.user_cpu_ns);
     out->pause_ns_total = LD(gc_events.pause_ns_total);
     for (int g = 0; g < 3; g++)
         out->by_depth[g] = LD(gc_events.by_depth[g]);

@@ -6,6 +6,7 @@
  *   prof_gc_events.c  the runtime's GC events (runtime threads, lock-free), and the reading of
  *                     what they left, with atomics, for the two above
  *   prof_gc_cpu.c     the CPU of the runtime's dedicated GC threads (clrscope-agg)
+ *   prof_gc_clock.c   the CPU clock an app thread reads around the GCs it runs (runtime threads)
  *   prof_gc_config.c  the GC mode the app's configuration asks for (Initialize)
  */
 #ifndef PROF_GC_INT_H
@@ -26,8 +27,8 @@ enum { THR_OTHER = 0, THR_SERVER_GC = 1, THR_BGC = 2 };
 struct gc_event_counts {
     uint64_t by_depth[3];     /* GCs started, by condemned generation */
     uint64_t pause_ns_total;  /* the GC's suspensions of the runtime */
-    /* app threads' GC pauses: wall time of all, wall and CPU time of those measured both ways */
-    uint64_t user_wall_ns, user_sampled_wall_ns, user_sampled_cpu_ns;
+    /* app threads' GC pauses: their wall time, and the CPU their threads' clocks counted */
+    uint64_t user_wall_ns, user_cpu_ns;
     uint64_t heap[GC_NHEAPS]; /* generation sizes after the latest GC */
 };
 /* Whether the callbacks record anything (prof_gc_init turns them on, prof_gc_stop off). */
@@ -54,6 +55,18 @@ void gc_cpu_stop(void);
  * "Garbage Collector" frame, and returns their sum (ns); *n_gc: GC threads found, *server_seen:
  * of which server GC threads, *untracked: threads left out of the table. */
 int64_t gc_cpu_scan(double now_unix, int *n_gc, int *server_seen, uint64_t *untracked);
+
+/* ---- prof_gc_clock.c ---- */
+
+/* Initialize, before the events are enabled. */
+void gc_clock_init(void);
+/* The calling thread's CPU time in ns (-1: unreadable); *perf: read from its perf task clock (1)
+ * or from CLOCK_THREAD_CPUTIME_ID (0). Two readings subtract only when both came from the same
+ * clock. Runtime threads, inside GC pauses. */
+int64_t gc_clock_self_ns(int *perf);
+/* Threads that opened a perf clock, reads of the thread CPU clock instead, and the errno with
+ * which the kernel refused perf events to every thread (0: not refused). Any thread. */
+void gc_clock_stats(uint64_t *perf_threads, uint64_t *thread_reads, int *refused);
 
 /* ---- prof_gc_config.c: Initialize ---- */
 

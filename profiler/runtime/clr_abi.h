@@ -450,12 +450,26 @@ typedef struct IMetaDataImport {
     const IMetaDataImportVtbl *vt;
 } IMetaDataImport;
 
+/* IMetaDataImport2 (cor.h): IMetaDataImport's slots, then these. */
+typedef struct IMetaDataImport2Vtbl {
+    IMetaDataImportVtbl base;
+    /*  65 */ HRESULT (*EnumGenericParams)(void *self, HCORENUM *e, mdToken owner, mdToken *params, ULONG cmax, ULONG *pcount);
+    /*  66 */ HRESULT (*GetGenericParamProps)(void *self, mdToken gp, ULONG *seq, DWORD *flags, mdToken *owner, DWORD *reserved, WCHAR *name, ULONG cch, ULONG *pcch);
+} IMetaDataImport2Vtbl;
+_Static_assert(offsetof(IMetaDataImport2Vtbl, EnumGenericParams) == 65 * sizeof(void *),
+               "IMetaDataImport2 continues IMetaDataImport's 65 slots");
+
+typedef struct IMetaDataImport2 {
+    const IMetaDataImport2Vtbl *vt;
+} IMetaDataImport2;
+
 /* Interface IDs (corprof.idl, cor.h, COM). */
 extern const GUID IID_IUnknown;
 extern const GUID IID_IClassFactory;
 extern const GUID IID_ICorProfilerCallback[12]; /* [1]..[11]; [0] unused */
 extern const GUID IID_ICorProfilerInfo[16];     /* [1]..[15]; [0] unused */
 extern const GUID IID_IMetaDataImport;
+extern const GUID IID_IMetaDataImport2;
 extern const GUID CLSID_clrscope;
 
 int clr_guid_eq(const GUID *a, const GUID *b);

@@ -42,6 +42,8 @@ const GUID IID_ICorProfilerInfo[16] = {
 
 const GUID IID_IMetaDataImport = {0x7DAC8207, 0xD3AE, 0x4C75,
                                   {0x9B, 0x67, 0x92, 0x80, 0x1A, 0x49, 0x7D, 0x44}};
+const GUID IID_IMetaDataImport2 = {0xFCE5EFA0, 0x8BBA, 0x4F8E,
+                                   {0xA0, 0x36, 0x8F, 0x20, 0x22, 0xB0, 0x84, 0x66}};
 
 /* {C1A5C09E-5C0E-4C1B-9A7E-0D5E7C1A5C0E}: clrscope's CLSID, also in tools/launcher.c and docs/running.md. */
 const GUID CLSID_clrscope = {0xC1A5C09E, 0x5C0E, 0x4C1B,

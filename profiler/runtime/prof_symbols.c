@@ -620,6 +620,67 @@ const char *prof_symbols_class_module(ClassID cls)
     return hit[0] ? hit : NULL;
 }
 
+#define MAX_TYPE_ARGS 8
+
+/* The names of a typedef's or method's generic parameters ("T", "TKey"), by position (a typedef
+ * nested in a generic type lists its outer types' first); how many. */
+static unsigned param_names(IMetaDataImport *md, mdToken owner, char names[][64], unsigned max)
+{
+    IMetaDataImport2 *md2 = NULL;
+    if (md->vt->QueryInterface(md, &IID_IMetaDataImport2, (void **)&md2) != S_OK || !md2)
+        return 0;
+    HCORENUM e = NULL;
+    mdToken gp[MAX_TYPE_ARGS];
+    ULONG got = 0;
+    unsigned n = 0;
+    if (md2->vt->EnumGenericParams(md2, &e, owner, gp, MAX_TYPE_ARGS, &got) >= 0) {
+        for (ULONG i = 0; i < got && i < MAX_TYPE_ARGS; i++) {
+            WCHAR w[64];
+            ULONG cch = 0, seq = 0;
+            DWORD flags = 0;
+            mdToken own = 0;
+            if (md2->vt->GetGenericParamProps(md2, gp[i], &seq, &flags, &own, NULL, w, 64, &cch) <
+                    0 ||
+                seq >= max)
+                continue;
+            prof_utf16_to_utf8(w, cch, names[seq], 64);
+            if (seq + 1 > n)
+                n = seq + 1;
+        }
+    }
+    if (e)
+        md2->vt->base.CloseEnum(md2, e);
+    md2->vt->base.Release(md2);
+    for (unsigned i = 0; i < n; i++)
+        if (!names[i][0]) /* a position the metadata left unnamed */
+            snprintf(names[i], 64, "T%u", i);
+    return n;
+}
+
+/* The names of `n` type arguments (ClassIDs, 0 = unknown) as the type names elsewhere read
+ * ("System.Int32"); shared code's System.__Canon, or an unknown one, reads as the generic
+ * parameter it stands for (`params`, or "__Canon" past them). */
+static unsigned arg_names(const ClassID *ids, unsigned n, char params[][64], unsigned nparams,
+                          const char **out)
+{
+    for (unsigned i = 0; i < n; i++) {
+        int coll;
+        const char *name = ids[i] ? class_locked(ids[i], &coll) : NULL;
+        if (!name || !strcmp(name, "System.__Canon") || name[0] == '[')
+            name = i < nparams ? params[i] : "__Canon";
+        out[i] = name;
+    }
+    return n;
+}
+
+/* A frame's name with its type arguments. The sampled code is one FunctionID, and the runtime
+ * tells its instantiation through ICorProfilerInfo2::GetFunctionInfo2 without a frame: exact for
+ * code compiled for one instantiation (Cruncher<int>: value types get their own code), and for
+ * code shared by reference-type instantiations (Cruncher<string> and Cruncher<Order> run the
+ * same System.__Canon code) no class and System.__Canon method arguments: those read as the
+ * generic parameters' own names (Cruncher<T>.Spin<TKey>). Which instantiation ran shared code is
+ * known only from the frame's generic context (its `this` or hidden argument), which a sampled
+ * stack does not give. */
 static const char *function_name_locked(FunctionID fn)
 {
     ICorProfilerInfo15 *info = g_core.info;
@@ -643,10 +704,18 @@ static const char *function_name_locked(FunctionID fn)
         }
         return "[dynamic]";
     }
-    if (info->vt->GetFunctionInfo(info, fn, &cls, &mod, &tok) < 0) {
-        symbols.coll = 1;
-        return "[unknown managed]";
+    ClassID margs[MAX_TYPE_ARGS];
+    ULONG32 nmargs = 0;
+    if (info->vt->GetFunctionInfo2(info, fn, 0, &cls, &mod, &tok, MAX_TYPE_ARGS, &nmargs, margs) <
+        0) {
+        nmargs = 0;
+        if (info->vt->GetFunctionInfo(info, fn, &cls, &mod, &tok) < 0) {
+            symbols.coll = 1;
+            return "[unknown managed]";
+        }
     }
+    if (nmargs > MAX_TYPE_ARGS)
+        nmargs = 0; /* more than we asked for: the names would be cut, so none */
     IMetaDataImport *md = metadata_for(mod);
     /* a generic instance over collectible types lives and dies with them */
     if (!symbols.coll && cls) {
@@ -667,7 +736,32 @@ static const char *function_name_locked(FunctionID fn)
     prof_utf16_to_utf8(w, got, method, sizeof method);
     char type[NAME_MAX_LEN] = "";
     typedef_name(md, td, type, sizeof type);
-    prof_symbols_clean_method(type, method, out, sizeof out);
+
+    /* the type's arguments: the instantiation's when the runtime gives its class, else the
+     * parameters' names; the method's: the runtime's, System.__Canon as the parameter */
+    char tparams[MAX_TYPE_ARGS][64], mparams[MAX_TYPE_ARGS][64];
+    memset(tparams, 0, sizeof tparams);
+    memset(mparams, 0, sizeof mparams);
+    unsigned ntparams = param_names(md, td, tparams, MAX_TYPE_ARGS);
+    unsigned nmparams = nmargs ? param_names(md, tok, mparams, MAX_TYPE_ARGS) : 0;
+    ClassID targs[MAX_TYPE_ARGS];
+    ULONG32 ntargs = 0;
+    ModuleID cmod = 0;
+    mdTypeDef ctd = 0;
+    ClassID parent = 0;
+    if (!cls || info->vt->GetClassIDInfo2(info, cls, &cmod, &ctd, &parent, MAX_TYPE_ARGS, &ntargs,
+                                          targs) < 0 ||
+        ctd != td || ntargs > MAX_TYPE_ARGS || (ntparams && ntargs != ntparams))
+        ntargs = 0; /* not the method's own class, or shared code: the parameters */
+    const char *tnames[MAX_TYPE_ARGS], *mnames[MAX_TYPE_ARGS];
+    unsigned nt = ntargs ? ntargs : ntparams;
+    if (ntargs)
+        arg_names(targs, ntargs, tparams, ntparams, tnames);
+    else
+        for (unsigned i = 0; i < nt; i++)
+            tnames[i] = tparams[i];
+    unsigned nm = arg_names(margs, nmargs, mparams, nmparams, mnames);
+    prof_symbols_clean_frame(type, tnames, nt, method, mnames, nm, out, sizeof out);
     return intern_copy(out);
 }
 

@@ -46,6 +46,12 @@ void prof_symbols_clean_type(const char *in, char *out, size_t cap);
 void prof_symbols_clean_typename(const char *in, char *out, size_t cap);
 /* Joins a metadata type name and method name, folding compiler-generated names. */
 void prof_symbols_clean_method(const char *type, const char *method, char *out, size_t cap);
+/* The same with type arguments as C# writes them: `targs` are the arguments of the type's whole
+ * nested chain (outermost first), `margs` the method's own: "Ns.Cruncher`1+Nested" and "Spin"
+ * with <T> and <TKey> read "Ns.Cruncher<T>.Nested.Spin<TKey>". */
+void prof_symbols_clean_frame(const char *type, const char *const *targs, unsigned ntargs,
+                              const char *method, const char *const *margs, unsigned nmargs,
+                              char *out, size_t cap);
 /* Offset from an object's start (its ObjectID) of the instance string field `field` that the
  * class named `declaring` (metadata name, "System.Exception") declares, on cls or one of its base
  * classes; 0 when there is no such class or string field or the runtime does not say. */

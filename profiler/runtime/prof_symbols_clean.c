@@ -8,6 +8,7 @@
 #include "prof_symbols_int.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 void symbols_put(char *out, size_t cap, size_t *len, const char *s, size_t n)
@@ -116,10 +117,74 @@ void prof_symbols_clean_typename(const char *in, char *out, size_t cap)
     clean_type(in, out, cap, 0);
 }
 
+/* `type` in clrscope's frame form with its type arguments as C# writes them: each part of the
+ * nested chain takes as many arguments as its own arity ("`N"), in order (a nested type's
+ * parameters start with its outer types'), "Dictionary`2+Entry" with <K,V> reads
+ * "Dictionary<K,V>.Entry"; the last part takes what is left. A part the fold drops (a display
+ * class) drops its arguments; a state machine "<Run>d__3`1" keeps its own (the generic method's):
+ * "Run<TKey>". */
+static void frame_type(const char *type, const char *const *targs, unsigned ntargs, char *out,
+                       size_t cap)
+{
+    size_t len = 0;
+    unsigned used = 0;
+    out[0] = 0;
+    for (const char *p = type; *p;) {
+        size_t n = strcspn(p, "+");
+        int last = p[n] == 0;
+        char part[NAME_MAX_LEN], cleaned[NAME_MAX_LEN];
+        snprintf(part, sizeof part, "%.*s", (int)(n < sizeof part ? n : sizeof part - 1), p);
+        prof_symbols_clean_type(part, cleaned, sizeof cleaned);
+        const char *bt = strrchr(part, '`');
+        unsigned arity = bt ? (unsigned)strtoul(bt + 1, NULL, 10) : 0;
+        if (last || used + arity > ntargs)
+            arity = ntargs - used;
+        if (cleaned[0]) {
+            if (len)
+                symbols_put(out, cap, &len, ".", 1);
+            symbols_put(out, cap, &len, cleaned, strlen(cleaned));
+            for (unsigned i = 0; i < arity; i++) {
+                symbols_put(out, cap, &len, i ? "," : "<", 1);
+                symbols_put(out, cap, &len, targs[used + i], strlen(targs[used + i]));
+            }
+            if (arity)
+                symbols_put(out, cap, &len, ">", 1);
+        }
+        used += arity;
+        p += n;
+        if (*p == '+')
+            p++;
+    }
+}
+
+/* "<A,B>" into out (empty for none). */
+static void type_args(const char *const *args, unsigned n, char *out, size_t cap)
+{
+    size_t len = 0;
+    out[0] = 0;
+    for (unsigned i = 0; i < n; i++) {
+        symbols_put(out, cap, &len, i ? "," : "<", 1);
+        symbols_put(out, cap, &len, args[i], strlen(args[i]));
+    }
+    if (n)
+        symbols_put(out, cap, &len, ">", 1);
+}
+
 void prof_symbols_clean_method(const char *type, const char *method, char *out, size_t cap)
 {
-    char t[NAME_MAX_LEN];
-    prof_symbols_clean_type(type, t, sizeof t);
+    prof_symbols_clean_frame(type, NULL, 0, method, NULL, 0, out, cap);
+}
+
+void prof_symbols_clean_frame(const char *type, const char *const *targs, unsigned ntargs,
+                              const char *method, const char *const *margs, unsigned nmargs,
+                              char *out, size_t cap)
+{
+    char t[NAME_MAX_LEN], ma[NAME_MAX_LEN];
+    if (ntargs)
+        frame_type(type, targs, ntargs, t, sizeof t);
+    else
+        prof_symbols_clean_type(type, t, sizeof t);
+    type_args(margs, nmargs, ma, sizeof ma);
     /* An async/iterator state machine's MoveNext is the method named by the type's last part. */
     const char *last_plus = strrchr(type, '+');
     int state_machine = last_plus && last_plus[1] == '<' && last_plus[2] != '>' &&
@@ -155,7 +220,7 @@ void prof_symbols_clean_method(const char *type, const char *method, char *out, 
             if (rest[0] == 'g' && rest[1] == '_' && rest[2] == '_') { /* local function */
                 const char *local = rest + 3;
                 size_t k = strcspn(local, "|");
-                snprintf(m, sizeof m, "%.*s.%.*s", (int)n, name, (int)k, local);
+                snprintf(m, sizeof m, "%.*s.%.*s%s", (int)n, name, (int)k, local, ma);
             } else if (rest[0] == 'b' && rest[1] == '_' && rest[2] == '_') { /* lambda */
                 snprintf(m, sizeof m, "%.*s.{lambda}", (int)n, name);
             } else { /* "<Main>$" top-level statements and others */
@@ -166,5 +231,6 @@ void prof_symbols_clean_method(const char *type, const char *method, char *out, 
             return;
         }
     }
-    snprintf(out, cap, "%s%s%s", t, t[0] ? "." : "", method);
+    if (snprintf(out, cap, "%s%s%s%s", t, t[0] ? "." : "", method, ma) < 0)
+        out[0] = 0;
 }

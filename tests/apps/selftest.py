@@ -85,6 +85,15 @@ def t_cpu_split(cmd):
     check(t["process_cpu_s"] * 1000 >= t["worker_cpu_ms"] * 0.99, "cpu-split: process cpu < worker cpu")
 
 
+def t_cpu_generic(cmd):
+    code, lines, t = run(cmd, "cpu-generic", "--seconds", "3")
+    check(code == 0, f"cpu-generic: exit {code}")
+    common("cpu-generic", lines, t, 3)
+    ratio = t["int_cpu_ms"] / max(t["string_cpu_ms"], 1e-9)
+    check(2.8 < ratio < 3.2, f"cpu-generic: int/string cpu {ratio:.2f}")
+    check(t["int_calls"] > 0 and t["string_calls"] > 0, "cpu-generic: both called")
+
+
 def t_gc_heavy(cmd):
     code, lines, t = run(cmd, "gc-heavy", "--seconds", "3", "--truth-every-second")
     common("gc-heavy", lines, t, 3)
@@ -214,7 +223,7 @@ def t_wait(cmd):
         check(code == 4 and t["stopped_by"] == "SIGTERM" and "truth: " in rest, f"sigterm: exit {code}, {t['stopped_by']}")
 
 
-TESTS = [t_hello, t_cpu_split, t_gc_heavy, t_cpu_only, t_alloc_mix, t_leak, t_exceptions,
+TESTS = [t_hello, t_cpu_split, t_cpu_generic, t_gc_heavy, t_cpu_only, t_alloc_mix, t_leak, t_exceptions,
          t_contention, t_heap, t_threads, t_wait]
 
 

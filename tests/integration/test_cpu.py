@@ -20,6 +20,8 @@ LIGHT = "TestApp.CpuWork.LightCaller"
 LEAF = "TestApp.CpuWork.SpinLeaf"
 SLEEPER = "TestApp.CpuWork.SleepingLoop"
 WORK = "TestApp.CpuSplitMode.Work"
+INT_FRAME = "TestApp.Cruncher<System.Int32>.Nested.Spin<System.Int32>"
+STRING_FRAME = "TestApp.Cruncher<T>.Nested.Spin<TKey>"
 
 
 class CpuSplit(unittest.TestCase):
@@ -150,6 +152,76 @@ class CpuSplit(unittest.TestCase):
         wall = go_pprof(["-top", "-nodecount=40"], self.wall_pprof)
         self.assertIn(SLEEPER, wall)
         self.assertRegex(wall, r"Type: wall")
+
+
+def proc_cpu_s(pid):
+    """utime + stime of the process, from the kernel's accounting."""
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+class PprofWindow(unittest.TestCase):
+    """A pprof covers the window asked for: `go tool pprof` prints its duration_nanos as
+    `Duration:`, and shares of it (a CPU-bound thread's 100 % of one core) are only right if the
+    samples cover that window, whole seconds of the store from its first to its last."""
+
+    @classmethod
+    def setUpClass(cls):
+        with ProfiledApp("cpu-only", ["--seconds", "30"]) as app:
+            app.wait_ready()
+            time.sleep(4)  # the past window of wait=0 lies wholly after ready
+            cls.t_asked, cpu_asked = time.time(), proc_cpu_s(app.pid)
+            cls.waited_path = app.pprof("/debug/pprof/profile?seconds=2",
+                                        os.path.join(app.tmp, "cpu.pb.gz"))
+            cls.t_answered, cls.proc_cpu_s = time.time(), proc_cpu_s(app.pid) - cpu_asked
+            cls.waited = read_pprof(cls.waited_path)
+            t_past = time.time()
+            cls.past = read_pprof(app.pprof("/debug/pprof/wall?seconds=3&wait=0",
+                                            os.path.join(app.tmp, "wall.pb.gz")))
+            cls.t_past = (t_past, time.time())
+            cls.fractional = read_pprof(app.pprof("/debug/pprof/profile?seconds=1.5&wait=0",
+                                                  os.path.join(app.tmp, "frac.pb.gz")))
+
+    def test_duration_is_the_window_asked_for(self):
+        # waited: exactly the seconds asked for
+        self.assertEqual(self.waited.duration_nanos, 2_000_000_000)
+        # past windows end now: the whole seconds asked before the current one, and that one
+        # so far
+        self.assertGreaterEqual(self.past.duration_nanos, 3_000_000_000)
+        self.assertLess(self.past.duration_nanos, 4_000_000_000)
+        self.assertGreaterEqual(self.fractional.duration_nanos, 2_000_000_000, "rounded up")
+        self.assertLess(self.fractional.duration_nanos, 3_000_000_000)
+
+    def test_window_is_whole_seconds_where_asked(self):
+        for p in (self.waited, self.past, self.fractional):
+            self.assertEqual(p.time_nanos % 1_000_000_000, 0, p.time_nanos)
+        self.assertEqual(self.waited.duration_nanos % 1_000_000_000, 0)
+        # waited: the window starts after the request and ends before the answer
+        start, end = self.waited.time_nanos / 1e9, (self.waited.time_nanos
+                                                     + self.waited.duration_nanos) / 1e9
+        self.assertGreaterEqual(start, self.t_asked - 0.05)
+        self.assertLessEqual(end, self.t_answered + 0.05)
+        # past: ends when it was asked for, and holds the whole window asked for
+        start, end = self.past.time_nanos / 1e9, (self.past.time_nanos
+                                                   + self.past.duration_nanos) / 1e9
+        self.assertGreaterEqual(end, self.t_past[0] - 0.05)
+        self.assertLessEqual(end, self.t_past[1] + 0.05)
+        self.assertLessEqual(start, end - 3)
+
+    def test_samples_stay_in_the_window(self):
+        # the window lies between the request and the answer: its samples cannot hold more CPU
+        # than the kernel counted for the process meanwhile, nor more than one core (cpu-only's
+        # one spinning thread) for 2 s
+        cpu = self.waited.totals().get("cpu", 0) / 1e9
+        self.assertGreater(cpu, 0)
+        self.assertLessEqual(cpu, self.proc_cpu_s * 1.05 + 0.03)
+        self.assertLessEqual(cpu, 1.1 * self.waited.duration_nanos / 1e9)
+
+    @unittest.skipUnless(shutil.which("go"), "go tool pprof not installed")
+    def test_go_tool_pprof_prints_the_duration(self):
+        self.assertRegex(go_pprof(["-top", "-nodecount=5"], self.waited_path),
+                         r"Duration: 2s\b")
 
 
 @unittest.skipIf(os.environ.get("CLRSCOPE_TEST_APP_PRELOAD"),
@@ -406,6 +478,52 @@ class TrieCompaction(unittest.TestCase):
         truth = self.final["churn_cpu_ms"] / (self.final["churn_cpu_ms"] + self.final["burn_cpu_ms"])
         got = named / (named + burn)
         self.assertLess(abs(got - truth), 0.12, (got, truth, named, burn))
+
+
+class GenericFrames(unittest.TestCase):
+    """Frame names carry generic arguments, so two instantiations of one generic method with
+    different costs stay apart: cpu-generic runs Cruncher<int>.Nested.Spin<int> (code compiled for
+    int) and Cruncher<string>.Nested.Spin<string> (the code reference types share, which the
+    runtime knows only as System.__Canon: it reads as the parameters' names) at 3:1 CPU, measured
+    by the app with its thread's CPU clock."""
+
+    @classmethod
+    def setUpClass(cls):
+        with ProfiledApp("cpu-generic", ["--seconds", "40"]) as app:
+            app.wait_ready()
+            cls.int_name = cls.string_name = None
+            for _ in range(12):  # at least 5 s of the worker's CPU in the profile, or 30 s
+                time.sleep(2.5)
+                cls.cpu = app.json("/api/v1/flamegraph?type=cpu&seconds=60")
+                totals = tree_totals_by_name(cls.cpu["root"])
+                if totals.get(INT_FRAME, 0) + totals.get(STRING_FRAME, 0) >= 5e9:
+                    break
+            cls.top = app.json("/api/v1/top?type=cpu&seconds=60&limit=20")
+            cls.pprof = read_pprof(app.pprof("/debug/pprof/profile?seconds=60&wait=0",
+                                             os.path.join(app.tmp, "cpu.pb.gz")))
+            app.stop()
+            cls.truth = app.wait_truth(timeout=60)
+
+    def test_instantiations_keep_their_ratio(self):
+        totals = tree_totals_by_name(self.cpu["root"])
+        self.assertEqual(self.truth["frames"], {"int": INT_FRAME, "string": STRING_FRAME})
+        got_int, got_string = totals.get(INT_FRAME, 0), totals.get(STRING_FRAME, 0)
+        generic = sorted(n for n in totals if "Cruncher" in n)
+        self.assertGreater(got_int, 0, generic)
+        self.assertGreater(got_string, 0, generic)
+        self.assertGreaterEqual(got_int + got_string, 2e9, "too few samples to judge")
+        want = self.truth["int_cpu_ms"] / self.truth["string_cpu_ms"]
+        got = got_int / got_string
+        self.assertLess(abs(got - want), 0.15 * want, (got, want, generic))
+        self.assertNotIn("TestApp.Cruncher.Nested.Spin", totals, "a name without its arguments")
+
+    def test_top_and_pprof_carry_the_same_names(self):
+        names = [f["name"] for f in self.top["functions"]]
+        self.assertIn(INT_FRAME, names)
+        self.assertIn(STRING_FRAME, names)
+        frames = {f for stack, _, _ in self.pprof.samples for f in stack}
+        self.assertIn(INT_FRAME, frames)
+        self.assertIn(STRING_FRAME, frames)
 
 
 class OsrFrames(unittest.TestCase):

@@ -24,6 +24,9 @@ No timing thresholds: the cost of GC monitoring is measured by bench/gc_overhead
 import os
 import re
 import shutil
+import signal
+import subprocess
+import sys
 import threading
 import time
 import unittest
@@ -412,6 +415,95 @@ class CpuOnlyWorkstation(CpuOnlyBase, unittest.TestCase):
 class CpuOnlyServer(CpuOnlyBase, unittest.TestCase):
     ENV = SERVER_ENV
     SERVER = True
+
+
+def start_hogs(n, seconds):
+    """n processes that burn CPU in a busy loop for `seconds` (they stop by themselves)."""
+    code = ("import time\nend = time.monotonic() + %f\nwhile time.monotonic() < end:\n"
+            "    pass\n" % seconds)
+    return [subprocess.Popen([sys.executable, "-c", code]) for _ in range(n)]
+
+
+def phase_share(series, phases):
+    """GC CPU / process CPU over the per-second records that lie wholly inside one of the
+    [t0, t1] phases, with the process's CPU per wall second and the seconds counted."""
+    rows = [e for e in series if any(e["t"] - e["dt"] >= t0 and e["t"] <= t1
+                                     for t0, t1 in phases)]
+    gc = sum(e["gc_cpu_s"] for e in rows)
+    proc = sum(e["process_cpu_s"] for e in rows)
+    wall = sum(e["dt"] for e in rows)
+    return (gc / proc if proc else 0.0), (proc / wall if wall else 0.0), len(rows)
+
+
+class GcShareUnderLoadBase:
+    """gc-heavy alone and beside two busy-loop processes (both cores busy with another program),
+    in turns: the hogs are stopped (SIGSTOP) and let go (SIGCONT) every PHASE seconds, so a slow
+    drift of the app's own behaviour falls on both sides alike. The GC's CPU is read from CPU
+    clocks, so sharing the cores with others must change neither the share nor the rule that the
+    GC's CPU is part of the process's. A share computed from pause wall time grows under load (a
+    pause's wall time then includes the time the GC's thread waited for a core), and overbooked
+    the process's CPU."""
+    ENV = {}
+    PHASE = 3.0
+    ROUNDS = 4
+
+    @classmethod
+    def setUpClass(cls):
+        cls.app = ProfiledApp("gc-heavy", ["--seconds", "60"], env=cls.ENV)
+        cls.app.start()
+        hogs = []
+        cls.alone, cls.loaded = [], []
+        try:
+            cls.app.wait_ready()
+            time.sleep(3)  # JIT and the heap's first growth
+            hogs = start_hogs(2, 2 * cls.PHASE * cls.ROUNDS + 30)
+            for _ in range(cls.ROUNDS):
+                for phase, sig in ((cls.alone, signal.SIGSTOP), (cls.loaded, signal.SIGCONT)):
+                    for h in hogs:
+                        h.send_signal(sig)
+                    # the second in which the hogs change state belongs to neither phase
+                    t0 = time.time() + 0.3
+                    time.sleep(cls.PHASE)
+                    phase.append((t0, time.time()))
+            time.sleep(1.2)  # the tick that records the last phase's last second
+            cls.gc = cls.app.json(GC_URL)
+        finally:
+            for h in hogs:
+                h.kill()
+                h.wait()
+            cls.app.stop()
+
+    def test_gc_cpu_never_exceeds_process_cpu(self):
+        series = self.gc["series"]
+        self.assertGreaterEqual(len(series), 2 * self.PHASE * self.ROUNDS)
+        for e in series:
+            self.assertLessEqual(e["gc_cpu_s"], e["process_cpu_s"], e)
+            self.assertLessEqual(e["gc_cpu_share"], 1.0, e)
+        self.assertLessEqual(self.gc["gc_cpu_s"], self.gc["process_cpu_s"])
+        t = self.gc["totals"]
+        self.assertLessEqual(t["gc_cpu_s_total"], t["process_cpu_s_total"])
+
+    def test_share_under_load_matches_share_alone(self):
+        series = self.gc["series"]
+        alone, alone_rate, n_alone = phase_share(series, self.alone)
+        loaded, loaded_rate, n_loaded = phase_share(series, self.loaded)
+        figures = (f"share alone {alone:.3f} ({alone_rate:.2f} CPU/s over {n_alone} s), beside "
+                   f"two busy loops {loaded:.3f} ({loaded_rate:.2f} CPU/s over {n_loaded} s)")
+        print(f"\n{type(self).__name__}: {figures}", file=sys.stderr)
+        if min(alone_rate, loaded_rate) < 0.1:
+            self.skipTest(f"the app got almost no CPU from a machine loaded by others: {figures}")
+        self.assertGreaterEqual(n_alone, self.ROUNDS, figures)
+        self.assertGreaterEqual(n_loaded, self.ROUNDS, figures)
+        self.assertGreater(alone, 0.2, figures)
+        self.assertLessEqual(abs(loaded - alone), 0.10 * alone, figures)
+
+
+class GcShareUnderLoadWorkstation(GcShareUnderLoadBase, unittest.TestCase):
+    ENV = WORKSTATION_ENV
+
+
+class GcShareUnderLoadServer(GcShareUnderLoadBase, unittest.TestCase):
+    ENV = SERVER_ENV
 
 
 class RuntimeCountersGuard(unittest.TestCase):

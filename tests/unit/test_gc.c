@@ -248,8 +248,8 @@ int main(void)
 
     /* 1. Workstation blocking gen0 GC on this app thread (order seen on .NET 10):
      * SuspendEEBegin(ForGC), GCStart, GlobalHeapHistory, PerHeapHistory, GCEnd, HeapStats,
-     * RestartEEBegin, RestartEEEnd (the app thread's CPU is read at the first and the last).
-     * The sampler's own
+     * RestartEEBegin, RestartEEEnd (the app thread's CPU clock is read at the first and the
+     * last). The sampler's own
      * suspension events interleave from another thread. */
     pthread_t sampler;
     pthread_create(&sampler, NULL, sampler_thread, NULL);
@@ -267,10 +267,11 @@ int main(void)
     heap_stats(1000);
     sleep_ms(12); /* off CPU inside the pause: its CPU per wall second is well below 1 */
     restart_end();
-    int64_t w1 = prof_now_ns(), cpu1 = thread_cpu_ns();
+    int64_t cpu1 = thread_cpu_ns();
 
     /* 2. Workstation background GC #2 preceded by an ephemeral gen1 GC #3 in the same pause,
      * both started by this thread; the BGC ends later on the ".NET BGC" thread. */
+    int64_t cpu2 = thread_cpu_ns();
     suspend_begin(1);
     gc_start(2, 2, 0, 1);
     gc_start(3, 1, 0, 0);
@@ -280,7 +281,7 @@ int main(void)
     gc_end(3, 1);
     heap_stats(1500);
     restart_end();
-    int64_t w2 = prof_now_ns();
+    int64_t cpu3 = thread_cpu_ns();
     prof_gc_get_totals(&t);
     CHECK(t.in_progress[2] == 1 && t.in_progress[0] == 1, "BGC in progress: %llu %llu",
           (unsigned long long)t.in_progress[0], (unsigned long long)t.in_progress[2]);
@@ -308,13 +309,14 @@ int main(void)
     CHECK(t.in_progress[0] == 0, "nothing in progress");
     CHECK(t.unpaired_callbacks == 1, "the sampler's, BGC's and duplicated RestartEEEnd are not unpaired");
     CHECK(t.heap_count == 2, "heap count %d", t.heap_count);
-    /* user CPU: the first pause of an app thread has its CPU clock read (~20 ms of CPU in ~33 ms),
-     * the second (~10 ms) not: its CPU is its wall time at the first one's CPU per wall second.
+    /* user CPU: each pause of the app thread has its CPU clock read at both ends (~20 ms of CPU
+     * in ~33 ms of wall time, then ~10 ms): the thread's own clock read just outside them agrees.
      * The server thread's 5 ms are not counted here (its own clock is read every second). */
-    double ratio = (double)(cpu1 - cpu0) / (double)(w1 - w0);
-    double want = ratio * (double)(w2 - w0) / 1e9; /* both pauses, wall, at that ratio */
-    CHECK(t.gc_user_cpu_s > want * 0.95 && t.gc_user_cpu_s < want * 1.05,
-          "user gc cpu %.4f, want %.4f (CPU per wall second %.3f)", t.gc_user_cpu_s, want, ratio);
+    double want = (double)((cpu1 - cpu0) + (cpu3 - cpu2)) / 1e9;
+    CHECK(t.gc_user_cpu_s > want * 0.95 - 0.001 && t.gc_user_cpu_s <= want * 1.02 + 0.001,
+          "user gc cpu %.4f, want %.4f", t.gc_user_cpu_s, want);
+    CHECK(t.gc_user_cpu_s < (double)(prof_now_ns() - w0) / 1e9 * 0.9,
+          "user gc cpu %.4f is CPU, not the pauses' wall time", t.gc_user_cpu_s);
     CHECK(t.gc_user_cpu_s <= t.pause_s, "user cpu %.4f inside pauses %.4f", t.gc_user_cpu_s,
           t.pause_s);
     CHECK(v.ncollections == 4, "records %zu", v.ncollections);
@@ -346,10 +348,14 @@ int main(void)
     }
     CHECK(t.heap[GC_GEN0] == 2000 && t.heap[GC_POH] == 7, "latest heap sizes");
     CHECK(v.nseconds == 1, "one second recorded");
-    if (v.nseconds)
+    if (v.nseconds) {
         CHECK(v.seconds[0].collections[0] == 2 && v.seconds[0].collections[2] == 1,
               "per-second counts");
+        CHECK(v.seconds[0].gc_cpu_s <= v.seconds[0].process_cpu_s, "gc cpu %.4f > process %.4f",
+              v.seconds[0].gc_cpu_s, v.seconds[0].process_cpu_s);
+    }
     prof_gc_view_free(&v);
+
 
     /* Many app threads, one after the other, each suspending the runtime once (workstation GCs
      * triggered by whichever thread allocates): an ended pause's slot is free for the next
@@ -404,10 +410,51 @@ int main(void)
     CHECK(!c6 || c6->pause_ms == 0, "gc6: no pause yet (%.3f)", c6 ? c6->pause_ms : -1.0);
     prof_gc_view_free(&v);
 
+    /* A GC that straddles ticks is booked when it ends, and no second takes more GC CPU than
+     * the process used in it: the rest waits for the next seconds. ~150 ms of GC CPU before a
+     * tick, ~5 ms after it, then the end and a tick at once: that second cannot hold it all. */
+    CHECK(prof_gc_view(60, 100, &v) == 0, "view before the straddling GC");
+    size_t n0 = v.nseconds;
+    double user_before = v.totals.gc_user_cpu_s;
+    prof_gc_view_free(&v);
+    int64_t cpu4 = thread_cpu_ns();
+    suspend_begin(1);
+    gc_start(7, 0, 0, 0);
+    spin_ms(150);
+    prof_gc_tick(prof_unix_now());
+    spin_ms(5);
+    gc_end(7, 0);
+    heap_stats(1000);
+    restart_end();
+    int64_t cpu5 = thread_cpu_ns();
+    prof_gc_tick(prof_unix_now());
+    spin_ms(200); /* the app's own work: room for what waited */
+    prof_gc_tick(prof_unix_now());
+    CHECK(prof_gc_view(60, 100, &v) == 0, "view after the straddling GC");
+    double booked_sum = 0;
+    for (size_t i = 0; i < v.nseconds; i++) {
+        CHECK(v.seconds[i].gc_cpu_s <= v.seconds[i].process_cpu_s,
+              "second %zu: gc cpu %.4f > process %.4f", i, v.seconds[i].gc_cpu_s,
+              v.seconds[i].process_cpu_s);
+        booked_sum += v.seconds[i].gc_cpu_s;
+    }
+    CHECK(v.nseconds == n0 + 3, "seconds %zu after %zu", v.nseconds, n0);
+    if (v.nseconds == n0 + 3)
+        CHECK(v.seconds[n0 + 1].gc_user_cpu_s < 0.1 && v.seconds[n0 + 2].gc_user_cpu_s > 0.05,
+              "the straddling GC waited: %.4f then %.4f", v.seconds[n0 + 1].gc_user_cpu_s,
+              v.seconds[n0 + 2].gc_user_cpu_s);
+    double want2 = (double)(cpu5 - cpu4) / 1e9;
+    double got = v.totals.gc_user_cpu_s - user_before;
+    CHECK(got > want2 * 0.95 - 0.001 && got <= want2 * 1.02 + 0.001,
+          "straddling GC booked %.4f of %.4f", got, want2);
+    CHECK(booked_sum <= v.totals.process_cpu_s, "gc %.4f > process %.4f", booked_sum,
+          v.totals.process_cpu_s);
+    prof_gc_view_free(&v);
+
     prof_gc_stop();
     prof_gc_on_event(1, 2, (const BYTE *)"\7\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0", 16);
     prof_gc_get_totals(&t);
-    CHECK(t.collections == 6, "no counting after stop");
+    CHECK(t.collections == 7, "no counting after stop");
 
     printf("%d passed, %d failed\n", passed, failed);
     return failed ? 1 : 0;

@@ -6,6 +6,7 @@
  * reach JSON or pprof (prof_utf8), and JSON strings written with whole characters only
  * (api_json's jb_str: a name cut inside a character, a path in another encoding).
  */
+#include <stdio.h>
 #include <string.h>
 
 #include "api_json.h"
@@ -68,8 +69,48 @@ static void test_json_whole_characters(void)
     json("\xed\xa0\x80\xc0\xaf", "\"?????\"");     /* a surrogate, an overlong form */
 }
 
+/* A frame's name from its metadata type and method names and its type arguments. */
+static void frame(const char *type, const char *const *targs, unsigned nt, const char *method,
+                  const char *const *margs, unsigned nm, const char *want)
+{
+    char out[256];
+    prof_symbols_clean_frame(type, targs, nt, method, margs, nm, out, sizeof out);
+    CHECK(!strcmp(out, want), "frame %s %s -> %s, want %s", type, method, out, want);
+}
+
+static void generic_frames(void)
+{
+    static const char *const t[] = {"T"}, *const tkey[] = {"TKey"};
+    static const char *const i32[] = {"System.Int32"};
+    static const char *const kv[] = {"System.String", "Ns.Order"};
+    /* each part of a nested chain takes its own arity's arguments, the method its own */
+    frame("Ns.Cruncher`1+Nested", t, 1, "Spin", tkey, 1, "Ns.Cruncher<T>.Nested.Spin<TKey>");
+    frame("Ns.Cruncher`1+Nested", i32, 1, "Spin", i32, 1,
+          "Ns.Cruncher<System.Int32>.Nested.Spin<System.Int32>");
+    frame("System.Collections.Generic.List`1", kv + 1, 1, "Add", NULL, 0,
+          "System.Collections.Generic.List<Ns.Order>.Add");
+    frame("System.Collections.Generic.Dictionary`2+Enumerator", kv, 2, "MoveNext", NULL, 0,
+          "System.Collections.Generic.Dictionary<System.String,Ns.Order>.Enumerator.MoveNext");
+    frame("Ns.Outer`1+Inner`1", kv, 2, ".ctor", NULL, 0,
+          "Ns.Outer<System.String>.Inner<Ns.Order>..ctor");
+    /* a generic method's async state machine: its own parameter is the method's */
+    frame("Ns.Outer`1+<Run>d__3`1", kv, 2, "MoveNext", NULL, 0,
+          "Ns.Outer<System.String>.Run<Ns.Order>");
+    /* a display class drops its arguments with itself; a lambda keeps the method's name */
+    frame("Ns.Outer`1+<>c__DisplayClass2_0`1", kv, 2, "<Run>b__0", NULL, 0,
+          "Ns.Outer<System.String>.Run.{lambda}");
+    frame("Ns.C", NULL, 0, "<Main>g__Local|0_0", t, 1, "Ns.C.Main.Local<T>");
+    frame("Ns.Util", NULL, 0, "Max", t, 1, "Ns.Util.Max<T>");
+    /* no arguments: the name prof_symbols_clean_method gives */
+    frame("Ns.C+<Run>d__5", NULL, 0, "MoveNext", NULL, 0, "Ns.C.Run");
+    char out[64];
+    prof_symbols_clean_method("Ns.C", "Go", out, sizeof out);
+    CHECK(!strcmp(out, "Ns.C.Go"), "clean_method %s", out);
+}
+
 int main(void)
 {
+    generic_frames();
     test_utf8_clean();
     test_json_whole_characters();
     both("Probe.Widget+<>c__DisplayClass1_0", "Probe.Widget", "Probe.Widget.<>c__DisplayClass1_0");

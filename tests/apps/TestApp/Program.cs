@@ -28,7 +28,7 @@ public static class Program
 {
     const string Usage =
         "usage: TestApp MODE [--seconds N] [--exit N] [--truth-every-second] [mode options]\n" +
-        "modes: hello, version, cpu-split, gc-heavy, cpu-only, alloc-mix, leak, bgc-live, exceptions,\n" +
+        "modes: hello, version, cpu-split, cpu-generic, gc-heavy, cpu-only, alloc-mix, leak, bgc-live, exceptions,\n" +
         "       contention, heap, threads, wait, unload, thread-churn, osr-loop,\n" +
         "       dynamic-code, bursts, pool-starve   (see tests/apps/README.md)";
 
@@ -94,6 +94,7 @@ public static class Program
     static Mode? CreateMode(string name) => name switch
     {
         "cpu-split" => new CpuSplitMode(),
+        "cpu-generic" => new CpuGenericMode(),
         "gc-heavy" => new GcHeavyMode(),
         "cpu-only" => new CpuOnlyMode(),
         "alloc-mix" => new Alloc.AllocMixMode(),
