@@ -26,6 +26,8 @@ from harness import REPO, ProfiledApp
 
 DOCS = os.path.join(REPO, "docs")
 API_MD = os.path.join(DOCS, "api.md")
+# the contract's endpoints: the JSON API, and the pprof and Prometheus endpoints beside it
+API_PAGES = [API_MD, os.path.join(DOCS, "pprof-and-metrics.md")]
 CONFIG_MD = os.path.join(DOCS, "configuration.md")
 
 # Where the server's routes are declared (the route table and the handlers that parse a
@@ -231,7 +233,7 @@ class Documents(unittest.TestCase):
         self.assertGreater(len(routes), 10, "the scan found no route table: point ROUTE_TABLE "
                            "at the file that declares the routes")
         documented = set()
-        for ep in doc_endpoints(read(API_MD)):
+        for ep in doc_endpoints("\n".join(read(p) for p in API_PAGES)):
             for p in [ep["path"]] + ep["aliases"]:
                 documented.add((ep["method"], p.rstrip("/") or "/"))
         missing = [f"{m} {p}" for m, p in routes if (m, p.rstrip("/") or "/") not in documented]
@@ -254,7 +256,7 @@ class Endpoints(unittest.TestCase):
 
     @classmethod
     def setUpClass(cls):
-        cls.endpoints = doc_endpoints(read(API_MD))
+        cls.endpoints = doc_endpoints("\n".join(read(p) for p in API_PAGES))
         # three heap snapshots and the documented POST, back to back: no interval between them
         cls.app = ProfiledApp("demo", ["--seconds", "0", "--mb-per-s", "20"],
                               env={"CLRSCOPE_DUMP_MIN_INTERVAL_S": "0"})
