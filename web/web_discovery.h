@@ -1,6 +1,6 @@
 /*
  * web_discovery - the discovery file: where a profiled process tells `clrscope ls` and
- * `clrscope threads` (tools/launcher.c) its pid, dashboard URL, token and command line.
+ * `clrscope threads` (tools/launcher_discovery.c) its pid, dashboard URL, token and command line.
  * One file per process, PID.json (mode 0600) in its user's own directory:
  * $XDG_RUNTIME_DIR/clrscope when that is set, else /tmp/clrscope-EUID, a real directory of that
  * user's (mode 0700, never a link: prof_files_private_dir). Written once the dashboard listens,

@@ -45,7 +45,8 @@ const GUID IID_IMetaDataImport = {0x7DAC8207, 0xD3AE, 0x4C75,
 const GUID IID_IMetaDataImport2 = {0xFCE5EFA0, 0x8BBA, 0x4F8E,
                                    {0xA0, 0x36, 0x8F, 0x20, 0x22, 0xB0, 0x84, 0x66}};
 
-/* {C1A5C09E-5C0E-4C1B-9A7E-0D5E7C1A5C0E}: clrscope's CLSID, also in tools/launcher.c and docs/running.md. */
+/* {C1A5C09E-5C0E-4C1B-9A7E-0D5E7C1A5C0E}: clrscope's CLSID, also in tools/launcher_run.c and
+ * docs/running.md. */
 const GUID CLSID_clrscope = {0xC1A5C09E, 0x5C0E, 0x4C1B,
                              {0x9A, 0x7E, 0x0D, 0x5E, 0x7C, 0x1A, 0x5C, 0x0E}};
 

@@ -2,7 +2,7 @@
 #
 # - clrscope_build: an interface target giving CLRSCOPE_VERSION (project()'s version) and
 #   clrscope_commit.h (CLRSCOPE_COMMIT, from git at each build: commit.cmake) to the code that
-#   reports them (api/api_status.c, tools/launcher.c);
+#   reports them (api/api_status.c, tools/launcher_run.c);
 # - clrscope_library(NAME DIR LINK...): the profiler library NAME (libclrscope.so in DIR) from
 #   the composition root (clrscope_entry) and LINK, with the exports of profiler/exports.map and
 #   clrscope_glibc_min(), the oldest glibc it loads on. That is read from the imports of a first
