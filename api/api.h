@@ -39,6 +39,10 @@ int api_locks(const struct api_req *q, struct api_reply *out);
 int api_metrics(const struct api_req *q, struct api_reply *out);
 int api_counters(const struct api_req *q, struct api_reply *out);
 int api_threads(const struct api_req *q, struct api_reply *out); /* /api/v1/threads */
+int api_budget(const struct api_req *q, struct api_reply *out);  /* /api/v1/budget */
+struct cJSON;
+/* Adds the overhead governor's `budget` object to a status reply (api_budget.c). */
+void api_budget_status(struct cJSON *status);
 
 /* Heap snapshots (api_gcdump.c); {id} is q->id, {name} what follows /api/v1/gcdump/. */
 int api_gcdump_list(const struct api_req *q, struct api_reply *out);    /* GET    /api/v1/gcdump */

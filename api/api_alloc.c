@@ -156,6 +156,17 @@ int api_allocations(const struct api_req *q, struct api_reply *out)
     cJSON_AddNumberToObject(o, "seconds", seconds);
     cJSON_AddNumberToObject(o, "t_from", v.t_from);
     cJSON_AddNumberToObject(o, "t_to", v.t_to);
+    /* the share of the window the overhead governor had the allocation events on; counts and
+     * bytes are already weighted by its inverse */
+    double cov = prof_alloc_coverage((int64_t)floor(v.t_from), (int64_t)floor(v.t_to));
+    cJSON_AddNumberToObject(o, "coverage", cov);
+    if (cov < 0.999)
+        cJSON_AddStringToObject(o, "coverage_note",
+                                "the overhead governor (CLRSCOPE_OVERHEAD_BUDGET) had allocation "
+                                "events on for this share of the window; every sample counts for "
+                                "1/share, so shares stay unbiased; totals read low by the share "
+                                "of the app's time the events themselves slow it (see "
+                                "docs/overhead-budget.md)");
     int64_t tc = 0, tb = 0, ts = 0;
     cJSON *types = cJSON_AddArrayToObject(o, "types");
     for (long i = 0; i < ntypes; i++) {
@@ -169,6 +180,15 @@ int api_allocations(const struct api_req *q, struct api_reply *out)
         cJSON_AddNumberToObject(t, "count", (double)sums[i].count);
         cJSON_AddNumberToObject(t, "bytes", (double)sums[i].bytes);
         cJSON_AddNumberToObject(t, "samples", (double)sums[i].samples);
+        if (sums[i].samples > 0) {
+            /* k samples of a type are a Poisson count: its estimate is off by about 1/sqrt(k)
+             * (exact for objects of one size, the sampling being per byte) */
+            double rel = 1.96 / sqrt((double)sums[i].samples);
+            cJSON *ci = cJSON_AddArrayToObject(t, "bytes_ci95");
+            cJSON_AddItemToArray(ci, cJSON_CreateNumber(
+                                         round((double)sums[i].bytes * (rel < 1 ? 1 - rel : 0))));
+            cJSON_AddItemToArray(ci, cJSON_CreateNumber(round((double)sums[i].bytes * (1 + rel))));
+        }
         cJSON_AddItemToArray(types, t);
     }
     /* shares need the totals, so they are filled in a second pass */

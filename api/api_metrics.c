@@ -12,6 +12,7 @@
 #include "api.h"
 #include "api_json.h"
 #include "prof_agg.h"
+#include "prof_budget.h"
 #include "prof_config.h"
 #include "prof_core.h"
 #include "prof_counters.h"
@@ -103,8 +104,28 @@ static void gc_metrics(struct jbuf *b)
     prof_gc_view_free(&v);
 }
 
+static void budget_metrics(struct jbuf *b)
+{
+    struct prof_budget_view *v = malloc(sizeof *v); /* a few KB: not on a worker's stack */
+    if (!v)
+        return;
+    prof_budget_read(v);
+    metric_d(b, "clrscope_budget_target_ratio", "gauge",
+             "CLRSCOPE_OVERHEAD_BUDGET: the share of the process's CPU clrscope may cost (0: "
+             "no governor).", v->enabled ? v->target : 0);
+    metric_d(b, "clrscope_budget_measured_ratio", "gauge",
+             "What clrscope cost over the last 10 s (threads, callbacks, the runtime's work for "
+             "its allocation events) divided by the process's CPU.", v->measured);
+    metric_d(b, "clrscope_budget_alloc_on_ratio", "gauge",
+             "The share of each second the allocation events are on.", v->alloc_share);
+    metric_u(b, "clrscope_budget_alloc_switches_total", "counter",
+             "Times the governor switched the allocation events on or off.", v->switches);
+    free(v);
+}
+
 static void self_metrics(struct jbuf *b)
 {
+    budget_metrics(b);
     struct prof_self_stats self;
     prof_agg_self_stats(&self);
     metric_d(b, "clrscope_process_cpu_seconds_total", "counter",

@@ -18,6 +18,7 @@ const struct api_route api_routes[] = {
     {API_GET, "/api/v1/locks", api_locks, NULL},
     {API_GET, "/api/v1/counters", api_counters, NULL},
     {API_GET, "/api/v1/threads", api_threads, NULL},
+    {API_GET, "/api/v1/budget", api_budget, NULL},
     {API_GET, "/api/v1/gcdump", api_gcdump_list, "use GET or POST on /api/v1/gcdump"},
     {API_POST, "/api/v1/gcdump", api_gcdump_create, "use GET or POST on /api/v1/gcdump"},
     {API_GET, "/api/v1/gcdump/diff", api_gcdump_diff, "use GET on /api/v1/gcdump/diff"},

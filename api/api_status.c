@@ -186,5 +186,6 @@ int api_status(const struct api_req *q, struct api_reply *out)
 
     cJSON *ex = cJSON_AddObjectToObject(o, "export");
     prof_exporter_status_json(ex);
+    api_budget_status(o);
     return api_reply_json(out, 200, o);
 }

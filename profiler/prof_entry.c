@@ -21,6 +21,7 @@
 #include "prof_config.h"
 #include "prof_core.h"
 #include "prof_counters.h"
+#include "prof_budget.h"
 #include "prof_events.h"
 #include "prof_exc.h"
 #include "prof_exporter.h"
@@ -141,6 +142,7 @@ static HRESULT entry_initialize(void *info_unknown)
     prof_sampler_start();
     prof_heapsnap_init(); /* its event handler before the sessions start */
     prof_events_start();
+    prof_budget_start(); /* after the sessions: it switches the allocation session */
     prof_exporter_start();
     web_server_start(); /* last: the dashboard reads what capture publishes */
     prof_log(LOG_DEBUG, "initialized on runtime %s (ICorProfilerInfo%d)", g_core.runtime_version,
@@ -155,6 +157,7 @@ static void entry_shutdown(void)
     prof_core_begin_stopping();
     web_server_stop();
     prof_exporter_stop();
+    prof_budget_stop();
     prof_heapsnap_stop();
     prof_sampler_stop();
     prof_agg_stop();

@@ -57,6 +57,25 @@ double prof_env_double(const char *name, double def, double min, double max)
     return v;
 }
 
+/* A percentage written "1%", "0.5 %" or "1" (percent either way), 0..100. */
+static double env_percent(const char *name, double def)
+{
+    const char *s = getenv(name);
+    if (!s || !*s)
+        return def;
+    char *end = NULL;
+    errno = 0;
+    double v = strtod(s, &end);
+    while (end && (*end == ' ' || *end == '%'))
+        end++;
+    if (errno || !end || end == s || *end || !(v >= 0 && v <= 100)) {
+        prof_log(LOG_WARN, "%s=\"%.40s\" is not a percentage in 0..100 (\"1%%\"); using %g%%",
+                 name, s, def);
+        return def;
+    }
+    return v;
+}
+
 int prof_env_bool(const char *name, int def)
 {
     const char *s = getenv(name);
@@ -226,4 +245,6 @@ void prof_config_load(void)
     c->lock_rate = (int)prof_env_long("CLRSCOPE_LOCK_SAMPLES_PER_S", 100, 1, 100000);
     c->alloc_stack_rate = (int)prof_env_long("CLRSCOPE_ALLOC_STACKS_PER_S", 200, 1, 1000000);
     c->cpu_timer_budget = prof_env_double("CLRSCOPE_CPU_TIMER_BUDGET", 0.5, 0, 100) / 100;
+    c->overhead_budget = env_percent("CLRSCOPE_OVERHEAD_BUDGET", 1.0) / 100;
+    c->overhead_floor = env_percent("CLRSCOPE_OVERHEAD_FLOOR", 1.0) / 100;
 }

@@ -52,6 +52,8 @@ struct prof_config {
     int lock_rate;        /* CLRSCOPE_LOCK_SAMPLES_PER_S (100) */
     int alloc_stack_rate; /* CLRSCOPE_ALLOC_STACKS_PER_S (200) allocation stack walks */
     double cpu_timer_budget; /* CLRSCOPE_CPU_TIMER_BUDGET (0.5 %) as a fraction of the app's CPU */
+    double overhead_budget;  /* CLRSCOPE_OVERHEAD_BUDGET (1 %) as a fraction; 0 = no governor */
+    double overhead_floor;   /* CLRSCOPE_OVERHEAD_FLOOR (1 %) of one core the budget allows */
 };
 
 extern struct prof_config g_cfg;

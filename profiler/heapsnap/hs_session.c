@@ -113,9 +113,14 @@ static void *gc_thread(void *arg)
         .providerName = (const WCHAR *)runtime_provider, .keywords = kw,
         .loggingLevel = EP_LEVEL_VERBOSE, .filterData = NULL};
     EVENTPIPE_SESSION session = 0;
+    /* The governor's allocation switch waits while this session is open: a session started
+     * then would be told of the GCHeapCollect keyword and trigger a GC of its own. */
+    prof_events_hold_switch();
     j->hr_start = info->vt->EventPipeStartSession(info, 1, &cfg, 0, &session);
-    if (j->hr_start < 0)
+    if (j->hr_start < 0) {
+        prof_events_release_switch();
         return NULL;
+    }
     if (__atomic_load_n(&dump.state, __ATOMIC_ACQUIRE) == ST_ARMED) {
         /* This runtime did not collect on enable: ask for the GC with the session open. */
         j->forced_gc = 1;
@@ -125,6 +130,7 @@ static void *gc_thread(void *arg)
         sleep_ms(10);
     j->hr_stop = info->vt->EventPipeStopSession(info, session);
     prof_events_reapply_sessions();
+    prof_events_release_switch();
     return NULL;
 }
 

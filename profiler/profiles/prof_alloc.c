@@ -65,7 +65,14 @@ static struct alloc_state {
     int method; /* enum prof_alloc_method */
     /* AllocationSampled: samples and sum(size - offset) per second (their slots: atomic) */
     uint64_t *sec_samples, *sec_u;
+    /* the share of each second the allocation events were on, in millionths, set by the
+     * governor (prof_alloc_note_coverage); a second without a slot was fully on */
+    uint64_t *sec_on;
+    int64_t last_noted; /* atomic: the newest second noted there (0: none) */
     uint32_t nsec;
+    /* atomic: the weight every sample gets on top of its own, 1 / the share of time the
+     * governor keeps the allocation events on (prof_alloc_set_scale); a double's bits */
+    uint64_t scale_bits;
     uint64_t samples, dropped, tick_events; /* atomic */
     /* The stack-walk budget (all atomic; see the top of the file). */
     struct {
@@ -89,10 +96,12 @@ void prof_alloc_session_needs(UINT64 *keywords, UINT32 *level)
             alloc.nsec = (uint32_t)g_cfg.history_s + 16;
             alloc.sec_samples = calloc(alloc.nsec, sizeof *alloc.sec_samples);
             alloc.sec_u = calloc(alloc.nsec, sizeof *alloc.sec_u);
-            if (!alloc.sec_samples || !alloc.sec_u) {
+            alloc.sec_on = calloc(alloc.nsec, sizeof *alloc.sec_on);
+            if (!alloc.sec_samples || !alloc.sec_u || !alloc.sec_on) {
                 free(alloc.sec_samples);
                 free(alloc.sec_u);
-                alloc.sec_samples = alloc.sec_u = NULL; /* no interval, the rest works */
+                free(alloc.sec_on);
+                alloc.sec_samples = alloc.sec_u = alloc.sec_on = NULL; /* no interval */
             }
         }
     } else {
@@ -200,6 +209,59 @@ static uint64_t sec_sum(const uint64_t *arr, int64_t from_s, int64_t to_s)
     return sum;
 }
 
+static double current_scale(void)
+{
+    uint64_t bits = __atomic_load_n(&alloc.scale_bits, __ATOMIC_RELAXED);
+    double scale;
+    memcpy(&scale, &bits, sizeof scale);
+    return scale >= 1 ? scale : 1; /* 0 bits (never set) read as 0.0 */
+}
+
+/* The share of from_s..to_s the allocation events were on (1 without a governor). */
+static double coverage(int64_t from_s, int64_t to_s)
+{
+    if (!alloc.sec_on || to_s < from_s)
+        return 1;
+    if (to_s - from_s >= (int64_t)alloc.nsec)
+        from_s = to_s - (int64_t)alloc.nsec + 1;
+    /* seconds not noted yet (the current one) count at the share they are planned at;
+     * older ones without a note were fully on (no governor then) */
+    int64_t noted = __atomic_load_n(&alloc.last_noted, __ATOMIC_RELAXED);
+    double on = 0;
+    for (int64_t s = from_s; s <= to_s; s++) {
+        uint64_t v = __atomic_load_n(&alloc.sec_on[(uint64_t)s % alloc.nsec], __ATOMIC_RELAXED);
+        if ((v >> SEC_VALUE_BITS) == ((uint64_t)s & SEC_TAG_MASK))
+            on += (double)(v & SEC_VALUE_MASK) / 1e6;
+        else
+            on += noted && s > noted ? 1 / current_scale() : 1.0;
+    }
+    return on / (double)(to_s - from_s + 1);
+}
+
+void prof_alloc_note_coverage(int64_t sec, double on_fraction)
+{
+    if (!alloc.sec_on || sec < 0)
+        return;
+    double f = on_fraction < 0 ? 0 : on_fraction > 1 ? 1 : on_fraction;
+    uint64_t v = ((uint64_t)sec & SEC_TAG_MASK) << SEC_VALUE_BITS | (uint64_t)llround(f * 1e6);
+    __atomic_store_n(&alloc.sec_on[(uint64_t)sec % alloc.nsec], v, __ATOMIC_RELAXED);
+    __atomic_store_n(&alloc.last_noted, sec, __ATOMIC_RELAXED);
+}
+
+double prof_alloc_coverage(int64_t from_s, int64_t to_s)
+{
+    return coverage(from_s, to_s);
+}
+
+void prof_alloc_set_scale(double scale)
+{
+    if (!(scale >= 1))
+        scale = 1;
+    uint64_t bits;
+    memcpy(&bits, &scale, sizeof bits);
+    __atomic_store_n(&alloc.scale_bits, bits, __ATOMIC_RELAXED);
+}
+
 int prof_alloc_total_ci(int64_t from_s, int64_t to_s, double *lo, double *hi, uint64_t *samples)
 {
     if (alloc.method != ALLOC_METHOD_SAMPLED || !alloc.sec_samples)
@@ -208,11 +270,16 @@ int prof_alloc_total_ci(int64_t from_s, int64_t to_s, double *lo, double *hi, ui
     double u = (double)sec_sum(alloc.sec_u, from_s, to_s);
     *samples = s;
     /* failures before the s-th success ~ NegativeBinomial(s, p): mean s q/p, sd sqrt(s q)/p;
-     * normal approximation (within ~0.01 of the exact quantiles from s = 30 on). */
+     * normal approximation (within ~0.01 of the exact quantiles from s = 30 on). Seconds the
+     * governor kept the events off for a share of the time count at 1 / the share on; the
+     * interval does not widen for which part of each second was seen. */
     double q = 1 - SAMPLING_P;
     double mean = (double)s * q / SAMPLING_P, sd = sqrt((double)s * q) / SAMPLING_P;
-    *lo = (mean - 1.96 * sd > 0 ? mean - 1.96 * sd : 0) + u;
-    *hi = mean + 1.96 * sd + u;
+    double f = coverage(from_s, to_s);
+    if (!(f > 0))
+        return -1;
+    *lo = ((mean - 1.96 * sd > 0 ? mean - 1.96 * sd : 0) + u) / f;
+    *hi = (mean + 1.96 * sd + u) / f;
     return 0;
 }
 
@@ -245,6 +312,9 @@ static void take_sample(uint64_t type_id, const BYTE *d, ULONG len, size_t name_
     struct prof_ring *ring = prof_agg_ring();
     if (!ring)
         return;
+    double scale = current_scale();
+    count_w *= scale;
+    bytes_w *= scale;
     /* alloc.samples is counted next to the walked/thinned/dropped counter of the sample, so
      * that a reader of the stats (any thread) finds them apart only for an instant */
     double p = walk_probability();

@@ -50,6 +50,14 @@ void prof_alloc_get_stats(struct prof_alloc_stats *out);
 /* AllocationSampled only: a 95% interval for the bytes allocated over from_s..to_s, from the
  * design doc's "failed trials" model; *samples = samples in the window. -1 when unavailable. */
 int prof_alloc_total_ci(int64_t from_s, int64_t to_s, double *lo, double *hi, uint64_t *samples);
+/* The overhead governor (prof_budget), which turns the allocation events on for a share of
+ * each second: every sample from now on stands for `scale` (1 / that share) times what it would,
+ * so that counts and bytes stay unbiased; and the share second `sec` (unix) really was on, for
+ * the interval of the total and for coverage. prof_alloc_coverage: the share of from_s..to_s
+ * that was on (1 when never turned down). Any thread. */
+void prof_alloc_set_scale(double scale);
+void prof_alloc_note_coverage(int64_t sec, double on_fraction);
+double prof_alloc_coverage(int64_t from_s, int64_t to_s);
 /* A short note on the sampling method and its bias, for the API and the dashboard. */
 const char *prof_alloc_bias_note(void);
 

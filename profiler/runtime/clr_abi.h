@@ -86,6 +86,7 @@ typedef const GUID *REFIID;
 #define COR_PRF_SNAPSHOT_DEFAULT           0u
 
 /* EventPipe levels. */
+#define EP_LEVEL_CRITICAL      1u
 #define EP_LEVEL_ERROR         2u
 #define EP_LEVEL_INFORMATIONAL 4u
 #define EP_LEVEL_VERBOSE       5u

@@ -1,7 +1,9 @@
 /* prof_events.c - see prof_events.h. */
 #include "prof_events.h"
 
+#include <pthread.h>
 #include <string.h>
+#include <time.h>
 #include <uchar.h>
 
 #include "prof_alloc.h"
@@ -26,22 +28,36 @@ enum { PK_RUNTIME = 1, PK_COUNTERS = 2, PK_OTHER = 3 };
  * Initialize and read by those threads. */
 static struct events_state {
     prof_events_handler heapdump;  /* atomic: prof_events_on_heapdump; NULL: none */
-    EVENTPIPE_SESSION session;     /* GC, allocations, contention */
+    EVENTPIPE_SESSION session;     /* GC, allocations (unless split), contention */
     EVENTPIPE_SESSION exc_session; /* exceptions (start_exceptions_session) */
     int state;                     /* atomic: prof_events_state */
     /* What each running session of the runtime provider asked for (prof_events_reapply_sessions):
-     * [0] the main session, [1] the exceptions' own. keywords 0 = that session is not running. */
+     * [0] the main session, [1] the exceptions' own, [2] the allocation session while it is on.
+     * keywords 0 = that session is not running. Written under `switching` after Initialize. */
     struct {
         UINT64 keywords;
         UINT32 level;
-    } cfg_of[2];
+    } cfg_of[3];
+    /* The allocation switch (prof_events_alloc_switch): the allocation keyword in a session of
+     * its own, and a parking session (no keyword) that stands in while it is off. */
+    struct {
+        pthread_mutex_t switching; /* the switch, and prof_events_hold_switch's holder */
+        int split;                 /* the allocation keyword has its own session */
+        int on;                    /* atomic: that session runs */
+        UINT64 keywords;
+        UINT32 level;
+        EVENTPIPE_SESSION alloc, park;
+        uint64_t switches, failed; /* atomic */
+    } alloc_switch;
+    /* Time spent in this module's delivery of events, by kind (atomic; CLOCK_MONOTONIC ns). */
+    struct prof_events_cost cost;
     /* Providers seen so far: handle -> kind (PK_RUNTIME, PK_COUNTERS or PK_OTHER). Each slot is
      * claimed with a CAS (both fields atomic); a full table only costs a name lookup per event. */
     struct {
         EVENTPIPE_PROVIDER handle;
         int kind;
     } providers[MAX_PROVIDERS];
-} events;
+} events = {.alloc_switch = {.switching = PTHREAD_MUTEX_INITIALIZER}};
 
 static int name_is(const WCHAR *name, ULONG got, const char *want)
 {
@@ -156,6 +172,24 @@ static void start_exceptions_session(void)
     __atomic_store_n(&events.state, 1, __ATOMIC_RELEASE);
 }
 
+static void start_alloc_session(void)
+{
+    HRESULT hr = start_runtime_session(events.alloc_switch.keywords, events.alloc_switch.level,
+                                       &events.alloc_switch.alloc);
+    if (hr < 0) {
+        events.alloc_switch.alloc = 0;
+        events.alloc_switch.split = 0;
+        prof_log(LOG_WARN, "the runtime refused the allocations' EventPipe session (0x%08x): "
+                 "allocations and live objects are off; the rest goes on", (unsigned)hr);
+        prof_core_disable(PROFILE_ALLOC | PROFILE_LIVE);
+        return;
+    }
+    events.cfg_of[2].keywords = events.alloc_switch.keywords;
+    events.cfg_of[2].level = events.alloc_switch.level;
+    __atomic_store_n(&events.alloc_switch.on, 1, __ATOMIC_RELEASE);
+    __atomic_store_n(&events.state, 1, __ATOMIC_RELEASE);
+}
+
 void prof_events_start(void)
 {
     UINT64 kw = 0;
@@ -169,6 +203,16 @@ void prof_events_start(void)
         UINT64 akw = 0;
         UINT32 alevel = EP_LEVEL_INFORMATIONAL;
         prof_alloc_session_needs(&akw, &alevel);
+        /* With a governor, AllocationSampled (.NET 10: a keyword of its own, at Informational)
+         * gets a session it can stop and start; GCAllocationTick (.NET 8/9) needs the GC keyword
+         * at Verbose, which a second session would deliver twice. */
+        if (g_cfg.overhead_budget > 0 && alevel == EP_LEVEL_INFORMATIONAL && akw &&
+            !(akw & KW_GC)) {
+            events.alloc_switch.split = 1;
+            events.alloc_switch.keywords = akw;
+            events.alloc_switch.level = alevel;
+            akw = 0;
+        }
         kw |= akw;
         if (alevel > level)
             level = alevel;
@@ -190,6 +234,8 @@ void prof_events_start(void)
                      (unsigned long long)kw, level);
         }
     }
+    if (events.alloc_switch.split && prof_events_state() >= 0)
+        start_alloc_session();
     if ((g_core.profiles & PROFILE_EXCEPTIONS) && prof_exc_uses_events() &&
         prof_events_state() >= 0)
         start_exceptions_session();
@@ -204,7 +250,7 @@ void prof_events_reapply_sessions(void)
     if (__atomic_load_n(&events.state, __ATOMIC_ACQUIRE) != 1)
         return;
     ICorProfilerInfo15 *info = g_core.info;
-    for (int i = 0; i < 2; i++) {
+    for (int i = 0; i < 3; i++) {
         if (!events.cfg_of[i].keywords)
             continue;
         EVENTPIPE_SESSION tmp = 0;
@@ -213,6 +259,94 @@ void prof_events_reapply_sessions(void)
             info->vt->EventPipeStopSession(info, tmp);
     }
 }
+
+int prof_events_alloc_switchable(void)
+{
+    return events.alloc_switch.split && g_core.info;
+}
+
+int prof_events_alloc_on(void)
+{
+    return !events.alloc_switch.split || __atomic_load_n(&events.alloc_switch.on, __ATOMIC_ACQUIRE);
+}
+
+/* The parking session: the runtime provider with no keyword at level Critical. It matches only
+ * events that have no keyword at all, and while it runs it makes the runtime recompute what the
+ * provider's sessions ask for without the allocation session: a bare stop leaves the runtime
+ * building every AllocationSampled event for nobody (dotnet/runtime#121462). */
+static HRESULT start_park(void)
+{
+    return start_runtime_session(0, EP_LEVEL_CRITICAL, &events.alloc_switch.park);
+}
+
+int prof_events_alloc_switch(int on)
+{
+    if (!prof_events_alloc_switchable())
+        return -1;
+    if (pthread_mutex_trylock(&events.alloc_switch.switching))
+        return 1; /* a heap snapshot's session is open: not now */
+    ICorProfilerInfo15 *info = g_core.info;
+    int rc = 0;
+    if (on == __atomic_load_n(&events.alloc_switch.on, __ATOMIC_ACQUIRE))
+        goto out;
+    if (on) {
+        /* start first, then stop the parking session: the stop's recompute still sees the
+         * allocation session, which is what must stay on */
+        HRESULT hr = start_runtime_session(events.alloc_switch.keywords, events.alloc_switch.level,
+                                           &events.alloc_switch.alloc);
+        if (hr < 0 || !events.alloc_switch.alloc) {
+            events.alloc_switch.alloc = 0;
+            rc = -1;
+            goto out;
+        }
+        events.cfg_of[2].keywords = events.alloc_switch.keywords;
+        events.cfg_of[2].level = events.alloc_switch.level;
+        __atomic_store_n(&events.alloc_switch.on, 1, __ATOMIC_RELEASE);
+        if (events.alloc_switch.park)
+            info->vt->EventPipeStopSession(info, events.alloc_switch.park);
+        events.alloc_switch.park = 0;
+    } else {
+        /* stop, then start the parking session, whose start recomputes without it */
+        info->vt->EventPipeStopSession(info, events.alloc_switch.alloc);
+        events.alloc_switch.alloc = 0;
+        events.cfg_of[2].keywords = 0;
+        __atomic_store_n(&events.alloc_switch.on, 0, __ATOMIC_RELEASE);
+        if (start_park() < 0) {
+            events.alloc_switch.park = 0;
+            /* no session to recompute with: a throw-away copy of the others does it */
+            prof_events_reapply_sessions();
+        }
+    }
+    __atomic_fetch_add(&events.alloc_switch.switches, 1, __ATOMIC_RELAXED);
+out:
+    if (rc)
+        __atomic_fetch_add(&events.alloc_switch.failed, 1, __ATOMIC_RELAXED);
+    pthread_mutex_unlock(&events.alloc_switch.switching);
+    return rc;
+}
+
+void prof_events_hold_switch(void)
+{
+    pthread_mutex_lock(&events.alloc_switch.switching);
+}
+
+void prof_events_release_switch(void)
+{
+    pthread_mutex_unlock(&events.alloc_switch.switching);
+}
+
+void prof_events_read_cost(struct prof_events_cost *out)
+{
+    out->alloc_ns = __atomic_load_n(&events.cost.alloc_ns, __ATOMIC_RELAXED);
+    out->alloc_events = __atomic_load_n(&events.cost.alloc_events, __ATOMIC_RELAXED);
+    out->other_ns = __atomic_load_n(&events.cost.other_ns, __ATOMIC_RELAXED);
+    out->other_events = __atomic_load_n(&events.cost.other_events, __ATOMIC_RELAXED);
+    out->switches = __atomic_load_n(&events.alloc_switch.switches, __ATOMIC_RELAXED);
+    out->switch_failures = __atomic_load_n(&events.alloc_switch.failed, __ATOMIC_RELAXED);
+}
+
+static void route(int kind, DWORD id, DWORD version, const BYTE *meta, ULONG meta_len,
+                  const BYTE *data, ULONG len);
 
 void prof_events_delivered(EVENTPIPE_PROVIDER provider, DWORD id, DWORD version, const BYTE *meta,
                            ULONG meta_len, const BYTE *data, ULONG len, ThreadID thread,
@@ -223,7 +357,20 @@ void prof_events_delivered(EVENTPIPE_PROVIDER provider, DWORD id, DWORD version,
     (void)frames;
     if (!g_core.active || !data)
         return;
+    int64_t t0 = prof_now_ns();
     int kind = provider_kind(provider);
+    route(kind, id, version, meta, meta_len, data, len);
+    int64_t spent = prof_now_ns() - t0;
+    int is_alloc = kind == PK_RUNTIME && (id == 10 || id == 303);
+    __atomic_fetch_add(is_alloc ? &events.cost.alloc_ns : &events.cost.other_ns,
+                       (uint64_t)(spent > 0 ? spent : 0), __ATOMIC_RELAXED);
+    __atomic_fetch_add(is_alloc ? &events.cost.alloc_events : &events.cost.other_events, 1,
+                       __ATOMIC_RELAXED);
+}
+
+static void route(int kind, DWORD id, DWORD version, const BYTE *meta, ULONG meta_len,
+                  const BYTE *data, ULONG len)
+{
     if (kind == PK_COUNTERS) {
         prof_counters_on_event(meta, meta_len, data, len);
         return;

@@ -19,6 +19,8 @@
 #ifndef PROF_EVENTS_H
 #define PROF_EVENTS_H
 
+#include <stdint.h>
+
 #include "clr_abi.h"
 
 /* A module's handler of runtime events (id, version, payload), on the thread that fired them. */
@@ -41,5 +43,28 @@ int prof_events_state(void);
  * (prof_heapsnap's, after a heap snapshot: runtime issue dotnet/runtime#121462). Call it from a
  * thread of clrscope's own, never from a callback. */
 void prof_events_reapply_sessions(void);
+
+/* The allocation switch, for the overhead governor (prof_budget). With a budget on .NET 10 the
+ * allocation keyword runs in a session of its own; switching it off stops that session and
+ * starts a parking one (so that the runtime really stops building the events, see
+ * prof_events.c), switching it on does the reverse: four EventPipe operations a cycle, no thread
+ * suspension. prof_events_alloc_switch returns 0 (done, or already so), 1 (not now: a heap
+ * snapshot holds the switch) or -1 (not switchable, or the runtime refused). Call it from one
+ * thread of clrscope's own that makes no other profiler call (the runtime may attach a Thread
+ * object to it), never from a callback. prof_events_hold_switch/release_switch bracket a heap
+ * snapshot's session, during which the switch waits. */
+int prof_events_alloc_switchable(void);
+int prof_events_alloc_on(void); /* 1 while allocation events flow (always, when not switchable) */
+int prof_events_alloc_switch(int on);
+void prof_events_hold_switch(void);
+void prof_events_release_switch(void);
+
+/* Time spent in event delivery (clrscope's callbacks on the app's threads, CLOCK_MONOTONIC) since
+ * start: allocation events (ids 10, 303) and the rest, and the switch's counts. Any thread. */
+struct prof_events_cost {
+    uint64_t alloc_ns, alloc_events, other_ns, other_events;
+    uint64_t switches, switch_failures;
+};
+void prof_events_read_cost(struct prof_events_cost *out);
 
 #endif

@@ -1,0 +1,384 @@
+/* prof_budget.c - see prof_budget.h.
+ *
+ * The runtime's work per allocation event happens before clrscope's callback runs, on the app's
+ * thread, with no clock clrscope can read around it. So it is calibrated from the duty cycle
+ * itself: in each second the events are on for a part, the process's CPU rate while they are on
+ * less its rate while they are off, times the time on, less what clrscope's callbacks took, over
+ * the events delivered, is one reading of the runtime's cost per event; the estimate follows the
+ * readings slowly (a 5 % step each), since the app's own load moves between the two parts of a
+ * second too (the random phase makes that noise average out). It starts from 3 us, what perf
+ * charged per AllocationSampled event to the type name, the event's building and the sampling
+ * draws on the bench's ASP.NET Core server (bench/findings.md), and only moves while the
+ * governor cycles.
+ *
+ * The cycle: the governor wakes at each whole second of the wall clock, notes how long the
+ * allocation events were on in the second that ended (prof_alloc_note_coverage), reads the
+ * costs, picks this second's share, sets the samples' weight to 1 / share, and turns the events
+ * on at a random point of the second for `share` of it (a random phase, so that a periodic load
+ * is not seen always at the same point of its period). A full share keeps them on: no switch.
+ */
+#include "prof_budget.h"
+
+#include <math.h>
+#include <pthread.h>
+#include <string.h>
+#include <time.h>
+
+#include "prof_agg.h"
+#include "prof_alloc.h"
+#include "prof_config.h"
+#include "prof_core.h"
+#include "prof_esamp.h"
+#include "prof_events.h"
+#include "prof_log.h"
+
+#define RUNTIME_NS_PER_ALLOC_EVENT 3000.0 /* the estimate's start */
+#define CALIBRATION_STEP 0.05
+#define CALIBRATION_MIN_NS 300.0
+#define CALIBRATION_MAX_NS 50000.0
+/* Allocations are not worth turning down when they would cost under a tenth of what the budget
+ * allows, or under 0.05 % of one core (what an idle app may cost). */
+#define NOT_WORTH 0.1
+#define NOT_WORTH_CORE 0.0005
+
+/* One second's costs (CPU seconds) as the window's ring keeps them. */
+struct second {
+    double proc_s, threads_s, cb_alloc_s, cb_other_s, runtime_s, on_share, seconds;
+};
+
+/* The governor's state: written by clrscope-gov under `lock` (the parts prof_budget_read
+ * copies) or by it alone (the rest); `thread`/`running` by Initialize and Shutdown. */
+static struct budget_state {
+    pthread_t thread;
+    int running;
+    pthread_mutex_t lock;
+    struct prof_budget_view view;     /* under lock */
+    struct second ring[PROF_BUDGET_WINDOW_S];
+    int nring, ring_at;
+    /* the counters read at the start of the last second */
+    int64_t last_proc_ns;
+    double last_threads_s;
+    struct prof_events_cost last_cost;
+    double share;                     /* this second's */
+    int64_t on_since_ns;              /* when the events were last turned on (0: off) */
+    int64_t on_ns;                    /* how long they were on in this second so far */
+    int64_t switch_cpu_ns, switch_wall_ns, switch_wall_max_ns;
+    uint64_t rng;
+    double runtime_ns;                /* the runtime's work per allocation event, calibrated */
+    uint64_t calibrations;
+    /* this second's cycle, for the calibration: at its start (0), on (1), off (2) */
+    struct {
+        int64_t t[3], proc[3];
+        uint64_t events[3], cb_ns[3];
+        int stage; /* how many of the three were taken */
+    } cyc;
+} gov = {.lock = PTHREAD_MUTEX_INITIALIZER, .share = 1};
+
+double prof_budget_allowed(double budget, double floor_core, const struct prof_budget_window *w)
+{
+    double of_process = budget * w->proc_s, of_core = floor_core * w->seconds;
+    return of_process > of_core ? of_process : of_core;
+}
+
+double prof_budget_next_share(double share, double budget, double floor_core,
+                              const struct prof_budget_window *w)
+{
+    if (!(w->proc_s > 0) || !(budget > 0) || !(w->seconds > 0))
+        return 1;
+    double seen = w->on_share > PROF_BUDGET_MIN_SHARE ? w->on_share : PROF_BUDGET_MIN_SHARE;
+    double alloc_full = (w->cb_alloc_s + w->runtime_s) / seen; /* were they on all the time */
+    double allowed = prof_budget_allowed(budget, floor_core, w);
+    if (alloc_full <= NOT_WORTH * allowed || alloc_full <= NOT_WORTH_CORE * w->seconds)
+        return 1;
+    double want = (allowed - w->threads_s - w->cb_other_s) / alloc_full;
+    if (want >= 0.95)
+        want = 1;
+    if (want < PROF_BUDGET_MIN_SHARE)
+        want = PROF_BUDGET_MIN_SHARE;
+    if (want > 2 * share) /* down at once, up step by step */
+        want = 2 * share;
+    return want > 1 ? 1 : want;
+}
+
+static int64_t thread_cpu_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+    return (int64_t)ts.tv_sec * 1000000000LL + ts.tv_nsec;
+}
+
+/* Takes the cycle's mark `i` (0 at the second's start, 1 on, 2 off) when it comes in order. */
+static void mark_cycle(int i)
+{
+    if (gov.cyc.stage != i)
+        return;
+    struct prof_events_cost c;
+    prof_events_read_cost(&c);
+    gov.cyc.t[i] = prof_now_ns();
+    gov.cyc.proc[i] = prof_process_cpu_ns();
+    gov.cyc.events[i] = c.alloc_events;
+    gov.cyc.cb_ns[i] = c.alloc_ns;
+    gov.cyc.stage = i + 1;
+}
+
+/* At the end of a second whose three marks were taken: one reading of the runtime's work per
+ * allocation event (see the top of the file). */
+static void calibrate(void)
+{
+    if (gov.cyc.stage != 3)
+        return;
+    int64_t t3 = prof_now_ns(), p3 = prof_process_cpu_ns();
+    double on_s = (gov.cyc.t[2] - gov.cyc.t[1]) / 1e9;
+    double off_s = ((gov.cyc.t[1] - gov.cyc.t[0]) + (t3 - gov.cyc.t[2])) / 1e9;
+    uint64_t events = gov.cyc.events[2] - gov.cyc.events[1];
+    if (on_s < 0.005 || off_s < 0.05 || events < 5)
+        return;
+    double on_rate = (gov.cyc.proc[2] - gov.cyc.proc[1]) / 1e9 / on_s;
+    double off_rate = ((gov.cyc.proc[1] - gov.cyc.proc[0]) + (p3 - gov.cyc.proc[2])) / 1e9 / off_s;
+    double cb_s = (gov.cyc.cb_ns[2] - gov.cyc.cb_ns[1]) / 1e9;
+    double reading = ((on_rate - off_rate) * on_s - cb_s) / (double)events * 1e9;
+    if (reading < -CALIBRATION_MAX_NS)
+        reading = -CALIBRATION_MAX_NS;
+    if (reading > 2 * CALIBRATION_MAX_NS)
+        reading = 2 * CALIBRATION_MAX_NS;
+    double est = gov.runtime_ns + CALIBRATION_STEP * (reading - gov.runtime_ns);
+    gov.runtime_ns = est < CALIBRATION_MIN_NS ? CALIBRATION_MIN_NS
+                     : est > CALIBRATION_MAX_NS ? CALIBRATION_MAX_NS : est;
+    gov.calibrations++;
+}
+
+static void set_alloc(int on)
+{
+    int64_t c0 = thread_cpu_ns(), w0 = prof_now_ns();
+    int rc = prof_events_alloc_switch(on);
+    gov.switch_cpu_ns += thread_cpu_ns() - c0;
+    int64_t wall = prof_now_ns() - w0;
+    if (wall > gov.switch_wall_max_ns)
+        gov.switch_wall_max_ns = wall;
+    gov.switch_wall_ns += wall;
+    if (rc) {
+        gov.cyc.stage = -1; /* no reading this second */
+        return; /* refused or not now: the state stays, and coverage says what it is */
+    }
+    int64_t now = prof_now_ns();
+    mark_cycle(on ? 1 : 2);
+    if (on && !gov.on_since_ns)
+        gov.on_since_ns = now;
+    else if (!on && gov.on_since_ns) {
+        gov.on_ns += now - gov.on_since_ns;
+        gov.on_since_ns = 0;
+    }
+}
+
+/* Sleeps until unix second `sec` + `frac` (a monotonic deadline computed from the wall clock
+ * now). 1 when stopping. */
+static int nap_until_unix(double unix_t)
+{
+    double now = prof_unix_now();
+    int64_t d = unix_t > now ? (int64_t)((unix_t - now) * 1e9) : 0;
+    if (d > 2000000000LL) /* the wall clock stepped back: do not sleep through it */
+        d = 1000000000LL;
+    return prof_core_nap_until(prof_now_ns() + d);
+}
+
+static void add_history(double t, double measured, double share)
+{
+    struct prof_budget_view *v = &gov.view;
+    if (v->nhistory == PROF_BUDGET_HISTORY) {
+        memmove(v->history, v->history + 1, sizeof v->history[0] * (PROF_BUDGET_HISTORY - 1));
+        v->nhistory--;
+    }
+    v->history[v->nhistory++] = (struct prof_budget_point){t, measured, share};
+}
+
+/* At a second's start: what the second that ended cost, into the window's ring. */
+static void account(int64_t ended_sec, double ended_len_s)
+{
+    calibrate();
+    int64_t proc_ns = prof_process_cpu_ns();
+    struct prof_self_stats self;
+    prof_agg_self_stats(&self);
+    struct prof_events_cost cost;
+    prof_events_read_cost(&cost);
+    double on = gov.on_ns / 1e9 + (gov.on_since_ns ? (prof_now_ns() - gov.on_since_ns) / 1e9 : 0);
+    double on_share = ended_len_s > 0 ? on / ended_len_s : 1;
+    if (on_share > 1)
+        on_share = 1;
+    if (prof_events_alloc_switchable())
+        prof_alloc_note_coverage(ended_sec, on_share);
+    struct second s = {
+        .proc_s = (double)(proc_ns - gov.last_proc_ns) / 1e9,
+        .threads_s = self.cpu_s - gov.last_threads_s,
+        .cb_alloc_s = (double)(cost.alloc_ns - gov.last_cost.alloc_ns) / 1e9,
+        .cb_other_s = (double)(cost.other_ns - gov.last_cost.other_ns) / 1e9,
+        .runtime_s = (double)(cost.alloc_events - gov.last_cost.alloc_events) *
+                     gov.runtime_ns / 1e9,
+        .seconds = ended_len_s,
+        .on_share = on_share,
+    };
+    if (s.threads_s < 0)
+        s.threads_s = 0;
+    gov.last_proc_ns = proc_ns;
+    gov.last_threads_s = self.cpu_s;
+    gov.last_cost = cost;
+    gov.on_ns = 0;
+    if (gov.on_since_ns)
+        gov.on_since_ns = prof_now_ns();
+    gov.ring[gov.ring_at] = s;
+    gov.ring_at = (gov.ring_at + 1) % PROF_BUDGET_WINDOW_S;
+    if (gov.nring < PROF_BUDGET_WINDOW_S)
+        gov.nring++;
+}
+
+static void window(struct prof_budget_window *w)
+{
+    memset(w, 0, sizeof *w);
+    double on = 0;
+    for (int i = 0; i < gov.nring; i++) {
+        const struct second *s = &gov.ring[i];
+        w->proc_s += s->proc_s;
+        w->threads_s += s->threads_s;
+        w->cb_alloc_s += s->cb_alloc_s;
+        w->cb_other_s += s->cb_other_s;
+        w->runtime_s += s->runtime_s;
+        w->seconds += s->seconds;
+        on += s->on_share;
+    }
+    w->on_share = gov.nring ? on / gov.nring : 1;
+}
+
+static void *gov_main(void *arg)
+{
+    (void)arg;
+    prof_name_thread("gov");
+    gov.last_proc_ns = prof_process_cpu_ns();
+    struct prof_self_stats self;
+    prof_agg_self_stats(&self);
+    gov.last_threads_s = self.cpu_s;
+    prof_events_read_cost(&gov.last_cost);
+    gov.rng = (uint64_t)prof_now_ns() ^ 0x9E3779B97F4A7C15ull;
+    gov.runtime_ns = RUNTIME_NS_PER_ALLOC_EVENT;
+    int switchable = prof_events_alloc_switchable();
+    gov.on_since_ns = prof_events_alloc_on() ? prof_now_ns() : 0;
+    double sec = floor(prof_unix_now()) + 1, started = prof_unix_now();
+    while (!nap_until_unix(sec)) {
+        account((int64_t)sec - 1, sec - started);
+        started = sec;
+        struct prof_budget_window w;
+        window(&w);
+        double before = gov.share;
+        double share = prof_budget_next_share(gov.share, g_cfg.overhead_budget,
+                                              g_cfg.overhead_floor, &w);
+        double allowed = prof_budget_allowed(g_cfg.overhead_budget, g_cfg.overhead_floor, &w);
+        if (!switchable)
+            share = 1;
+        gov.share = share;
+        double cost = w.threads_s + w.cb_alloc_s + w.cb_other_s + w.runtime_s;
+        double measured = w.proc_s > 0 ? cost / w.proc_s : 0;
+        struct prof_events_cost ec;
+        prof_events_read_cost(&ec);
+        pthread_mutex_lock(&gov.lock);
+        struct prof_budget_view *v = &gov.view;
+        v->measured = measured;
+        v->window = w;
+        v->alloc_events = ec.alloc_events;
+        v->alloc_share = share;
+        v->switches = ec.switches;
+        v->switch_failures = ec.switch_failures;
+        v->switch_cpu_s = gov.switch_cpu_ns / 1e9;
+        v->switch_wall_s = gov.switch_wall_ns / 1e9;
+        v->switch_wall_max_s = gov.switch_wall_max_ns / 1e9;
+        v->runtime_ns_per_event = gov.runtime_ns;
+        v->calibrations = gov.calibrations;
+        v->over = NULL;
+        v->allowed_s = allowed;
+        if (cost > allowed && w.proc_s > 0) {
+            if (!switchable && (w.cb_alloc_s + w.runtime_s) > 0.1 * cost)
+                v->over = "allocation events cannot be switched on this runtime";
+            else if (share <= PROF_BUDGET_MIN_SHARE)
+                v->over = "allocations at their least; the other sources are not governed";
+            else if (share >= 1)
+                v->over = "the sources the governor does not turn down cost more than the budget";
+            else
+                v->over = "turning the allocation events down";
+        }
+        if (fabs(share - before) > 0.005) {
+            v->changed_unix = sec;
+            v->changed_from = before;
+            v->changed_to = share;
+        }
+        add_history(sec, measured, share);
+        pthread_mutex_unlock(&gov.lock);
+        if (before < 1 && share >= 1)
+            prof_log(LOG_INFO, "overhead budget: allocation events back on all the time");
+        else if (before >= 1 && share < 1)
+            prof_log(LOG_INFO, "overhead budget: clrscope cost %.2f%% of the process's CPU over "
+                     "%d s (budget %.2f%%, at least %.2f%% of a core); allocation events on "
+                     "%.0f%% of each second", measured * 100, PROF_BUDGET_WINDOW_S,
+                     g_cfg.overhead_budget * 100, g_cfg.overhead_floor * 100,
+                     share * 100);
+        if (!switchable)
+            goto next;
+        prof_alloc_set_scale(1 / share);
+        if (share >= 1) {
+            gov.cyc.stage = -1;
+            set_alloc(1);
+            goto next;
+        }
+        set_alloc(0);
+        gov.cyc.stage = 0;
+        mark_cycle(0);
+        double r = (double)(esamp_mix(++gov.rng) >> 11) * 0x1.0p-53;
+        double on_at = sec + r * (1 - share);
+        if (nap_until_unix(on_at))
+            break;
+        set_alloc(1);
+        /* the share counts from when the session runs: starting it can take milliseconds
+         * (the runtime waits out a GC in progress), time during which no event flows */
+        if (nap_until_unix(prof_unix_now() + share))
+            break;
+        set_alloc(0);
+    next:
+        sec += 1;
+        double now = prof_unix_now();
+        if (now > sec + 1 || now < sec - 2) /* the wall clock jumped, or we were held up */
+            sec = floor(now) + 1;
+    }
+    return NULL;
+}
+
+int prof_budget_start(void)
+{
+    if (!(g_cfg.overhead_budget > 0))
+        return 0;
+    gov.view.enabled = 1;
+    gov.view.target = g_cfg.overhead_budget;
+    gov.view.alloc_switchable = prof_events_alloc_switchable();
+    gov.view.runtime_ns_per_event = RUNTIME_NS_PER_ALLOC_EVENT;
+    gov.view.alloc_share = 1;
+    if (pthread_create(&gov.thread, NULL, gov_main, NULL)) {
+        gov.view.enabled = 0;
+        prof_log(LOG_WARN, "cannot start the overhead governor's thread; clrscope runs without "
+                 "a budget");
+        return -1;
+    }
+    gov.running = 1;
+    return 0;
+}
+
+void prof_budget_stop(void)
+{
+    if (!gov.running)
+        return;
+    pthread_join(gov.thread, NULL); /* its naps end when Shutdown begins */
+    gov.running = 0;
+}
+
+void prof_budget_read(struct prof_budget_view *out)
+{
+    pthread_mutex_lock(&gov.lock);
+    *out = gov.view;
+    pthread_mutex_unlock(&gov.lock);
+    if (!out->enabled)
+        out->target = g_cfg.overhead_budget;
+}

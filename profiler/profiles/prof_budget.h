@@ -1,0 +1,80 @@
+/*
+ * prof_budget - the overhead governor: holds what clrscope costs the app under
+ * CLRSCOPE_OVERHEAD_BUDGET (a share of the process's CPU, 1 % by default; 0 = no governor), and
+ * never under CLRSCOPE_OVERHEAD_FLOOR of one core (1 %).
+ *
+ * Once a second, on its own thread clrscope-gov, it adds up over the last 10 s what clrscope
+ * cost: its threads' CPU clocks (prof_agg), the time its callbacks took on the app's threads
+ * (prof_events), and the runtime's own work for the allocation events clrscope asked for (an
+ * estimate per event that the duty cycle keeps calibrated, see prof_budget.c). When that is over the budget
+ * it turns the allocation events down at their source, the dearest source and the one whose
+ * loss costs least information: on for a share of each second at a random phase, off for the
+ * rest (prof_events_alloc_switch, .NET 10), every sample weighted by 1 / that share so that
+ * counts and bytes stay unbiased (prof_alloc_set_scale). When allocations cost too little to
+ * matter, they stay on. The other sources are measured but not yet turned down.
+ *
+ * ctx: prof_budget_start/stop from Initialize/Shutdown (after prof_events_start); the thread
+ * is the only caller of prof_events_alloc_switch; prof_budget_read any thread (a lock held for
+ * a copy); prof_budget_next_share is pure (tests).
+ */
+#ifndef PROF_BUDGET_H
+#define PROF_BUDGET_H
+
+#include <stdint.h>
+
+#define PROF_BUDGET_WINDOW_S 10
+#define PROF_BUDGET_HISTORY 120
+#define PROF_BUDGET_MIN_SHARE 0.02
+
+/* What the last window cost, in CPU seconds. */
+struct prof_budget_window {
+    double proc_s;      /* the whole process (the app and clrscope) */
+    double threads_s;   /* clrscope's threads */
+    double cb_alloc_s;  /* clrscope's callbacks for allocation events */
+    double cb_other_s;  /* its callbacks for every other event */
+    double runtime_s;   /* the runtime's work for the allocation events (estimated) */
+    double on_share;    /* the share of the window the allocation events were on */
+    double seconds;     /* the window's length */
+};
+
+struct prof_budget_point {
+    double t_unix, measured, alloc_on;
+};
+
+struct prof_budget_view {
+    int enabled;            /* a budget is set and the governor runs */
+    int alloc_switchable;   /* this runtime lets it turn the allocation events down */
+    double target;          /* the budget, a share of the process's CPU */
+    double measured;        /* what clrscope cost over the last window, the same way */
+    double allowed_s;       /* what the budget allowed over it (prof_budget_allowed) */
+    struct prof_budget_window window;
+    double runtime_ns_per_event; /* the estimate, calibrated while the governor cycles */
+    uint64_t calibrations;       /* readings that went into it */
+    uint64_t alloc_events;  /* allocation events delivered since start */
+    double alloc_share;     /* the share of this second the allocation events are planned on */
+    uint64_t switches, switch_failures;
+    double switch_cpu_s;    /* CPU clrscope-gov spent in the switch's runtime calls */
+    double switch_wall_s, switch_wall_max_s; /* the time they took, in all and at most */
+    const char *over;       /* why measured stays over target (NULL when under) */
+    double changed_unix;    /* when the share last changed, and from what to what */
+    double changed_from, changed_to;
+    struct prof_budget_point history[PROF_BUDGET_HISTORY]; /* oldest first */
+    int nhistory;
+};
+
+/* The share of each second the allocation events get next, from the share they had and the
+ * last window's costs: as much as the budget leaves after the other sources, never below
+ * PROF_BUDGET_MIN_SHARE, rising at most twofold a second; 1 when allocations cost under a tenth
+ * of the budget anyway. */
+double prof_budget_next_share(double share, double budget, double floor_core,
+                              const struct prof_budget_window *w);
+/* What the budget allows over the window (CPU seconds): `budget` of the process's CPU, but never
+ * less than `floor_core` of one core (CLRSCOPE_OVERHEAD_FLOOR): a share of an app that uses
+ * little CPU would leave nothing to profile with. */
+double prof_budget_allowed(double budget, double floor_core, const struct prof_budget_window *w);
+
+int prof_budget_start(void);
+void prof_budget_stop(void);
+void prof_budget_read(struct prof_budget_view *out);
+
+#endif
