@@ -27,7 +27,6 @@ static void budget_fields(cJSON *b, const struct prof_budget_view *v)
     cJSON_AddNumberToObject(by, "callbacks_alloc", proc > 0 ? v->window.cb_alloc_s / proc : 0);
     cJSON_AddNumberToObject(by, "runtime_events", proc > 0 ? v->window.runtime_s / proc : 0);
     cJSON_AddNumberToObject(b, "runtime_event_ns", v->runtime_ns_per_event);
-    cJSON_AddNumberToObject(b, "runtime_event_calibrations", (double)v->calibrations);
     cJSON *src = cJSON_AddObjectToObject(b, "sources");
     cJSON *al = cJSON_AddObjectToObject(src, "alloc");
     cJSON_AddBoolToObject(al, "switchable", v->alloc_switchable != 0);

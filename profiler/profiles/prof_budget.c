@@ -1,15 +1,11 @@
 /* prof_budget.c - see prof_budget.h.
  *
  * The runtime's work per allocation event happens before clrscope's callback runs, on the app's
- * thread, with no clock clrscope can read around it. So it is calibrated from the duty cycle
- * itself: in each second the events are on for a part, the process's CPU rate while they are on
- * less its rate while they are off, times the time on, less what clrscope's callbacks took, over
- * the events delivered, is one reading of the runtime's cost per event; the estimate follows the
- * readings slowly (a 5 % step each), since the app's own load moves between the two parts of a
- * second too (the random phase makes that noise average out). It starts from 3 us, what perf
- * charged per AllocationSampled event to the type name, the event's building and the sampling
- * draws on the bench's ASP.NET Core server (bench/findings.md), and only moves while the
- * governor cycles.
+ * thread, with no clock clrscope can read around it. It is an estimate, RUNTIME_NS_PER_ALLOC_EVENT:
+ * what perf charged per AllocationSampled event to the type name, the event's building and the
+ * sampling draws on the bench's ASP.NET Core server (bench/findings.md). Calibrating it from the
+ * process's CPU rate with the events on and off was tried and read a third of that: a CPU-bound
+ * app's CPU rate does not change with the events, its throughput does.
  *
  * The cycle: the governor wakes at each whole second of the wall clock, notes how long the
  * allocation events were on in the second that ended (prof_alloc_note_coverage), reads the
@@ -32,10 +28,7 @@
 #include "prof_events.h"
 #include "prof_log.h"
 
-#define RUNTIME_NS_PER_ALLOC_EVENT 3000.0 /* the estimate's start */
-#define CALIBRATION_STEP 0.05
-#define CALIBRATION_MIN_NS 300.0
-#define CALIBRATION_MAX_NS 50000.0
+#define RUNTIME_NS_PER_ALLOC_EVENT 3000.0
 /* Allocations are not worth turning down when they would cost under a tenth of what the budget
  * allows, or under 0.05 % of one core (what an idle app may cost). */
 #define NOT_WORTH 0.1
@@ -64,14 +57,6 @@ static struct budget_state {
     int64_t on_ns;                    /* how long they were on in this second so far */
     int64_t switch_cpu_ns, switch_wall_ns, switch_wall_max_ns;
     uint64_t rng;
-    double runtime_ns;                /* the runtime's work per allocation event, calibrated */
-    uint64_t calibrations;
-    /* this second's cycle, for the calibration: at its start (0), on (1), off (2) */
-    struct {
-        int64_t t[3], proc[3];
-        uint64_t events[3], cb_ns[3];
-        int stage; /* how many of the three were taken */
-    } cyc;
 } gov = {.lock = PTHREAD_MUTEX_INITIALIZER, .share = 1};
 
 double prof_budget_allowed(double budget, double floor_core, const struct prof_budget_window *w)
@@ -107,46 +92,6 @@ static int64_t thread_cpu_ns(void)
     return (int64_t)ts.tv_sec * 1000000000LL + ts.tv_nsec;
 }
 
-/* Takes the cycle's mark `i` (0 at the second's start, 1 on, 2 off) when it comes in order. */
-static void mark_cycle(int i)
-{
-    if (gov.cyc.stage != i)
-        return;
-    struct prof_events_cost c;
-    prof_events_read_cost(&c);
-    gov.cyc.t[i] = prof_now_ns();
-    gov.cyc.proc[i] = prof_process_cpu_ns();
-    gov.cyc.events[i] = c.alloc_events;
-    gov.cyc.cb_ns[i] = c.alloc_ns;
-    gov.cyc.stage = i + 1;
-}
-
-/* At the end of a second whose three marks were taken: one reading of the runtime's work per
- * allocation event (see the top of the file). */
-static void calibrate(void)
-{
-    if (gov.cyc.stage != 3)
-        return;
-    int64_t t3 = prof_now_ns(), p3 = prof_process_cpu_ns();
-    double on_s = (gov.cyc.t[2] - gov.cyc.t[1]) / 1e9;
-    double off_s = ((gov.cyc.t[1] - gov.cyc.t[0]) + (t3 - gov.cyc.t[2])) / 1e9;
-    uint64_t events = gov.cyc.events[2] - gov.cyc.events[1];
-    if (on_s < 0.005 || off_s < 0.05 || events < 5)
-        return;
-    double on_rate = (gov.cyc.proc[2] - gov.cyc.proc[1]) / 1e9 / on_s;
-    double off_rate = ((gov.cyc.proc[1] - gov.cyc.proc[0]) + (p3 - gov.cyc.proc[2])) / 1e9 / off_s;
-    double cb_s = (gov.cyc.cb_ns[2] - gov.cyc.cb_ns[1]) / 1e9;
-    double reading = ((on_rate - off_rate) * on_s - cb_s) / (double)events * 1e9;
-    if (reading < -CALIBRATION_MAX_NS)
-        reading = -CALIBRATION_MAX_NS;
-    if (reading > 2 * CALIBRATION_MAX_NS)
-        reading = 2 * CALIBRATION_MAX_NS;
-    double est = gov.runtime_ns + CALIBRATION_STEP * (reading - gov.runtime_ns);
-    gov.runtime_ns = est < CALIBRATION_MIN_NS ? CALIBRATION_MIN_NS
-                     : est > CALIBRATION_MAX_NS ? CALIBRATION_MAX_NS : est;
-    gov.calibrations++;
-}
-
 static void set_alloc(int on)
 {
     int64_t c0 = thread_cpu_ns(), w0 = prof_now_ns();
@@ -156,12 +101,9 @@ static void set_alloc(int on)
     if (wall > gov.switch_wall_max_ns)
         gov.switch_wall_max_ns = wall;
     gov.switch_wall_ns += wall;
-    if (rc) {
-        gov.cyc.stage = -1; /* no reading this second */
+    if (rc)
         return; /* refused or not now: the state stays, and coverage says what it is */
-    }
     int64_t now = prof_now_ns();
-    mark_cycle(on ? 1 : 2);
     if (on && !gov.on_since_ns)
         gov.on_since_ns = now;
     else if (!on && gov.on_since_ns) {
@@ -194,7 +136,6 @@ static void add_history(double t, double measured, double share)
 /* At a second's start: what the second that ended cost, into the window's ring. */
 static void account(int64_t ended_sec, double ended_len_s)
 {
-    calibrate();
     int64_t proc_ns = prof_process_cpu_ns();
     struct prof_self_stats self;
     prof_agg_self_stats(&self);
@@ -212,7 +153,7 @@ static void account(int64_t ended_sec, double ended_len_s)
         .cb_alloc_s = (double)(cost.alloc_ns - gov.last_cost.alloc_ns) / 1e9,
         .cb_other_s = (double)(cost.other_ns - gov.last_cost.other_ns) / 1e9,
         .runtime_s = (double)(cost.alloc_events - gov.last_cost.alloc_events) *
-                     gov.runtime_ns / 1e9,
+                     RUNTIME_NS_PER_ALLOC_EVENT / 1e9,
         .seconds = ended_len_s,
         .on_share = on_share,
     };
@@ -257,7 +198,6 @@ static void *gov_main(void *arg)
     gov.last_threads_s = self.cpu_s;
     prof_events_read_cost(&gov.last_cost);
     gov.rng = (uint64_t)prof_now_ns() ^ 0x9E3779B97F4A7C15ull;
-    gov.runtime_ns = RUNTIME_NS_PER_ALLOC_EVENT;
     int switchable = prof_events_alloc_switchable();
     gov.on_since_ns = prof_events_alloc_on() ? prof_now_ns() : 0;
     double sec = floor(prof_unix_now()) + 1, started = prof_unix_now();
@@ -288,8 +228,6 @@ static void *gov_main(void *arg)
         v->switch_cpu_s = gov.switch_cpu_ns / 1e9;
         v->switch_wall_s = gov.switch_wall_ns / 1e9;
         v->switch_wall_max_s = gov.switch_wall_max_ns / 1e9;
-        v->runtime_ns_per_event = gov.runtime_ns;
-        v->calibrations = gov.calibrations;
         v->over = NULL;
         v->allowed_s = allowed;
         if (cost > allowed && w.proc_s > 0) {
@@ -321,13 +259,10 @@ static void *gov_main(void *arg)
             goto next;
         prof_alloc_set_scale(1 / share);
         if (share >= 1) {
-            gov.cyc.stage = -1;
             set_alloc(1);
             goto next;
         }
         set_alloc(0);
-        gov.cyc.stage = 0;
-        mark_cycle(0);
         double r = (double)(esamp_mix(++gov.rng) >> 11) * 0x1.0p-53;
         double on_at = sec + r * (1 - share);
         if (nap_until_unix(on_at))

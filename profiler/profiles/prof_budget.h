@@ -6,7 +6,7 @@
  * Once a second, on its own thread clrscope-gov, it adds up over the last 10 s what clrscope
  * cost: its threads' CPU clocks (prof_agg), the time its callbacks took on the app's threads
  * (prof_events), and the runtime's own work for the allocation events clrscope asked for (an
- * estimate per event that the duty cycle keeps calibrated, see prof_budget.c). When that is over the budget
+ * estimate per event, see prof_budget.c). When that is over the budget
  * it turns the allocation events down at their source, the dearest source and the one whose
  * loss costs least information: on for a share of each second at a random phase, off for the
  * rest (prof_events_alloc_switch, .NET 10), every sample weighted by 1 / that share so that
@@ -48,8 +48,7 @@ struct prof_budget_view {
     double measured;        /* what clrscope cost over the last window, the same way */
     double allowed_s;       /* what the budget allowed over it (prof_budget_allowed) */
     struct prof_budget_window window;
-    double runtime_ns_per_event; /* the estimate, calibrated while the governor cycles */
-    uint64_t calibrations;       /* readings that went into it */
+    double runtime_ns_per_event; /* the estimate of the runtime's work per allocation event */
     uint64_t alloc_events;  /* allocation events delivered since start */
     double alloc_share;     /* the share of this second the allocation events are planned on */
     uint64_t switches, switch_failures;

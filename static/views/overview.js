@@ -211,6 +211,42 @@ export function create() {
     }).join(', ');
   }
 
+  /* The overhead governor (docs/overhead-budget.md): the cost against the budget, what it turned
+   * down, and the last two minutes (drawn from /api/v1/budget's history, fetched on refresh). */
+  var budgetSpark = h('canvas', {'class': 'spark'});
+  var budgetHistory = [];
+
+  function loadBudget() {
+    return api('api/v1/budget', {quiet: true}).then(function (r) {
+      if (r.aborted || !r.ok) return;
+      budgetHistory = r.data.history || [];
+      renderCost(status);
+    });
+  }
+
+  function renderBudget(b) {
+    if (!b) return;
+    if (!b.enabled) {
+      cost.body.appendChild(h('div', {'class': 'tablefoot', text: 'No overhead budget (CLRSCOPE_OVERHEAD_BUDGET=0).'}));
+      return;
+    }
+    var over = b.allowed > 0 && b.measured > b.allowed;
+    var al = (b.sources && b.sources.alloc) || {};
+    cost.body.appendChild(h('div', {'class': 'stats', title: 'what clrscope cost over the last ' + b.window_s +
+      ' s: its threads ' + F.pct(b.by_source.threads) + ', its callbacks ' + F.pct(b.by_source.callbacks) +
+      ', the runtime\'s work for its allocation events ' + F.pct(b.by_source.runtime_events)}, [
+      stat('cost / budget', F.pct(b.measured) + ' / ' + F.pct(b.allowed), over ? 'bad' : 'good'),
+      stat('allocations on', al.switchable ? F.pct(al.on_fraction) + ' of each s' : 'always', al.on_fraction < 1 ? 'bad' : '')
+    ]));
+    if (budgetHistory.length > 1) {
+      cost.body.appendChild(budgetSpark);
+      Charts.sparkline(budgetSpark, budgetHistory.map(function (p) { return p.measured; }), {ref: b.allowed});
+    }
+    var why = b.over ? b.over : b.last_change ? 'allocations ' + F.pct(b.last_change.from) + ' → ' +
+      F.pct(b.last_change.to) + ' ' + F.ago(b.last_change.t) : '';
+    if (why) cost.body.appendChild(h('div', {'class': 'tablefoot', text: 'budget: ' + why}));
+  }
+
   function renderCost(s) {
     clear(cost.body);
     clear(exp.body);
@@ -223,6 +259,7 @@ export function create() {
         h('div', {'class': 'l', text: 'clrscope memory'})]),
       stat('process RSS', F.bytes(me.rss_bytes))
     ]));
+    renderBudget(s.budget);
     cost.body.appendChild(h('dl', {'class': 'kvlist'}, [
       h('dt', {text: 'sampling rate'}), h('dd', {text: s.sampling_hz ? s.sampling_hz + ' Hz' : '–'}),
       h('dt', {text: 'dropped samples'}), h('dd', {text: F.int(s.dropped && s.dropped.samples || 0)}),
@@ -252,7 +289,7 @@ export function create() {
     el: grid,
     refresh: function () {
       renderCost(status);
-      return Promise.all([loadCpu(), loadGc(), loadAlloc(), loadActivity(), loadCounters()]);
+      return Promise.all([loadCpu(), loadGc(), loadAlloc(), loadActivity(), loadCounters(), loadBudget()]);
     },
     onStatus: renderCost
   };

@@ -478,7 +478,6 @@ class Governor(unittest.TestCase):
         by = self.budget["by_source"]
         self.assertAlmostEqual(by["threads"] + by["callbacks"] + by["runtime_events"],
                                self.budget["measured"], delta=1e-9)
-        self.assertGreater(self.budget["runtime_event_calibrations"], 0, self.budget)
 
     def test_shares_stay_unbiased(self):
         truth = self.truth["types"]
