@@ -432,8 +432,8 @@ class Governor(unittest.TestCase):
     budget, switch without a failure, and keep the byte shares by type unbiased (every sample
     weighted by 1/share)."""
     BUDGET = 0.02
-    RUN = 36
-    WINDOW = 15
+    RUN = 28
+    WINDOW = 10
 
     @classmethod
     def setUpClass(cls):
