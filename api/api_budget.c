@@ -9,6 +9,7 @@
 #include "prof_alloc.h"
 #include "prof_budget.h"
 #include "prof_config.h"
+#include "prof_sampler.h"
 
 static void budget_fields(cJSON *b, const struct prof_budget_view *v)
 {
@@ -26,6 +27,7 @@ static void budget_fields(cJSON *b, const struct prof_budget_view *v)
                             proc > 0 ? (v->window.cb_alloc_s + v->window.cb_other_s) / proc : 0);
     cJSON_AddNumberToObject(by, "callbacks_alloc", proc > 0 ? v->window.cb_alloc_s / proc : 0);
     cJSON_AddNumberToObject(by, "runtime_events", proc > 0 ? v->window.runtime_s / proc : 0);
+    cJSON_AddNumberToObject(by, "suspensions", proc > 0 ? v->window.susp_s / proc : 0);
     cJSON_AddNumberToObject(b, "runtime_event_ns", v->runtime_ns_per_event);
     cJSON *src = cJSON_AddObjectToObject(b, "sources");
     cJSON *al = cJSON_AddObjectToObject(src, "alloc");
@@ -38,6 +40,12 @@ static void budget_fields(cJSON *b, const struct prof_budget_view *v)
     cJSON_AddNumberToObject(al, "switch_cpu_s", v->switch_cpu_s);
     cJSON_AddNumberToObject(al, "switch_wall_s", v->switch_wall_s);
     cJSON_AddNumberToObject(al, "switch_wall_max_s", v->switch_wall_max_s);
+    cJSON *wall = cJSON_AddObjectToObject(src, "wall");
+    struct prof_sampler_stats ss;
+    prof_sampler_get_stats(&ss);
+    int slow = v->wall_slowdown >= 1 ? v->wall_slowdown : 1;
+    cJSON_AddNumberToObject(wall, "slowdown", slow);
+    cJSON_AddNumberToObject(wall, "hz", ss.wall_hz > 0 ? (double)ss.wall_hz / slow : 0);
     if (v->over)
         cJSON_AddStringToObject(b, "over", v->over);
     else
@@ -45,7 +53,7 @@ static void budget_fields(cJSON *b, const struct prof_budget_view *v)
     if (v->changed_unix > 0) {
         cJSON *lc = cJSON_AddObjectToObject(b, "last_change");
         cJSON_AddNumberToObject(lc, "t", v->changed_unix);
-        cJSON_AddStringToObject(lc, "source", "alloc");
+        cJSON_AddStringToObject(lc, "source", v->changed_source ? v->changed_source : "alloc");
         cJSON_AddNumberToObject(lc, "from", v->changed_from);
         cJSON_AddNumberToObject(lc, "to", v->changed_to);
     } else {

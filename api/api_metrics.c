@@ -120,6 +120,9 @@ static void budget_metrics(struct jbuf *b)
              "The share of each second the allocation events are on.", v->alloc_share);
     metric_u(b, "clrscope_budget_alloc_switches_total", "counter",
              "Times the governor switched the allocation events on or off.", v->switches);
+    metric_d(b, "clrscope_budget_wall_slowdown", "gauge",
+             "How many times further apart the governor keeps the wall sampler's ticks (1: as "
+             "configured).", v->wall_slowdown >= 1 ? v->wall_slowdown : 1);
     free(v);
 }
 

@@ -27,6 +27,7 @@
 #include "prof_esamp.h"
 #include "prof_events.h"
 #include "prof_log.h"
+#include "prof_sampler.h"
 
 #define RUNTIME_NS_PER_ALLOC_EVENT 3000.0
 /* Allocations are not worth turning down when they would cost under a tenth of what the budget
@@ -36,7 +37,7 @@
 
 /* One second's costs (CPU seconds) as the window's ring keeps them. */
 struct second {
-    double proc_s, threads_s, cb_alloc_s, cb_other_s, runtime_s, on_share, seconds;
+    double proc_s, threads_s, cb_alloc_s, cb_other_s, runtime_s, susp_s, on_share, seconds;
 };
 
 /* The governor's state: written by clrscope-gov under `lock` (the parts prof_budget_read
@@ -50,14 +51,17 @@ static struct budget_state {
     int nring, ring_at;
     /* the counters read at the start of the last second */
     int64_t last_proc_ns;
+    uint64_t last_suspended_ns;
     double last_threads_s;
     struct prof_events_cost last_cost;
     double share;                     /* this second's */
+    int wall_slowdown;                /* the wall sampler's divisor (prof_sampler) */
+    double wall_changed;              /* when it last changed (unix s) */
     int64_t on_since_ns;              /* when the events were last turned on (0: off) */
     int64_t on_ns;                    /* how long they were on in this second so far */
     int64_t switch_cpu_ns, switch_wall_ns, switch_wall_max_ns;
     uint64_t rng;
-} gov = {.lock = PTHREAD_MUTEX_INITIALIZER, .share = 1};
+} gov = {.lock = PTHREAD_MUTEX_INITIALIZER, .share = 1, .wall_slowdown = 1};
 
 double prof_budget_allowed(double budget, double floor_core, const struct prof_budget_window *w)
 {
@@ -75,7 +79,7 @@ double prof_budget_next_share(double share, double budget, double floor_core,
     double allowed = prof_budget_allowed(budget, floor_core, w);
     if (alloc_full <= NOT_WORTH * allowed || alloc_full <= NOT_WORTH_CORE * w->seconds)
         return 1;
-    double want = (allowed - w->threads_s - w->cb_other_s) / alloc_full;
+    double want = (allowed - w->threads_s - w->cb_other_s - w->susp_s) / alloc_full;
     if (want >= 0.95)
         want = 1;
     if (want < PROF_BUDGET_MIN_SHARE)
@@ -83,6 +87,15 @@ double prof_budget_next_share(double share, double budget, double floor_core,
     if (want > 2 * share) /* down at once, up step by step */
         want = 2 * share;
     return want > 1 ? 1 : want;
+}
+
+int prof_budget_next_wall(int slowdown, double cost, double allowed, int alloc_spent)
+{
+    if (cost > allowed && alloc_spent)
+        return slowdown >= 4 ? PROF_SAMPLER_MAX_WALL_SLOWDOWN : slowdown * 2;
+    if (cost < 0.7 * allowed && slowdown > 1)
+        return slowdown == PROF_SAMPLER_MAX_WALL_SLOWDOWN ? 4 : slowdown / 2;
+    return slowdown;
 }
 
 static int64_t thread_cpu_ns(void)
@@ -141,6 +154,8 @@ static void account(int64_t ended_sec, double ended_len_s)
     prof_agg_self_stats(&self);
     struct prof_events_cost cost;
     prof_events_read_cost(&cost);
+    struct prof_sampler_stats ss;
+    prof_sampler_get_stats(&ss);
     double on = gov.on_ns / 1e9 + (gov.on_since_ns ? (prof_now_ns() - gov.on_since_ns) / 1e9 : 0);
     double on_share = ended_len_s > 0 ? on / ended_len_s : 1;
     if (on_share > 1)
@@ -159,6 +174,11 @@ static void account(int64_t ended_sec, double ended_len_s)
     };
     if (s.threads_s < 0)
         s.threads_s = 0;
+    /* while the runtime is suspended for a wall tick, the app's running threads stand still:
+     * the time, times the cores the app kept busy that second */
+    double busy = ended_len_s > 0 ? s.proc_s / ended_len_s : 0;
+    s.susp_s = (double)(ss.suspended_ns - gov.last_suspended_ns) / 1e9 * busy;
+    gov.last_suspended_ns = ss.suspended_ns;
     gov.last_proc_ns = proc_ns;
     gov.last_threads_s = self.cpu_s;
     gov.last_cost = cost;
@@ -182,6 +202,7 @@ static void window(struct prof_budget_window *w)
         w->cb_alloc_s += s->cb_alloc_s;
         w->cb_other_s += s->cb_other_s;
         w->runtime_s += s->runtime_s;
+        w->susp_s += s->susp_s;
         w->seconds += s->seconds;
         on += s->on_share;
     }
@@ -213,8 +234,21 @@ static void *gov_main(void *arg)
         if (!switchable)
             share = 1;
         gov.share = share;
-        double cost = w.threads_s + w.cb_alloc_s + w.cb_other_s + w.runtime_s;
+        double cost = w.threads_s + w.cb_alloc_s + w.cb_other_s + w.runtime_s + w.susp_s;
         double measured = w.proc_s > 0 ? cost / w.proc_s : 0;
+        /* the wall sampler next, once allocations have given what they can; a step a window,
+         * so that each is seen in the costs before the next */
+        int alloc_spent = !switchable || share <= PROF_BUDGET_MIN_SHARE || share >= 1;
+        int wall_before = gov.wall_slowdown;
+        if (sec - gov.wall_changed >= PROF_BUDGET_WINDOW_S && w.proc_s > 0 &&
+            (g_core.profiles & PROFILE_WALL)) {
+            int next = prof_budget_next_wall(gov.wall_slowdown, cost, allowed, alloc_spent);
+            if (next != gov.wall_slowdown) {
+                gov.wall_slowdown = next;
+                gov.wall_changed = sec;
+                prof_sampler_set_wall_slowdown(next);
+            }
+        }
         struct prof_events_cost ec;
         prof_events_read_cost(&ec);
         pthread_mutex_lock(&gov.lock);
@@ -233,8 +267,11 @@ static void *gov_main(void *arg)
         if (cost > allowed && w.proc_s > 0) {
             if (!switchable && (w.cb_alloc_s + w.runtime_s) > 0.1 * cost)
                 v->over = "allocation events cannot be switched on this runtime";
+            else if (share <= PROF_BUDGET_MIN_SHARE && gov.wall_slowdown < PROF_SAMPLER_MAX_WALL_SLOWDOWN)
+                v->over = "allocations at their least; slowing the wall sampler";
             else if (share <= PROF_BUDGET_MIN_SHARE)
-                v->over = "allocations at their least; the other sources are not governed";
+                v->over = "allocations and wall samples at their least; the other sources are not "
+                          "governed";
             else if (share >= 1)
                 v->over = "the sources the governor does not turn down cost more than the budget";
             else
@@ -242,8 +279,16 @@ static void *gov_main(void *arg)
         }
         if (fabs(share - before) > 0.005) {
             v->changed_unix = sec;
+            v->changed_source = "alloc";
             v->changed_from = before;
             v->changed_to = share;
+        }
+        v->wall_slowdown = gov.wall_slowdown;
+        if (gov.wall_slowdown != wall_before) {
+            v->changed_unix = sec;
+            v->changed_source = "wall";
+            v->changed_from = wall_before;
+            v->changed_to = gov.wall_slowdown;
         }
         add_history(sec, measured, share);
         pthread_mutex_unlock(&gov.lock);

@@ -11,7 +11,11 @@
  * loss costs least information: on for a share of each second at a random phase, off for the
  * rest (prof_events_alloc_switch, .NET 10), every sample weighted by 1 / that share so that
  * counts and bytes stay unbiased (prof_alloc_set_scale). When allocations cost too little to
- * matter, they stay on. The other sources are measured but not yet turned down.
+ * matter, they stay on. When they have given what they can and the cost is still over, the wall
+ * sampler's ticks go further apart (prof_sampler_set_wall_slowdown, a step a window, up to 5x;
+ * each wall sample weighs the time since the last, so totals stay exact); the time the runtime
+ * stays suspended for them, times the cores the app keeps busy, counts as their cost. The CPU
+ * sampler, exceptions, locks and live checks are measured but not turned down.
  *
  * ctx: prof_budget_start/stop from Initialize/Shutdown (after prof_events_start); the thread
  * is the only caller of prof_events_alloc_switch; prof_budget_read any thread (a lock held for
@@ -33,6 +37,7 @@ struct prof_budget_window {
     double cb_alloc_s;  /* clrscope's callbacks for allocation events */
     double cb_other_s;  /* its callbacks for every other event */
     double runtime_s;   /* the runtime's work for the allocation events (estimated) */
+    double susp_s;      /* the app's running threads held by the wall sampler's suspensions */
     double on_share;    /* the share of the window the allocation events were on */
     double seconds;     /* the window's length */
 };
@@ -55,8 +60,10 @@ struct prof_budget_view {
     double switch_cpu_s;    /* CPU clrscope-gov spent in the switch's runtime calls */
     double switch_wall_s, switch_wall_max_s; /* the time they took, in all and at most */
     const char *over;       /* why measured stays over target (NULL when under) */
-    double changed_unix;    /* when the share last changed, and from what to what */
+    double changed_unix;    /* when a source was last turned, which, from what to what */
+    const char *changed_source; /* "alloc" (a share) or "wall" (a divisor of the wall rate) */
     double changed_from, changed_to;
+    int wall_slowdown;      /* the wall sampler's rate divided by (1: as configured) */
     struct prof_budget_point history[PROF_BUDGET_HISTORY]; /* oldest first */
     int nhistory;
 };
@@ -71,6 +78,10 @@ double prof_budget_next_share(double share, double budget, double floor_core,
  * less than `floor_core` of one core (CLRSCOPE_OVERHEAD_FLOOR): a share of an app that uses
  * little CPU would leave nothing to profile with. */
 double prof_budget_allowed(double budget, double floor_core, const struct prof_budget_window *w);
+
+/* The wall sampler's next divisor (1, 2, 4, 5): up a step when the cost is over what is allowed
+ * and the allocation events have given what they can (`alloc_spent`), down a step under 70 %. */
+int prof_budget_next_wall(int slowdown, double cost, double allowed, int alloc_spent);
 
 int prof_budget_start(void);
 void prof_budget_stop(void);

@@ -134,6 +134,21 @@ static void sampler_drained(uint64_t wanted)
     sampler.unload_acked = wanted;
 }
 
+static int wall_slowdown(void)
+{
+    int f = __atomic_load_n(&sampler.wall_slowdown, __ATOMIC_RELAXED);
+    return f >= 1 && f <= PROF_SAMPLER_MAX_WALL_SLOWDOWN ? f : 1;
+}
+
+void prof_sampler_set_wall_slowdown(int factor)
+{
+    if (factor < 1)
+        factor = 1;
+    if (factor > PROF_SAMPLER_MAX_WALL_SLOWDOWN)
+        factor = PROF_SAMPLER_MAX_WALL_SLOWDOWN;
+    __atomic_store_n(&sampler.wall_slowdown, factor, __ATOMIC_RELAXED);
+}
+
 static void *sampler_main(void *arg)
 {
     (void)arg;
@@ -197,7 +212,7 @@ static void *sampler_main(void *arg)
         }
         if (now - prev_tick > 10 * tick) /* we fell behind (suspended VM, debugger): resync */
             clock_gettime(CLOCK_MONOTONIC, &next);
-        if (now - last > 10 * wall_period) /* and a stall is not wall time of the threads */
+        if (now - last > 10 * wall_period * wall_slowdown()) /* a stall is not wall time */
             last = now - wall_period;
         prev_tick = now;
         if (sampler.cpu_mode == CPU_SIGNAL && (g_core.profiles & PROFILE_CPU))
@@ -206,9 +221,11 @@ static void *sampler_main(void *arg)
             last_maps = now;
             maps_tick(now);
         }
-        /* `last` is the previous wall sample: wall weights are the time since, at any rate */
+        /* `last` is the previous wall sample: wall weights are the time since, at any rate, so
+         * the governor may stretch the period (the stop-the-world CPU sampler gets wall free) */
         int cpu_suspend = sampler.cpu_mode == CPU_SUSPEND && (g_core.profiles & PROFILE_CPU);
-        int wall_due = (g_core.profiles & PROFILE_WALL) && now - last >= wall_period - tick / 2;
+        int64_t wall_every = cpu_suspend ? wall_period : wall_period * wall_slowdown();
+        int wall_due = (g_core.profiles & PROFILE_WALL) && now - last >= wall_every - tick / 2;
         if (!cpu_suspend && !wall_due) {
             sampler_drained(unload_wanted);
             continue;
@@ -399,6 +416,7 @@ void prof_sampler_get_stats(struct prof_sampler_stats *out)
                        : mode == CPU_SIGNAL             ? "signal"
                                                         : "suspend";
     out->wall_hz = sampler.wall_hz;
+    out->wall_slowdown = wall_slowdown();
     out->tick_ns = !strcmp(out->cpu_sampler, "suspend") ? 1000000000LL / g_cfg.sampling_hz
                                                          : sampler.tick_ns;
     out->ring_entries = sampler.ring_entries;

@@ -40,7 +40,8 @@ struct prof_sampler_stats {
     uint64_t wall_cached_ticks, wall_cached_samples;
     uint64_t last_thread_count;
     const char *cpu_sampler;    /* "signal", "suspend" or "off" */
-    int wall_hz;
+    int wall_hz;                /* CLRSCOPE_WALL_HZ */
+    int wall_slowdown;          /* the overhead governor's divisor of it now (1: none) */
     int64_t tick_ns;            /* how far apart the sampler thread wakes */
     int ring_entries;           /* signal sampler: samples a thread's ring holds between drains */
     struct prof_sigsample_stats sig; /* signal sampler counters (refreshed 10 times a second) */
@@ -55,5 +56,10 @@ void prof_sampler_stop(void);
  * the sampler thread (prof_core_nudge). */
 void prof_sampler_thread_started(void);
 void prof_sampler_get_stats(struct prof_sampler_stats *out);
+/* The overhead governor (prof_budget): wall ticks `factor` times further apart (1..5; each wall
+ * sample still weighs the time since the previous one, so wall totals stay exact). Not while the
+ * stop-the-world CPU sampler runs, which takes wall samples at no extra cost. Any thread. */
+#define PROF_SAMPLER_MAX_WALL_SLOWDOWN 5
+void prof_sampler_set_wall_slowdown(int factor);
 
 #endif

@@ -70,6 +70,7 @@ struct sampler_state {
     uint32_t threads_started; /* atomic: a thread started since the last sync (1), else 0 */
     int cpu_mode;  /* enum cpu_mode; atomic (the sampler thread falls back to CPU_SUSPEND) */
     int wall_hz;
+    int wall_slowdown; /* atomic: the overhead governor's divisor of wall_hz (1..5) */
     int64_t tick_ns;  /* how far apart the thread wakes (but in stop-the-world CPU mode) */
     int ring_entries; /* per-thread signal ring size */
     /* The allocation and live profiles walk stacks by frame pointers (prof_walk) with the signal

@@ -476,8 +476,8 @@ class Governor(unittest.TestCase):
         last = [p["measured"] for p in hist[-5:]]
         self.assertLess(sum(last) / len(last), 1.5 * self.BUDGET, hist[-10:])
         by = self.budget["by_source"]
-        self.assertAlmostEqual(by["threads"] + by["callbacks"] + by["runtime_events"],
-                               self.budget["measured"], delta=1e-9)
+        self.assertAlmostEqual(by["threads"] + by["callbacks"] + by["runtime_events"] +
+                               by["suspensions"], self.budget["measured"], delta=1e-9)
 
     def test_shares_stay_unbiased(self):
         truth = self.truth["types"]

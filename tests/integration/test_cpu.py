@@ -656,6 +656,39 @@ class IdleWall(unittest.TestCase):
                                                                               span))
 
 
+class WallUnderBudget(unittest.TestCase):
+    """The overhead governor's second lever: with a budget an idle app cannot meet
+    (CLRSCOPE_OVERHEAD_BUDGET=0.1 %, no floor) and no allocation events to turn down, it spaces
+    the wall sampler's ticks a step every 10 s window (2x, then 4x). Each wall sample weighs the
+    time since the previous one, so the wall profile still gives every blocked thread the whole
+    window."""
+
+    def test_wall_ticks_spaced_and_totals_kept(self):
+        app = ProfiledApp("threads", ["--threads", "50", "--seconds", "0"],
+                          env={"CLRSCOPE_PROFILES": "cpu,wall", "CLRSCOPE_OVERHEAD_BUDGET": "0.1%",
+                               "CLRSCOPE_OVERHEAD_FLOOR": "0"})
+        app.start()
+        try:
+            app.wait_ready()
+            time.sleep(14)
+            budget = app.json("/api/v1/budget")
+            metrics = app.request("/metrics")[2].decode()
+            wall = app.json("/api/v1/flamegraph?type=wall&seconds=10")
+        finally:
+            app.stop()
+        self.assertGreaterEqual(budget["sources"]["wall"]["slowdown"], 2, budget)
+        self.assertLess(budget["sources"]["wall"]["hz"], 5, budget)
+        self.assertEqual(budget["last_change"]["source"], "wall", budget)
+        self.assertIn("clrscope_budget_wall_slowdown", metrics)
+        totals = tree_totals_by_name(wall["root"])
+        span = wall["t_to"] - wall["t_from"]
+        for leaf in ("TestApp.Threads.Blocker.WaitOnEvent", "TestApp.Threads.Blocker.SleepLoop"):
+            seconds = totals.get(leaf, 0) / 1e9
+            # 25 threads each for the whole window; a tick up to 0.8 s apart at either edge
+            self.assertAlmostEqual(seconds / (25 * span), 1.0, delta=0.2, msg=(leaf, seconds,
+                                                                             span))
+
+
 class Errors(unittest.TestCase):
     def test_bad_queries_are_400_json(self):
         with ProfiledApp("wait", ["--seconds", "60"]) as app:

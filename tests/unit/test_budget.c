@@ -81,8 +81,29 @@ static void test_floor_of_one_core(void)
     CHECK(s == PROF_BUDGET_MIN_SHARE, "share %g without the floor", s);
 }
 
+static void test_wall_steps(void)
+{
+    /* over, allocations spent: 1 -> 2 -> 4 -> 5, and no further */
+    int f = 1;
+    int want_up[] = {2, 4, 5, 5};
+    for (int i = 0; i < 4; i++) {
+        f = prof_budget_next_wall(f, 0.2, 0.1, 1);
+        CHECK(f == want_up[i], "step %d up: %d, want %d", i, f, want_up[i]);
+    }
+    /* over, but allocations can still give: the wall sampler waits */
+    CHECK(prof_budget_next_wall(2, 0.2, 0.1, 0) == 2, "allocations first");
+    /* between 70 % and 100 %: holds; under 70 %: back a step at a time */
+    CHECK(prof_budget_next_wall(5, 0.08, 0.1, 1) == 5, "holds at 80 percent");
+    int want_down[] = {4, 2, 1, 1};
+    for (int i = 0; i < 4; i++) {
+        f = prof_budget_next_wall(f, 0.05, 0.1, 1);
+        CHECK(f == want_down[i], "step %d down: %d, want %d", i, f, want_down[i]);
+    }
+}
+
 int main(void)
 {
+    test_wall_steps();
     test_share_follows_the_budget();
     test_up_step_by_step_and_bounds();
     test_not_worth_turning_down();
