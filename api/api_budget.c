@@ -28,6 +28,8 @@ static void budget_fields(cJSON *b, const struct prof_budget_view *v)
     cJSON_AddNumberToObject(by, "callbacks_alloc", proc > 0 ? v->window.cb_alloc_s / proc : 0);
     cJSON_AddNumberToObject(by, "runtime_events", proc > 0 ? v->window.runtime_s / proc : 0);
     cJSON_AddNumberToObject(by, "suspensions", proc > 0 ? v->window.susp_s / proc : 0);
+    cJSON_AddNumberToObject(by, "signal_handler", proc > 0 ? v->window.handler_s / proc : 0);
+    cJSON_AddNumberToObject(by, "perf_events", proc > 0 ? v->window.perf_s / proc : 0);
     cJSON_AddNumberToObject(b, "runtime_event_ns", v->runtime_ns_per_event);
     cJSON *src = cJSON_AddObjectToObject(b, "sources");
     cJSON *al = cJSON_AddObjectToObject(src, "alloc");

@@ -28,6 +28,7 @@
 #include "prof_events.h"
 #include "prof_log.h"
 #include "prof_sampler.h"
+#include "prof_sighandler.h"
 
 #define RUNTIME_NS_PER_ALLOC_EVENT 3000.0
 /* Allocations are not worth turning down when they would cost under a tenth of what the budget
@@ -37,7 +38,8 @@
 
 /* One second's costs (CPU seconds) as the window's ring keeps them. */
 struct second {
-    double proc_s, threads_s, cb_alloc_s, cb_other_s, runtime_s, susp_s, on_share, seconds;
+    double proc_s, threads_s, cb_alloc_s, cb_other_s, runtime_s, susp_s, handler_s, perf_s;
+    double on_share, seconds;
 };
 
 /* The governor's state: written by clrscope-gov under `lock` (the parts prof_budget_read
@@ -52,6 +54,10 @@ static struct budget_state {
     /* the counters read at the start of the last second */
     int64_t last_proc_ns;
     uint64_t last_suspended_ns;
+    /* the signal handler's time: its cycle counter, and that counter's rate (measured against
+     * CLOCK_MONOTONIC from the governor's start) */
+    uint64_t last_handler_cycles, cycles0;
+    int64_t cycles0_ns;
     double last_threads_s;
     struct prof_events_cost last_cost;
     double share;                     /* this second's */
@@ -79,7 +85,8 @@ double prof_budget_next_share(double share, double budget, double floor_core,
     double allowed = prof_budget_allowed(budget, floor_core, w);
     if (alloc_full <= NOT_WORTH * allowed || alloc_full <= NOT_WORTH_CORE * w->seconds)
         return 1;
-    double want = (allowed - w->threads_s - w->cb_other_s - w->susp_s) / alloc_full;
+    double want = (allowed - w->threads_s - w->cb_other_s - w->susp_s - w->handler_s - w->perf_s) /
+                  alloc_full;
     if (want >= 0.95)
         want = 1;
     if (want < PROF_BUDGET_MIN_SHARE)
@@ -179,6 +186,17 @@ static void account(int64_t ended_sec, double ended_len_s)
     double busy = ended_len_s > 0 ? s.proc_s / ended_len_s : 0;
     s.susp_s = (double)(ss.suspended_ns - gov.last_suspended_ns) / 1e9 * busy;
     gov.last_suspended_ns = ss.suspended_ns;
+    /* the CPU sampler's signal handler on the app's threads, and what perf events add to the
+     * app's context switches (measured by the sampler while it reviews its clock) */
+    int64_t ns = prof_now_ns() - gov.cycles0_ns;
+    uint64_t cycles = prof_sig_cycles() - gov.cycles0;
+    if (ns > 500000000LL && cycles > 0 && ss.sig.handler_cycles >= gov.last_handler_cycles)
+        s.handler_s = (double)(ss.sig.handler_cycles - gov.last_handler_cycles) *
+                      ((double)ns / (double)cycles) / 1e9;
+    gov.last_handler_cycles = ss.sig.handler_cycles;
+    if (ss.sig.reviewing && ss.sig.switch_cost_ns >= 0 && ss.sig.timer &&
+        !strcmp(ss.sig.timer, "perf") && ss.sig.perf_cost > 0)
+        s.perf_s = ss.sig.perf_cost * s.proc_s;
     gov.last_proc_ns = proc_ns;
     gov.last_threads_s = self.cpu_s;
     gov.last_cost = cost;
@@ -203,6 +221,8 @@ static void window(struct prof_budget_window *w)
         w->cb_other_s += s->cb_other_s;
         w->runtime_s += s->runtime_s;
         w->susp_s += s->susp_s;
+        w->handler_s += s->handler_s;
+        w->perf_s += s->perf_s;
         w->seconds += s->seconds;
         on += s->on_share;
     }
@@ -219,6 +239,14 @@ static void *gov_main(void *arg)
     gov.last_threads_s = self.cpu_s;
     prof_events_read_cost(&gov.last_cost);
     gov.rng = (uint64_t)prof_now_ns() ^ 0x9E3779B97F4A7C15ull;
+    gov.cycles0 = prof_sig_cycles();
+    gov.cycles0_ns = prof_now_ns();
+    {
+        struct prof_sampler_stats ss0;
+        prof_sampler_get_stats(&ss0);
+        gov.last_handler_cycles = ss0.sig.handler_cycles;
+        gov.last_suspended_ns = ss0.suspended_ns;
+    }
     int switchable = prof_events_alloc_switchable();
     gov.on_since_ns = prof_events_alloc_on() ? prof_now_ns() : 0;
     double sec = floor(prof_unix_now()) + 1, started = prof_unix_now();
@@ -234,7 +262,8 @@ static void *gov_main(void *arg)
         if (!switchable)
             share = 1;
         gov.share = share;
-        double cost = w.threads_s + w.cb_alloc_s + w.cb_other_s + w.runtime_s + w.susp_s;
+        double cost = w.threads_s + w.cb_alloc_s + w.cb_other_s + w.runtime_s + w.susp_s +
+                      w.handler_s + w.perf_s;
         double measured = w.proc_s > 0 ? cost / w.proc_s : 0;
         /* the wall sampler next, once allocations have given what they can; a step a window,
          * so that each is seen in the costs before the next */

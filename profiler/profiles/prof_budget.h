@@ -38,6 +38,8 @@ struct prof_budget_window {
     double cb_other_s;  /* its callbacks for every other event */
     double runtime_s;   /* the runtime's work for the allocation events (estimated) */
     double susp_s;      /* the app's running threads held by the wall sampler's suspensions */
+    double handler_s;   /* the CPU sampler's signal handler on the app's threads */
+    double perf_s;      /* what perf events add to the app's context switches (when measured) */
     double on_share;    /* the share of the window the allocation events were on */
     double seconds;     /* the window's length */
 };

@@ -432,6 +432,7 @@ void prof_sig_handler(int sig, siginfo_t *si, void *ucv)
     (void)sig;
     /* No call below can change errno: the handler calls nothing but raw system calls. */
     __atomic_add_fetch(&g_sig.inflight, 1, __ATOMIC_SEQ_CST);
+    uint64_t c0 = prof_sig_cycles();
     int perf_fd = -1;
     uint64_t v;
     if (!si || !ucv)
@@ -502,5 +503,6 @@ sample:;
     __atomic_store_n(&e->state, PROF_SIG_FULL, __ATOMIC_RELEASE);
     __atomic_add_fetch(&g_sig.handled, 1, __ATOMIC_RELAXED);
 out:
+    __atomic_add_fetch(&g_sig.handler_cycles, prof_sig_cycles() - c0, __ATOMIC_RELAXED);
     __atomic_sub_fetch(&g_sig.inflight, 1, __ATOMIC_SEQ_CST);
 }

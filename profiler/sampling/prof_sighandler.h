@@ -198,9 +198,26 @@ struct prof_sig_shared {
     uint64_t code_miss; /* atomic: signal walks cut at an address that could be new code */
     uintptr_t miss_ra;  /* atomic: the last such address (NEWCODE) */
     uint32_t unload_epoch; /* atomic: prof_unload's epoch, copied there by prof_unload_started */
+    uint64_t handler_cycles; /* atomic: time spent in the handler, in prof_sig_cycles() units */
 };
 
 extern struct prof_sig_shared g_sig;
+
+/* The CPU's cycle counter (x86-64: the invariant TSC; arm64: the virtual counter), one
+ * instruction and no call, for timing the handler; 0 elsewhere. Its rate is measured against
+ * CLOCK_MONOTONIC by whoever converts it (prof_budget). */
+static inline uint64_t prof_sig_cycles(void)
+{
+#if defined(__x86_64__)
+    return __builtin_ia32_rdtsc();
+#elif defined(__aarch64__)
+    uint64_t v;
+    __asm__ volatile("mrs %0, cntvct_el0" : "=r"(v));
+    return v;
+#else
+    return 0;
+#endif
+}
 
 /* The SA_SIGINFO handler. From a POSIX CPU timer (SI_TIMER) si->si_value carries (gen << 32 |
  * ring index); from a perf event (POLL_HUP) si->si_fd names the event, which g_sig.fdmap maps

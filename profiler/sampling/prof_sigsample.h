@@ -53,6 +53,7 @@ struct prof_sigsample_stats {
     double switch_rate;        /* the app's context switches per CPU-second (last window) */
     double perf_cost;          /* their product: perf events' share of the app's CPU */
     uint64_t clock_changes;    /* times auto changed the clock */
+    uint64_t handler_cycles;   /* time spent in the handler (prof_sig_cycles units) */
 };
 
 enum { PROF_SIG_TIMER_AUTO = 0, PROF_SIG_TIMER_PERF = 1, PROF_SIG_TIMER_POSIX = 2 };
