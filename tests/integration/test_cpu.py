@@ -489,7 +489,10 @@ class GenericFrames(unittest.TestCase):
 
     @classmethod
     def setUpClass(cls):
-        with ProfiledApp("cpu-generic", ["--seconds", "40"]) as app:
+        # 1000 samples a second: the ratio of two frames' samples (3:1) is a binomial estimate,
+        # off by sqrt(1/a + 1/b); at 100 Hz 5 s of CPU gave ~10 % (15 % failed one run in ~7)
+        with ProfiledApp("cpu-generic", ["--seconds", "40"],
+                         env={"CLRSCOPE_SAMPLING_HZ": "1000"}) as app:
             app.wait_ready()
             cls.int_name = cls.string_name = None
             for _ in range(12):  # at least 5 s of the worker's CPU in the profile, or 30 s
