@@ -4,12 +4,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-static int cmp_desc(const void *a, const void *b)
-{
-    int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
-    return x < y ? 1 : x > y ? -1 : 0;
-}
-
 struct sort_item {
     uint32_t parent;
     const char *name;
@@ -47,67 +41,90 @@ static int sums(const struct prof_view *v, int slot, int64_t **self_out, int64_t
     return 0;
 }
 
-int prof_tree_build(const struct prof_view *v, int slot, size_t max_nodes, struct prof_tree *t)
+/* The trimmed tree of a call-path trie with one or two value sets (nset): values per trie node
+ * (self[k], incl[k]), trimmed by key[] (the larger keys kept). Set 0 goes to value/self, set 1
+ * to base/base_self. */
+struct trie_sums {
+    size_t nnodes;
+    const uint32_t *parent;
+    const char *const *name;
+    int nset;
+    int64_t *self[2], *incl[2];
+    double *key;
+};
+
+static int cmp_desc_d(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? 1 : x > y ? -1 : 0;
+}
+
+static int build(const struct trie_sums *s, size_t max_nodes, struct prof_tree *t)
 {
     memset(t, 0, sizeof *t);
-    int64_t *self = NULL, *incl = NULL, *sorted = NULL;
-    uint32_t *map = NULL;
+    double *sorted = NULL;
+    uint32_t *map = NULL, *parent = NULL, *other = NULL;
     struct sort_item *items = NULL;
-    if (!v->nnodes || sums(v, slot, &self, &incl))
-        return -1;
     if (max_nodes < 16)
         max_nodes = 16;
-    /* threshold: keep the (max_nodes/2) largest inclusive values, leaving room for "[other]" */
-    int64_t thr = 1;
+    /* threshold: keep the (max_nodes/2) largest keys, leaving room for "[other]" */
+    double thr = 0;
     size_t budget = max_nodes / 2;
-    if (v->nnodes > budget) {
-        sorted = malloc(v->nnodes * sizeof *sorted);
+    if (s->nnodes > budget) {
+        sorted = malloc(s->nnodes * sizeof *sorted);
         if (!sorted)
             goto fail;
-        memcpy(sorted, incl, v->nnodes * sizeof *sorted);
-        qsort(sorted, v->nnodes, sizeof *sorted, cmp_desc);
+        memcpy(sorted, s->key, s->nnodes * sizeof *sorted);
+        qsort(sorted, s->nnodes, sizeof *sorted, cmp_desc_d);
         thr = sorted[budget - 1];
-        if (thr < 1)
-            thr = 1;
     }
-    map = malloc(v->nnodes * sizeof *map);
     size_t cap = max_nodes + 1;
+    int two = s->nset > 1;
+    map = malloc(s->nnodes * sizeof *map);
     t->name = malloc(cap * sizeof *t->name);
     t->value = calloc(cap, sizeof *t->value);
     t->self = calloc(cap, sizeof *t->self);
+    if (two) {
+        t->base = calloc(cap, sizeof *t->base);
+        t->base_self = calloc(cap, sizeof *t->base_self);
+    }
     t->first_child = malloc(cap * sizeof *t->first_child);
     t->next_sibling = malloc(cap * sizeof *t->next_sibling);
-    uint32_t *parent = malloc(cap * sizeof *parent);
-    uint32_t *other = malloc(cap * sizeof *other); /* kept node -> its "[other]" node */
+    parent = malloc(cap * sizeof *parent);
+    other = malloc(cap * sizeof *other); /* kept node -> its "[other]" node */
     if (!map || !t->name || !t->value || !t->self || !t->first_child || !t->next_sibling ||
-        !parent || !other) {
-        free(parent);
-        free(other);
+        !parent || !other || (two && (!t->base || !t->base_self)))
         goto fail;
-    }
-    size_t n = 0;
+    size_t n = 1;
     t->name[0] = "all";
-    t->value[0] = incl[0];
-    t->self[0] = self[0];
+    t->value[0] = s->incl[0][0];
+    t->self[0] = s->self[0][0];
+    if (two) {
+        t->base[0] = s->incl[1][0];
+        t->base_self[0] = s->self[1][0];
+    }
     parent[0] = 0;
     other[0] = UINT32_MAX;
     map[0] = 0;
-    n = 1;
-    for (size_t i = 1; i < v->nnodes; i++) {
-        uint32_t pk = map[v->parent[i]];
-        if (incl[i] >= thr && pk != UINT32_MAX && n < max_nodes) {
+    for (size_t i = 1; i < s->nnodes; i++) {
+        uint32_t pk = map[s->parent[i]];
+        if (s->key[i] > 0 && s->key[i] >= thr && pk != UINT32_MAX && n < max_nodes) {
             map[i] = (uint32_t)n;
-            t->name[n] = v->name[i];
-            t->value[n] = incl[i];
-            t->self[n] = self[i];
+            t->name[n] = s->name[i];
+            t->value[n] = s->incl[0][i];
+            t->self[n] = s->self[0][i];
+            if (two) {
+                t->base[n] = s->incl[1][i];
+                t->base_self[n] = s->self[1][i];
+            }
             parent[n] = pk;
             other[n] = UINT32_MAX;
             n++;
             continue;
         }
         map[i] = UINT32_MAX;
-        if (pk == UINT32_MAX || incl[i] == 0)
-            continue; /* folded into an ancestor's "[other]" already */
+        if (pk == UINT32_MAX || s->key[i] <= 0)
+            continue; /* folded into an ancestor's "[other]" already, or empty */
         t->trimmed++;
         if (other[pk] == UINT32_MAX && n < cap) {
             other[pk] = (uint32_t)n;
@@ -116,19 +133,25 @@ int prof_tree_build(const struct prof_view *v, int slot, size_t max_nodes, struc
             other[n] = UINT32_MAX;
             n++;
         }
+        /* into the parent's "[other]"; with no room left for one, into the parent's self (its
+         * inclusive value holds the child's already) */
         uint32_t o = other[pk] != UINT32_MAX ? other[pk] : pk;
-        t->value[o] += incl[i];
-        t->self[o] += incl[i];
+        if (o != pk) {
+            t->value[o] += s->incl[0][i];
+            if (two)
+                t->base[o] += s->incl[1][i];
+        }
+        t->self[o] += s->incl[0][i];
+        if (two)
+            t->base_self[o] += s->incl[1][i];
     }
     t->n = n;
-    t->total = incl[0];
+    t->total = s->incl[0][0];
+    t->base_total = two ? s->incl[1][0] : 0;
     /* children lists sorted by name */
     items = malloc(n * sizeof *items);
-    if (!items) {
-        free(parent);
-        free(other);
+    if (!items)
         goto fail;
-    }
     for (size_t i = 0; i < n; i++) {
         items[i].parent = i ? parent[i] : UINT32_MAX;
         items[i].name = t->name[i];
@@ -149,16 +172,178 @@ int prof_tree_build(const struct prof_view *v, int slot, size_t max_nodes, struc
     free(items);
     free(sorted);
     free(map);
-    free(self);
-    free(incl);
     return 0;
 fail:
+    free(parent);
+    free(other);
     free(sorted);
     free(map);
-    free(self);
-    free(incl);
     prof_tree_free(t);
     return -1;
+}
+
+int prof_tree_build(const struct prof_view *v, int slot, size_t max_nodes, struct prof_tree *t)
+{
+    memset(t, 0, sizeof *t);
+    struct trie_sums s = {.nnodes = v->nnodes, .parent = v->parent, .name = v->name, .nset = 1};
+    if (!v->nnodes || sums(v, slot, &s.self[0], &s.incl[0]))
+        return -1;
+    int rc = -1;
+    s.key = malloc(v->nnodes * sizeof *s.key);
+    if (s.key) {
+        for (size_t i = 0; i < v->nnodes; i++)
+            s.key[i] = (double)s.incl[0][i];
+        rc = build(&s, max_nodes, t);
+    }
+    free(s.key);
+    free(s.self[0]);
+    free(s.incl[0]);
+    return rc;
+}
+
+/* ---- two windows ---- */
+
+static uint64_t name_hash(const char *p)
+{
+    uint64_t h = 1469598103934665603ull;
+    for (; *p; p++)
+        h = (h ^ (unsigned char)*p) * 1099511628211ull;
+    return h;
+}
+
+/* The union of two views' tries: a's nodes keep their numbers, b's are looked up by (parent,
+ * name) and appended when a has no such path. Names compare as strings (the two views may hold
+ * different generations of the store's names). */
+struct merged {
+    size_t n, cap;
+    uint32_t *parent;
+    const char **name;
+    uint64_t *hash;  /* of each node's name */
+    uint32_t *slots; /* open addressing over the nodes, UINT32_MAX = empty */
+    size_t nslots;
+    uint32_t *map_b; /* b's node -> merged node */
+};
+
+static size_t slot_of(const struct merged *m, uint32_t parent, uint64_t nh)
+{
+    uint64_t h = (nh ^ ((uint64_t)parent * 0x9E3779B97F4A7C15ull)) * 0xff51afd7ed558ccdull;
+    return (size_t)(h >> 17) & (m->nslots - 1);
+}
+
+/* The merged node for (parent, name): found, or added; `add` adds one in any case (a's nodes
+ * keep their numbers even if a path were there twice; the first is the one b finds). */
+static uint32_t merged_node(struct merged *m, uint32_t parent, const char *name, uint64_t nh,
+                            int add)
+{
+    size_t k = slot_of(m, parent, nh);
+    uint32_t found = UINT32_MAX;
+    for (;;) {
+        uint32_t i = m->slots[k];
+        if (i == UINT32_MAX)
+            break;
+        if (m->parent[i] == parent && m->hash[i] == nh &&
+            (m->name[i] == name || !strcmp(m->name[i], name))) {
+            found = i;
+            break;
+        }
+        k = (k + 1) & (m->nslots - 1);
+    }
+    if (found != UINT32_MAX && !add)
+        return found;
+    uint32_t i = (uint32_t)m->n++;
+    m->parent[i] = parent;
+    m->name[i] = name;
+    m->hash[i] = nh;
+    if (found == UINT32_MAX)
+        m->slots[k] = i;
+    return i;
+}
+
+static void merged_free(struct merged *m)
+{
+    free(m->parent);
+    free(m->name);
+    free(m->hash);
+    free(m->slots);
+    free(m->map_b);
+}
+
+static int merge(const struct prof_view *a, const struct prof_view *b, struct merged *m)
+{
+    memset(m, 0, sizeof *m);
+    m->cap = a->nnodes + b->nnodes;
+    m->nslots = 16;
+    while (m->nslots < m->cap * 2)
+        m->nslots *= 2;
+    m->parent = malloc(m->cap * sizeof *m->parent);
+    m->name = malloc(m->cap * sizeof *m->name);
+    m->hash = malloc(m->cap * sizeof *m->hash);
+    m->slots = malloc(m->nslots * sizeof *m->slots);
+    m->map_b = malloc((b->nnodes ? b->nnodes : 1) * sizeof *m->map_b);
+    if (!m->parent || !m->name || !m->hash || !m->slots || !m->map_b) {
+        merged_free(m);
+        return -1;
+    }
+    memset(m->slots, 0xff, m->nslots * sizeof *m->slots);
+    /* node 0, the root, is the root of both */
+    m->parent[0] = 0;
+    m->name[0] = "all";
+    m->hash[0] = 0;
+    m->n = 1;
+    for (size_t i = 1; i < a->nnodes; i++)
+        merged_node(m, a->parent[i], a->name[i], name_hash(a->name[i]), 1);
+    m->map_b[0] = 0;
+    for (size_t i = 1; i < b->nnodes; i++)
+        m->map_b[i] = merged_node(m, m->map_b[b->parent[i]], b->name[i],
+                                  name_hash(b->name[i]), 0);
+    return 0;
+}
+
+int prof_tree_build_diff(const struct prof_view *a, const struct prof_view *b, int slot,
+                         size_t max_nodes, struct prof_tree *t)
+{
+    memset(t, 0, sizeof *t);
+    if (!a->nnodes || !b->nnodes)
+        return -1;
+    struct merged m;
+    if (merge(a, b, &m))
+        return -1;
+    struct trie_sums s = {.nnodes = m.n, .parent = m.parent, .name = m.name, .nset = 2};
+    int rc = -1;
+    for (int k = 0; k < 2; k++) {
+        s.self[k] = calloc(m.n, sizeof *s.self[k]);
+        s.incl[k] = calloc(m.n, sizeof *s.incl[k]);
+    }
+    s.key = malloc(m.n * sizeof *s.key);
+    if (!s.self[0] || !s.self[1] || !s.incl[0] || !s.incl[1] || !s.key)
+        goto out;
+    /* set 0 = b (the window compared), set 1 = a (the base); a's nodes keep their numbers */
+    for (size_t i = 0; i < b->nrows; i++)
+        s.self[0][m.map_b[b->rows[i].node]] += b->rows[i].v[slot];
+    for (size_t i = 0; i < a->nrows; i++)
+        s.self[1][a->rows[i].node] += a->rows[i].v[slot];
+    for (int k = 0; k < 2; k++) {
+        memcpy(s.incl[k], s.self[k], m.n * sizeof *s.incl[k]);
+        for (size_t i = m.n; i-- > 1;)
+            s.incl[k][m.parent[i]] += s.incl[k][i];
+    }
+    /* trimmed by the larger of each window's share, so a path that vanished or appeared in
+     * one window is kept like one that ran in both */
+    double ta = s.incl[1][0] > 0 ? (double)s.incl[1][0] : 1;
+    double tb = s.incl[0][0] > 0 ? (double)s.incl[0][0] : 1;
+    for (size_t i = 0; i < m.n; i++) {
+        double x = (double)s.incl[0][i] / tb, y = (double)s.incl[1][i] / ta;
+        s.key[i] = x > y ? x : y;
+    }
+    rc = build(&s, max_nodes, t);
+out:
+    for (int k = 0; k < 2; k++) {
+        free(s.self[k]);
+        free(s.incl[k]);
+    }
+    free(s.key);
+    merged_free(&m);
+    return rc;
 }
 
 void prof_tree_free(struct prof_tree *t)
@@ -166,6 +351,8 @@ void prof_tree_free(struct prof_tree *t)
     free(t->name);
     free(t->value);
     free(t->self);
+    free(t->base);
+    free(t->base_self);
     free(t->first_child);
     free(t->next_sibling);
     memset(t, 0, sizeof *t);
@@ -230,5 +417,92 @@ int prof_tree_top(const struct prof_view *v, int slot, size_t limit, struct prof
     *nrows = j;
     free(self);
     free(incl);
+    return 0;
+}
+
+static int cmp_top_name(const void *a, const void *b)
+{
+    return strcmp(((const struct prof_top_row *)a)->name, ((const struct prof_top_row *)b)->name);
+}
+
+struct diff_sort {
+    double key;
+    struct prof_top_diff_row row;
+};
+
+static int cmp_diff_key(const void *a, const void *b)
+{
+    double x = ((const struct diff_sort *)a)->key, y = ((const struct diff_sort *)b)->key;
+    if (x != y)
+        return x < y ? 1 : -1;
+    return strcmp(((const struct diff_sort *)a)->row.name, ((const struct diff_sort *)b)->row.name);
+}
+
+static double share(int64_t v, int64_t total)
+{
+    return total > 0 ? (double)v / (double)total : 0;
+}
+
+int prof_tree_top_diff(const struct prof_view *a, const struct prof_view *b, int slot,
+                       size_t limit, struct prof_top_diff_row **rows, size_t *nrows)
+{
+    *rows = NULL;
+    *nrows = 0;
+    struct prof_top_row *ra = NULL, *rb = NULL;
+    size_t na = 0, nb = 0;
+    if (prof_tree_top(a, slot, 0, &ra, &na) || prof_tree_top(b, slot, 0, &rb, &nb)) {
+        free(ra);
+        return -1;
+    }
+    int64_t ta = 0, tb = 0;
+    for (size_t i = 0; i < a->nrows; i++)
+        ta += a->rows[i].v[slot];
+    for (size_t i = 0; i < b->nrows; i++)
+        tb += b->rows[i].v[slot];
+    qsort(ra, na, sizeof *ra, cmp_top_name);
+    qsort(rb, nb, sizeof *rb, cmp_top_name);
+    struct diff_sort *d = malloc((na + nb + 1) * sizeof *d);
+    if (!d) {
+        free(ra);
+        free(rb);
+        return -1;
+    }
+    size_t n = 0, i = 0, j = 0;
+    while (i < na || j < nb) {
+        int c = i == na ? 1 : j == nb ? -1 : strcmp(ra[i].name, rb[j].name);
+        struct prof_top_diff_row r = {0};
+        if (c <= 0) {
+            r.name = ra[i].name;
+            r.base_self = ra[i].self;
+            r.base_total = ra[i].total;
+            i++;
+        }
+        if (c >= 0) {
+            r.name = rb[j].name;
+            r.self = rb[j].self;
+            r.total = rb[j].total;
+            j++;
+        }
+        if (!r.self && !r.base_self)
+            continue; /* on the stack in both windows, never at its top: no change to show */
+        double k = share(r.self, tb) - share(r.base_self, ta);
+        d[n].key = k < 0 ? -k : k;
+        d[n].row = r;
+        n++;
+    }
+    qsort(d, n, sizeof *d, cmp_diff_key);
+    if (limit && n > limit)
+        n = limit;
+    struct prof_top_diff_row *out = malloc((n ? n : 1) * sizeof *out);
+    if (out)
+        for (size_t k = 0; k < n; k++)
+            out[k] = d[k].row;
+    free(d);
+    free(ra);
+    free(rb);
+    if (!out)
+        return -1;
+    *rows = out;
+    *nrows = n;
     return 0;
 }

@@ -1,7 +1,8 @@
 /*
  * prof_tree - turns a prof_view (call-path trie + rows) into what readers need: per-node self and
  * inclusive values for one value slot, a trimmed tree for flame graphs (at most max_nodes nodes,
- * small subtrees folded into one "[other]" node per parent), and a top-functions table.
+ * small subtrees folded into one "[other]" node per parent), the same over two windows (a
+ * differential flame graph), and a top-functions table.
  * Iterative throughout; all memory on the heap.
  *
  * ctx: any thread (API handlers on civetweb's 100 KB stacks); it reads only the view it is given.
@@ -19,9 +20,10 @@ struct prof_tree {
     const char **name;
     int64_t *value;           /* inclusive */
     int64_t *self;
+    int64_t *base, *base_self; /* prof_tree_build_diff: the base window's values (else NULL) */
     uint32_t *first_child;    /* UINT32_MAX = none; children sorted by name */
     uint32_t *next_sibling;
-    int64_t total;
+    int64_t total, base_total;
     size_t trimmed;           /* nodes folded into "[other]" */
 };
 
@@ -33,9 +35,26 @@ struct prof_top_row {
 /* value_slot selects v[value_slot] of each row. */
 int prof_tree_build(const struct prof_view *v, int value_slot, size_t max_nodes,
                     struct prof_tree *out);
+/* The tree of two windows of one profile: value/self are b's, base/base_self a's, over the union
+ * of their call paths (matched by frame names from the root). Trimmed by the larger of a node's
+ * two shares of its window's total, so paths that appeared or vanished stay. */
+int prof_tree_build_diff(const struct prof_view *a, const struct prof_view *b, int slot,
+                         size_t max_nodes, struct prof_tree *out);
 void prof_tree_free(struct prof_tree *t);
 /* Top functions by self value (recursion counted once per stack for total). */
 int prof_tree_top(const struct prof_view *v, int value_slot, size_t limit,
                   struct prof_top_row **rows, size_t *nrows);
+
+struct prof_top_diff_row {
+    const char *name;
+    int64_t self, total;           /* in b, the window compared */
+    int64_t base_self, base_total; /* in a, the base */
+};
+
+/* Functions by the change of their self value's share of its window's total, largest change
+ * (gain or loss) first; a function in one window only has zeros for the other; one with no self
+ * value in either is left out. Names point into the views. */
+int prof_tree_top_diff(const struct prof_view *a, const struct prof_view *b, int slot,
+                       size_t limit, struct prof_top_diff_row **rows, size_t *nrows);
 
 #endif

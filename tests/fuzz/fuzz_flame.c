@@ -168,6 +168,38 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         jb_free(&b);
         prof_tree_free(&t);
     }
+    /* two windows: the last 10 s against the 20 before, and the whole view against itself */
+    struct prof_view va, vb;
+    int64_t now_s = (int64_t)now;
+    if (!prof_store_view_range(PK_CPU, now_s - 30, now_s - 11, NULL, &va)) {
+        if (!prof_store_view_range(PK_CPU, now_s - 10, now_s, NULL, &vb)) {
+            if (!prof_tree_build_diff(&va, &vb, slot, max_nodes, &t)) {
+                FUZZ_CHECK(t.n >= 1 && t.n <= max_nodes + 1, "diff tree of %zu nodes", t.n);
+                for (size_t i = 0; i < t.n; i++)
+                    FUZZ_CHECK(t.value[i] >= t.self[i] && t.base[i] >= t.base_self[i] &&
+                                   t.self[i] >= 0 && t.base_self[i] >= 0,
+                               "diff node %zu", i);
+                FUZZ_CHECK(t.total == t.value[0] && t.base_total == t.base[0], "diff totals");
+                prof_tree_free(&t);
+            }
+            struct prof_top_diff_row *d = NULL;
+            size_t nd = 0;
+            if (!prof_tree_top_diff(&va, &vb, slot, 0, &d, &nd)) {
+                for (size_t i = 0; i < nd; i++)
+                    FUZZ_CHECK(d[i].self <= d[i].total && d[i].base_self <= d[i].base_total,
+                               "diff row %zu", i);
+                free(d);
+            }
+            prof_view_free(&vb);
+        }
+        prof_view_free(&va);
+    }
+    if (!prof_tree_build_diff(&v, &v, slot, max_nodes, &t)) {
+        for (size_t i = 0; i < t.n; i++)
+            FUZZ_CHECK(t.value[i] == t.base[i] && t.self[i] == t.base_self[i],
+                       "a window against itself differs at node %zu", i);
+        prof_tree_free(&t);
+    }
     struct prof_top_row *rows = NULL;
     size_t nrows = 0;
     if (!prof_tree_top(&v, slot, 50, &rows, &nrows)) {

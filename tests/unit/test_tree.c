@@ -1,0 +1,143 @@
+/*
+ * test_tree.c - prof_tree over hand-made views:
+ *   - two windows merge by frame names from the root (the views number their nodes differently
+ *     and hold their own copies of the names): each path's value in each window, a path in one
+ *     window only with zero in the other, the same name under another parent a path of its own;
+ *   - the functions whose self share changed most come first, gains and losses alike, and a
+ *     function never at the top of a stack is left out;
+ *   - a tree trimmed so hard that a parent has no room left for its "[other]" node keeps every
+ *     inclusive value what it is (the folded children go to the parent's self, counted once).
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "prof_tree.h"
+
+#include "unit_check.h"
+
+static struct prof_view view(size_t nnodes, const uint32_t *parent, const char **name,
+                             size_t nrows, struct prof_row *rows)
+{
+    struct prof_view v = {.kind = PK_CPU, .nnodes = nnodes, .parent = (uint32_t *)parent,
+                          .name = name, .nrows = nrows, .rows = rows};
+    return v;
+}
+
+/* The kept node at path names[0..n) below the root, or -1. */
+static long find(const struct prof_tree *t, const char *const *names, int n)
+{
+    uint32_t node = 0;
+    for (int i = 0; i < n; i++) {
+        uint32_t c = t->first_child[node];
+        while (c != UINT32_MAX && strcmp(t->name[c], names[i]))
+            c = t->next_sibling[c];
+        if (c == UINT32_MAX)
+            return -1;
+        node = c;
+    }
+    return node;
+}
+
+static void test_diff(void)
+{
+    /* a: Main/Hot1 30, Main/Steady 10 */
+    uint32_t pa[] = {0, 0, 1, 1};
+    const char *na[] = {"all", "Main", "Hot1", "Steady"};
+    struct prof_row ra[] = {{.node = 2, .v = {30, 30}}, {.node = 3, .v = {10, 10}}};
+    /* b, numbered otherwise, names copied: Main/Steady 20, Main/Hot2 60, Hot1 20 (at the root) */
+    char *main_b = strdup("Main"), *steady_b = strdup("Steady"), *hot1_b = strdup("Hot1");
+    uint32_t pb[] = {0, 0, 0, 2, 2};
+    const char *nb[] = {"all", hot1_b, main_b, steady_b, "Hot2"};
+    struct prof_row rb[] = {{.node = 3, .v = {20, 20}}, {.node = 4, .v = {60, 60}},
+                            {.node = 1, .v = {20, 20}}};
+    struct prof_view a = view(4, pa, na, 2, ra), b = view(5, pb, nb, 3, rb);
+    struct prof_tree t;
+    CHECK(!prof_tree_build_diff(&a, &b, 1, 100, &t), "diff built");
+    CHECK(t.total == 100 && t.base_total == 40, "totals %lld %lld", (long long)t.total,
+          (long long)t.base_total);
+    struct {
+        const char *path[2];
+        int n;
+        int64_t value, base;
+    } want[] = {{{"Main"}, 1, 80, 40},          {{"Main", "Hot1"}, 2, 0, 30},
+                {{"Main", "Steady"}, 2, 20, 10}, {{"Main", "Hot2"}, 2, 60, 0},
+                {{"Hot1"}, 1, 20, 0}};
+    for (size_t i = 0; i < sizeof want / sizeof want[0]; i++) {
+        long k = find(&t, want[i].path, want[i].n);
+        CHECK(k > 0, "path %s/%s kept", want[i].path[0], want[i].n > 1 ? want[i].path[1] : "");
+        if (k > 0)
+            CHECK(t.value[k] == want[i].value && t.base[k] == want[i].base,
+                  "%s/%s: value %lld base %lld, want %lld %lld", want[i].path[0],
+                  want[i].n > 1 ? want[i].path[1] : "", (long long)t.value[k],
+                  (long long)t.base[k], (long long)want[i].value, (long long)want[i].base);
+    }
+    CHECK(t.n == 6, "the union's 5 paths and the root (%zu)", t.n);
+    prof_tree_free(&t);
+
+    struct prof_top_diff_row *rows = NULL;
+    size_t n = 0;
+    CHECK(!prof_tree_top_diff(&a, &b, 1, 0, &rows, &n), "top diff");
+    CHECK(n == 3, "Hot2, Hot1, Steady; Main never at the top (%zu rows)", n);
+    if (n == 3) {
+        CHECK(!strcmp(rows[0].name, "Hot2") && rows[0].self == 60 && rows[0].base_self == 0,
+              "first %s", rows[0].name);
+        CHECK(!strcmp(rows[1].name, "Hot1") && rows[1].self == 20 && rows[1].base_self == 30,
+              "second %s (-0.55 of its share)", rows[1].name);
+        CHECK(!strcmp(rows[2].name, "Steady"), "third %s (-0.05)", rows[2].name);
+    }
+    free(rows);
+
+    /* a window against itself: every node the same in both */
+    CHECK(!prof_tree_build_diff(&b, &b, 1, 100, &t), "self diff built");
+    for (size_t i = 0; i < t.n; i++)
+        CHECK(t.value[i] == t.base[i] && t.self[i] == t.base_self[i], "node %zu differs", i);
+    prof_tree_free(&t);
+    free(main_b);
+    free(steady_b);
+    free(hot1_b);
+}
+
+static void test_no_room_for_other(void)
+{
+    /* 20 callers C<i> of one leaf D each, 1 each: more kept candidates than max_nodes */
+    enum { N = 20 };
+    uint32_t parent[1 + 2 * N];
+    const char *name[1 + 2 * N];
+    struct prof_row rows[N];
+    char names[2 * N][8];
+    parent[0] = 0;
+    name[0] = "all";
+    for (int i = 0; i < N; i++) {
+        snprintf(names[2 * i], 8, "C%02d", i);
+        snprintf(names[2 * i + 1], 8, "D");
+        parent[1 + 2 * i] = 0;
+        name[1 + 2 * i] = names[2 * i];
+        parent[2 + 2 * i] = 1 + 2 * i;
+        name[2 + 2 * i] = names[2 * i + 1];
+        rows[i] = (struct prof_row){.node = 2 + 2 * i, .v = {1, 1}};
+    }
+    struct prof_view v = view(1 + 2 * N, parent, name, N, rows);
+    struct prof_tree t;
+    CHECK(!prof_tree_build(&v, 1, 16, &t), "tree built");
+    CHECK(t.value[0] == N, "root %lld", (long long)t.value[0]);
+    int64_t self = 0;
+    for (size_t i = 1; i < t.n; i++) {
+        int64_t kids = 0;
+        for (uint32_t c = t.first_child[i]; c != UINT32_MAX; c = t.next_sibling[c])
+            kids += t.value[c];
+        CHECK(t.value[i] <= 1, "%s: %lld, more than it ran", t.name[i], (long long)t.value[i]);
+        CHECK(t.value[i] == kids + t.self[i], "%s: value = children + self", t.name[i]);
+        self += t.self[i];
+    }
+    CHECK(self + t.self[0] == N, "every sample once: %lld", (long long)(self + t.self[0]));
+    prof_tree_free(&t);
+}
+
+int main(void)
+{
+    test_diff();
+    test_no_room_for_other();
+    printf("%d passed, %d failed\n", passed, failed);
+    return failed != 0;
+}
