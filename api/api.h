@@ -40,6 +40,10 @@ int api_metrics(const struct api_req *q, struct api_reply *out);
 int api_counters(const struct api_req *q, struct api_reply *out);
 int api_threads(const struct api_req *q, struct api_reply *out); /* /api/v1/threads */
 int api_budget(const struct api_req *q, struct api_reply *out);  /* /api/v1/budget */
+/* /api/v1/flamegraph/diff: one profile over two windows */
+int api_flamegraph_diff(const struct api_req *q, struct api_reply *out);
+int api_marks_list(const struct api_req *q, struct api_reply *out);   /* GET  /api/v1/marks */
+int api_marks_create(const struct api_req *q, struct api_reply *out); /* POST /api/v1/marks */
 struct cJSON;
 /* Adds the overhead governor's `budget` object to a status reply (api_budget.c). */
 void api_budget_status(struct cJSON *status);

@@ -100,6 +100,12 @@ void api_flame_emit(struct jbuf *b, const struct prof_tree *t)
         jb_int(b, t->value[node]);
         jb_lit(b, ",\"self\":");
         jb_int(b, t->self[node]);
+        if (t->base) {
+            jb_lit(b, ",\"base\":");
+            jb_int(b, t->base[node]);
+            jb_lit(b, ",\"base_self\":");
+            jb_int(b, t->base_self[node]);
+        }
         jb_lit(b, ",\"children\":[");
         if (t->first_child[node] != UINT32_MAX) {
             stack[sp++] = t->next_sibling[t->first_child[node]];
@@ -179,6 +185,174 @@ int api_flamegraph(const struct api_req *q, struct api_reply *out)
     jb_lit(&b, "}");
     prof_tree_free(&tree);
     prof_view_free(&v);
+    free(filter);
+    return reply_jbuf(out, &b);
+}
+
+/* ---- /api/v1/flamegraph/diff ---- */
+
+/* A window [from, to) in the store's whole seconds: both ends rounded to the nearest second, so
+ * two windows that meet at a moment share no second; at least one second. */
+static void whole_seconds(double from, double to, int64_t *from_s, int64_t *to_s)
+{
+    *from_s = (int64_t)llround(from);
+    *to_s = (int64_t)llround(to) - 1;
+    if (*to_s < *from_s)
+        *to_s = *from_s;
+}
+
+static void emit_window(struct jbuf *b, const char *key, int64_t from_s, int64_t to_s,
+                        const struct prof_view *v, int64_t total)
+{
+    jb_lit(b, ",\"");
+    jb_raw(b, key, strlen(key));
+    jb_lit(b, "\":{\"from\":");
+    jb_int(b, from_s);
+    jb_lit(b, ",\"to\":");
+    jb_int(b, to_s + 1);
+    jb_lit(b, ",\"t_from\":");
+    jb_num(b, v->t_from);
+    jb_lit(b, ",\"t_to\":");
+    jb_num(b, v->t_to);
+    jb_lit(b, ",\"total\":");
+    jb_int(b, total);
+    jb_lit(b, "}");
+}
+
+/* Two windows a (the base) and b of one profile: `a` and `b` as FROM,TO; b defaults to the last
+ * 300 s, a to the window of b's length just before b. */
+static int diff_windows(const struct api_req *q, struct api_reply *out, double now, double *af,
+                        double *at, double *bf, double *bt)
+{
+    int ha = api_query_span(q, "a", now, af, at, out);
+    if (ha < 0)
+        return -1;
+    int hb = api_query_span(q, "b", now, bf, bt, out);
+    if (hb < 0)
+        return -1;
+    if (!hb) {
+        if (ha && *at < now - 0.5) { /* a given: b from its end until now */
+            *bf = *at;
+            *bt = now;
+        } else if (ha) {
+            api_reply_error(out, 400, "window a ends now: give b too (b=FROM,TO)");
+            return -1;
+        } else {
+            *bf = now - 300;
+            *bt = now;
+        }
+    }
+    if (!ha) {
+        *af = *bf - (*bt - *bf);
+        *at = *bf;
+    }
+    if (*bt - *bf > g_cfg.history_s + 1.0 || *at - *af > g_cfg.history_s + 1.0) {
+        api_reply_error(out, 400, "a window is longer than the history kept (%d s, "
+                        "CLRSCOPE_HISTORY_S)", g_cfg.history_s);
+        return -1;
+    }
+    return 0;
+}
+
+int api_flamegraph_diff(const struct api_req *q, struct api_reply *out)
+{
+    char tname[32];
+    int rc = api_query_str(q, "type", tname, sizeof tname, out);
+    if (rc < 0)
+        return 400;
+    if (rc == 0)
+        snprintf(tname, sizeof tname, "cpu");
+    const struct flame_type *t = find_type(tname);
+    if (!t || t->kind < 0)
+        return api_reply_error(out, 400, "type '%.31s' has no windows to compare (one of cpu, "
+                               "wall, cpu-samples, alloc-bytes, alloc-count, exceptions, "
+                               "lock-time, lock-count; compare live objects with "
+                               "/api/v1/gcdump/diff)", tname);
+    double now = prof_unix_now(), af, at, bf, bt;
+    long max_nodes, limit;
+    if (diff_windows(q, out, now, &af, &at, &bf, &bt) < 0 ||
+        api_query_long(q, "max_nodes", 8192, 16, 200000, &max_nodes, out) < 0 ||
+        api_query_long(q, "limit", 20, 0, 10000, &limit, out) < 0)
+        return 400;
+    char *filter = malloc(512);
+    if (!filter)
+        return api_reply_error(out, 503, "out of memory");
+    rc = api_query_str(q, "filter", filter, 512, out);
+    if (rc < 0) {
+        free(filter);
+        return 400;
+    }
+    int has_filter = rc > 0 && filter[0];
+    int64_t a0, a1, b0, b1;
+    whole_seconds(af, at, &a0, &a1);
+    whole_seconds(bf, bt, &b0, &b1);
+    struct prof_view va, vb;
+    if (prof_store_view_range(t->kind, a0, a1, has_filter ? filter : NULL, &va)) {
+        free(filter);
+        return api_reply_error(out, 503, "profile data unavailable (out of memory)");
+    }
+    if (prof_store_view_range(t->kind, b0, b1, has_filter ? filter : NULL, &vb)) {
+        prof_view_free(&va);
+        free(filter);
+        return api_reply_error(out, 503, "profile data unavailable (out of memory)");
+    }
+    struct prof_tree tree; /* its names point into both views: freed after the reply */
+    struct prof_top_diff_row *rows = NULL;
+    size_t nrows = 0;
+    if (prof_tree_build_diff(&va, &vb, t->slot, (size_t)max_nodes, &tree) ||
+        prof_tree_top_diff(&va, &vb, t->slot, (size_t)limit, &rows, &nrows)) {
+        if (tree.name)
+            prof_tree_free(&tree);
+        prof_view_free(&va);
+        prof_view_free(&vb);
+        free(filter);
+        return api_reply_error(out, 503, "out of memory building the tree");
+    }
+    struct jbuf b;
+    jb_init(&b, 64u << 20);
+    jb_lit(&b, "{\"type\":");
+    jb_str(&b, t->name);
+    jb_lit(&b, ",\"unit\":");
+    jb_str(&b, t->unit);
+    emit_window(&b, "a", a0, a1, &va, tree.base_total);
+    emit_window(&b, "b", b0, b1, &vb, tree.total);
+    jb_lit(&b, ",\"nodes\":");
+    jb_int(&b, (int64_t)tree.n);
+    jb_lit(&b, ",\"trimmed\":");
+    jb_int(&b, (int64_t)tree.trimmed);
+    if (has_filter) {
+        jb_lit(&b, ",\"filter\":");
+        jb_str(&b, filter);
+    }
+    jb_lit(&b, ",\"functions\":[");
+    for (size_t i = 0; i < nrows; i++) {
+        const struct prof_top_diff_row *r = &rows[i];
+        if (i)
+            jb_lit(&b, ",");
+        jb_lit(&b, "{\"name\":");
+        jb_str(&b, r->name);
+        jb_lit(&b, ",\"self\":");
+        jb_int(&b, r->self);
+        jb_lit(&b, ",\"total\":");
+        jb_int(&b, r->total);
+        jb_lit(&b, ",\"base_self\":");
+        jb_int(&b, r->base_self);
+        jb_lit(&b, ",\"base_total\":");
+        jb_int(&b, r->base_total);
+        jb_lit(&b, ",\"delta_share\":");
+        double sb = tree.total > 0 ? (double)r->self / (double)tree.total : 0;
+        double sa = tree.base_total > 0 ? (double)r->base_self /
+                                              (double)tree.base_total : 0;
+        jb_num(&b, sb - sa);
+        jb_lit(&b, "}");
+    }
+    jb_lit(&b, "],\"root\":");
+    api_flame_emit(&b, &tree);
+    jb_lit(&b, "}");
+    free(rows);
+    prof_tree_free(&tree);
+    prof_view_free(&va);
+    prof_view_free(&vb);
     free(filter);
     return reply_jbuf(out, &b);
 }
@@ -381,8 +555,28 @@ int api_pprof_profile(const struct api_req *q, struct api_reply *out)
         return api_reply_error(out, 400, "seconds=%g: a profile of the next seconds waits %d s "
                                "at most (add wait=0 for the past %g s)", seconds,
                                PPROF_WAIT_MAX_S, seconds);
+    /* from/to: a past window by its ends (for `go tool pprof -diff_base` on two downloads) */
+    double now = prof_unix_now(), from, to;
+    int hf = api_query_time(q, "from", now, &from, out);
+    int ht = hf < 0 ? -1 : api_query_time(q, "to", now, &to, out);
+    if (hf < 0 || ht < 0)
+        return 400;
     int64_t from_s, to_s;
-    pprof_window(seconds, (int)wait, prof_unix_now(), &from_s, &to_s);
+    if (hf || ht) {
+        if (!ht)
+            to = now;
+        if (!hf)
+            from = to - seconds;
+        if (to <= from)
+            return api_reply_error(out, 400, "the window ends (to) before it starts (from)");
+        if (to - from > g_cfg.history_s + 1.0)
+            return api_reply_error(out, 400, "from..to is longer than the history kept (%d s, "
+                                   "CLRSCOPE_HISTORY_S)", g_cfg.history_s);
+        wait = 0;
+        whole_seconds(from, to, &from_s, &to_s);
+    } else {
+        pprof_window(seconds, (int)wait, now, &from_s, &to_s);
+    }
     if (wait) {
         if (__atomic_add_fetch(&pprof_waits.waiting, 1, __ATOMIC_RELAXED) > 2) {
             __atomic_sub_fetch(&pprof_waits.waiting, 1, __ATOMIC_RELAXED);

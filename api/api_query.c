@@ -122,3 +122,67 @@ int api_query_seconds(const struct api_req *q, double *out, struct api_reply *er
 {
     return api_query_double(q, "seconds", 60, 1, g_cfg.history_s, out, err);
 }
+
+/* One moment: "now", unix seconds (>= 1e9) or seconds relative to now (<= 0). */
+static int parse_time(const char *s, size_t n, double now, double *out)
+{
+    char buf[32];
+    if (n == 0 || n >= sizeof buf)
+        return -1;
+    memcpy(buf, s, n);
+    buf[n] = 0;
+    if (!strcmp(buf, "now")) {
+        *out = now;
+        return 0;
+    }
+    if (strspn(buf, "0123456789.eE+-") != n)
+        return -1;
+    char *end = NULL;
+    errno = 0;
+    double v = strtod(buf, &end);
+    if (errno || *end || !isfinite(v))
+        return -1;
+    if (v <= 0)
+        *out = now + v;
+    else if (v >= 1e9 && v < 1e11)
+        *out = v;
+    else
+        return -1;
+    return 0;
+}
+
+int api_query_time(const struct api_req *q, const char *name, double now, double *out,
+                   struct api_reply *err)
+{
+    char buf[40];
+    int rc = api_query_str(q, name, buf, sizeof buf, err);
+    if (rc <= 0)
+        return rc;
+    if (parse_time(buf, strlen(buf), now, out) < 0) {
+        api_reply_error(err, 400, "query parameter '%s' must be a time: unix seconds, seconds "
+                        "relative to now (-300) or now", name);
+        return -1;
+    }
+    return 1;
+}
+
+int api_query_span(const struct api_req *q, const char *name, double now, double *from,
+                   double *to, struct api_reply *err)
+{
+    char buf[80];
+    int rc = api_query_str(q, name, buf, sizeof buf, err);
+    if (rc <= 0)
+        return rc;
+    const char *comma = strchr(buf, ',');
+    if (!comma || parse_time(buf, (size_t)(comma - buf), now, from) < 0 ||
+        parse_time(comma + 1, strlen(comma + 1), now, to) < 0) {
+        api_reply_error(err, 400, "query parameter '%s' must be FROM,TO: each unix seconds, "
+                        "seconds relative to now (-300) or now", name);
+        return -1;
+    }
+    if (*to <= *from) {
+        api_reply_error(err, 400, "query parameter '%s': the window ends before it starts", name);
+        return -1;
+    }
+    return 1;
+}

@@ -43,6 +43,10 @@ struct api_req {
     int id;             /* {id}: a heap snapshot's id (> 0); 0 when the route has none */
     const char *name;   /* {name}: the rest of the path, name_len bytes (not NUL-terminated) */
     size_t name_len;
+    /* A POST's body (at most API_MAX_BODY bytes, NUL-terminated); NULL with body_len 0 when
+     * there is none. */
+    const char *body;
+    size_t body_len;
     /* What the server offers. client_gone(client_ctx): 1 once the client has closed its side or
      * reset the connection, never blocking; NULL when the server cannot tell (never gone). For a
      * handler that waits (a profile collected over the next seconds). */
@@ -51,6 +55,7 @@ struct api_req {
     struct api_guard_stats guard;
 };
 
+#define API_MAX_BODY 4096 /* bytes of a POST's body the server reads; more is a 413 */
 #define API_NO_REPLY 499 /* status of a request whose client left: nothing is sent */
 #define API_MAX_HEADERS 8
 #define API_JSON "application/json; charset=utf-8"
@@ -115,6 +120,13 @@ int api_query_double(const struct api_req *q, const char *name, double def, doub
                      double max, double *out, struct api_reply *err);
 /* `seconds` per CONTRACT (default 60, 1..CLRSCOPE_HISTORY_S). */
 int api_query_seconds(const struct api_req *q, double *out, struct api_reply *err);
+/* A moment: unix seconds (1e9 and more), seconds relative to `now` (0 or less: "-300"), or
+ * "now"; into *out as unix seconds. */
+int api_query_time(const struct api_req *q, const char *name, double now, double *out,
+                   struct api_reply *err);
+/* A window "FROM,TO", each a moment as above, TO after FROM. */
+int api_query_span(const struct api_req *q, const char *name, double now, double *from,
+                   double *to, struct api_reply *err);
 /* The raw lookup under those: the decoded value of `name` in `query` into buf (cap >= 1, always
  * NUL-terminated; a %00 ends the string early). Returns its decoded length, -1 when absent, -2
  * when it does not fit in cap - 1 bytes. */

@@ -10,6 +10,7 @@
 const struct api_route api_routes[] = {
     {API_GET, "/api/v1/status", api_status, NULL},
     {API_GET, "/api/v1/flamegraph", api_flamegraph, NULL},
+    {API_GET, "/api/v1/flamegraph/diff", api_flamegraph_diff, NULL},
     {API_GET, "/api/v1/top", api_top, NULL},
     {API_GET, "/api/v1/gc", api_gc, NULL},
     {API_GET, "/api/v1/allocations", api_allocations, NULL},
@@ -19,6 +20,8 @@ const struct api_route api_routes[] = {
     {API_GET, "/api/v1/counters", api_counters, NULL},
     {API_GET, "/api/v1/threads", api_threads, NULL},
     {API_GET, "/api/v1/budget", api_budget, NULL},
+    {API_GET, "/api/v1/marks", api_marks_list, "use GET or POST on /api/v1/marks"},
+    {API_POST, "/api/v1/marks", api_marks_create, "use GET or POST on /api/v1/marks"},
     {API_GET, "/api/v1/gcdump", api_gcdump_list, "use GET or POST on /api/v1/gcdump"},
     {API_POST, "/api/v1/gcdump", api_gcdump_create, "use GET or POST on /api/v1/gcdump"},
     {API_GET, "/api/v1/gcdump/diff", api_gcdump_diff, "use GET on /api/v1/gcdump/diff"},

@@ -345,6 +345,39 @@ static void guard_stats(struct api_guard_stats *out)
     out->throttled = cs.throttled;
 }
 
+/* A POST's body, whole, into a buffer on the heap (worker stacks are small): none, or at most
+ * API_MAX_BODY bytes; 0, or the status of the error already sent. */
+static int read_body(struct mg_connection *c, const struct mg_request_info *ri, char **out,
+                     size_t *len)
+{
+    *out = NULL;
+    *len = 0;
+    long long cl = ri->content_length;
+    if (cl <= 0)
+        return 0; /* none (a chunked body is not read: the API's bodies are small JSON) */
+    if (cl > API_MAX_BODY)
+        return web_reply_error(c, 413, "request body of %lld bytes; at most %d", cl,
+                               API_MAX_BODY);
+    char *b = malloc((size_t)cl + 1);
+    if (!b)
+        return web_reply_error(c, 503, "out of memory");
+    size_t got = 0;
+    while (got < (size_t)cl) {
+        int r = mg_read(c, b + got, (size_t)cl - got);
+        if (r <= 0)
+            break;
+        got += (size_t)r;
+    }
+    if (got < (size_t)cl) {
+        free(b);
+        return web_reply_error(c, 400, "request body ended after %zu of %lld bytes", got, cl);
+    }
+    b[got] = 0;
+    *out = b;
+    *len = got;
+    return 0;
+}
+
 static int handle(struct mg_connection *c, void *cbdata)
 {
     (void)cbdata;
@@ -379,8 +412,17 @@ static int handle(struct mg_connection *c, void *cbdata)
             return web_reply_error(c, 405, "%s", match.route->not_allowed);
         return web_reply_error(c, 405, "method %.10s not allowed on %s", method, match.scope);
     }
+    char *body = NULL;
+    size_t body_len = 0;
+    if (m == API_POST) {
+        int rc = read_body(c, ri, &body, &body_len);
+        if (rc)
+            return rc;
+    }
     struct peer_watch watch = {.conn = c, .fd = -1};
     struct api_req q = {.method = method,
+                        .body = body,
+                        .body_len = body_len,
                         .path = path,
                         .query = query,
                         .id = match.id,
@@ -392,6 +434,7 @@ static int handle(struct mg_connection *c, void *cbdata)
     struct api_reply out;
     api_reply_init(&out);
     match.route->handler(&q, &out);
+    free(body);
     if (!out.status) /* a handler that filled nothing */
         api_reply_error(&out, 500, "no reply for %.200s", path);
     return web_send(c, &out);

@@ -296,7 +296,7 @@ class Endpoints(unittest.TestCase):
         if ep["method"] == "DELETE":
             url = f"/api/v1/gcdump/{self.snapshots[-1]}"
         status, headers, body = self.app.request(url, method=ep["method"])
-        self.assertIn(status, (200, 202), f"{ep['method']} {url}: {status} {body[:300]!r}")
+        self.assertIn(status, (200, 201, 202), f"{ep['method']} {url}: {status} {body[:300]!r}")
         kind = headers.get("Content-Type", "")
         if kind.startswith("application/json"):
             reply = json.loads(body)

@@ -30,7 +30,7 @@ public static class Program
         "usage: TestApp MODE [--seconds N] [--exit N] [--truth-every-second] [mode options]\n" +
         "modes: hello, version, cpu-split, cpu-generic, gc-heavy, cpu-only, alloc-mix, leak, bgc-live, exceptions,\n" +
         "       contention, heap, threads, wait, unload, thread-churn, osr-loop,\n" +
-        "       dynamic-code, bursts, pool-starve   (see tests/apps/README.md)";
+        "       dynamic-code, bursts, pool-starve, phases   (see tests/apps/README.md)";
 
     static readonly CancellationTokenSource StopSource = new();
     static readonly object TruthLock = new();
@@ -113,6 +113,7 @@ public static class Program
         "osr-loop" => new Osr.OsrLoopMode(),
         "dynamic-code" => new Dynamic.DynamicCodeMode(),
         "bursts" => new Bursts.BurstsMode(),
+        "phases" => new Phases.PhasesMode(),
         "pool-starve" => new Starve.PoolStarveMode(),
         _ => null,
     };
@@ -250,6 +251,7 @@ public sealed class Options
     public int ManyLocks;
     public int ManyTypes;
     public double CallMs = 2;    // dynamic-code: CPU of one call of a dynamic method
+    public double SwitchS;       // phases: seconds before the hot path changes (default 8)
 
     public static Options Parse(string[] args)
     {
@@ -308,6 +310,7 @@ public sealed class Options
                 case "exhaust-fds": o.ExhaustFds = ParseDouble(name, value); break;
                 case "many-locks": o.ManyLocks = Math.Max(0, ParseInt(name, value)); break;
                 case "many-types": o.ManyTypes = Math.Max(0, ParseInt(name, value)); break;
+                case "switch-s": o.SwitchS = ParseDouble(name, value); break;
                 case "call-ms": o.CallMs = Math.Clamp(ParseDouble(name, value), 0.05, 100); break;
                 case "lock-kind":
                     o.LockKind = value is "monitor" or "lock" ? value
