@@ -28,11 +28,12 @@ import * as exceptions from './views/exceptions.js';
 import * as locks from './views/locks.js';
 import * as heap from './views/heap.js';
 import * as threads from './views/threads.js';
+import * as diff from './views/diff.js';
 
 /* tab id (tabs.js) -> its view's module */
 var VIEWS = {
   overview: overview, cpu: cpu, wall: wall, alloc: alloc, live: live, gc: gc, exceptions: exceptions,
-  locks: locks, heap: heap, threads: threads
+  locks: locks, heap: heap, threads: threads, diff: diff
 };
 
 var view = null;

@@ -21,7 +21,7 @@ import {el} from './dom.js';
 import {FlameTop} from './flame_top.js';
 import * as F from './fmt.js';
 import * as Charts from './charts.js';
-import {MIN_PX, flatten, top, compile, match, findPath, pathOf, layout, hitTest, parts, shortName} from './flame_model.js';
+import {MIN_PX, flatten, top, compile, match, findPath, pathOf, layout, hitTest, parts, shortName, diffStep} from './flame_model.js';
 
 var ROW = 18;            // px per stack level
 var MAX_CSS_HEIGHT = 6000;
@@ -47,7 +47,8 @@ var P_WARM = 29;         // 12 hues x 3 shades
 var P_MATCH = 65;
 var P_DIM = 66;          // 4 shades
 var P_MERGED = 70;
-var P_SIZE = 71;
+var P_DIFF = 75;         // 9 steps: P_DIFF + 4 + diffStep (-4 shrank .. 0 same .. 4 new)
+var P_SIZE = 84;
 
 function colorIndex(name) {
   var p = parts(name);
@@ -72,6 +73,12 @@ function palette(dark, match) {
   pal[P_MATCH] = match;
   for (var d = 0; d < 4; d++) pal[P_DIM + d] = hsl(220, dark ? 8 : 10, (dark ? 24 : 85) + d * 2);
   pal[P_MERGED] = dark ? 'rgba(160,170,185,0.35)' : 'rgba(120,130,145,0.35)';
+  // a differential graph: blue where a frame's share fell, red where it grew
+  for (var st = -4; st <= 4; st++) {
+    var sat = [0, 35, 55, 70, 85][Math.abs(st)];
+    var l = dark ? 34 + Math.abs(st) * 3 : 80 - Math.abs(st) * 7;
+    pal[P_DIFF + 4 + st] = st === 0 ? hsl(220, 6, dark ? 36 : 80) : hsl(st < 0 ? 215 : 2, sat, l);
+  }
   return pal;
 }
 
@@ -201,6 +208,16 @@ FlameGraph.prototype.setData = function (reply) {
   this.message = '';
   this.unit = reply && reply.unit || 'count';
   this.model = flatten(rootNode);
+  // a differential tree (diffTree) and its windows' totals: colour by the change
+  this.diff = this.model.a && reply.diff ? reply.diff : null;
+  this.nodeColors = null;
+  if (this.diff) {
+    var nc = new Uint8Array(this.model.n);
+    for (var di = 0; di < this.model.n; di++) {
+      nc[di] = P_DIFF + 4 + diffStep(this.model.a[di], this.model.b[di], this.diff.ta, this.diff.tb);
+    }
+    this.nodeColors = nc;
+  }
   if (reply && +reply.total > 0) this.grandTotal = +reply.total;
   else this.grandTotal = this.model.total;
   this.z = findPath(this.model, this.zoomPath);
@@ -326,6 +343,7 @@ FlameGraph.prototype.render = function () {
   Charts.fitCanvas(this.overlay, w, h);
   ctx.clearRect(0, 0, w, h);
   var colors = this._colorsFor();
+  var byNode = this.matched ? null : this.nodeColors; // a search colours by name
   var pal = palette(dark, th.match);
   var font = '11.5px ' + (th.mono || 'monospace');
   ctx.font = font;
@@ -350,7 +368,7 @@ FlameGraph.prototype.render = function () {
       return;
     }
     if (kind === 2) ancestors.push(i, y);
-    else buckets[colors[nameIdx[i]]].push(x, y, bw > 2 ? bw - 1 : bw);
+    else buckets[byNode ? byNode[i] : colors[nameIdx[i]]].push(x, y, bw > 2 ? bw - 1 : bw);
     if (bw >= charW * 3 + 6) labels.push(i, x, y, bw, kind);
   });
   // one path per colour
@@ -364,7 +382,7 @@ FlameGraph.prototype.render = function () {
   }
   ctx.globalAlpha = 0.55;
   for (q = 0; q < ancestors.length; q += 2) {
-    ctx.fillStyle = pal[colors[nameIdx[ancestors[q]]]];
+    ctx.fillStyle = pal[byNode ? byNode[ancestors[q]] : colors[nameIdx[ancestors[q]]]];
     ctx.fillRect(0, ancestors[q + 1], w - 1, ROW - 1);
   }
   ctx.globalAlpha = 1;
@@ -388,8 +406,9 @@ FlameGraph.prototype.render = function () {
   hook.lastRenderMs = Math.round(ms * 10) / 10;
   hook.renders = (hook.renders || 0) + 1;
   hook.flame = {rows: nrows, rowHeight: ROW, icicle: icicle, zoom: this.zoomPath.slice()};
-  var foot = F.int(m.n) + ' frames · ' + F.int(n) + ' drawn · total ' +
-    F.unit(this.grandTotal, this.unit) + ' · rendered in ' + ms.toFixed(1) + ' ms';
+  var foot = F.int(m.n) + ' frames · ' + F.int(n) + ' drawn · ' +
+    (this.diff ? '' : 'total ' + F.unit(this.grandTotal, this.unit) + ' · ') +
+    'rendered in ' + ms.toFixed(1) + ' ms';
   if (rows.hidden) foot += ' · ' + rows.hidden + ' deeper levels not shown (zoom in)';
   this.foot.textContent = foot + ' · click a frame to zoom';
   this._renderCrumbs();
@@ -493,7 +512,16 @@ FlameGraph.prototype._move = function (e) {
     ['total (inclusive)', F.unit(m.width[i], this.unit) + '  ·  ' + F.pct(m.width[i] / tot)],
     ['self', F.unit(m.self[i], this.unit) + '  ·  ' + F.pct(m.self[i] / tot)]
   ];
-  if (this.z > 0 && m.level[i] >= m.level[this.z]) {
+  if (this.diff) { // the windows' own values and shares, not the drawn width
+    var d = this.diff;
+    var sa = d.ta > 0 ? m.a[i] / d.ta : 0, sb = d.tb > 0 ? m.b[i] / d.tb : 0;
+    rows = [
+      [d.labelA || 'before', F.unit(m.a[i], this.unit) + '  ·  ' + F.pct(sa)],
+      [d.labelB || 'after', F.unit(m.b[i], this.unit) + '  ·  ' + F.pct(sb)],
+      ['change', (sb >= sa ? '+' : '−') + F.pct(Math.abs(sb - sa)) + ' of total' +
+        (sa > 0 ? '  ·  ×' + F.sig(sb / sa) : sb > 0 ? '  ·  new' : '')]
+    ];
+  } else if (this.z > 0 && m.level[i] >= m.level[this.z]) {
     rows.push(['of view', F.pct(m.width[i] / (m.width[this.z] || 1))]);
   }
   if (i > 0) {

@@ -39,6 +39,12 @@ export function flatten(root) {
     levels: [],
     maxLevel: 0
   };
+  // a differential tree (views/diff.js): each node also holds its value in the two windows
+  var diff = typeof root.a === 'number';
+  if (diff) {
+    m.a = new Float64Array(n);
+    m.b = new Float64Array(n);
+  }
   var ids = new Map();
   // explicit DFS stack, preallocated: it never holds more than n entries
   var sNode = new Array(n);
@@ -75,6 +81,10 @@ export function flatten(root) {
     m.parent[idx] = sPar[sp];
     m.left[idx] = left;
     m.width[idx] = value;
+    if (diff) {
+      m.a[idx] = +node.a || 0;
+      m.b[idx] = +node.b || 0;
+    }
     if (lv > maxLevel) maxLevel = lv;
     kids = node.children;
     var childSum = 0;
@@ -317,4 +327,41 @@ export function parts(name) {
 export function shortName(name) {
   var p = parts(name);
   return p.length <= 2 ? name : p.slice(-2).join('.');
+}
+
+/* A differential tree's node: how its share of its window's total changed, as a step from -4
+ * (it shrank to nothing) to 4 (it is new), 0 within 5 % of its larger share. a, b: its values in
+ * the base window and the one compared; ta, tb: the windows' totals. */
+export function diffStep(a, b, ta, tb) {
+  var sa = ta > 0 ? a / ta : 0;
+  var sb = tb > 0 ? b / tb : 0;
+  var big = Math.max(sa, sb);
+  if (!(big > 0)) return 0;
+  var r = (sb - sa) / big; // -1..1
+  var mag = Math.abs(r);
+  var step = mag < 0.05 ? 0 : mag < 0.25 ? 1 : mag < 0.5 ? 2 : mag < 0.9 ? 3 : 4;
+  return r < 0 ? -step : step;
+}
+
+/* The differential tree drawn as a flame graph: each node's width is its share of window a plus
+ * its share of window b (normalized: windows of different lengths or loads weigh the same) or its
+ * value in a plus in b (absolute), in units of `scale`; a and b keep the windows' values. */
+export function diffTree(root, ta, tb, normalized, scale) {
+  var wa = normalized ? (ta > 0 ? scale / ta : 0) : 1;
+  var wb = normalized ? (tb > 0 ? scale / tb : 0) : 1;
+  var out = {name: root.name, a: +root.base || 0, b: +root.value || 0, children: []};
+  var stack = [[root, out]];
+  while (stack.length) {
+    var top = stack.pop();
+    var src = top[0], dst = top[1];
+    dst.value = dst.a * wa + dst.b * wb;
+    dst.self = (+src.base_self || 0) * wa + (+src.self || 0) * wb;
+    var kids = src.children || [];
+    for (var i = 0; i < kids.length; i++) {
+      var k = {name: kids[i].name, a: +kids[i].base || 0, b: +kids[i].value || 0, children: []};
+      dst.children.push(k);
+      stack.push([kids[i], k]);
+    }
+  }
+  return out;
 }

@@ -16,7 +16,8 @@ export var TABS = [
   {id: 'exceptions', label: 'Exceptions', profile: 'exceptions', pprof: [['exceptions', 'debug/pprof/exceptions', true]]},
   {id: 'locks', label: 'Locks', profile: 'lock', pprof: [['lock', 'debug/pprof/lock', true]]},
   {id: 'heap', label: 'Heap snapshots', profile: 'heap', nowindow: true},
-  {id: 'threads', label: 'Threads', nowindow: true, pprof: [['threads', 'debug/pprof/threads', false]]}
+  {id: 'threads', label: 'Threads', nowindow: true, pprof: [['threads', 'debug/pprof/threads', false]]},
+  {id: 'diff', label: 'Compare', nowindow: true}
 ];
 
 export function tabInfo(id) {

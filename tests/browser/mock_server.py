@@ -419,6 +419,59 @@ class Handler(BaseHTTPRequestHandler):
             if m and path.startswith(m):
                 return self.err(404, "not implemented yet: %s" % path)
         seconds = int(q.get("seconds", ["60"])[0] or 60)
+        if method == "POST" and path == "/api/v1/marks":
+            with st.lock:
+                marks = st.__dict__.setdefault("marks", [])
+                m = {"id": len(marks) + 1, "t": time.time(), "label": q.get("label", [""])[0][:127]}
+                marks.append(m)
+            return self.send(201, m)
+        if path == "/api/v1/budget":
+            return self.send(200, {
+                "target": 0.01, "floor_core": 0.01, "measured": 0.006, "allowed": 0.01, "window_s": 10,
+                "process_cpu_s": 8.2, "by_source": {"threads": 0.004, "callbacks": 0.001,
+                                                    "callbacks_alloc": 0.0008, "runtime_events": 0.0008,
+                                                    "suspensions": 0.0001, "signal_handler": 0.0001,
+                                                    "perf_events": 0},
+                "runtime_event_ns": 3000,
+                "sources": {"alloc": {"switchable": True, "on_fraction": 1, "on_fraction_window": 1,
+                                      "events": 1200, "switches": 0, "switch_failures": 0,
+                                      "switch_cpu_s": 0, "switch_wall_s": 0, "switch_wall_max_s": 0},
+                            "wall": {"slowdown": 1, "hz": 5}},
+                "over": None, "last_change": None,
+                "history": [{"t": time.time() - k, "measured": 0.006, "alloc_on": 1} for k in range(60, 0, -1)]})
+        if path == "/api/v1/marks":
+            return self.send(200, {"marks": list(st.__dict__.get("marks", [])), "max": 256,
+                                   "dropped": 0})
+        if path == "/api/v1/flamegraph/diff":
+            # the same canned tree as both windows, the base scaled: every frame changed alike
+            ftype = q.get("type", ["cpu"])[0]
+            root, body = st.tree(ftype, "")
+            body = json.loads(body)
+
+            def both(n, k):
+                out = {"name": n["name"], "value": n["value"], "self": n.get("self", 0),
+                       "base": int(n["value"] * k), "base_self": int(n.get("self", 0) * k),
+                       "children": []}
+                return out
+
+            top = both(root, 0.8)
+            stack = [(root, top, 0)]
+            while stack:
+                src, dst, d = stack.pop()
+                for i, c in enumerate(src.get("children", [])):
+                    k = 0.5 if (d + i) % 3 == 0 else 1.0
+                    kid = both(c, k)
+                    dst["children"].append(kid)
+                    stack.append((c, kid, d + 1))
+            now = int(time.time())
+            win = lambda a, b, t: {"from": a, "to": b, "t_from": a, "t_to": b, "total": t}
+            fns = [{"name": f["name"], "self": f["self"], "total": f["total"],
+                    "base_self": f["self"] // 2, "base_total": f["total"] // 2,
+                    "delta_share": 0.01} for f in top_functions(root, 10)]
+            return self.send(200, {"type": ftype, "unit": body.get("unit", "count"),
+                                   "a": win(now - 600, now - 300, top["base"]),
+                                   "b": win(now - 300, now, top["value"]), "nodes": body.get("nodes", 0),
+                                   "trimmed": 0, "functions": fns, "root": top})
         if method == "POST":
             if path != "/api/v1/gcdump":
                 return self.err(405, "method not allowed")

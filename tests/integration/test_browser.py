@@ -70,6 +70,31 @@ class Browser(unittest.TestCase):
         self.assertTrue(20_000 <= os.path.getsize(DOCS_IMG) <= 8_000_000,
                         os.path.getsize(DOCS_IMG))
 
+    def test_compare_tab_against_real_app(self):
+        """The Compare tab (tests/browser/diff.test.mjs) on an app whose hot path changed at a
+        mark: the two phases' methods are the biggest changes, drawn red and blue."""
+        import json
+        shots = os.path.join(BUILD, "screenshots")
+        with ProfiledApp("phases", ["--seconds", "0", "--switch-s", "4"],
+                         env={"CLRSCOPE_PROFILES": "cpu"}) as app:
+            app.wait_ready()
+            deadline = time.monotonic() + 30
+            while not any(l.startswith("switched at") for l in app.stdout_lines):
+                self.assertLess(time.monotonic(), deadline, "the app never switched")
+                time.sleep(0.2)
+            t = float(next(l for l in app.stdout_lines if l.startswith("switched at")).split()[-1])
+            st, _, body = app.request("/api/v1/marks", method="POST",
+                                      data=json.dumps({"label": "phase two", "t": t}).encode())
+            self.assertEqual(st, 201, body)
+            time.sleep(4)  # as long after the mark as before it
+            env = dict(os.environ, BASE_URL=app.url + "/", SCREENSHOT_DIR=shots,
+                       MARK_LABEL="phase two",
+                       EXPECT_TOP="TestApp.Phases.PhasesMode.PhaseOne,"
+                                  "TestApp.Phases.PhasesMode.PhaseTwo")
+            r = subprocess.run(["node", "--test", "diff.test.mjs"], cwd=BROWSER_DIR, env=env,
+                               capture_output=True, text=True, timeout=300)
+            self.assertEqual(r.returncode, 0, r.stdout[-4000:] + r.stderr[-2000:])
+
     def test_dashboard_with_a_token(self):
         """CLRSCOPE_TOKEN set: the page opened with ?token= sends it as a header on every request,
         never as a cookie (tests/browser/token.test.mjs), and its scripts work under the CSP."""
