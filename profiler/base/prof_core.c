@@ -2,11 +2,14 @@
 #include "prof_core.h"
 
 #include <errno.h>
+#include <limits.h>
+#include <linux/futex.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -99,6 +102,56 @@ static int nap(int64_t deadline_ns, int nudgeable, uint32_t seen)
     return stop;
 }
 
+/* The words threads nap on with a futex (prof_core_nap_word): a nudge or the stop bumps and
+ * wakes each, as the condition variable wakes the others. */
+#define NAP_WORDS 4
+static uint32_t *nap_words[NAP_WORDS]; /* atomic pointers, set once each under naps.lock */
+
+static void bump_words(void)
+{
+    for (int i = 0; i < NAP_WORDS; i++) {
+        uint32_t *w = __atomic_load_n(&nap_words[i], __ATOMIC_ACQUIRE);
+        if (!w)
+            break;
+        __atomic_add_fetch(w, 1, __ATOMIC_SEQ_CST);
+        syscall(SYS_futex, w, FUTEX_WAKE_PRIVATE, INT_MAX, NULL, NULL, 0);
+    }
+}
+
+static int watch_word(uint32_t *word)
+{
+    for (int i = 0; i < NAP_WORDS; i++)
+        if (__atomic_load_n(&nap_words[i], __ATOMIC_ACQUIRE) == word)
+            return 0;
+    pthread_once(&naps.once, nap_init);
+    pthread_mutex_lock(&naps.lock);
+    int i = 0;
+    while (i < NAP_WORDS && nap_words[i] && nap_words[i] != word)
+        i++;
+    if (i < NAP_WORDS && !nap_words[i])
+        __atomic_store_n(&nap_words[i], word, __ATOMIC_RELEASE);
+    pthread_mutex_unlock(&naps.lock);
+    return i < NAP_WORDS ? 0 : -1;
+}
+
+int prof_core_nap_word(uint32_t *word, uint32_t seen, int64_t deadline_ns, uint32_t nudges_seen)
+{
+    if (watch_word(word)) /* no room: a nudge could not reach it, so nap as before */
+        return prof_core_nap_nudged(deadline_ns, nudges_seen);
+    for (;;) {
+        if (prof_core_stopping())
+            return 1;
+        if (__atomic_load_n(&naps.nudges, __ATOMIC_SEQ_CST) != nudges_seen ||
+            __atomic_load_n(word, __ATOMIC_SEQ_CST) != seen || prof_now_ns() >= deadline_ns)
+            return 0;
+        struct timespec ts = {(time_t)(deadline_ns / 1000000000LL),
+                              (long)(deadline_ns % 1000000000LL)};
+        /* absolute, on CLOCK_MONOTONIC (prof_now_ns); returns at once if the word moved */
+        syscall(SYS_futex, word, FUTEX_WAIT_BITSET_PRIVATE, seen, &ts, NULL,
+                FUTEX_BITSET_MATCH_ANY);
+    }
+}
+
 int prof_core_nap_until(int64_t deadline_ns)
 {
     return nap(deadline_ns, 0, 0);
@@ -121,6 +174,7 @@ void prof_core_nudge(void)
     __atomic_add_fetch(&naps.nudges, 1, __ATOMIC_SEQ_CST);
     pthread_cond_broadcast(&naps.cond);
     pthread_mutex_unlock(&naps.lock);
+    bump_words();
 }
 
 void prof_core_begin_stopping(void)
@@ -130,6 +184,7 @@ void prof_core_begin_stopping(void)
     __atomic_store_n(&g_core.stopping, 1, __ATOMIC_RELEASE);
     pthread_cond_broadcast(&naps.cond);
     pthread_mutex_unlock(&naps.lock);
+    bump_words();
 }
 
 void prof_name_thread(const char *what)

@@ -65,6 +65,11 @@ int prof_core_nap_until(int64_t deadline_ns);
  * (read it before looking for work, so that a nudge in between is not slept through). */
 int prof_core_nap_nudged(int64_t deadline_ns, uint32_t seen);
 uint32_t prof_core_nudges(void);
+/* The same, also cut short once `*word` differs from `seen` (read it before looking for work):
+ * a futex word that another thread, a signal handler included, bumps and wakes without a lock
+ * (atomic add, then FUTEX_WAKE). Nudges and the stop bump the word too (at most 4 words are
+ * watched; a fifth naps as prof_core_nap_nudged). Returns 1 when stopping. */
+int prof_core_nap_word(uint32_t *word, uint32_t seen, int64_t deadline_ns, uint32_t nudges_seen);
 /* Wakes every clrscope thread napping in prof_core_nap_nudged (any thread; takes the nap lock,
  * which nappers hold only to enter and leave their wait). */
 void prof_core_nudge(void);

@@ -20,6 +20,10 @@
 #define SELF_WINDOW 10
 #define DRAIN_MIN_NS 2000000LL  /* the event ring is drained at most this often */
 #define DRAIN_MAX_NS 50000000LL /* and at least (4096 slots: drops only above 80 k events/s) */
+/* While nothing comes, it naps longer, woken by the ring's doorbell once a quarter of the ring
+ * has filled; the pollers (the dashboard's descriptor guard and shedding) are then looked at
+ * this often. */
+#define IDLE_NAP_NS 250000000LL
 /* Our own threads (clrscope-*, and civetweb's before it names them), found by their names in
  * /proc/self/task every SELF_RESCAN_S seconds (or when one of them ended), their CPU clocks read
  * every second in between: a scan opens a file per thread of the process, which adds up in an app
@@ -271,11 +275,13 @@ static void *agg_main(void *arg)
     prof_name_thread("agg");
     g_core.info->vt->InitializeCurrentThread(g_core.info);
     int64_t next_tick = prof_now_ns(), sleep_ns = DRAIN_MAX_NS;
+    int idle_drains = 0;
     prof_unload_consumer(PROF_UNLOAD_AGG, 1);
     while (!__atomic_load_n(&agg.stop, __ATOMIC_ACQUIRE) && !prof_core_stopping()) {
-        /* wake often enough that the ring fills to a quarter at the rate just seen, and no
-         * more than 20 times a second when nothing comes (each wake-up takes a core from the
-         * app for a context switch); a module unload wakes it at once (prof_unload.h) */
+        /* wake often enough that the ring fills to a quarter at the rate just seen, and when
+         * nothing comes, 4 times a second, the ring's doorbell waking it sooner (each wake-up
+         * takes a core from the app for a context switch); a module unload wakes it at once
+         * (prof_unload.h) */
         uint32_t nudges = prof_core_nudges();
         uint64_t unload_wanted = prof_unload_drain_wanted();
         size_t nk;
@@ -305,12 +311,23 @@ static void *agg_main(void *arg)
             self_tick();
             next_tick = now + 1000000000LL;
         }
-        int64_t nap = sleep_ns;
+        /* idle: the longest adaptive nap found nothing twice in a row */
+        int idle = got == 0 && sleep_ns == DRAIN_MAX_NS && idle_drains++ > 0 && agg.ring;
+        if (got)
+            idle_drains = 0;
+        int64_t nap = idle ? IDLE_NAP_NS : sleep_ns;
         if (next_tick - prof_now_ns() < nap)
             nap = next_tick - prof_now_ns();
         if (nap < 1000000)
             nap = 1000000;
-        prof_core_nap_nudged(prof_now_ns() + nap, nudges);
+        if (idle) {
+            uint32_t *bell = prof_ring_bell(agg.ring), seen = __atomic_load_n(bell, __ATOMIC_SEQ_CST);
+            prof_ring_arm_bell(agg.ring, RING_SLOTS / 4);
+            prof_core_nap_word(bell, seen, prof_now_ns() + nap, nudges);
+            prof_ring_arm_bell(agg.ring, 0);
+        } else {
+            prof_core_nap_nudged(prof_now_ns() + nap, nudges);
+        }
     }
     prof_unload_consumer(PROF_UNLOAD_AGG, 0);
     drain();

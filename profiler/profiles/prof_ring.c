@@ -1,8 +1,11 @@
 /* prof_ring.c - see prof_ring.h. */
 #include "prof_ring.h"
 
+#include <linux/futex.h>
 #include <stddef.h>
 #include <stdlib.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
 #include "prof_unload.h"
 
@@ -17,6 +20,8 @@ struct prof_ring {
     uint64_t head __attribute__((aligned(64))); /* producers (atomic) */
     uint64_t tail __attribute__((aligned(64))); /* consumer */
     uint64_t dropped, pushed;                  /* atomic */
+    uint64_t bell_at;   /* atomic: the `pushed` count that rings the bell, 0 = none */
+    uint32_t bell_word; /* atomic; the futex word the consumer naps on */
 };
 
 size_t prof_ring_mem_bytes(const struct prof_ring *r)
@@ -81,8 +86,25 @@ void prof_ring_commit(struct prof_ring *r, struct prof_rec *rec)
 {
     struct slot *s = (struct slot *)((char *)rec - offsetof(struct slot, rec));
     uint64_t pos = __atomic_load_n(&s->seq, __ATOMIC_RELAXED);
-    __atomic_fetch_add(&r->pushed, 1, __ATOMIC_RELAXED);
+    uint64_t pushed = __atomic_add_fetch(&r->pushed, 1, __ATOMIC_RELAXED);
     __atomic_store_n(&s->seq, pos + 1, __ATOMIC_RELEASE);
+    uint64_t at = __atomic_load_n(&r->bell_at, __ATOMIC_SEQ_CST);
+    if (at && pushed >= at && __atomic_exchange_n(&r->bell_at, 0, __ATOMIC_SEQ_CST)) {
+        /* the consumer naps long while nothing comes: wake it (once per arming) */
+        __atomic_add_fetch(&r->bell_word, 1, __ATOMIC_SEQ_CST);
+        syscall(SYS_futex, &r->bell_word, FUTEX_WAKE_PRIVATE, 1, NULL, NULL, 0);
+    }
+}
+
+void prof_ring_arm_bell(struct prof_ring *r, uint32_t n)
+{
+    if (r)
+        __atomic_store_n(&r->bell_at, n ? prof_ring_pushed(r) + n : 0, __ATOMIC_SEQ_CST);
+}
+
+uint32_t *prof_ring_bell(struct prof_ring *r)
+{
+    return r ? &r->bell_word : NULL;
 }
 
 struct prof_rec *prof_ring_peek(struct prof_ring *r)

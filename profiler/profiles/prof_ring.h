@@ -76,5 +76,10 @@ uint64_t prof_ring_dropped(const struct prof_ring *r);
 /* Bytes the ring holds (its slots). */
 size_t prof_ring_mem_bytes(const struct prof_ring *r);
 uint64_t prof_ring_pushed(const struct prof_ring *r);
+/* The consumer's doorbell while it naps long (prof_core_nap_word on prof_ring_bell's word):
+ * arm(n) makes the producer that commits the n-th record from now bump the word and wake its
+ * futex, once; arm(0) disarms. A committing producer pays one atomic load while unarmed. */
+void prof_ring_arm_bell(struct prof_ring *r, uint32_t n);
+uint32_t *prof_ring_bell(struct prof_ring *r);
 
 #endif

@@ -149,6 +149,24 @@ void prof_sampler_set_wall_slowdown(int factor)
     __atomic_store_n(&sampler.wall_slowdown, factor, __ATOMIC_RELAXED);
 }
 
+/* Idle ticks (signal mode): after a tick that found no new CPU sample and no new thread, the
+ * sampler naps through the ticks until the next wall tick is due (at most IDLE_NAP_MAX_NS),
+ * each handler counting toward a doorbell that wakes it once half a ring's samples have come:
+ * an idle process pays for its wall ticks only, not for 20 wake-ups a second. */
+#define IDLE_NAP_MAX_NS 1000000000LL
+
+/* The tick boundary (deadline + k ticks) at which the next wall tick is due. */
+static int64_t idle_deadline(int64_t deadline, int64_t tick, int64_t last_wall,
+                             int64_t wall_every, int wall_on)
+{
+    int64_t due = deadline + IDLE_NAP_MAX_NS;
+    if (wall_on && last_wall + wall_every - tick / 2 < due)
+        due = last_wall + wall_every - tick / 2;
+    if (due <= deadline)
+        return deadline;
+    return deadline + (due - deadline + tick - 1) / tick * tick;
+}
+
 static void *sampler_main(void *arg)
 {
     (void)arg;
@@ -163,7 +181,8 @@ static void *sampler_main(void *arg)
     int64_t last_maps = last;
     uint32_t gen = 0;
     uint32_t nudges = prof_core_nudges();
-    int advance = 1;
+    int advance = 1, idle = 0;
+    uint64_t last_handled = 0;
     prof_unload_consumer(PROF_UNLOAD_SAMPLER, 1);
     while (!__atomic_load_n(&sampler.stop, __ATOMIC_ACQUIRE) && !prof_core_stopping()) {
         /* the stop-the-world CPU sampler (chosen, or fallen back to) ticks at the sampling rate */
@@ -185,9 +204,31 @@ static void *sampler_main(void *arg)
             __atomic_load_n(&sampler.threads_started, __ATOMIC_SEQ_CST) &&
             last_sync + SIGNAL_SYNC_MIN_NS < wake)
             wake = last_sync + SIGNAL_SYNC_MIN_NS;
+        /* idle: nap on through the ticks, woken by the handlers' doorbell (see idle_deadline) */
+        int signal_cpu = sampler.cpu_mode == CPU_SIGNAL && (g_core.profiles & PROFILE_CPU);
+        int idle_nap = 0;
+        uint32_t *bell = prof_sigsample_bell(), bell_seen = 0;
+        if (idle && signal_cpu && wake == deadline &&
+            !__atomic_load_n(&sampler.threads_started, __ATOMIC_SEQ_CST)) {
+            bell_seen = __atomic_load_n(bell, __ATOMIC_SEQ_CST);
+            prof_sigsample_arm_bell(sampler.ring_entries > 2 ? (uint32_t)sampler.ring_entries / 2
+                                                             : 1);
+            if (prof_sigsample_handled() == last_handled) {
+                idle_nap = 1;
+                wake = idle_deadline(deadline, tick, last, wall_period * wall_slowdown(),
+                                     (g_core.profiles & PROFILE_WALL) != 0);
+            } else {
+                prof_sigsample_arm_bell(0);
+            }
+        }
         /* a module unload or a new thread cuts the nap short: the signal samples are named
          * before the unload goes on; the thread's timer is armed */
-        if (prof_core_nap_nudged(wake, nudges))
+        int stop = idle_nap ? prof_core_nap_word(bell, bell_seen, wake, nudges)
+                            : prof_core_nap_nudged(wake, nudges);
+        int rang = idle_nap && __atomic_load_n(bell, __ATOMIC_SEQ_CST) != bell_seen;
+        if (idle_nap)
+            prof_sigsample_arm_bell(0);
+        if (stop)
             break;
         nudges = prof_core_nudges();
         uint64_t dump_wanted = prof_tdump_wanted();
@@ -196,6 +237,18 @@ static void *sampler_main(void *arg)
         uint64_t unload_wanted = prof_unload_drain_wanted();
         int64_t now = prof_now_ns();
         advance = now >= deadline;
+        if (idle_nap && now - deadline >= tick) {
+            /* the ticks napped through are skipped, not caught up one after another */
+            int64_t skip = (now - deadline) / tick * tick;
+            next.tv_sec += (time_t)(skip / 1000000000LL);
+            next.tv_nsec += (long)(skip % 1000000000LL);
+            while (next.tv_nsec >= 1000000000L) {
+                next.tv_nsec -= 1000000000L;
+                next.tv_sec++;
+            }
+        }
+        if (rang)
+            idle = 0;
         if (!advance) {
             /* woken by an unload or a new thread, not by the clock: drain (and sync) only.
              * Sampling now would time the wall samples by the app's unloads (a thread waiting
@@ -205,7 +258,7 @@ static void *sampler_main(void *arg)
                            now - last_sync >= SIGNAL_SYNC_MIN_NS;
             if (sampler.cpu_mode == CPU_SIGNAL &&
                 (__atomic_load_n(&g_core.profiles, __ATOMIC_RELAXED) & PROFILE_CPU) &&
-                (sync_due || unload_wanted != sampler.unload_acked))
+                (sync_due || rang || unload_wanted != sampler.unload_acked))
                 signal_tick(now, &last_sync);
             sampler_drained(unload_wanted);
             continue;
@@ -215,9 +268,13 @@ static void *sampler_main(void *arg)
         if (now - last > 10 * wall_period * wall_slowdown()) /* a stall is not wall time */
             last = now - wall_period;
         prev_tick = now;
-        if (sampler.cpu_mode == CPU_SIGNAL && (g_core.profiles & PROFILE_CPU))
+        if (sampler.cpu_mode == CPU_SIGNAL && (g_core.profiles & PROFILE_CPU)) {
+            uint64_t handled = prof_sigsample_handled(); /* (before the drain: none missed) */
             signal_tick(now, &last_sync);
-        else if (sampler.keep_maps && now - last_maps >= MAPS_KEEPER_NS) {
+            idle = handled == last_handled &&
+                   !__atomic_load_n(&sampler.threads_started, __ATOMIC_SEQ_CST);
+            last_handled = handled;
+        } else if (sampler.keep_maps && now - last_maps >= MAPS_KEEPER_NS) {
             last_maps = now;
             maps_tick(now);
         }

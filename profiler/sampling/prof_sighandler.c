@@ -24,6 +24,7 @@
  */
 #include "prof_sighandler.h"
 
+#include <linux/futex.h>
 #include <linux/perf_event.h>
 #include <signal.h>
 #include <stddef.h>
@@ -501,7 +502,13 @@ sample:;
     e->overrun = expirations - 1;
     e->n = walk(e, ucv);
     __atomic_store_n(&e->state, PROF_SIG_FULL, __ATOMIC_RELEASE);
-    __atomic_add_fetch(&g_sig.handled, 1, __ATOMIC_RELAXED);
+    uint64_t handled = __atomic_add_fetch(&g_sig.handled, 1, __ATOMIC_SEQ_CST);
+    uint64_t bell_at = __atomic_load_n(&g_sig.bell_at, __ATOMIC_SEQ_CST);
+    if (bell_at && handled >= bell_at && __atomic_exchange_n(&g_sig.bell_at, 0, __ATOMIC_SEQ_CST)) {
+        /* the sampler naps through idle ticks: wake it to drain (once per arming) */
+        __atomic_add_fetch(&g_sig.bell_word, 1, __ATOMIC_SEQ_CST);
+        raw_syscall3(SYS_futex, (long)&g_sig.bell_word, FUTEX_WAKE_PRIVATE, 1);
+    }
 out:
     __atomic_add_fetch(&g_sig.handler_cycles, prof_sig_cycles() - c0, __ATOMIC_RELAXED);
     __atomic_sub_fetch(&g_sig.inflight, 1, __ATOMIC_SEQ_CST);

@@ -199,6 +199,11 @@ struct prof_sig_shared {
     uintptr_t miss_ra;  /* atomic: the last such address (NEWCODE) */
     uint32_t unload_epoch; /* atomic: prof_unload's epoch, copied there by prof_unload_started */
     uint64_t handler_cycles; /* atomic: time spent in the handler, in prof_sig_cycles() units */
+    /* The sampler's doorbell while it naps through idle ticks (prof_sigsample_arm_bell): once
+     * `handled` reaches bell_at (nonzero), the handler that got there clears it, bumps
+     * bell_word and wakes the futex on it, so samples never wait long enough to fill a ring. */
+    uint64_t bell_at;   /* atomic */
+    uint32_t bell_word; /* atomic; a futex word */
 };
 
 extern struct prof_sig_shared g_sig;

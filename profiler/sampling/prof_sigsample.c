@@ -258,3 +258,18 @@ void prof_sigsample_get_stats(struct prof_sigsample_stats *out)
     out->maps_refreshes = ms.refreshes;
     out->osr_returns = ms.osr_returns;
 }
+
+uint64_t prof_sigsample_handled(void)
+{
+    return __atomic_load_n(&g_sig.handled, __ATOMIC_SEQ_CST);
+}
+
+void prof_sigsample_arm_bell(uint32_t n)
+{
+    __atomic_store_n(&g_sig.bell_at, n ? prof_sigsample_handled() + n : 0, __ATOMIC_SEQ_CST);
+}
+
+uint32_t *prof_sigsample_bell(void)
+{
+    return &g_sig.bell_word;
+}

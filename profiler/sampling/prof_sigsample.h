@@ -102,5 +102,11 @@ void prof_sigsample_use_perf(int on, int64_t now_ns, prof_sigsample_fn fn, void 
  * closes the perf events the handler can no longer see. */
 void prof_sigsample_maintain(int64_t now_ns);
 void prof_sigsample_get_stats(struct prof_sigsample_stats *out);
+/* The sampler's doorbell for napping through idle ticks: samples the handlers have written so
+ * far; arm(n): the handler that writes the n-th sample from now bumps the word
+ * prof_sigsample_bell() points to and wakes its futex (once; arm(0) disarms). */
+uint64_t prof_sigsample_handled(void);
+void prof_sigsample_arm_bell(uint32_t n);
+uint32_t *prof_sigsample_bell(void);
 
 #endif

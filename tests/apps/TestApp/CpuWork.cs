@@ -165,6 +165,25 @@ public sealed class CpuOnlyMode : Mode
         return acc;
     }
 
+    /// <summary>--burst-ms B --pause-ms P: B ms of the thread's CPU in Spin, then P ms asleep.</summary>
+    [MethodImpl(MethodImplOptions.NoInlining)]
+    public static long Bursts(CancellationToken stop, double burstMs, int pauseMs, out long iterations)
+    {
+        long acc = 0;
+        iterations = 0;
+        while (!stop.IsCancellationRequested)
+        {
+            double t0 = ThreadCpu.NowMs();
+            while (ThreadCpu.NowMs() - t0 < burstMs && !stop.IsCancellationRequested)
+            {
+                acc ^= CpuWork.SpinLeaf(20_000);
+                iterations += 20_000;
+            }
+            stop.WaitHandle.WaitOne(pauseMs);
+        }
+        return acc;
+    }
+
     public override void Run(Options o, CancellationToken stop)
     {
         threads = o.Threads > 0 ? o.Threads : 1;
@@ -174,7 +193,11 @@ public sealed class CpuOnlyMode : Mode
             workers[i] = Program.StartThread($"cpu-worker-{i}", () =>
             {
                 double cpu0 = ThreadCpu.NowMs();
-                Spin(stop, out long n);
+                long n;
+                if (o.PauseMs > 0)
+                    Bursts(stop, o.BurstMs > 0 ? o.BurstMs : 100, o.PauseMs, out n);
+                else
+                    Spin(stop, out n);
                 double cpu = ThreadCpu.NowMs() - cpu0;
                 lock (this)
                 {

@@ -252,6 +252,8 @@ public sealed class Options
     public int ManyTypes;
     public double CallMs = 2;    // dynamic-code: CPU of one call of a dynamic method
     public double SwitchS;       // phases: seconds before the hot path changes (default 8)
+    public double BurstMs;       // cpu-only with --pause-ms: CPU of each burst (default 100)
+    public int PauseMs;          // cpu-only: sleep between bursts (0 = spin without pause)
 
     public static Options Parse(string[] args)
     {
@@ -311,6 +313,8 @@ public sealed class Options
                 case "many-locks": o.ManyLocks = Math.Max(0, ParseInt(name, value)); break;
                 case "many-types": o.ManyTypes = Math.Max(0, ParseInt(name, value)); break;
                 case "switch-s": o.SwitchS = ParseDouble(name, value); break;
+                case "burst-ms": o.BurstMs = ParseDouble(name, value); break;
+                case "pause-ms": o.PauseMs = Math.Max(0, ParseInt(name, value)); break;
                 case "call-ms": o.CallMs = Math.Clamp(ParseDouble(name, value), 0.05, 100); break;
                 case "lock-kind":
                     o.LockKind = value is "monitor" or "lock" ? value
