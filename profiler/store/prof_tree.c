@@ -28,15 +28,13 @@ static int cmp_items(const void *a, const void *b)
 }
 
 /* Per-node self and inclusive values over the whole view. */
-static int sums(const struct prof_view *v, int slot, int64_t **self_out, int64_t **incl_out)
+static int sums(const struct prof_view *v, int slot, struct prof_scratch *tmp, int64_t **self_out,
+                int64_t **incl_out)
 {
-    int64_t *self = calloc(v->nnodes ? v->nnodes : 1, sizeof *self);
-    int64_t *incl = calloc(v->nnodes ? v->nnodes : 1, sizeof *incl);
-    if (!self || !incl) {
-        free(self);
-        free(incl);
+    int64_t *self = prof_scratch_calloc(tmp, v->nnodes ? v->nnodes : 1, sizeof *self);
+    int64_t *incl = prof_scratch_calloc(tmp, v->nnodes ? v->nnodes : 1, sizeof *incl);
+    if (!self || !incl)
         return -1;
-    }
     for (size_t i = 0; i < v->nrows; i++)
         self[v->rows[i].node] += v->rows[i].v[slot];
     memcpy(incl, self, v->nnodes * sizeof *incl);
@@ -50,41 +48,38 @@ static int sums(const struct prof_view *v, int slot, int64_t **self_out, int64_t
 int prof_tree_build(const struct prof_view *v, int slot, size_t max_nodes, struct prof_tree *t)
 {
     memset(t, 0, sizeof *t);
+    struct prof_scratch tmp = {0}; /* what only the build needs */
     int64_t *self = NULL, *incl = NULL, *sorted = NULL;
-    uint32_t *map = NULL;
-    struct sort_item *items = NULL;
-    if (!v->nnodes || sums(v, slot, &self, &incl))
-        return -1;
+    if (!v->nnodes || sums(v, slot, &tmp, &self, &incl))
+        goto fail;
     if (max_nodes < 16)
         max_nodes = 16;
     /* threshold: keep the (max_nodes/2) largest inclusive values, leaving room for "[other]" */
     int64_t thr = 1;
     size_t budget = max_nodes / 2;
     if (v->nnodes > budget) {
-        sorted = malloc(v->nnodes * sizeof *sorted);
+        sorted = prof_scratch_alloc(&tmp, v->nnodes * sizeof *sorted);
         if (!sorted)
             goto fail;
         memcpy(sorted, incl, v->nnodes * sizeof *sorted);
-        qsort(sorted, v->nnodes, sizeof *sorted, cmp_desc);
+        prof_scratch_sort(&tmp, sorted, v->nnodes, sizeof *sorted, cmp_desc);
         thr = sorted[budget - 1];
         if (thr < 1)
             thr = 1;
+        prof_scratch_free(&tmp, sorted);
     }
-    map = malloc(v->nnodes * sizeof *map);
+    uint32_t *map = prof_scratch_alloc(&tmp, v->nnodes * sizeof *map);
     size_t cap = max_nodes + 1;
-    t->name = malloc(cap * sizeof *t->name);
-    t->value = calloc(cap, sizeof *t->value);
-    t->self = calloc(cap, sizeof *t->self);
-    t->first_child = malloc(cap * sizeof *t->first_child);
-    t->next_sibling = malloc(cap * sizeof *t->next_sibling);
-    uint32_t *parent = malloc(cap * sizeof *parent);
-    uint32_t *other = malloc(cap * sizeof *other); /* kept node -> its "[other]" node */
+    t->name = prof_scratch_alloc(&t->mem, cap * sizeof *t->name);
+    t->value = prof_scratch_calloc(&t->mem, cap, sizeof *t->value);
+    t->self = prof_scratch_calloc(&t->mem, cap, sizeof *t->self);
+    t->first_child = prof_scratch_alloc(&t->mem, cap * sizeof *t->first_child);
+    t->next_sibling = prof_scratch_alloc(&t->mem, cap * sizeof *t->next_sibling);
+    uint32_t *parent = prof_scratch_alloc(&tmp, cap * sizeof *parent);
+    uint32_t *other = prof_scratch_alloc(&tmp, cap * sizeof *other); /* node -> its "[other]" */
     if (!map || !t->name || !t->value || !t->self || !t->first_child || !t->next_sibling ||
-        !parent || !other) {
-        free(parent);
-        free(other);
+        !parent || !other)
         goto fail;
-    }
     size_t n = 0;
     t->name[0] = "all";
     t->value[0] = incl[0];
@@ -123,12 +118,9 @@ int prof_tree_build(const struct prof_view *v, int slot, size_t max_nodes, struc
     t->n = n;
     t->total = incl[0];
     /* children lists sorted by name */
-    items = malloc(n * sizeof *items);
-    if (!items) {
-        free(parent);
-        free(other);
+    struct sort_item *items = prof_scratch_alloc(&tmp, n * sizeof *items);
+    if (!items)
         goto fail;
-    }
     for (size_t i = 0; i < n; i++) {
         items[i].parent = i ? parent[i] : UINT32_MAX;
         items[i].name = t->name[i];
@@ -136,7 +128,7 @@ int prof_tree_build(const struct prof_view *v, int slot, size_t max_nodes, struc
         t->first_child[i] = UINT32_MAX;
         t->next_sibling[i] = UINT32_MAX;
     }
-    qsort(items, n, sizeof *items, cmp_items);
+    prof_scratch_sort(&tmp, items, n, sizeof *items, cmp_items);
     for (size_t k = n; k-- > 0;) {
         if (items[k].parent == UINT32_MAX)
             continue;
@@ -144,30 +136,17 @@ int prof_tree_build(const struct prof_view *v, int slot, size_t max_nodes, struc
         t->next_sibling[i] = t->first_child[p];
         t->first_child[p] = i;
     }
-    free(parent);
-    free(other);
-    free(items);
-    free(sorted);
-    free(map);
-    free(self);
-    free(incl);
+    prof_scratch_release(&tmp);
     return 0;
 fail:
-    free(sorted);
-    free(map);
-    free(self);
-    free(incl);
+    prof_scratch_release(&tmp);
     prof_tree_free(t);
     return -1;
 }
 
 void prof_tree_free(struct prof_tree *t)
 {
-    free(t->name);
-    free(t->value);
-    free(t->self);
-    free(t->first_child);
-    free(t->next_sibling);
+    prof_scratch_release(&t->mem);
     memset(t, 0, sizeof *t);
 }
 
@@ -179,22 +158,22 @@ static int cmp_top(const void *a, const void *b)
     return x->total < y->total ? 1 : x->total > y->total ? -1 : 0;
 }
 
-int prof_tree_top(const struct prof_view *v, int slot, size_t limit, struct prof_top_row **rows,
-                  size_t *nrows)
+int prof_tree_top(const struct prof_view *v, int slot, size_t limit, struct prof_top *out)
 {
-    *rows = NULL;
-    *nrows = 0;
+    memset(out, 0, sizeof *out);
+    struct prof_scratch tmp = {0};
     int64_t *self = NULL, *incl = NULL;
-    if (!v->nnodes || sums(v, slot, &self, &incl))
+    if (!v->nnodes || sums(v, slot, &tmp, &self, &incl)) {
+        prof_scratch_release(&tmp);
         return -1;
+    }
     /* group by interned name pointer: names are unique pointers per distinct string */
     size_t cap = 1024, n = 0;
     while (cap < v->nnodes * 2)
         cap *= 2;
-    struct prof_top_row *tab = calloc(cap, sizeof *tab);
+    struct prof_top_row *tab = prof_scratch_calloc(&tmp, cap, sizeof *tab);
     if (!tab) {
-        free(self);
-        free(incl);
+        prof_scratch_release(&tmp);
         return -1;
     }
     for (size_t i = 1; i < v->nnodes; i++) {
@@ -223,12 +202,21 @@ int prof_tree_top(const struct prof_view *v, int slot, size_t limit, struct prof
     for (size_t k = 0; k < cap; k++)
         if (tab[k].name)
             tab[j++] = tab[k];
-    qsort(tab, j, sizeof *tab, cmp_top);
+    prof_scratch_sort(&tmp, tab, j, sizeof *tab, cmp_top);
     if (limit && j > limit)
         j = limit;
-    *rows = tab;
-    *nrows = j;
-    free(self);
-    free(incl);
-    return 0;
+    /* the table was sized for every node; the answer keeps the rows it shows */
+    out->rows = prof_scratch_alloc(&out->mem, (j ? j : 1) * sizeof *out->rows);
+    if (out->rows) {
+        memcpy(out->rows, tab, j * sizeof *tab);
+        out->n = j;
+    }
+    prof_scratch_release(&tmp);
+    return out->rows ? 0 : -1;
+}
+
+void prof_top_free(struct prof_top *t)
+{
+    prof_scratch_release(&t->mem);
+    memset(t, 0, sizeof *t);
 }

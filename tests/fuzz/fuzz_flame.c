@@ -168,13 +168,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         jb_free(&b);
         prof_tree_free(&t);
     }
-    struct prof_top_row *rows = NULL;
-    size_t nrows = 0;
-    if (!prof_tree_top(&v, slot, 50, &rows, &nrows)) {
-        for (size_t i = 0; i < nrows; i++)
-            FUZZ_CHECK(rows[i].self <= rows[i].total && rows[i].self >= 0, "top row %zu", i);
-        free(rows);
-    }
+    struct prof_top top;
+    if (!prof_tree_top(&v, slot, 50, &top))
+        for (size_t i = 0; i < top.n; i++)
+            FUZZ_CHECK(top.rows[i].self <= top.rows[i].total && top.rows[i].self >= 0,
+                       "top row %zu", i);
+    prof_top_free(&top);
     prof_view_free(&v);
 out:
     for (int i = 0; i < 12; i++)
