@@ -30,7 +30,7 @@ public static class Program
         "usage: TestApp MODE [--seconds N] [--exit N] [--truth-every-second] [mode options]\n" +
         "modes: hello, version, cpu-split, cpu-generic, gc-heavy, cpu-only, alloc-mix, leak, bgc-live, exceptions,\n" +
         "       contention, heap, threads, wait, unload, thread-churn, osr-loop,\n" +
-        "       dynamic-code, bursts, pool-starve   (see tests/apps/README.md)";
+        "       dynamic-code, bursts, pool-starve, many-stacks   (see tests/apps/README.md)";
 
     static readonly CancellationTokenSource StopSource = new();
     static readonly object TruthLock = new();
@@ -114,6 +114,7 @@ public static class Program
         "dynamic-code" => new Dynamic.DynamicCodeMode(),
         "bursts" => new Bursts.BurstsMode(),
         "pool-starve" => new Starve.PoolStarveMode(),
+        "many-stacks" => new Stacks.ManyStacksMode(),
         _ => null,
     };
 
