@@ -18,7 +18,7 @@ void jb_init(struct jbuf *b, size_t max)
 
 void jb_free(struct jbuf *b)
 {
-    free(b->p);
+    prof_scratch_release(&b->mem);
     memset(b, 0, sizeof *b);
 }
 
@@ -38,7 +38,7 @@ static int reserve(struct jbuf *b, size_t n)
         }
         nc = b->max;
     }
-    char *np = realloc(b->p, nc);
+    char *np = prof_scratch_realloc(&b->mem, b->p, nc);
     if (!np) {
         b->overflow = 1;
         return -1;

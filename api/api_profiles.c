@@ -86,7 +86,7 @@ static int reply_jbuf(struct api_reply *out, struct jbuf *b)
 /* Depth-first, iterative: "stack" holds the next sibling to visit at each open level. */
 void api_flame_emit(struct jbuf *b, const struct prof_tree *t)
 {
-    uint32_t *stack = malloc((t->n + 1) * sizeof *stack);
+    uint32_t *stack = prof_scratch_alloc(&b->mem, (t->n + 1) * sizeof *stack);
     if (!stack) {
         b->overflow = 1;
         return;
@@ -129,7 +129,7 @@ void api_flame_emit(struct jbuf *b, const struct prof_tree *t)
         }
     }
 done:
-    free(stack);
+    prof_scratch_free(&b->mem, stack);
 }
 
 int api_flamegraph(const struct api_req *q, struct api_reply *out)
@@ -297,12 +297,13 @@ int api_flamegraph_diff(const struct api_req *q, struct api_reply *out)
         return api_reply_error(out, 503, "profile data unavailable (out of memory)");
     }
     struct prof_tree tree; /* its names point into both views: freed after the reply */
-    struct prof_top_diff_row *rows = NULL;
-    size_t nrows = 0;
-    if (prof_tree_build_diff(&va, &vb, t->slot, (size_t)max_nodes, &tree) ||
-        prof_tree_top_diff(&va, &vb, t->slot, (size_t)limit, &rows, &nrows)) {
-        if (tree.name)
+    struct prof_top_diff top;
+    int built = !prof_tree_build_diff(&va, &vb, t->slot, (size_t)max_nodes, &tree);
+    if (!built || prof_tree_top_diff(&va, &vb, t->slot, (size_t)limit, &top)) {
+        if (built) {
             prof_tree_free(&tree);
+            prof_top_diff_free(&top);
+        }
         prof_view_free(&va);
         prof_view_free(&vb);
         free(filter);
@@ -325,8 +326,8 @@ int api_flamegraph_diff(const struct api_req *q, struct api_reply *out)
         jb_str(&b, filter);
     }
     jb_lit(&b, ",\"functions\":[");
-    for (size_t i = 0; i < nrows; i++) {
-        const struct prof_top_diff_row *r = &rows[i];
+    for (size_t i = 0; i < top.n; i++) {
+        const struct prof_top_diff_row *r = &top.rows[i];
         if (i)
             jb_lit(&b, ",");
         jb_lit(&b, "{\"name\":");
@@ -341,15 +342,15 @@ int api_flamegraph_diff(const struct api_req *q, struct api_reply *out)
         jb_int(&b, r->base_total);
         jb_lit(&b, ",\"delta_share\":");
         double sb = tree.total > 0 ? (double)r->self / (double)tree.total : 0;
-        double sa = tree.base_total > 0 ? (double)r->base_self /
-                                              (double)tree.base_total : 0;
+        double sa =
+            tree.base_total > 0 ? (double)r->base_self / (double)tree.base_total : 0;
         jb_num(&b, sb - sa);
         jb_lit(&b, "}");
     }
     jb_lit(&b, "],\"root\":");
     api_flame_emit(&b, &tree);
     jb_lit(&b, "}");
-    free(rows);
+    prof_top_diff_free(&top);
     prof_tree_free(&tree);
     prof_view_free(&va);
     prof_view_free(&vb);
@@ -375,9 +376,8 @@ int api_top(const struct api_req *q, struct api_reply *out)
         free(filter);
         return api_reply_error(out, 503, "profile data unavailable (out of memory)");
     }
-    struct prof_top_row *rows = NULL;
-    size_t n = 0;
-    int rc = prof_tree_top(&v, t->slot, (size_t)limit, &rows, &n);
+    struct prof_top top;
+    int rc = prof_tree_top(&v, t->slot, (size_t)limit, &top);
     int64_t total = 0;
     for (size_t i = 0; i < v.nrows; i++)
         total += v.rows[i].v[t->slot];
@@ -392,19 +392,19 @@ int api_top(const struct api_req *q, struct api_reply *out)
     jb_lit(&b, ",\"seconds\":");
     jb_num(&b, seconds);
     jb_lit(&b, ",\"functions\":[");
-    for (size_t i = 0; rc == 0 && i < n; i++) {
+    for (size_t i = 0; rc == 0 && i < top.n; i++) {
         if (i)
             jb_lit(&b, ",");
         jb_lit(&b, "{\"name\":");
-        jb_str(&b, rows[i].name);
+        jb_str(&b, top.rows[i].name);
         jb_lit(&b, ",\"self\":");
-        jb_int(&b, rows[i].self);
+        jb_int(&b, top.rows[i].self);
         jb_lit(&b, ",\"total\":");
-        jb_int(&b, rows[i].total);
+        jb_int(&b, top.rows[i].total);
         jb_lit(&b, "}");
     }
     jb_lit(&b, "]}");
-    free(rows);
+    prof_top_free(&top);
     prof_view_free(&v);
     free(filter);
     return reply_jbuf(out, &b);
@@ -598,11 +598,15 @@ int api_pprof_profile(const struct api_req *q, struct api_reply *out)
     }
     unsigned char *buf = NULL;
     size_t len = 0;
-    if (prof_pprof_build(spec, from_s, to_s, &buf, &len))
+    struct prof_scratch mem = {0}; /* the encoder's memory and the file: released once sent */
+    if (prof_pprof_build(spec, from_s, to_s, &mem, &buf, &len)) {
+        prof_scratch_release(&mem);
         return api_reply_error(out, 503, "could not build the profile (out of memory)");
+    }
+    if (api_reply_scratch(out, 200, "application/octet-stream", buf, len, &mem) != 200)
+        return out->status;
     char disp[96];
     snprintf(disp, sizeof disp, "attachment; filename=\"%s.pb.gz\"", pp->path);
-    api_reply_owned(out, 200, "application/octet-stream", buf, len);
     api_reply_header(out, "Content-Disposition", disp);
     return 200;
 }

@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "api_json.h"
+#include "prof_scratch.h"
 #include "prof_utf8.h"
 
 void api_reply_init(struct api_reply *r)
@@ -69,6 +70,19 @@ int api_reply_owned(struct api_reply *r, int status, const char *type, void *dat
     return set_body(r, status, type, data ? data : "", data ? len : 0, data, NULL);
 }
 
+int api_reply_scratch(struct api_reply *r, int status, const char *type, const void *data,
+                      size_t len, struct prof_scratch *mem)
+{
+    if (!mem->large && !mem->chunks) /* nothing in the arena: data is not either */
+        return set_body(r, status, type, data ? data : "", data ? len : 0, NULL, NULL);
+    void *moved = prof_scratch_move(mem);
+    if (!moved) {
+        prof_scratch_release(mem);
+        return api_reply_error(r, 503, "out of memory while building the reply");
+    }
+    return set_body(r, status, type, data ? data : "", data ? len : 0, moved, prof_scratch_drop);
+}
+
 int api_reply_static(struct api_reply *r, int status, const char *type, const void *data,
                      size_t len)
 {
@@ -96,10 +110,11 @@ int api_reply_jbuf(struct api_reply *r, int status, const char *type, struct jbu
         jb_free(b);
         return api_reply_error(r, 500, "%s", overflow_msg);
     }
-    char *p = b->p;
+    const char *p = b->p;
     size_t len = b->len;
+    struct prof_scratch mem = b->mem;
     jb_init(b, b->max); /* the bytes are the reply's now */
-    return set_body(r, status, type, p ? p : "", p ? len : 0, p, NULL);
+    return api_reply_scratch(r, status, type, p, len, &mem);
 }
 
 int api_reply_error(struct api_reply *r, int status, const char *fmt, ...)

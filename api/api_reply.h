@@ -18,6 +18,7 @@
 
 typedef struct cJSON cJSON;
 struct jbuf;
+struct prof_scratch;
 
 /* The dashboard's guards as /api/v1/status shows them: the descriptor guard (web_fdguard) and
  * who is let in (web_server, web_clients). */
@@ -94,13 +95,17 @@ int api_reply_header(struct api_reply *r, const char *name, const char *value);
  * returns the status. */
 /* `data`, malloc'd, becomes the reply's (freed by the sender, or here on failure). */
 int api_reply_owned(struct api_reply *r, int status, const char *type, void *data, size_t len);
+/* `data`, in the arena `mem`, becomes the reply's with all the arena holds: the arena is
+ * released once the body is sent (or here on failure: 503) and *mem is empty. */
+int api_reply_scratch(struct api_reply *r, int status, const char *type, const void *data,
+                      size_t len, struct prof_scratch *mem);
 /* `data` is a literal or otherwise outlives the reply. */
 int api_reply_static(struct api_reply *r, int status, const char *type, const void *data,
                      size_t len);
 /* `obj` as compact JSON (and frees it); 500 with an error when it cannot be printed. */
 int api_reply_json(struct api_reply *r, int status, cJSON *obj);
-/* The buffer's bytes (taken: b is emptied); 500 with `overflow_msg` as the error when the
- * buffer overflowed. */
+/* The buffer's bytes with its arena (taken: b is emptied); 500 with `overflow_msg` as the error
+ * when the buffer overflowed. */
 int api_reply_jbuf(struct api_reply *r, int status, const char *type, struct jbuf *b,
                    const char *overflow_msg);
 /* {"error": message} with `status` (headers set before are dropped). The message may quote

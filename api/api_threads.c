@@ -222,7 +222,8 @@ int api_threads(const struct api_req *q, struct api_reply *out)
         jb_lit(&b, "}");
     }
     jb_lit(&b, "]},\"deadlocks\":[");
-    const struct prof_tdump_thread **cyc = malloc((d->nthreads ? d->nthreads : 1) * sizeof *cyc);
+    const struct prof_tdump_thread **cyc =
+        prof_scratch_calloc(&b.mem, d->nthreads ? d->nthreads : 1, sizeof *cyc);
     for (uint32_t k = 1; cyc && k <= d->ndeadlocks; k++) {
         uint32_t m = cycle_of(d, k, cyc, d->nthreads);
         if (k > 1)
@@ -245,7 +246,7 @@ int api_threads(const struct api_req *q, struct api_reply *out)
         }
         jb_lit(&b, "]}");
     }
-    free(cyc);
+    prof_scratch_free(&b.mem, cyc);
     jb_lit(&b, "],\"groups\":[");
     uint32_t t = 0;
     for (uint32_t g = 0; g < d->ngroups; g++) {
@@ -373,7 +374,8 @@ static void text_header(struct jbuf *b, const struct prof_tdump *d, const char *
         }
         tb_str(b, "\n");
     }
-    const struct prof_tdump_thread **cyc = malloc((d->nthreads ? d->nthreads : 1) * sizeof *cyc);
+    const struct prof_tdump_thread **cyc =
+        prof_scratch_calloc(&b->mem, d->nthreads ? d->nthreads : 1, sizeof *cyc);
     for (uint32_t k = 1; cyc && k <= d->ndeadlocks; k++) {
         uint32_t m = cycle_of(d, k, cyc, d->nthreads);
         jb_printf(b, "DEADLOCK %u of %u: %u threads, each waiting for a lock the next one holds\n",
@@ -387,7 +389,7 @@ static void text_header(struct jbuf *b, const struct prof_tdump *d, const char *
         }
         tb_str(b, "\n");
     }
-    free(cyc);
+    prof_scratch_free(&b->mem, cyc);
 }
 
 /* debug=1: one entry per distinct stack, with how many threads, their names and states. */
@@ -447,11 +449,14 @@ static void text_each(struct jbuf *b, const struct prof_tdump *d)
     }
 }
 
-/* debug=0: one sample per thread (threads/count), labelled with its id, name and state. */
-static int build_pprof(const struct prof_tdump *d, unsigned char **out, size_t *len)
+/* debug=0: one sample per thread (threads/count), labelled with its id, name and state; built in
+ * `mem`, where *out stays. */
+static int build_pprof(const struct prof_tdump *d, struct prof_scratch *mem, unsigned char **out,
+                       size_t *len)
 {
     const pprof_value_type types[] = {{"threads", "count"}};
-    const struct pprof_opts opts = {.gzip_level = 1};
+    const struct pprof_opts opts = {.gzip_level = 1, .alloc = prof_scratch_resize,
+                                    .alloc_ctx = mem};
     pprof_builder *pb = pprof_new_opts(types, 1, types[0], 1, &opts);
     if (!pb)
         return -1;
@@ -460,7 +465,7 @@ static int build_pprof(const struct prof_tdump *d, unsigned char **out, size_t *
     for (uint32_t g = 0; g < d->ngroups; g++)
         if (d->groups[g].nframes > deepest)
             deepest = d->groups[g].nframes;
-    const char **stack = malloc((deepest + 1) * sizeof *stack);
+    const char **stack = prof_scratch_alloc(mem, (deepest + 1) * sizeof *stack);
     if (!stack) {
         pprof_free(pb);
         return -1;
@@ -491,7 +496,7 @@ static int build_pprof(const struct prof_tdump *d, unsigned char **out, size_t *
     if (rc == 0)
         rc = pprof_finish(pb, out, len);
     pprof_free(pb);
-    free(stack);
+    prof_scratch_free(mem, stack);
     return rc;
 }
 
@@ -508,12 +513,13 @@ int api_pprof_threads(const struct api_req *q, struct api_reply *out)
     if (debug == 0) {
         unsigned char *buf = NULL;
         size_t len = 0;
-        if (build_pprof(d, &buf, &len)) {
+        struct prof_scratch mem = {0}; /* released once the reply is sent */
+        if (build_pprof(d, &mem, &buf, &len)) {
+            prof_scratch_release(&mem);
             api_reply_error(out, 503, "could not build the profile (out of memory)");
-        } else {
+        } else if (api_reply_scratch(out, 200, "application/octet-stream", buf, len, &mem) == 200) {
             char disp[96];
             snprintf(disp, sizeof disp, "attachment; filename=\"%s.pb.gz\"", name);
-            api_reply_owned(out, 200, "application/octet-stream", buf, len);
             api_reply_header(out, "Content-Disposition", disp);
         }
     } else {

@@ -2,6 +2,7 @@
 #include "prof_scratch.h"
 
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
 
@@ -169,6 +170,72 @@ void prof_scratch_release(struct prof_scratch *s)
         count(s, 0, c->len);
         munmap(c, c->len);
     }
+}
+
+void *prof_scratch_resize(void *arena, void *p, size_t n)
+{
+    struct prof_scratch *s = arena;
+    if (p && !n) {
+        prof_scratch_free(s, p);
+        return NULL;
+    }
+    return prof_scratch_realloc(s, p, n);
+}
+
+void prof_scratch_sort(struct prof_scratch *s, void *base, size_t n, size_t size,
+                       int (*cmp)(const void *, const void *))
+{
+    if (n < 2 || !size)
+        return;
+    char *tmp = n <= SIZE_MAX / size ? prof_scratch_alloc(s, n * size) : NULL;
+    if (!tmp) {
+        qsort(base, n, size, cmp);
+        return;
+    }
+    char *src = base, *dst = tmp;
+    for (size_t w = 1; w < n; w *= 2) { /* sorted runs of w, merged pairwise */
+        for (size_t lo = 0; lo < n; lo += 2 * w) {
+            size_t mid = n - lo > w ? lo + w : n;
+            size_t hi = n - mid > w ? mid + w : n;
+            size_t i = lo, j = mid;
+            char *out = dst + lo * size;
+            while (i < mid && j < hi) { /* ties from the left run first: stable */
+                const char *take = cmp(src + j * size, src + i * size) < 0 ? src + j++ * size
+                                                                          : src + i++ * size;
+                memcpy(out, take, size);
+                out += size;
+            }
+            memcpy(out, src + i * size, (mid - i) * size);
+            out += (mid - i) * size;
+            memcpy(out, src + j * size, (hi - j) * size);
+        }
+        char *t = src;
+        src = dst;
+        dst = t;
+        if (w > n / 2) /* one run now */
+            break;
+    }
+    if (src != base)
+        memcpy(base, src, n * size);
+    prof_scratch_free(s, tmp);
+}
+
+void *prof_scratch_move(struct prof_scratch *s)
+{
+    struct prof_scratch *home = prof_scratch_alloc(s, sizeof *home);
+    if (!home)
+        return NULL;
+    *home = *s; /* after the allocation: the arena as it holds its own home too */
+    *s = (struct prof_scratch){0};
+    return home;
+}
+
+void prof_scratch_drop(void *moved)
+{
+    if (!moved)
+        return;
+    struct prof_scratch s = *(struct prof_scratch *)moved; /* the home goes with the rest */
+    prof_scratch_release(&s);
 }
 
 size_t prof_scratch_mapped_bytes(void)

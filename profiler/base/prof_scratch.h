@@ -10,8 +10,13 @@
  * given back all at once when the arena is released. Nothing here depends on the C library's
  * allocator.
  *
- * ctx: an arena has one owner thread at a time (no locking); prof_scratch_mapped_bytes from any
- * thread. Never from a signal handler or a runtime callback.
+ * The answers made for a moment (views of the store and their trees, pprof encodings, thread
+ * dumps, JSON and text replies) take theirs from here too: a civetweb worker's malloc arena
+ * would keep each worker's largest answer.
+ *
+ * ctx: an arena has one owner thread at a time (no locking; a moved arena passes to the thread
+ * that drops it); prof_scratch_mapped_bytes from any thread. Never from a signal handler or a
+ * runtime callback.
  */
 #ifndef PROF_SCRATCH_H
 #define PROF_SCRATCH_H
@@ -39,6 +44,25 @@ void *prof_scratch_realloc(struct prof_scratch *s, void *p, size_t n);
 void prof_scratch_free(struct prof_scratch *s, void *p);
 /* Unmaps everything the arena holds; it is empty (and usable) again. */
 void prof_scratch_release(struct prof_scratch *s);
+
+/* The realloc-style shape of an allocator callback (struct pprof_opts.alloc), `arena` a struct
+ * prof_scratch: (arena, NULL, n) allocates, (arena, p, n) resizes, (arena, p, 0) frees and
+ * returns NULL. */
+void *prof_scratch_resize(void *arena, void *p, size_t n);
+
+/* qsort with its working memory in `s` (glibc's qsort takes a buffer as large as the array from
+ * malloc): a stable merge sort, iterative, the buffer freed before it returns. Out of memory, it
+ * is qsort. */
+void prof_scratch_sort(struct prof_scratch *s, void *base, size_t n, size_t size,
+                       int (*cmp)(const void *, const void *));
+
+/* Hands what the arena holds over to whoever outlives its owner (a reply sent after its handler
+ * returned): the arena moves into one of its own blocks and *s is empty again. Returns that
+ * block, released with everything it holds by prof_scratch_drop; NULL (s untouched) when out of
+ * memory. */
+void *prof_scratch_move(struct prof_scratch *s);
+/* Unmaps a moved arena (a release callback's shape); NULL: nothing. */
+void prof_scratch_drop(void *moved);
 
 /* Bytes mapped by every arena of the process now. */
 size_t prof_scratch_mapped_bytes(void);

@@ -76,26 +76,26 @@ static void profiler_list(unsigned on, char *out, size_t cap)
         }
 }
 
-/* Replaces v->name by Datadog's structured frame names (one conversion per distinct name).
- * Returns the arena to free after use, or NULL (names left as they were) on failure. */
-static char *structure_names(struct prof_view *v, const char ***saved)
+/* Replaces v->name by Datadog's structured frame names (one conversion per distinct name), in
+ * the view's own memory. 0, or -1 (names left as they were) when out of memory. */
+static int structure_names(struct prof_view *v)
 {
     size_t cap = 16;
     while (cap < v->nnodes * 2)
         cap <<= 1;
-    const char **keys = calloc(cap, sizeof *keys);
-    const char **vals = calloc(cap, sizeof *vals);
-    const char **names = malloc(v->nnodes * sizeof *names);
+    const char **keys = prof_scratch_calloc(&v->mem, cap, sizeof *keys);
+    const char **vals = prof_scratch_calloc(&v->mem, cap, sizeof *vals);
+    const char **names = prof_scratch_alloc(&v->mem, v->nnodes * sizeof *names);
     size_t total = 0;
     for (size_t i = 1; i < v->nnodes; i++)
         total += dd_frame_structured(v->name[i], NULL, 0) + 1;
-    char *arena = malloc(total + 1);
+    char *arena = prof_scratch_alloc(&v->mem, total + 1);
     if (!keys || !vals || !names || !arena) {
-        free(keys);
-        free(vals);
-        free(names);
-        free(arena);
-        return NULL;
+        prof_scratch_free(&v->mem, keys);
+        prof_scratch_free(&v->mem, vals);
+        prof_scratch_free(&v->mem, names);
+        prof_scratch_free(&v->mem, arena);
+        return -1;
     }
     size_t used = 0;
     names[0] = v->name[0];
@@ -111,20 +111,10 @@ static char *structure_names(struct prof_view *v, const char ***saved)
         }
         names[i] = vals[h];
     }
-    free(keys);
-    free(vals);
-    *saved = v->name;
-    v->name = names;
-    return arena;
-}
-
-static void restore_names(struct prof_view *v, const char **saved, char *arena)
-{
-    if (!arena)
-        return;
-    free((void *)v->name);
-    v->name = saved;
-    free(arena);
+    prof_scratch_free(&v->mem, keys);
+    prof_scratch_free(&v->mem, vals);
+    v->name = names; /* the store's names stay in the view's memory until prof_view_free */
+    return 0;
 }
 
 /* Adds one source's view; returns its number of rows, -1 on failure. */
@@ -141,18 +131,17 @@ static long add_source(pprof_builder *b, const struct source *s, int ncols, int 
         map[s->cols[k].slot] = first_col + k;
     long rows = (long)v.nrows;
     if (v.nrows) {
-        const char **saved = NULL;
-        char *arena = structured ? structure_names(&v, &saved) : NULL;
+        if (structured)
+            structure_names(&v); /* failing, the names stay as they are */
         if (prof_pprof_add_view(b, &v, ncols, map, s->label_key) < 0)
             rows = -1;
-        restore_names(&v, saved, arena);
     }
     prof_view_free(&v);
     return rows;
 }
 
 int dd_profile_build(int64_t from_s, int64_t to_s, double t_end, unsigned on, int structured,
-                     unsigned char **out, size_t *len)
+                     struct prof_scratch *mem, unsigned char **out, size_t *len)
 {
     pprof_value_type types[2 * NSOURCES];
     int ncols = 0;
@@ -163,7 +152,8 @@ int dd_profile_build(int64_t from_s, int64_t to_s, double t_end, unsigned on, in
     if (!ncols)
         return 1;
     int64_t period = 1000000000LL / (g_cfg.sampling_hz > 0 ? g_cfg.sampling_hz : 100);
-    struct pprof_opts opts = {.max_bytes = MAX_PPROF_BYTES};
+    struct pprof_opts opts = {.max_bytes = MAX_PPROF_BYTES, .alloc = prof_scratch_resize,
+                              .alloc_ctx = mem};
     pprof_builder *b = pprof_new_opts(types, ncols, (pprof_value_type){"RealTime", "Nanoseconds"},
                                       period, &opts);
     if (!b)

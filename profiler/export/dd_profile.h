@@ -20,6 +20,7 @@
 #include <stdint.h>
 
 #include "dd_config.h"
+#include "prof_scratch.h"
 
 #ifndef CLRSCOPE_VERSION
 #define CLRSCOPE_VERSION "0.1.0"
@@ -27,10 +28,11 @@
 
 /* Builds the gzip'd pprof of unix seconds from_s..to_s for the PROFILE_* bits in `on`, frame
  * names in Datadog's structured form when `structured` (dd_frame_structured); its time span ends
- * at t_end when that cuts the last second short (as event.json says). Returns 0 with an
- * owned buffer in *out (free()), 1 when there is nothing to send, -1 on failure. */
+ * at t_end when that cuts the last second short (as event.json says). Returns 0 with the
+ * buffer in *out, 1 when there is nothing to send, -1 on failure. The encoder works in `mem`
+ * (an arena of the caller's), where *out stays until the arena is released. */
 int dd_profile_build(int64_t from_s, int64_t to_s, double t_end, unsigned on, int structured,
-                     unsigned char **out, size_t *len);
+                     struct prof_scratch *mem, unsigned char **out, size_t *len);
 
 /* The event.json of one upload (attachments, tags_profiler, start, end, family, version,
  * internal, info). Returns an owned string (free()), NULL when out of memory. */

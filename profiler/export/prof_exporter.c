@@ -254,11 +254,20 @@ static void export_window(int final)
         from_s = oldest;
     exporter.last_to_s = to_s;
     unsigned on = __atomic_load_n(&g_core.profiles, __ATOMIC_RELAXED);
-    unsigned char *data = NULL;
+    unsigned char *built = NULL, *data = NULL;
     size_t len = 0;
+    struct prof_scratch mem = {0}; /* the encoder's memory: the views, tables, zlib's state */
     int64_t t0 = prof_now_ns();
     double t_from = (double)from_s, t_to = final ? now : (double)(to_s + 1);
-    int rc = dd_profile_build(from_s, to_s, t_to, on, exporter.cfg.structured_frames, &data, &len);
+    int rc = dd_profile_build(from_s, to_s, t_to, on, exporter.cfg.structured_frames, &mem,
+                              &built, &len);
+    /* what is kept (the file, the queue) is the compressed profile alone, a fraction of what
+     * building it took */
+    if (rc == 0 && !(data = malloc(len ? len : 1)))
+        rc = -1;
+    if (rc == 0)
+        memcpy(data, built, len);
+    prof_scratch_release(&mem);
     if (rc) {
         static int logged;
         pthread_mutex_lock(&exporter.lock);

@@ -101,7 +101,7 @@ int prof_pprof_add_view(pprof_builder *b, const struct prof_view *v, int ncols,
 }
 
 int prof_pprof_build(const struct prof_pprof_spec *spec, int64_t from_s, int64_t to_s,
-                     unsigned char **out, size_t *len)
+                     struct prof_scratch *mem, unsigned char **out, size_t *len)
 {
     struct prof_view v;
     int rc = spec->kind < 0 ? prof_live_view(NULL, &v)
@@ -114,7 +114,8 @@ int prof_pprof_build(const struct prof_pprof_spec *spec, int64_t from_s, int64_t
     /* gzip level 1: an answer to a waiting HTTP client, faster than zlib's default for a file
      * a little larger (~8 % on the demo's allocation profile); the agent export keeps the
      * default */
-    const struct pprof_opts opts = {.gzip_level = 1};
+    const struct pprof_opts opts = {.gzip_level = 1, .alloc = prof_scratch_resize,
+                                    .alloc_ctx = mem};
     pprof_builder *b = pprof_new_opts(spec->types, spec->ntypes, spec->period_type, period, &opts);
     if (!b) {
         prof_view_free(&v);

@@ -2,6 +2,9 @@
  * prof_pprof - profile views to pprof: frames leaf-first from the call-path trie, the row's values
  * placed in the builder's columns, and labels (thread id, thread name, and the row's own label such
  * as the allocated type). Shared by the /debug/pprof endpoints and the Datadog exporter.
+ *
+ * ctx: any clrscope thread (civetweb workers, clrscope-export); nothing shared but the store's
+ * and the live set's own locks.
  */
 #ifndef PROF_PPROF_H
 #define PROF_PPROF_H
@@ -28,8 +31,8 @@ const struct prof_pprof_spec *prof_pprof_spec(const char *name);
 /* Builds the gzip'd pprof of `spec` over the whole unix seconds from_s..to_s (inclusive), or of
  * the live set for heap (the range is then unused). Its time and duration are the range's, cut
  * at the profiler's start when the range reaches back before it and at now when it reaches the
- * current second. */
+ * current second. The encoder works in `mem`, where *out stays until the arena is released. */
 int prof_pprof_build(const struct prof_pprof_spec *spec, int64_t from_s, int64_t to_s,
-                     unsigned char **out, size_t *len);
+                     struct prof_scratch *mem, unsigned char **out, size_t *len);
 
 #endif

@@ -143,10 +143,10 @@ int prof_live_view(const char *filter, struct prof_view *out)
     t.hcap = 16;
     while (t.hcap < 2 * frames)
         t.hcap <<= 1;
-    t.parent = malloc(t.cap * sizeof *t.parent);
-    t.name = malloc(t.cap * sizeof *t.name);
-    t.hash = calloc(t.hcap, sizeof *t.hash);
-    out->rows = malloc((objs ? objs : 1) * sizeof *out->rows);
+    t.parent = prof_scratch_alloc(&out->mem, t.cap * sizeof *t.parent);
+    t.name = prof_scratch_alloc(&out->mem, t.cap * sizeof *t.name);
+    t.hash = prof_scratch_calloc(&out->mem, t.hcap, sizeof *t.hash);
+    out->rows = prof_scratch_alloc(&out->mem, (objs ? objs : 1) * sizeof *out->rows);
     if (!t.parent || !t.name || !t.hash || !out->rows)
         goto unlock;
     t.parent[0] = 0;
@@ -175,12 +175,9 @@ int prof_live_view(const char *filter, struct prof_view *out)
     rc = 0;
 unlock:
     pthread_mutex_unlock(&g_live.agg.lock);
-    free(t.hash);
+    prof_scratch_free(&out->mem, t.hash);
     if (rc) {
-        free(t.parent);
-        free(t.name);
-        free(out->rows);
-        memset(out, 0, sizeof *out);
+        prof_view_free(out);
         return -1;
     }
     out->parent = t.parent;

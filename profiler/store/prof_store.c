@@ -562,8 +562,8 @@ static int view_window(int kind, double seconds, int range, int64_t from_s, int6
         }
     }
     size_t nrows = 0, cap = 256;
-    out->rows = malloc(cap * sizeof *out->rows);
-    remap = calloc(store.nnodes, sizeof *remap); /* old node -> new index + 1 */
+    out->rows = prof_scratch_alloc(&out->mem, cap * sizeof *out->rows);
+    remap = prof_scratch_calloc(&out->mem, store.nnodes, sizeof *remap); /* old -> new + 1 */
     if (!out->rows || !remap)
         goto out;
     for (int64_t s = from; s <= to; s++) {
@@ -576,7 +576,7 @@ static int view_window(int kind, double seconds, int range, int64_t from_s, int6
                 continue;
             if (nrows == cap) {
                 cap *= 2;
-                struct prof_row *nr = realloc(out->rows, cap * sizeof *nr);
+                struct prof_row *nr = prof_scratch_realloc(&out->mem, out->rows, cap * sizeof *nr);
                 if (!nr)
                     goto out;
                 out->rows = nr;
@@ -591,8 +591,8 @@ static int view_window(int kind, double seconds, int range, int64_t from_s, int6
     }
     out->nrows = nrows;
     size_t nn = number_used(remap);
-    out->parent = malloc(nn * sizeof *out->parent);
-    out->name = malloc(nn * sizeof *out->name);
+    out->parent = prof_scratch_alloc(&out->mem, nn * sizeof *out->parent);
+    out->name = prof_scratch_alloc(&out->mem, nn * sizeof *out->name);
     if (!out->parent || !out->name)
         goto out;
     for (uint32_t i = 0; i < store.nnodes; i++)
@@ -607,8 +607,8 @@ static int view_window(int kind, double seconds, int range, int64_t from_s, int6
     rc = 0;
     goto out;
 alloc_root:
-    out->parent = calloc(1, sizeof *out->parent);
-    out->name = malloc(sizeof *out->name);
+    out->parent = prof_scratch_calloc(&out->mem, 1, sizeof *out->parent);
+    out->name = prof_scratch_alloc(&out->mem, sizeof *out->name);
     if (out->parent && out->name) {
         out->name[0] = "all";
         out->nnodes = 1;
@@ -617,7 +617,7 @@ alloc_root:
     }
 out:
     pthread_mutex_unlock(&store.lock);
-    free(remap);
+    prof_scratch_free(&out->mem, remap);
     if (rc)
         prof_view_free(out);
     return rc;
@@ -641,9 +641,7 @@ void prof_view_free(struct prof_view *v)
         gen_unref(v->names);
         pthread_mutex_unlock(&store.lock);
     }
-    free(v->parent);
-    free(v->name);
-    free(v->rows);
+    prof_scratch_release(&v->mem);
     memset(v, 0, sizeof *v);
 }
 

@@ -7,7 +7,8 @@
  *
  * ctx: prof_store_init at Initialize, prof_store_free by tests and fuzz targets; prof_store_add on clrscope's
  * sampler and aggregator threads (never a runtime callback, never while the runtime is
- * suspended); the views, stats and totals on any thread (API handlers), which copy out.
+ * suspended); the views, stats and totals on any thread (API handlers), which copy out (a view
+ * into scratch memory of its own, struct prof_view.mem).
  *
  * Caps: CLRSCOPE_MAX_STACK_NODES trie nodes, CLRSCOPE_MAX_NAME_BYTES of names (16 MiB), 32768
  * entries per bucket; what does not fit is counted in prof_store_stats. A trie 7/8 full drops the
@@ -21,6 +22,8 @@
 
 #include <stddef.h>
 #include <stdint.h>
+
+#include "prof_scratch.h"
 
 enum prof_store_kind { PK_CPU, PK_WALL, PK_ALLOC, PK_EXC, PK_LOCK, PK_ALLOC_TYPE, PK_COUNT };
 
@@ -57,6 +60,8 @@ struct prof_view {
     size_t nrows;
     struct prof_row *rows; /* their labels too */
     struct names_gen *names; /* the store's names the pointers above point into (NULL: none) */
+    struct prof_scratch mem; /* parent, name and rows (a view is made for a moment: its memory
+                              * goes back to the system at prof_view_free) */
 };
 
 struct prof_store_stats {

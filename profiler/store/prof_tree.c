@@ -4,6 +4,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "prof_scratch.h"
+
 struct sort_item {
     uint32_t parent;
     const char *name;
@@ -22,15 +24,13 @@ static int cmp_items(const void *a, const void *b)
 }
 
 /* Per-node self and inclusive values over the whole view. */
-static int sums(const struct prof_view *v, int slot, int64_t **self_out, int64_t **incl_out)
+static int sums(const struct prof_view *v, int slot, struct prof_scratch *tmp, int64_t **self_out,
+                int64_t **incl_out)
 {
-    int64_t *self = calloc(v->nnodes ? v->nnodes : 1, sizeof *self);
-    int64_t *incl = calloc(v->nnodes ? v->nnodes : 1, sizeof *incl);
-    if (!self || !incl) {
-        free(self);
-        free(incl);
+    int64_t *self = prof_scratch_calloc(tmp, v->nnodes ? v->nnodes : 1, sizeof *self);
+    int64_t *incl = prof_scratch_calloc(tmp, v->nnodes ? v->nnodes : 1, sizeof *incl);
+    if (!self || !incl)
         return -1;
-    }
     for (size_t i = 0; i < v->nrows; i++)
         self[v->rows[i].node] += v->rows[i].v[slot];
     memcpy(incl, self, v->nnodes * sizeof *incl);
@@ -62,6 +62,7 @@ static int cmp_desc_d(const void *a, const void *b)
 static int build(const struct trie_sums *s, size_t max_nodes, struct prof_tree *t)
 {
     memset(t, 0, sizeof *t);
+    struct prof_scratch tmp = {0}; /* what only the build needs */
     double *sorted = NULL;
     uint32_t *map = NULL, *parent = NULL, *other = NULL;
     struct sort_item *items = NULL;
@@ -71,27 +72,28 @@ static int build(const struct trie_sums *s, size_t max_nodes, struct prof_tree *
     double thr = 0;
     size_t budget = max_nodes / 2;
     if (s->nnodes > budget) {
-        sorted = malloc(s->nnodes * sizeof *sorted);
+        sorted = prof_scratch_alloc(&tmp, s->nnodes * sizeof *sorted);
         if (!sorted)
             goto fail;
         memcpy(sorted, s->key, s->nnodes * sizeof *sorted);
-        qsort(sorted, s->nnodes, sizeof *sorted, cmp_desc_d);
+        prof_scratch_sort(&tmp, sorted, s->nnodes, sizeof *sorted, cmp_desc_d);
         thr = sorted[budget - 1];
+        prof_scratch_free(&tmp, sorted);
     }
     size_t cap = max_nodes + 1;
     int two = s->nset > 1;
-    map = malloc(s->nnodes * sizeof *map);
-    t->name = malloc(cap * sizeof *t->name);
-    t->value = calloc(cap, sizeof *t->value);
-    t->self = calloc(cap, sizeof *t->self);
+    map = prof_scratch_alloc(&tmp, s->nnodes * sizeof *map);
+    t->name = prof_scratch_alloc(&t->mem, cap * sizeof *t->name);
+    t->value = prof_scratch_calloc(&t->mem, cap, sizeof *t->value);
+    t->self = prof_scratch_calloc(&t->mem, cap, sizeof *t->self);
     if (two) {
-        t->base = calloc(cap, sizeof *t->base);
-        t->base_self = calloc(cap, sizeof *t->base_self);
+        t->base = prof_scratch_calloc(&t->mem, cap, sizeof *t->base);
+        t->base_self = prof_scratch_calloc(&t->mem, cap, sizeof *t->base_self);
     }
-    t->first_child = malloc(cap * sizeof *t->first_child);
-    t->next_sibling = malloc(cap * sizeof *t->next_sibling);
-    parent = malloc(cap * sizeof *parent);
-    other = malloc(cap * sizeof *other); /* kept node -> its "[other]" node */
+    t->first_child = prof_scratch_alloc(&t->mem, cap * sizeof *t->first_child);
+    t->next_sibling = prof_scratch_alloc(&t->mem, cap * sizeof *t->next_sibling);
+    parent = prof_scratch_alloc(&tmp, cap * sizeof *parent);
+    other = prof_scratch_alloc(&tmp, cap * sizeof *other); /* kept node -> its "[other]" node */
     if (!map || !t->name || !t->value || !t->self || !t->first_child || !t->next_sibling ||
         !parent || !other || (two && (!t->base || !t->base_self)))
         goto fail;
@@ -149,7 +151,7 @@ static int build(const struct trie_sums *s, size_t max_nodes, struct prof_tree *
     t->total = s->incl[0][0];
     t->base_total = two ? s->incl[1][0] : 0;
     /* children lists sorted by name */
-    items = malloc(n * sizeof *items);
+    items = prof_scratch_alloc(&tmp, n * sizeof *items);
     if (!items)
         goto fail;
     for (size_t i = 0; i < n; i++) {
@@ -159,7 +161,7 @@ static int build(const struct trie_sums *s, size_t max_nodes, struct prof_tree *
         t->first_child[i] = UINT32_MAX;
         t->next_sibling[i] = UINT32_MAX;
     }
-    qsort(items, n, sizeof *items, cmp_items);
+    prof_scratch_sort(&tmp, items, n, sizeof *items, cmp_items);
     for (size_t k = n; k-- > 0;) {
         if (items[k].parent == UINT32_MAX)
             continue;
@@ -167,17 +169,10 @@ static int build(const struct trie_sums *s, size_t max_nodes, struct prof_tree *
         t->next_sibling[i] = t->first_child[p];
         t->first_child[p] = i;
     }
-    free(parent);
-    free(other);
-    free(items);
-    free(sorted);
-    free(map);
+    prof_scratch_release(&tmp);
     return 0;
 fail:
-    free(parent);
-    free(other);
-    free(sorted);
-    free(map);
+    prof_scratch_release(&tmp);
     prof_tree_free(t);
     return -1;
 }
@@ -185,19 +180,16 @@ fail:
 int prof_tree_build(const struct prof_view *v, int slot, size_t max_nodes, struct prof_tree *t)
 {
     memset(t, 0, sizeof *t);
+    struct prof_scratch tmp = {0};
     struct trie_sums s = {.nnodes = v->nnodes, .parent = v->parent, .name = v->name, .nset = 1};
-    if (!v->nnodes || sums(v, slot, &s.self[0], &s.incl[0]))
-        return -1;
     int rc = -1;
-    s.key = malloc(v->nnodes * sizeof *s.key);
-    if (s.key) {
+    if (v->nnodes && !sums(v, slot, &tmp, &s.self[0], &s.incl[0]) &&
+        (s.key = prof_scratch_alloc(&tmp, v->nnodes * sizeof *s.key))) {
         for (size_t i = 0; i < v->nnodes; i++)
             s.key[i] = (double)s.incl[0][i];
         rc = build(&s, max_nodes, t);
     }
-    free(s.key);
-    free(s.self[0]);
-    free(s.incl[0]);
+    prof_scratch_release(&tmp);
     return rc;
 }
 
@@ -259,31 +251,21 @@ static uint32_t merged_node(struct merged *m, uint32_t parent, const char *name,
     return i;
 }
 
-static void merged_free(struct merged *m)
-{
-    free(m->parent);
-    free(m->name);
-    free(m->hash);
-    free(m->slots);
-    free(m->map_b);
-}
-
-static int merge(const struct prof_view *a, const struct prof_view *b, struct merged *m)
+static int merge(const struct prof_view *a, const struct prof_view *b, struct prof_scratch *tmp,
+                 struct merged *m)
 {
     memset(m, 0, sizeof *m);
     m->cap = a->nnodes + b->nnodes;
     m->nslots = 16;
     while (m->nslots < m->cap * 2)
         m->nslots *= 2;
-    m->parent = malloc(m->cap * sizeof *m->parent);
-    m->name = malloc(m->cap * sizeof *m->name);
-    m->hash = malloc(m->cap * sizeof *m->hash);
-    m->slots = malloc(m->nslots * sizeof *m->slots);
-    m->map_b = malloc((b->nnodes ? b->nnodes : 1) * sizeof *m->map_b);
-    if (!m->parent || !m->name || !m->hash || !m->slots || !m->map_b) {
-        merged_free(m);
+    m->parent = prof_scratch_alloc(tmp, m->cap * sizeof *m->parent);
+    m->name = prof_scratch_alloc(tmp, m->cap * sizeof *m->name);
+    m->hash = prof_scratch_alloc(tmp, m->cap * sizeof *m->hash);
+    m->slots = prof_scratch_alloc(tmp, m->nslots * sizeof *m->slots);
+    m->map_b = prof_scratch_alloc(tmp, (b->nnodes ? b->nnodes : 1) * sizeof *m->map_b);
+    if (!m->parent || !m->name || !m->hash || !m->slots || !m->map_b)
         return -1;
-    }
     memset(m->slots, 0xff, m->nslots * sizeof *m->slots);
     /* node 0, the root, is the root of both */
     m->parent[0] = 0;
@@ -305,16 +287,20 @@ int prof_tree_build_diff(const struct prof_view *a, const struct prof_view *b, i
     memset(t, 0, sizeof *t);
     if (!a->nnodes || !b->nnodes)
         return -1;
+    struct prof_scratch tmp = {0};
     struct merged m;
-    if (merge(a, b, &m))
-        return -1;
-    struct trie_sums s = {.nnodes = m.n, .parent = m.parent, .name = m.name, .nset = 2};
     int rc = -1;
+    struct trie_sums s = {.nset = 2};
+    if (merge(a, b, &tmp, &m))
+        goto out;
+    s.nnodes = m.n;
+    s.parent = m.parent;
+    s.name = m.name;
     for (int k = 0; k < 2; k++) {
-        s.self[k] = calloc(m.n, sizeof *s.self[k]);
-        s.incl[k] = calloc(m.n, sizeof *s.incl[k]);
+        s.self[k] = prof_scratch_calloc(&tmp, m.n, sizeof *s.self[k]);
+        s.incl[k] = prof_scratch_calloc(&tmp, m.n, sizeof *s.incl[k]);
     }
-    s.key = malloc(m.n * sizeof *s.key);
+    s.key = prof_scratch_alloc(&tmp, m.n * sizeof *s.key);
     if (!s.self[0] || !s.self[1] || !s.incl[0] || !s.incl[1] || !s.key)
         goto out;
     /* set 0 = b (the window compared), set 1 = a (the base); a's nodes keep their numbers */
@@ -337,24 +323,13 @@ int prof_tree_build_diff(const struct prof_view *a, const struct prof_view *b, i
     }
     rc = build(&s, max_nodes, t);
 out:
-    for (int k = 0; k < 2; k++) {
-        free(s.self[k]);
-        free(s.incl[k]);
-    }
-    free(s.key);
-    merged_free(&m);
+    prof_scratch_release(&tmp);
     return rc;
 }
 
 void prof_tree_free(struct prof_tree *t)
 {
-    free(t->name);
-    free(t->value);
-    free(t->self);
-    free(t->base);
-    free(t->base_self);
-    free(t->first_child);
-    free(t->next_sibling);
+    prof_scratch_release(&t->mem);
     memset(t, 0, sizeof *t);
 }
 
@@ -366,22 +341,22 @@ static int cmp_top(const void *a, const void *b)
     return x->total < y->total ? 1 : x->total > y->total ? -1 : 0;
 }
 
-int prof_tree_top(const struct prof_view *v, int slot, size_t limit, struct prof_top_row **rows,
-                  size_t *nrows)
+int prof_tree_top(const struct prof_view *v, int slot, size_t limit, struct prof_top *out)
 {
-    *rows = NULL;
-    *nrows = 0;
+    memset(out, 0, sizeof *out);
+    struct prof_scratch tmp = {0};
     int64_t *self = NULL, *incl = NULL;
-    if (!v->nnodes || sums(v, slot, &self, &incl))
+    if (!v->nnodes || sums(v, slot, &tmp, &self, &incl)) {
+        prof_scratch_release(&tmp);
         return -1;
+    }
     /* group by interned name pointer: names are unique pointers per distinct string */
     size_t cap = 1024, n = 0;
     while (cap < v->nnodes * 2)
         cap *= 2;
-    struct prof_top_row *tab = calloc(cap, sizeof *tab);
+    struct prof_top_row *tab = prof_scratch_calloc(&tmp, cap, sizeof *tab);
     if (!tab) {
-        free(self);
-        free(incl);
+        prof_scratch_release(&tmp);
         return -1;
     }
     for (size_t i = 1; i < v->nnodes; i++) {
@@ -410,14 +385,23 @@ int prof_tree_top(const struct prof_view *v, int slot, size_t limit, struct prof
     for (size_t k = 0; k < cap; k++)
         if (tab[k].name)
             tab[j++] = tab[k];
-    qsort(tab, j, sizeof *tab, cmp_top);
+    prof_scratch_sort(&tmp, tab, j, sizeof *tab, cmp_top);
     if (limit && j > limit)
         j = limit;
-    *rows = tab;
-    *nrows = j;
-    free(self);
-    free(incl);
-    return 0;
+    /* the table was sized for every node; the answer keeps the rows it shows */
+    out->rows = prof_scratch_alloc(&out->mem, (j ? j : 1) * sizeof *out->rows);
+    if (out->rows) {
+        memcpy(out->rows, tab, j * sizeof *tab);
+        out->n = j;
+    }
+    prof_scratch_release(&tmp);
+    return out->rows ? 0 : -1;
+}
+
+void prof_top_free(struct prof_top *t)
+{
+    prof_scratch_release(&t->mem);
+    memset(t, 0, sizeof *t);
 }
 
 static int cmp_top_name(const void *a, const void *b)
@@ -444,29 +428,26 @@ static double share(int64_t v, int64_t total)
 }
 
 int prof_tree_top_diff(const struct prof_view *a, const struct prof_view *b, int slot,
-                       size_t limit, struct prof_top_diff_row **rows, size_t *nrows)
+                       size_t limit, struct prof_top_diff *out)
 {
-    *rows = NULL;
-    *nrows = 0;
-    struct prof_top_row *ra = NULL, *rb = NULL;
-    size_t na = 0, nb = 0;
-    if (prof_tree_top(a, slot, 0, &ra, &na) || prof_tree_top(b, slot, 0, &rb, &nb)) {
-        free(ra);
-        return -1;
-    }
+    memset(out, 0, sizeof *out);
+    struct prof_top ta_ = {0}, tb_ = {0};
+    struct prof_scratch tmp = {0};
+    int rc = -1;
+    if (prof_tree_top(a, slot, 0, &ta_) || prof_tree_top(b, slot, 0, &tb_))
+        goto out;
+    struct prof_top_row *ra = ta_.rows, *rb = tb_.rows;
+    size_t na = ta_.n, nb = tb_.n;
     int64_t ta = 0, tb = 0;
     for (size_t i = 0; i < a->nrows; i++)
         ta += a->rows[i].v[slot];
     for (size_t i = 0; i < b->nrows; i++)
         tb += b->rows[i].v[slot];
-    qsort(ra, na, sizeof *ra, cmp_top_name);
-    qsort(rb, nb, sizeof *rb, cmp_top_name);
-    struct diff_sort *d = malloc((na + nb + 1) * sizeof *d);
-    if (!d) {
-        free(ra);
-        free(rb);
-        return -1;
-    }
+    prof_scratch_sort(&tmp, ra, na, sizeof *ra, cmp_top_name);
+    prof_scratch_sort(&tmp, rb, nb, sizeof *rb, cmp_top_name);
+    struct diff_sort *d = prof_scratch_alloc(&tmp, (na + nb + 1) * sizeof *d);
+    if (!d)
+        goto out;
     size_t n = 0, i = 0, j = 0;
     while (i < na || j < nb) {
         int c = i == na ? 1 : j == nb ? -1 : strcmp(ra[i].name, rb[j].name);
@@ -490,19 +471,25 @@ int prof_tree_top_diff(const struct prof_view *a, const struct prof_view *b, int
         d[n].row = r;
         n++;
     }
-    qsort(d, n, sizeof *d, cmp_diff_key);
+    prof_scratch_sort(&tmp, d, n, sizeof *d, cmp_diff_key);
     if (limit && n > limit)
         n = limit;
-    struct prof_top_diff_row *out = malloc((n ? n : 1) * sizeof *out);
-    if (out)
-        for (size_t k = 0; k < n; k++)
-            out[k] = d[k].row;
-    free(d);
-    free(ra);
-    free(rb);
-    if (!out)
-        return -1;
-    *rows = out;
-    *nrows = n;
-    return 0;
+    out->rows = prof_scratch_alloc(&out->mem, (n ? n : 1) * sizeof *out->rows);
+    if (!out->rows)
+        goto out;
+    for (size_t k = 0; k < n; k++)
+        out->rows[k] = d[k].row;
+    out->n = n;
+    rc = 0;
+out:
+    prof_top_free(&ta_);
+    prof_top_free(&tb_);
+    prof_scratch_release(&tmp);
+    return rc;
+}
+
+void prof_top_diff_free(struct prof_top_diff *t)
+{
+    prof_scratch_release(&t->mem);
+    memset(t, 0, sizeof *t);
 }

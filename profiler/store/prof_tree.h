@@ -3,7 +3,8 @@
  * inclusive values for one value slot, a trimmed tree for flame graphs (at most max_nodes nodes,
  * small subtrees folded into one "[other]" node per parent), the same over two windows (a
  * differential flame graph), and a top-functions table.
- * Iterative throughout; all memory on the heap.
+ * Iterative throughout; all memory in scratch arenas (prof_scratch): a tree or a table is made
+ * for one answer, and what it took goes back to the system when it is freed.
  *
  * ctx: any thread (API handlers on civetweb's 100 KB stacks); it reads only the view it is given.
  */
@@ -25,11 +26,18 @@ struct prof_tree {
     uint32_t *next_sibling;
     int64_t total, base_total;
     size_t trimmed;           /* nodes folded into "[other]" */
+    struct prof_scratch mem;  /* the arrays above */
 };
 
 struct prof_top_row {
     const char *name;
     int64_t self, total;
+};
+
+struct prof_top {
+    struct prof_top_row *rows; /* by self value, largest first */
+    size_t n;
+    struct prof_scratch mem;   /* rows */
 };
 
 /* value_slot selects v[value_slot] of each row. */
@@ -41,9 +49,10 @@ int prof_tree_build(const struct prof_view *v, int value_slot, size_t max_nodes,
 int prof_tree_build_diff(const struct prof_view *a, const struct prof_view *b, int slot,
                          size_t max_nodes, struct prof_tree *out);
 void prof_tree_free(struct prof_tree *t);
-/* Top functions by self value (recursion counted once per stack for total). */
-int prof_tree_top(const struct prof_view *v, int value_slot, size_t limit,
-                  struct prof_top_row **rows, size_t *nrows);
+/* Top functions by self value (recursion counted once per stack for total), `limit` rows at
+ * most (0: all). Free with prof_top_free, also after a failure. */
+int prof_tree_top(const struct prof_view *v, int value_slot, size_t limit, struct prof_top *out);
+void prof_top_free(struct prof_top *t);
 
 struct prof_top_diff_row {
     const char *name;
@@ -51,10 +60,18 @@ struct prof_top_diff_row {
     int64_t base_self, base_total; /* in a, the base */
 };
 
+struct prof_top_diff {
+    struct prof_top_diff_row *rows;
+    size_t n;
+    struct prof_scratch mem; /* rows */
+};
+
 /* Functions by the change of their self value's share of its window's total, largest change
  * (gain or loss) first; a function in one window only has zeros for the other; one with no self
- * value in either is left out. Names point into the views. */
+ * value in either is left out. Names point into the views. Free with prof_top_diff_free, also
+ * after a failure. */
 int prof_tree_top_diff(const struct prof_view *a, const struct prof_view *b, int slot,
-                       size_t limit, struct prof_top_diff_row **rows, size_t *nrows);
+                       size_t limit, struct prof_top_diff *out);
+void prof_top_diff_free(struct prof_top_diff *t);
 
 #endif

@@ -182,14 +182,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
                 FUZZ_CHECK(t.total == t.value[0] && t.base_total == t.base[0], "diff totals");
                 prof_tree_free(&t);
             }
-            struct prof_top_diff_row *d = NULL;
-            size_t nd = 0;
-            if (!prof_tree_top_diff(&va, &vb, slot, 0, &d, &nd)) {
-                for (size_t i = 0; i < nd; i++)
-                    FUZZ_CHECK(d[i].self <= d[i].total && d[i].base_self <= d[i].base_total,
+            struct prof_top_diff d;
+            if (!prof_tree_top_diff(&va, &vb, slot, 0, &d))
+                for (size_t i = 0; i < d.n; i++)
+                    FUZZ_CHECK(d.rows[i].self <= d.rows[i].total &&
+                                   d.rows[i].base_self <= d.rows[i].base_total,
                                "diff row %zu", i);
-                free(d);
-            }
+            prof_top_diff_free(&d);
             prof_view_free(&vb);
         }
         prof_view_free(&va);
@@ -200,13 +199,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
                        "a window against itself differs at node %zu", i);
         prof_tree_free(&t);
     }
-    struct prof_top_row *rows = NULL;
-    size_t nrows = 0;
-    if (!prof_tree_top(&v, slot, 50, &rows, &nrows)) {
-        for (size_t i = 0; i < nrows; i++)
-            FUZZ_CHECK(rows[i].self <= rows[i].total && rows[i].self >= 0, "top row %zu", i);
-        free(rows);
-    }
+    struct prof_top top;
+    if (!prof_tree_top(&v, slot, 50, &top))
+        for (size_t i = 0; i < top.n; i++)
+            FUZZ_CHECK(top.rows[i].self <= top.rows[i].total && top.rows[i].self >= 0,
+                       "top row %zu", i);
+    prof_top_free(&top);
     prof_view_free(&v);
 out:
     for (int i = 0; i < 12; i++)

@@ -4,6 +4,9 @@ snapshot while the app exits (its output and exit status unchanged), and a dump 
 read-only or full (a small tmpfs, mounted in a private mount namespace around the app: the
 snapshot fails with the reason, no partial file is left, the app runs on). The mounts need root or
 unprivileged user namespaces (`unshare -rm`); without either those two tests are skipped.
+The other answers made for a moment (flame graphs, top tables, pprof encodings, thread dumps)
+give their memory back as well: a big profile answered 200 times leaves the process's RSS where
+the first answers left it.
 """
 import json
 import os
@@ -105,6 +108,49 @@ class Snapshots(unittest.TestCase):
         self.assertLess(rss[-1] - rss[0], 10 * 1024, rss)
         self.assertLess(scratch, 4 << 20, "only the kept snapshot's summary stays mapped")
         shutil.rmtree(dumps, ignore_errors=True)
+
+    def test_answers_give_memory_back(self):
+        """The temporaries of the other answers (the store's view, the tree and the top table, the
+        pprof encoder's tables and zlib's state, the JSON and text buffers, glibc's qsort buffer)
+        are scratch memory given back when the answer is sent: 40 rounds of a top table, a flame
+        graph, a CPU pprof, a thread dump as pprof and as JSON, a comparison of two windows over a profile of ~20,000 distinct
+        stacks leave RSS within 6 MB of after the first round. Each of civetweb's 32 workers
+        kept its largest answer in its own malloc arena otherwise: measured, +58 MB from the top
+        tables alone."""
+        answers = ["/api/v1/top?type=cpu&limit=10000",
+                   "/api/v1/flamegraph?type=cpu&max_nodes=200000",
+                   "/debug/pprof/profile?seconds=60&wait=0",
+                   "/debug/pprof/goroutine", "/api/v1/threads",
+                   "/api/v1/flamegraph/diff?type=cpu&a=-12,-6&b=-6,now&max_nodes=200000"]
+        with ProfiledApp("many-stacks", ["--seconds", "0"],
+                         env={"CLRSCOPE_SAMPLING_HZ": "1000"}) as app:
+            app.wait_ready(timeout=120)
+            time.sleep(12)  # ~12,000 CPU samples over 32,768 call paths
+            rss, sizes = [], {}
+            for _ in range(40):
+                for path in answers:
+                    st, _, body = app.request(path, timeout=60)
+                    self.assertEqual(st, 200, (path, body[:200]))
+                    sizes[path] = len(body)
+                rss.append(rss_kb(app.pid))
+            # the last reply's arena goes once its worker is done with it (status also reads
+            # the memory rows clrscope-agg refreshes): 0 within a few seconds, unless one leaked
+            try:
+                status = app.wait_json("/api/v1/status",
+                                       lambda s: s["self"]["mem"]["scratch"] == 0, timeout=10)
+            except AssertionError:
+                status = app.json("/api/v1/status")
+            app.stop()
+        scratch = status["self"]["mem"]["scratch"]
+        print(f"\n40 rounds of {len(answers)} answers (flame graph {sizes[answers[1]] >> 10} KB, "
+              f"pprof {sizes[answers[2]] >> 10} KB): RSS after the first "
+              f"{rss[0] >> 10} MB, after the last {rss[-1] >> 10} MB; scratch held after: "
+              f"{scratch} bytes")
+        self.assertGreater(sizes[answers[1]], 1 << 20, "a big profile: a flame graph of > 1 MB")
+        if not os.environ.get("CLRSCOPE_TEST_APP_PRELOAD"):  # (ASan's allocator keeps what
+            # is freed in a 64 MB quarantine: there, RSS says nothing of glibc's arenas)
+            self.assertLess(rss[-1] - rss[0], 6 * 1024, [r >> 10 for r in rss])
+        self.assertEqual(scratch, 0, "every answer's arena released once sent")
 
     def test_snapshot_while_the_app_exits(self):
         dumps = tempfile.mkdtemp(prefix="clrscope-dumps-")

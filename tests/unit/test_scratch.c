@@ -3,10 +3,12 @@
  * blocks come zeroed and aligned, keep their bytes when they grow (a large one across mremap,
  * with the bytes a shrink left behind read as zero), large ones leave the process's mappings
  * when freed, and releasing an arena unmaps everything it held (its own count, the process's,
- * and the kernel's count of the process's mappings all go back).
+ * and the kernel's count of the process's mappings all go back). The sort is ordered and stable
+ * and keeps nothing; a moved arena keeps its blocks until dropped.
  */
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "prof_scratch.h"
@@ -79,10 +81,70 @@ static void test_large_blocks(void)
     CHECK(vm_size_kb() - vm0 < 1024, "the mappings are gone: %ld kB left", vm_size_kb() - vm0);
 }
 
+struct kv {
+    uint32_t key, pos;
+};
+
+static int cmp_key(const void *a, const void *b)
+{
+    const struct kv *x = a, *y = b;
+    return x->key < y->key ? -1 : x->key > y->key;
+}
+
+/* The sort: ordered, stable (equal keys keep their order), every size, no memory left held. */
+static void test_sort(void)
+{
+    struct prof_scratch s = {0};
+    static const size_t sizes[] = {0, 1, 2, 3, 7, 8, 9, 1000, 100000};
+    uint32_t seed = 12345;
+    for (size_t t = 0; t < sizeof sizes / sizeof sizes[0]; t++) {
+        size_t n = sizes[t];
+        struct kv *v = malloc((n ? n : 1) * sizeof *v);
+        for (size_t i = 0; i < n; i++) {
+            seed = seed * 1103515245u + 12345u;
+            v[i] = (struct kv){.key = (seed >> 16) % (n / 4 + 1), .pos = (uint32_t)i};
+        }
+        prof_scratch_sort(&s, v, n, sizeof *v, cmp_key);
+        int ok = 1;
+        for (size_t i = 1; i < n; i++)
+            ok &= v[i - 1].key < v[i].key || (v[i - 1].key == v[i].key && v[i - 1].pos < v[i].pos);
+        CHECK(ok, "%zu elements sorted, equal keys in their first order", n);
+        free(v);
+    }
+    CHECK(!s.large, "its buffer is given back: %zu bytes held", s.mapped);
+    prof_scratch_release(&s);
+}
+
+/* A moved arena holds what the old one did, its home included; dropping it unmaps it all. */
+static void test_move(void)
+{
+    size_t base = prof_scratch_mapped_bytes();
+    struct prof_scratch s = {0};
+    char *small = prof_scratch_alloc(&s, 100), *large = prof_scratch_alloc(&s, 1u << 20);
+    CHECK(small && large, "two blocks");
+    strcpy(small, "kept");
+    large[(1u << 20) - 1] = 7;
+    void *moved = prof_scratch_move(&s);
+    CHECK(moved && !s.large && !s.chunks && s.mapped == 0, "moved: the old arena is empty");
+    CHECK(!strcmp(small, "kept") && large[(1u << 20) - 1] == 7, "the blocks stay where they were");
+    CHECK(prof_scratch_mapped_bytes() - base >= (1u << 20), "still mapped");
+    prof_scratch_drop(moved);
+    CHECK(prof_scratch_mapped_bytes() == base, "dropped: all given back");
+    prof_scratch_drop(NULL);
+    /* the realloc-style shape (the pprof encoder's allocator) */
+    char *p = prof_scratch_resize(&s, NULL, 200000);
+    p = p ? prof_scratch_resize(&s, p, 400000) : NULL;
+    CHECK(p && s.large, "resize allocates and grows");
+    CHECK(prof_scratch_resize(&s, p, 0) == NULL && !s.large, "resize to 0 frees");
+    prof_scratch_release(&s);
+}
+
 int main(void)
 {
     test_small_blocks();
     test_large_blocks();
+    test_sort();
+    test_move();
     printf("%d passed, %d failed\n", passed, failed);
     return failed != 0;
 }

@@ -75,9 +75,10 @@ static void test_diff(void)
     CHECK(t.n == 6, "the union's 5 paths and the root (%zu)", t.n);
     prof_tree_free(&t);
 
-    struct prof_top_diff_row *rows = NULL;
-    size_t n = 0;
-    CHECK(!prof_tree_top_diff(&a, &b, 1, 0, &rows, &n), "top diff");
+    struct prof_top_diff top;
+    CHECK(!prof_tree_top_diff(&a, &b, 1, 0, &top), "top diff");
+    struct prof_top_diff_row *rows = top.rows;
+    size_t n = top.n;
     CHECK(n == 3, "Hot2, Hot1, Steady; Main never at the top (%zu rows)", n);
     if (n == 3) {
         CHECK(!strcmp(rows[0].name, "Hot2") && rows[0].self == 60 && rows[0].base_self == 0,
@@ -86,7 +87,7 @@ static void test_diff(void)
               "second %s (-0.55 of its share)", rows[1].name);
         CHECK(!strcmp(rows[2].name, "Steady"), "third %s (-0.05)", rows[2].name);
     }
-    free(rows);
+    prof_top_diff_free(&top);
 
     /* a window against itself: every node the same in both */
     CHECK(!prof_tree_build_diff(&b, &b, 1, 100, &t), "self diff built");

@@ -30,7 +30,7 @@ public static class Program
         "usage: TestApp MODE [--seconds N] [--exit N] [--truth-every-second] [mode options]\n" +
         "modes: hello, version, cpu-split, cpu-generic, gc-heavy, cpu-only, alloc-mix, leak, bgc-live, exceptions,\n" +
         "       contention, heap, threads, wait, unload, thread-churn, osr-loop,\n" +
-        "       dynamic-code, bursts, pool-starve, phases   (see tests/apps/README.md)";
+        "       dynamic-code, bursts, pool-starve, phases, many-stacks   (see tests/apps/README.md)";
 
     static readonly CancellationTokenSource StopSource = new();
     static readonly object TruthLock = new();
@@ -115,6 +115,7 @@ public static class Program
         "bursts" => new Bursts.BurstsMode(),
         "phases" => new Phases.PhasesMode(),
         "pool-starve" => new Starve.PoolStarveMode(),
+        "many-stacks" => new Stacks.ManyStacksMode(),
         _ => null,
     };
 
