@@ -20,10 +20,12 @@
 #define SELF_WINDOW 10
 #define DRAIN_MIN_NS 2000000LL  /* the event ring is drained at most this often */
 #define DRAIN_MAX_NS 50000000LL /* and at least (4096 slots: drops only above 80 k events/s) */
-/* While nothing comes, it naps longer, woken by the ring's doorbell once a quarter of the ring
- * has filled; the pollers (the dashboard's descriptor guard and shedding) are then looked at
- * this often. */
+/* While nothing comes, it naps longer, woken by the ring's doorbell once events come again (a
+ * few: a lone event waits for the nap's end; a burst is named soon, as the allocation walk
+ * learns from the first records it names); the pollers (the dashboard's descriptor guard and
+ * shedding) are then looked at this often. */
 #define IDLE_NAP_NS 250000000LL
+#define IDLE_WAKE_RECORDS 32
 /* Our own threads (clrscope-*, and civetweb's before it names them), found by their names in
  * /proc/self/task every SELF_RESCAN_S seconds (or when one of them ended), their CPU clocks read
  * every second in between: a scan opens a file per thread of the process, which adds up in an app
@@ -322,7 +324,7 @@ static void *agg_main(void *arg)
             nap = 1000000;
         if (idle) {
             uint32_t *bell = prof_ring_bell(agg.ring), seen = __atomic_load_n(bell, __ATOMIC_SEQ_CST);
-            prof_ring_arm_bell(agg.ring, RING_SLOTS / 4);
+            prof_ring_arm_bell(agg.ring, IDLE_WAKE_RECORDS);
             prof_core_nap_word(bell, seen, prof_now_ns() + nap, nudges);
             prof_ring_arm_bell(agg.ring, 0);
         } else {

@@ -93,8 +93,10 @@ static int add_code(uintptr_t lo, uintptr_t hi, FunctionID fn, int entry, int dy
     memmove(&codemap.order[at + 1], &codemap.order[at],
             (codemap.npool - at) * sizeof *codemap.order);
     codemap.order[at] = codemap.npool;
-    if (c.shape.known && !c.shape.framed && c.shape.frame % 16 == 8)
+    if (c.shape.known && !c.shape.framed && c.shape.frame % 16 == 8) {
         codemap.frameless_dirty = 1;
+        prof_sig_wake_sampler(); /* it publishes the table (prof_codemap_tick) */
+    }
     return (int)codemap.npool++;
 }
 
@@ -134,6 +136,7 @@ FunctionID codemap_lookup(uintptr_t key, int *code)
         codemap.nosr = 0;
         codemap.st.osr_returns = 0;
         codemap.osr_dirty = 1;
+        prof_sig_wake_sampler();
     }
     if (__atomic_load_n(&codemap.dyn.head, __ATOMIC_ACQUIRE) != codemap.dyn.tail)
         codemap_dyn_apply();

@@ -14,6 +14,7 @@
 #include "clr_abi.h"
 #include "prof_codemap_int.h"
 #include "prof_core.h"
+#include "prof_sighandler.h"
 #include "prof_symbols.h"
 
 static void dyn_push(uintptr_t lo, uintptr_t hi, FunctionID fn, int entry)
@@ -143,6 +144,7 @@ static void dyn_remove(FunctionID fn)
         if (codemap.pool[i].dyn && codemap.pool[i].fn == fn) {
             codemap.pool[i].dead = 1;
             codemap.frameless_dirty = 1; /* its frame shape no longer describes that memory */
+            prof_sig_wake_sampler();
         }
     forget_cached(0, 0, fn);
     prof_symbols_forget_dynamic();

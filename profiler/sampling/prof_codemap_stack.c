@@ -122,6 +122,7 @@ static void note_osr_return(uintptr_t ra)
     codemap.osr_ra[at] = ra;
     codemap.nosr++;
     codemap.osr_dirty = 1;
+    prof_sig_wake_sampler();
     codemap.st.osr_returns = codemap.nosr;
 }
 

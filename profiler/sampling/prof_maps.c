@@ -280,6 +280,8 @@ int prof_maps_is_code(uintptr_t ip)
 void prof_maps_refresh(int sure)
 {
     maps.dirty |= sure ? 2 : 1;
+    if (sure)
+        prof_sig_wake_sampler(); /* (napping through idle ticks, it would refresh only at the next) */
 }
 
 /* ---- the walk tables ---- */

@@ -33,6 +33,30 @@
 
 struct prof_sig_shared g_sig;
 
+/* A system call without libc (this file references no outside symbol) and without errno. */
+static inline long raw_syscall3(long n, long a, long b, long c)
+{
+    long ret;
+    __asm__ volatile("syscall" : "=a"(ret) : "a"(n), "D"(a), "S"(b), "d"(c) : "rcx", "r11", "memory");
+    return ret;
+}
+
+/* Wakes the sampler if it naps through idle ticks with its doorbell armed (once per arming):
+ * new samples to drain, or a walk that found the maps snapshot behind. */
+static void wake_sampler(void)
+{
+    if (__atomic_load_n(&g_sig.bell_at, __ATOMIC_SEQ_CST) &&
+        __atomic_exchange_n(&g_sig.bell_at, 0, __ATOMIC_SEQ_CST)) {
+        __atomic_add_fetch(&g_sig.bell_word, 1, __ATOMIC_SEQ_CST);
+        raw_syscall3(SYS_futex, (long)&g_sig.bell_word, FUTEX_WAKE_PRIVATE, 1);
+    }
+}
+
+void prof_sig_wake_sampler(void)
+{
+    wake_sampler();
+}
+
 static const struct prof_sig_range *find_range(const struct prof_sig_range *r, uint32_t n,
                                                uintptr_t addr)
 {
@@ -90,8 +114,10 @@ static uintptr_t stack_top(const struct prof_sig_maps *m, uintptr_t sp, uint32_t
         return stack->hi;
     *flags |= PROF_SIG_F_NOSTACK;
     __atomic_add_fetch(&g_sig.no_stack, 1, __ATOMIC_RELAXED);
-    if (!stack)
+    if (!stack) {
         __atomic_add_fetch(&g_sig.maps_miss, 1, __ATOMIC_RELAXED);
+        wake_sampler();
+    }
     return 0;
 }
 
@@ -380,8 +406,10 @@ static uint32_t walk(struct prof_sig_entry *e, const ucontext_t *uc)
     e->nwindow = w;
     n = chain(e->ips, n, max, sp, bp, top, m, NULL, &e->found, &flags);
     e->flags |= flags & (PROF_SIG_F_TRUNCATED | PROF_SIG_F_NEWCODE);
-    if (flags & PROF_SIG_F_NEWCODE) /* the JIT may have mapped code since the snapshot */
+    if (flags & PROF_SIG_F_NEWCODE) { /* the JIT may have mapped code since the snapshot */
         __atomic_add_fetch(&g_sig.code_miss, 1, __ATOMIC_RELAXED);
+        wake_sampler();
+    }
     return n;
 }
 
@@ -413,19 +441,13 @@ __attribute__((noinline)) uint32_t prof_sig_walk_self(uintptr_t *ips, uint32_t m
         uintptr_t top = stack_top(m, sp, flags);
         if (top)
             n = chain(ips, 0, max, sp, bp, top, m, &sw, NULL, flags);
-        if (*flags & PROF_SIG_F_NOTCODE)
+        if (*flags & PROF_SIG_F_NOTCODE) {
             __atomic_add_fetch(&g_sig.maps_miss, 1, __ATOMIC_RELAXED); /* new code? */
+            wake_sampler();
+        }
     }
     __atomic_sub_fetch(&g_sig.inflight, 1, __ATOMIC_SEQ_CST);
     return n;
-}
-
-/* A system call without libc (this file references no outside symbol) and without errno. */
-static inline long raw_syscall3(long n, long a, long b, long c)
-{
-    long ret;
-    __asm__ volatile("syscall" : "=a"(ret) : "a"(n), "D"(a), "S"(b), "d"(c) : "rcx", "r11", "memory");
-    return ret;
 }
 
 void prof_sig_handler(int sig, siginfo_t *si, void *ucv)
@@ -504,11 +526,8 @@ sample:;
     __atomic_store_n(&e->state, PROF_SIG_FULL, __ATOMIC_RELEASE);
     uint64_t handled = __atomic_add_fetch(&g_sig.handled, 1, __ATOMIC_SEQ_CST);
     uint64_t bell_at = __atomic_load_n(&g_sig.bell_at, __ATOMIC_SEQ_CST);
-    if (bell_at && handled >= bell_at && __atomic_exchange_n(&g_sig.bell_at, 0, __ATOMIC_SEQ_CST)) {
-        /* the sampler naps through idle ticks: wake it to drain (once per arming) */
-        __atomic_add_fetch(&g_sig.bell_word, 1, __ATOMIC_SEQ_CST);
-        raw_syscall3(SYS_futex, (long)&g_sig.bell_word, FUTEX_WAKE_PRIVATE, 1);
-    }
+    if (bell_at && handled >= bell_at) /* half a ring's samples since the sampler's last drain */
+        wake_sampler();
 out:
     __atomic_add_fetch(&g_sig.handler_cycles, prof_sig_cycles() - c0, __ATOMIC_RELAXED);
     __atomic_sub_fetch(&g_sig.inflight, 1, __ATOMIC_SEQ_CST);

@@ -200,13 +200,18 @@ struct prof_sig_shared {
     uint32_t unload_epoch; /* atomic: prof_unload's epoch, copied there by prof_unload_started */
     uint64_t handler_cycles; /* atomic: time spent in the handler, in prof_sig_cycles() units */
     /* The sampler's doorbell while it naps through idle ticks (prof_sigsample_arm_bell): once
-     * `handled` reaches bell_at (nonzero), the handler that got there clears it, bumps
-     * bell_word and wakes the futex on it, so samples never wait long enough to fill a ring. */
+     * `handled` reaches bell_at (nonzero), or a walk finds the maps snapshot behind, whoever got
+     * there clears it, bumps bell_word and wakes the futex on it: samples never wait long enough
+     * to fill a ring, and a refresh of the snapshot never waits for the next wall tick. */
     uint64_t bell_at;   /* atomic */
     uint32_t bell_word; /* atomic; a futex word */
 };
 
 extern struct prof_sig_shared g_sig;
+
+/* Wakes the sampler napping through idle ticks (prof_sigsample_arm_bell), once per arming: any
+ * thread, signal handlers and runtime callbacks included (atomics and one raw system call). */
+void prof_sig_wake_sampler(void);
 
 /* The CPU's cycle counter (x86-64: the invariant TSC; arm64: the virtual counter), one
  * instruction and no call, for timing the handler; 0 elsewhere. Its rate is measured against
