@@ -6,6 +6,7 @@
  */
 
 import * as fmt from './fmt.js';
+import {hook} from './hook.js';
 import {theme, onTheme, tooltip, fitCanvas, niceStep, observeWidth} from './charts.js';
 
 function niceBytesStep(range, ticks) {
@@ -29,10 +30,10 @@ function timeStep(span, most) {
 /*
  * new TimeChart(container, {height, yFormat, stacked, yMax, title})
  * chart.setData({x: [unix s...], series: [{name, color?, values: [...]}],
- *                markers: [{x, v, color, info: {title, rows}}], xMin, xMax})
+ *                markers: [{x, v, color, info: {title, rows}}], marks: [{t, label}], xMin, xMax})
  * Lines, or stacked areas with `stacked: true`. Markers are short bars standing on the x axis
- * (height proportional to v) with their own tooltip; the cursor otherwise shows all series at
- * the nearest x.
+ * (height proportional to v) with their own tooltip; marks (/api/v1/marks) dashed lines across
+ * the whole height with their label; the cursor otherwise shows all series at the nearest x.
  */
 export function TimeChart(container, opts) {
   this.opts = opts || {};
@@ -271,6 +272,31 @@ TimeChart.prototype.draw = function () {
     this._markers.push({x: mx, m: m});
   }
 
+  // marks: moments a user named, dashed across the plot, labelled at the top
+  var drawn = 0;
+  ctx.save();
+  ctx.setLineDash([4, 3]);
+  ctx.textAlign = 'left';
+  ctx.textBaseline = 'top';
+  (d.marks || []).forEach(function (mk) {
+    var kx = Math.round(X(mk.t)) + 0.5;
+    if (kx < L.l || kx > L.w - L.r) return;
+    ctx.strokeStyle = th.muted;
+    ctx.lineWidth = this.hover && this.hover.mark === mk ? 2 : 1;
+    ctx.beginPath();
+    ctx.moveTo(kx, L.t);
+    ctx.lineTo(kx, L.t + ph);
+    ctx.stroke();
+    ctx.fillStyle = th.muted;
+    var text = mk.label || 'mark';
+    if (text.length > 24) text = text.slice(0, 23) + '…';
+    ctx.fillText(text, kx + 3 + ctx.measureText(text).width > L.w - L.r ? kx - 3 - ctx.measureText(text).width : kx + 3, L.t + 1);
+    this._markers.push({x: kx, mark: mk});
+    drawn++;
+  }, this);
+  ctx.restore();
+  hook.marksDrawn = drawn;
+
   // cursor
   if (this.hover && this.hover.index != null) {
     var hx = Math.round(X(d.x[this.hover.index])) + 0.5;
@@ -304,9 +330,17 @@ TimeChart.prototype._move = function (e) {
     var dist = Math.abs(mk.x - px);
     if (dist <= bestDist) {
       bestDist = dist;
-      best = mk.m;
+      best = mk.m || null;
+      if (mk.mark) best = {mark: mk.mark};
     }
   });
+  if (best && best.mark) {
+    this.hover = {mark: best.mark};
+    this.draw();
+    tooltip.show(e.clientX, e.clientY, {title: best.mark.label || 'mark',
+      rows: [['mark', fmt.time(best.mark.t)]]});
+    return;
+  }
   if (best) {
     this.hover = {marker: best};
     this.draw();

@@ -14,6 +14,7 @@ import {api, qs} from '../requests.js';
 import {FlameGraph} from '../flame.js';
 import {DataTable} from '../table.js';
 import {diffTree} from '../flame_model.js';
+import {marks as getMarks} from '../marks.js';
 
 var TYPES = [['cpu', 'CPU'], ['wall', 'Wall'], ['alloc-bytes', 'Alloc bytes'],
   ['alloc-count', 'Alloc count'], ['exceptions', 'Exceptions'], ['lock-time', 'Lock time']];
@@ -120,9 +121,9 @@ export function create() {
     interval: function () { return 10000; },
     refresh: function () {
       var my = ++seq;
-      return api('api/v1/marks', {quiet: true}).then(function (mr) {
+      return getMarks(true).then(function (list) {
         if (my !== seq) return;
-        marks = mr.ok && mr.data && mr.data.marks || [];
+        marks = list;
         renderPresets();
         var w = windows(opts.preset, marks);
         return api('api/v1/flamegraph/diff?' + qs({type: opts.type, a: w.a, b: w.b, limit: 30})).then(function (r) {

@@ -8,6 +8,7 @@
 import * as F from '../fmt.js';
 import * as Charts from '../charts.js';
 import {TimeChart} from '../time_chart.js';
+import {marks} from '../marks.js';
 import {h, clear, panel, unavailable, notAvailableText, stat} from '../dom.js';
 import {state, windowText} from '../state.js';
 import {api, qs} from '../requests.js';
@@ -62,7 +63,8 @@ export function create() {
   }
 
   function load() {
-    return api('api/v1/gc?' + qs({seconds: state.seconds})).then(function (r) {
+    return Promise.all([api('api/v1/gc?' + qs({seconds: state.seconds})), marks()]).then(function (got) {
+      var r = got[0], ms = got[1];
       if (r.aborted) return;
       clear(warn);
       clear(stats);
@@ -110,7 +112,7 @@ export function create() {
         markers: cols.map(function (c) {
           return {x: c.t, v: c.pause_ms || 0, color: colors[Math.min(2, c.generation | 0)], info: gcInfo(c)};
         }),
-        refLine: d.warn_threshold, xMin: xMin, xMax: now
+        refLine: d.warn_threshold, xMin: xMin, xMax: now, marks: ms
       });
       var gensK = ['gen0', 'gen1', 'gen2', 'loh', 'poh'];
       heapChart.setData({
@@ -118,7 +120,7 @@ export function create() {
         series: gensK.map(function (g) {
           return {name: g, values: series.map(function (p) { return p.heap ? p.heap[g] : null; })};
         }),
-        xMin: xMin, xMax: now
+        xMin: xMin, xMax: now, marks: ms
       });
       var last = series.length && series[series.length - 1].heap;
       if (last) {

@@ -8,6 +8,7 @@
 
 import * as F from '../fmt.js';
 import {TimeChart} from '../time_chart.js';
+import {marks} from '../marks.js';
 import {h, clear, panel, unavailable, notAvailableText, shortType} from '../dom.js';
 import {state, saveHash} from '../state.js';
 import {api} from '../requests.js';
@@ -95,11 +96,15 @@ export function create() {
       (t.history || []).forEach(function (pt) { byT[pt.t] = pt.count; });
       return {name: shortType(t.type), values: x.map(function (tt) { return byT[tt] != null ? byT[tt] : null; })};
     });
-    chart.setData({x: x, series: series});
+    chart.setData({x: x, series: series, marks: markList});
   }
 
+  var markList = [];
+
   function load() {
-    return api('api/v1/live').then(function (r) {
+    return Promise.all([api('api/v1/live'), marks()]).then(function (got) {
+      var r = got[0];
+      markList = got[1];
       if (r.aborted) return;
       clear(note);
       if (!r.ok) {

@@ -264,6 +264,15 @@ test('every tab renders', async () => {
   }
 });
 
+test('a mark shows on the GC charts', async () => {
+  const st = await page.evaluate(async () => (await fetch('api/v1/marks', {method: 'POST',
+    headers: {'Content-Type': 'application/json'}, body: JSON.stringify({label: 'from the test', t: -3})})).status);
+  assert.equal(st, 201);
+  await page.evaluate(() => { window.__clrscope.marksDrawn = 0; });
+  await openTab('gc', 'GC');
+  await page.waitForFunction(() => window.__clrscope.marksDrawn >= 1, null, {timeout: 15000});
+});
+
 test('locks: the table says where threads waited and who held the lock; a row filters', async (t) => {
   await openTab('locks', 'Locks');
   const rows = page.locator('main tbody tr.click');

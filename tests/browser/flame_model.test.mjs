@@ -144,3 +144,28 @@ test('names split on dots outside generic brackets', () => {
   assert.equal(M.shortName('Ns.Sub.Type.Method'), 'Type.Method');
   assert.equal(M.shortName('[native] libcoreclr.so'), '[native] libcoreclr.so');
 });
+
+test('a differential tree: widths by share, both windows kept, colour steps by the change', () => {
+  // window a (base): total 40, Hot1 30; window b: total 100, Hot2 60, Hot1 20
+  const reply = {name: 'all', value: 100, self: 0, base: 40, base_self: 0, children: [
+    {name: 'Hot1', value: 20, self: 20, base: 30, base_self: 30, children: []},
+    {name: 'Hot2', value: 60, self: 60, base: 0, base_self: 0, children: []},
+    {name: 'Steady', value: 20, self: 20, base: 10, base_self: 10, children: []}]};
+  const t = M.diffTree(reply, 40, 100, true, 1000);
+  assert.equal(t.value, 2000, 'the root: all of a plus all of b');
+  const by = Object.fromEntries(t.children.map((c) => [c.name, c]));
+  assert.equal(by.Hot1.value, 30 / 40 * 1000 + 20 / 100 * 1000);
+  assert.equal(by.Hot2.value, 600);
+  assert.equal(by.Hot1.a, 30);
+  assert.equal(by.Hot1.b, 20);
+  const abs = M.diffTree(reply, 40, 100, false, 1000);
+  assert.equal(abs.value, 140, 'absolute: a plus b');
+  const m = M.flatten(t);
+  assert.ok(m.a && m.b, 'the flattened model keeps both windows');
+  assert.equal(M.diffStep(0, 60, 40, 100), 4, 'new: the deepest red');
+  assert.equal(M.diffStep(30, 0, 40, 100), -4, 'gone: the deepest blue');
+  assert.equal(M.diffStep(30, 20, 40, 100), -3, '0.75 to 0.2 of the total');
+  assert.equal(M.diffStep(10, 25, 40, 100), 0, 'the same share: grey');
+  assert.equal(M.diffStep(0, 0, 40, 100), 0);
+  assert.equal(M.diffStep(5, 5, 0, 0), 0, 'empty windows');
+});

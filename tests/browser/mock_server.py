@@ -420,9 +420,14 @@ class Handler(BaseHTTPRequestHandler):
                 return self.err(404, "not implemented yet: %s" % path)
         seconds = int(q.get("seconds", ["60"])[0] or 60)
         if method == "POST" and path == "/api/v1/marks":
+            n = int(self.headers.get("Content-Length") or 0)
+            body = json.loads(self.rfile.read(n) or b"{}") if n else {}
+            t = float(body.get("t", 0) or 0)
+            t = t if t > 0 else time.time() + t
             with st.lock:
                 marks = st.__dict__.setdefault("marks", [])
-                m = {"id": len(marks) + 1, "t": time.time(), "label": q.get("label", [""])[0][:127]}
+                m = {"id": len(marks) + 1, "t": t,
+                     "label": (body.get("label") or q.get("label", [""])[0])[:127]}
                 marks.append(m)
             return self.send(201, m)
         if path == "/api/v1/budget":
