@@ -5,14 +5,12 @@ that `go tool pprof` reads.
 """
 import http.client
 import os
-import re
 import shutil
 import sys
 import time
 import unittest
 
-from harness import (ProfiledApp, available_runtimes, cpu_split, find_nodes, find_paths,
-                     go_pprof, tree_totals_by_name)
+from harness import ProfiledApp, cpu_split, find_paths, go_pprof, tree_totals_by_name
 from pprofdec import read_pprof
 
 HEAVY = "TestApp.CpuWork.HeavyCaller"
@@ -336,150 +334,6 @@ class BurstSplit(unittest.TestCase):
         self.assertGreater(truth["short_bursts"], 1000, truth)
 
 
-def cpu_ms_below(flame, caller):
-    """CPU (ms) of a flame graph's samples under `caller`, by the name of the frame right below
-    it."""
-    out = {}
-    for path, v, node in find_nodes(flame["root"], caller):
-        for c in node.get("children", []):
-            out[c["name"]] = out.get(c["name"], 0) + c["value"] / 1e6
-    return out
-
-
-class DynamicCode(unittest.TestCase):
-    """CPU in dynamic methods (dynamic-code: DynamicMethod, the kind compiled Regex and
-    expression trees run as). They have no metadata, so GetFunctionFromIP2 does not answer for
-    their code, which would show as "[native code]". The runtime's
-    DynamicMethodJITCompilationFinished tells where each one's code is, and DynamicMethodUnloaded
-    when it is collected (the short-lived Churn_<n> methods: their memory is reused by the next
-    ones, which must not inherit an old name)."""
-
-    @classmethod
-    def setUpClass(cls):
-        app = ProfiledApp("dynamic-code", ["--seconds", "8"], env={"CLRSCOPE_PROFILES": "cpu"})
-        app.start()
-        try:
-            app.wait_ready()
-            time.sleep(7.5)
-            cls.cpu = app.json("/api/v1/flamegraph?type=cpu&seconds=300")
-            cls.dyn = app.json("/api/v1/status")["self"]["signal_sampler"]["dynamic_methods"]
-            cls.final = app.wait_truth(timeout=60)
-        finally:
-            app.stop()
-        cls.frames = cls.final["frames"]
-
-    def under(self, caller):
-        return cpu_ms_below(self.cpu, caller)
-
-    def test_runtime_told_compilations_and_collections(self):
-        self.assertGreaterEqual(self.dyn["compiled"], 2, self.dyn)
-        self.assertGreater(self.dyn["collected"], 0, self.dyn)  # the Churn_ methods, by the GCs
-        self.assertEqual(self.dyn["dropped"], 0, self.dyn)
-
-    def test_long_lived_method_named_with_its_cpu(self):
-        below = self.under(self.frames["burn_caller"])
-        got = below.get(self.frames["burn"], 0)
-        ratio = got / self.final["burn_cpu_ms"]
-        # before: all of it under "[native code]"
-        self.assertGreater(ratio, 0.8, (below, self.final))
-        self.assertLess(ratio, 1.1, (below, self.final))
-
-    def test_short_lived_methods_named_and_never_misnamed(self):
-        prefix = self.frames["churn_prefix"]
-        churn = self.under(self.frames["churn_caller"])
-        named = sum(v for k, v in churn.items() if k.startswith(prefix))
-        self.assertGreater(named / self.final["churn_cpu_ms"], 0.75, (churn, self.final))
-        # code memory reused by a new method must not keep an old method's name
-        burn = self.under(self.frames["burn_caller"])
-        self.assertFalse([k for k in burn if k.startswith(prefix)], burn)
-        self.assertNotIn(self.frames["burn"], churn)
-        # each Churn_<n> lived ~20 ms: most of them were sampled under their own name
-        self.assertGreater(len([k for k in churn if k.startswith(prefix)]),
-                           self.final["churn_made"] // 3, (len(churn), self.final["churn_made"]))
-
-
-class TrieCompaction(unittest.TestCase):
-    """A process that keeps making new call paths (dynamic-code: ~50 new methods a second) in a
-    small call-path trie (CLRSCOPE_MAX_STACK_NODES=1500, ~500 paths within the 10 s of history)
-    and with little room for names (CLRSCOPE_MAX_NAME_BYTES=64 KiB, the least, ~1,800 of the
-    methods' names). Were both only to grow, once the trie was full every new path would be cut
-    where it ended (the new methods' CPU going to their caller), and once the names were, every
-    new method would be "[overflow]", for the process's life. The paths no second within the
-    history uses are dropped when the trie is 7/8 full, and the names no longer used when they
-    are: after the compactions the newest methods are named again, with their share of the CPU,
-    and no node or name is ever refused."""
-
-    @classmethod
-    def setUpClass(cls):
-        app = ProfiledApp("dynamic-code", ["--seconds", "150", "--call-ms", "1"], env={
-            "CLRSCOPE_PROFILES": "cpu", "CLRSCOPE_SAMPLING_HZ": "200",
-            "CLRSCOPE_MAX_STACK_NODES": "1500", "CLRSCOPE_HISTORY_S": "10",
-            "CLRSCOPE_MAX_NAME_BYTES": "65536"})
-        app.start()
-        cls.polls = []
-        try:
-            app.wait_ready()
-            deadline = time.monotonic() + 135
-            while time.monotonic() < deadline:
-                st = app.json("/api/v1/status")
-                cls.polls.append(st)
-                if st["store"]["compactions"] >= 1 and st["store"].get("name_compactions", 0) >= 1:
-                    break
-                time.sleep(1)
-            time.sleep(8)  # a window wholly after the first compaction of each
-            cls.cpu = app.json("/api/v1/flamegraph?type=cpu&seconds=7")
-            cls.status = app.json("/api/v1/status")
-            app.stop()
-            cls.final = app.wait_truth(timeout=60)
-        finally:
-            app.stop()
-        cls.frames = cls.final["frames"]
-
-    def under(self, caller):
-        return cpu_ms_below(self.cpu, caller)
-
-    def test_the_trie_was_compacted_and_never_refused_a_node(self):
-        store, dropped = self.status["store"], self.status["dropped"]
-        self.assertGreaterEqual(store["compactions"], 1, [p["store"] for p in self.polls[-3:]])
-        self.assertGreater(store["compacted_nodes"], 0, store)
-        self.assertLessEqual(store["stack_nodes"], store["stack_node_cap"], store)
-        self.assertEqual(store["stack_node_cap"], 1500, store)
-        self.assertEqual(dropped["stack_nodes"], 0, (store, dropped))
-        # it did fill: the trie grew to 7/8 of its cap before the first compaction
-        self.assertGreaterEqual(max(p["store"]["stack_nodes"] for p in self.polls), 1312 - 50,
-                                [p["store"] for p in self.polls[-3:]])
-
-    def test_the_names_were_compacted_and_never_refused(self):
-        store, dropped = self.status["store"], self.status["dropped"]
-        last = [p["store"] for p in self.polls[-3:]]
-        self.assertGreaterEqual(store["name_compactions"], 1, last)
-        self.assertEqual(store["name_cap"], 65536, store)
-        # the names of the methods no second within the history ran were freed (at ~50 a second
-        # ~1,500 names fill 56 KiB, ~500 of them within the 10 s of history)
-        self.assertGreater(store["freed_names"], 500, store)
-        self.assertLessEqual(store["name_bytes"], store["name_cap"], store)
-        self.assertEqual(dropped["names"], 0, (store, dropped))
-        # it did fill: the names grew to 7/8 of their cap before the first compaction
-        self.assertGreaterEqual(max(p["store"]["name_bytes"] for p in self.polls),
-                                65536 * 7 // 8 - 2048, last)
-
-    def test_new_methods_after_the_compaction_are_named_with_their_cpu(self):
-        prefix = self.frames["churn_prefix"]
-        churn = self.under(self.frames["churn_caller"])
-        burn = self.under(self.frames["burn_caller"]).get(self.frames["burn"], 0)
-        named = sum(v for k, v in churn.items() if k.startswith(prefix))
-        total = sum(churn.values())
-        self.assertNotIn("[overflow]", churn, churn)
-        # a cut path leaves the new method's CPU on its caller (or "[truncated]" below it)
-        self.assertGreater(total, 0, self.cpu["root"].get("children"))
-        self.assertGreater(named / total, 0.75, churn)
-        # the window's split between the long-lived method and the new ones is the app's (the
-        # loop alternates ~20 ms in each, so the whole run's split holds for any 7 s of it)
-        truth = self.final["churn_cpu_ms"] / (self.final["churn_cpu_ms"] + self.final["burn_cpu_ms"])
-        got = named / (named + burn)
-        self.assertLess(abs(got - truth), 0.12, (got, truth, named, burn))
-
-
 class GenericFrames(unittest.TestCase):
     """Frame names carry generic arguments, so two instantiations of one generic method with
     different costs stay apart: cpu-generic runs Cruncher<int>.Nested.Spin<int> (code compiled for
@@ -529,73 +383,6 @@ class GenericFrames(unittest.TestCase):
         self.assertIn(STRING_FRAME, frames)
 
 
-class OsrFrames(unittest.TestCase):
-    """A method entered once that loops for the whole run (osr-loop) runs as OSR code on its
-    Tier0 frame. The OSR frame's record chains straight to the method's caller's caller, so the
-    bare signal walk passes over the caller: every sample of the loop would lose
-    TestApp.Osr.Work.Caller (and ~10 % of cpu-split's in its first seconds). The sampler tells
-    the handler which code is OSR, and the handler finds the Tier0 record between."""
-
-    def test_caller_kept_under_osr_code(self):
-        for rt in available_runtimes():
-            with self.subTest(runtime=rt):
-                app = ProfiledApp("osr-loop", ["--seconds", "5"], runtime=rt,
-                                  env={"CLRSCOPE_PROFILES": "cpu,alloc",
-                                       "CLRSCOPE_SAMPLING_HZ": "1000"})
-                app.start()
-                try:
-                    app.wait_ready()
-                    time.sleep(4.5)
-                    # the last 3 s: the samples the sampler drained before it first met the
-                    # OSR code (one tick) lack the caller still
-                    late = app.json("/api/v1/flamegraph?type=cpu&seconds=3")
-                    late_alloc = app.json("/api/v1/flamegraph?type=alloc-bytes&seconds=3")
-                    cpu = app.json("/api/v1/flamegraph?type=cpu&seconds=300")
-                    sig = app.json("/api/v1/status")["self"]["signal_sampler"]
-                    final = app.wait_truth(timeout=60)
-                finally:
-                    app.stop()
-                # the loop did run as OSR code (not so under DOTNET_TieredCompilation=0)
-                self.assertGreater(sig["osr_returns"], 0, sig)
-                loop, caller = final["frames"]["loop"], final["frames"]["caller"]
-                total = under = mix = mix_under = 0
-                for path, v, node in find_nodes(late["root"], loop):
-                    total += v
-                    under += v if len(path) > 1 and path[-2] == caller else 0
-                    for c in node.get("children", []):
-                        if c["name"] == final["frames"]["mix"]:
-                            mix += c["value"]
-                            mix_under += c["value"] if path[-2:-1] == [caller] else 0
-                self.assertGreater(total, 0, tree_totals_by_name(late["root"]))
-                self.assertGreater(under / total, 0.97, (under, total, rt))
-                # the samples in the frameless callee (rbp is the OSR frame's) too, as many as
-                # the app's own clock says the loop spends there (5-50 % by CPU: 5.8 % on CI's)
-                # (1000 Hz: ~2,000 samples of the loop, ~100 of them in Mix at 5 %)
-                share = final["mix_share"]
-                self.assertGreater(share, 0.01, final)
-                n, got = total / 1e6, mix / 1e6
-                want = share * n
-                self.assertGreater(got, 0.7 * want - 3 * want ** 0.5, (mix, total, share, rt))
-                self.assertLess(got, 1.4 * want + 3 * want ** 0.5 + 1, (mix, total, share, rt))
-                self.assertGreater(mix_under / mix, 0.97, (mix_under, mix, rt))
-                # ~4,500 samples: the loop's CPU is the worker's (the tail after the query aside)
-                total = sum(v for _, v in find_paths(cpu["root"], loop))
-                ratio = total / 1e6 / final["worker_cpu_ms"]
-                self.assertGreater(ratio, 0.75, final)
-                self.assertLess(ratio, 1.1, final)
-                # allocation stacks through OSR code keep its caller too: in a callee of the loop,
-                # and made by the mixed loop itself (without the OSR table, only 1-4 % of the
-                # latter have MixedCaller)
-                f = final["frames"]
-                for leaf, want in ((f["payload"], [caller, loop]), (f["mixed"], [f["mixed_caller"]])):
-                    total = under = 0
-                    for path, v, node in find_nodes(late_alloc["root"], leaf):
-                        total += v
-                        under += v if path[-1 - len(want):-1] == want else 0
-                    self.assertGreater(total, 0, (leaf, tree_totals_by_name(late_alloc["root"])))
-                    self.assertGreater(under / total, 0.95, (leaf, under, total, rt))
-
-
 class BlockedSignal(unittest.TestCase):
     """A process started with SIGPROF blocked (a supervisor's or a container init's signal mask,
     which every thread inherits): timers armed with SIGPROF all the same would leave every signal
@@ -622,74 +409,6 @@ class BlockedSignal(unittest.TestCase):
         self.assertNotEqual(so["signal_sampler"]["signal"], 27)  # SIGPROF
         share, truth = cpu_split(cpu, final)
         self.assertAlmostEqual(share, truth, delta=0.1)
-
-
-class IdleWall(unittest.TestCase):
-    """50 threads blocked in waits and sleeps (`threads --threads 50`): a wall tick reads their CPU
-    clocks and records each one's kept stack without suspending the runtime when none of them has
-    run since it was walked; the runtime's own threads (the counters' poller runs every second)
-    still make some ticks walk, those alone. The wall profile is what walks would give: every
-    blocked thread, in its wait, for the whole window."""
-
-    def test_idle_threads_are_not_walked_and_keep_their_wall_time(self):
-        app = ProfiledApp("threads", ["--threads", "50", "--seconds", "0"],
-                          env={"CLRSCOPE_PROFILES": "cpu,wall"})
-        app.start()
-        try:
-            app.wait_ready()
-            time.sleep(3)
-            before = app.json("/api/v1/status")["self"]
-            time.sleep(8)
-            after = app.json("/api/v1/status")["self"]
-            wall = app.json("/api/v1/flamegraph?type=wall&seconds=6")
-        finally:
-            app.stop()
-        ticks = after["sampler_ticks"] - before["sampler_ticks"]
-        cached = after["wall_cached_ticks"] - before["wall_cached_ticks"]
-        suspended = after["suspended_s"] - before["suspended_s"]
-        self.assertGreater(ticks, 30, (before, after))  # 5 a second
-        self.assertGreaterEqual(cached, ticks // 2, (ticks, cached))
-        self.assertLess(suspended, 0.05 * (ticks - cached) + 0.02, (ticks, cached, suspended))
-        totals = tree_totals_by_name(wall["root"])
-        span = wall["t_to"] - wall["t_from"]
-        for leaf in ("TestApp.Threads.Blocker.WaitOnEvent", "TestApp.Threads.Blocker.SleepLoop"):
-            seconds = totals.get(leaf, 0) / 1e9
-            # 25 threads each, every one for the whole window
-            self.assertAlmostEqual(seconds / (25 * span), 1.0, delta=0.15, msg=(leaf, seconds,
-                                                                              span))
-
-
-class WallUnderBudget(unittest.TestCase):
-    """The overhead governor's second lever: with a budget an idle app cannot meet
-    (CLRSCOPE_OVERHEAD_BUDGET=0.1 %, no floor) and no allocation events to turn down, it spaces
-    the wall sampler's ticks a step every 10 s window (2x, then 4x). Each wall sample weighs the
-    time since the previous one, so the wall profile still gives every blocked thread the whole
-    window."""
-
-    def test_wall_ticks_spaced_and_totals_kept(self):
-        app = ProfiledApp("threads", ["--threads", "50", "--seconds", "0"],
-                          env={"CLRSCOPE_PROFILES": "cpu,wall", "CLRSCOPE_OVERHEAD_BUDGET": "0.1%",
-                               "CLRSCOPE_OVERHEAD_FLOOR": "0"})
-        app.start()
-        try:
-            app.wait_ready()
-            time.sleep(14)
-            budget = app.json("/api/v1/budget")
-            metrics = app.request("/metrics")[2].decode()
-            wall = app.json("/api/v1/flamegraph?type=wall&seconds=10")
-        finally:
-            app.stop()
-        self.assertGreaterEqual(budget["sources"]["wall"]["slowdown"], 2, budget)
-        self.assertLess(budget["sources"]["wall"]["hz"], 5, budget)
-        self.assertEqual(budget["last_change"]["source"], "wall", budget)
-        self.assertIn("clrscope_budget_wall_slowdown", metrics)
-        totals = tree_totals_by_name(wall["root"])
-        span = wall["t_to"] - wall["t_from"]
-        for leaf in ("TestApp.Threads.Blocker.WaitOnEvent", "TestApp.Threads.Blocker.SleepLoop"):
-            seconds = totals.get(leaf, 0) / 1e9
-            # 25 threads each for the whole window; a tick up to 0.8 s apart at either edge
-            self.assertAlmostEqual(seconds / (25 * span), 1.0, delta=0.2, msg=(leaf, seconds,
-                                                                             span))
 
 
 class Errors(unittest.TestCase):
