@@ -123,6 +123,14 @@ int api_status(const struct api_req *q, struct api_reply *out)
         cJSON_AddNumberToObject(sg, "osr_returns", (double)ss.sig.osr_returns);
         struct prof_codemap_stats cm;
         prof_codemap_get_stats(&cm);
+        cJSON *wk = cJSON_AddObjectToObject(sg, "walks");
+        cJSON_AddNumberToObject(wk, "samples", (double)cm.named);
+        cJSON_AddNumberToObject(wk, "cfi_leaf", (double)cm.cfi_leaf);
+        cJSON_AddNumberToObject(wk, "unrooted", (double)cm.unrooted);
+        cJSON_AddNumberToObject(wk, "unrooted_native", (double)cm.unrooted_native);
+        cJSON_AddStringToObject(wk, "native_unwind",
+                                ss.sig.native_unwind ? ss.sig.native_unwind : "cfi");
+        cJSON_AddNumberToObject(wk, "cfi_libraries", ss.sig.cfi_libraries);
         cJSON *dm = cJSON_AddObjectToObject(sg, "dynamic_methods");
         cJSON_AddNumberToObject(dm, "known", (double)cm.dynamic_methods);
         cJSON_AddNumberToObject(dm, "compiled", (double)cm.dynamic_compiled);

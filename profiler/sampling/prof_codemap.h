@@ -82,6 +82,11 @@ struct prof_codemap_stats {
     uint64_t dynamic_dropped;  /* ranges not kept (DYN_MAX full) */
     uint64_t dynamic_dropped_notes; /* notes lost (the queue was full) */
     uint64_t dynamic_flushes;  /* tables dropped because new dynamic code reused a range */
+    /* signal samples named: all of them, those whose leaf's first frames were unwound by their
+     * CFI, those whose walk stopped before the thread's first frame (neither reached it nor hit
+     * CLRSCOPE_MAX_FRAMES), and of those the ones with no managed frame at all: CPU the profile
+     * cannot give to the app's code */
+    uint64_t named, cfi_leaf, unrooted, unrooted_native;
 };
 
 int prof_codemap_init(int max_frames);

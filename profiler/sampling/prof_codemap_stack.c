@@ -79,7 +79,7 @@ static int leaf_fix(const struct prof_sigsample *s, struct frame *out, int cap)
     int code;
     const uintptr_t pc = s->ips[0];
     FunctionID fn = codemap_lookup(pc, &code);
-    if (!s->nwindow)
+    if (!s->nwindow || (s->flags & PROF_SIG_F_CFI)) /* CFI found the leaf's caller already */
         return 0;
     long off;
     if (fn && code >= 0) {
@@ -217,5 +217,11 @@ int prof_codemap_name_stack(const struct prof_sigsample *s, const char **names,
      * return address into code newer than the maps snapshot (or at a frame without rbp). */
     if (outer >= 0 && outer == k - 1 && !(s->flags & PROF_SIG_F_TRUNCATED))
         prof_maps_refresh(0);
+    codemap.st.named++;
+    codemap.st.cfi_leaf += (s->flags & PROF_SIG_F_CFI) != 0;
+    if (!(s->flags & (PROF_SIG_F_ROOTED | PROF_SIG_F_TRUNCATED))) {
+        codemap.st.unrooted++;
+        codemap.st.unrooted_native += outer < 0;
+    }
     return k;
 }

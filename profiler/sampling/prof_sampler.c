@@ -360,6 +360,10 @@ static void choose_modes(void)
         prof_log(LOG_WARN, "CLRSCOPE_CPU_TIMER=\"%.40s\" is not auto, perf or posix; using auto",
                  tm);
     prof_sigsample_set_timer(timer, g_cfg.cpu_timer_budget);
+    const char *nu = getenv("CLRSCOPE_NATIVE_UNWIND");
+    if (nu && *nu && strcmp(nu, "cfi") && strcmp(nu, "fp"))
+        prof_log(LOG_WARN, "CLRSCOPE_NATIVE_UNWIND=\"%.40s\" is neither cfi nor fp; using cfi", nu);
+    prof_sigsample_set_cfi(!(nu && !strcmp(nu, "fp")));
     /* The stop-the-world walk costs the same whatever it records: while it runs every tick for
      * CPU, wall samples come free at the full rate; otherwise they are what it costs. */
     long def = sampler.cpu_mode == CPU_SUSPEND ? g_cfg.sampling_hz : 5;

@@ -31,6 +31,8 @@
 #include <sys/syscall.h>
 #include <ucontext.h>
 
+#include "prof_cfi.h"
+
 struct prof_sig_shared g_sig;
 
 /* A system call without libc (this file references no outside symbol) and without errno. */
@@ -173,12 +175,14 @@ static int push(uintptr_t *ips, uint32_t *n, uint32_t max, uintptr_t slot, uintp
 {
     for (int hop = 0;; hop++) {
         if (!find_range(m->exec, m->nexec, ra)) {
-            if (ra) { /* 0 ends a chain on purpose (thread start) */
+            if (ra) {
                 *flags |= PROF_SIG_F_NOTCODE;
                 if (could_return(m, ra)) {
                     *flags |= PROF_SIG_F_NEWCODE;
                     __atomic_store_n(&g_sig.miss_ra, ra, __ATOMIC_RELAXED);
                 }
+            } else {
+                *flags |= PROF_SIG_F_ROOTED; /* 0 ends a chain on purpose (thread start) */
             }
             return -1;
         }
@@ -318,6 +322,52 @@ static int osr_record(uintptr_t *ips, uint32_t *n, uint32_t max, uintptr_t bp, u
                : 0;
 }
 
+/* Frames in libraries without frame pointers (see prof_cfi.h), unwound by their CFI from pc (the
+ * interrupted pc when `leaf`, else a return address already appended): appends each caller's
+ * return address and leaves *sp and *bp those of the first frame outside such libraries (managed
+ * code, libcoreclr), whose return address goes through push (which hops over frameless managed
+ * callers), for the frame-pointer chain to go on from. Returns the steps made (0: none could be,
+ * *sp and *bp untouched), or -1 when the walk ends here (PROF_SIG_F_ROOTED: at the thread's first
+ * frame). */
+static int cfi_frames(uintptr_t *ips, uint32_t *n, uint32_t max, uintptr_t pc, int leaf,
+                      uintptr_t *sp, uintptr_t *bp, uintptr_t top, const struct prof_sig_maps *m,
+                      uint32_t *flags)
+{
+    const struct prof_cfi *t = __atomic_load_n(&g_sig.cfi, __ATOMIC_ACQUIRE);
+    const struct prof_cfi_lib *l = prof_cfi_find(t, pc);
+    int steps = 0;
+    uintptr_t csp = *sp, cbp = *bp;
+    while (l && steps < PROF_CFI_STEPS) {
+        int outermost = 0;
+        uintptr_t slot, ra = prof_cfi_step(l, pc, leaf && !steps, &csp, &cbp, top, &slot,
+                                           &outermost);
+        if (!ra) {
+            if (!outermost)
+                break;
+            *flags |= PROF_SIG_F_ROOTED | (leaf && steps ? PROF_SIG_F_CFI : 0);
+            return -1;
+        }
+        steps++;
+        if (leaf)
+            *flags |= PROF_SIG_F_CFI;
+        *sp = csp;
+        *bp = cbp;
+        pc = ra;
+        l = prof_cfi_find(t, ra);
+        if (!l) {
+            const struct prof_sig_codes *codes = __atomic_load_n(&g_sig.codes, __ATOMIC_SEQ_CST);
+            return push(ips, n, max, slot, ra, top, top, m, codes, NULL, NULL, flags) < 0 ? -1
+                                                                                         : steps;
+        }
+        if (*n >= max) {
+            *flags |= PROF_SIG_F_TRUNCATED;
+            return -1;
+        }
+        ips[(*n)++] = ra;
+    }
+    return steps;
+}
+
 /* Follows the frame-pointer chain from bp on the stack [sp, top), appending return addresses to
  * ips[n..max); returns the new count. Every load is a stack word inside [sp, top). A self-walk
  * (sw, NULL in the signal handler) leaves out the leading return addresses inside sw->skip, and
@@ -356,6 +406,24 @@ static uint32_t chain(uintptr_t *ips, uint32_t n, uint32_t max, uintptr_t sp, ui
             int hops = push(ips, &n, max, slot, ra, limit, top, m, codes, NULL, NULL, flags);
             if (hops < 0)
                 return n;
+            if (!sw && !hops) {
+                /* a return into a library without frame pointers (a thread's start in libc, a
+                 * callback from libc): its frames by their CFI; the frame returning to ra kept
+                 * that code's rbp (next) and its sp is right above the record */
+                uintptr_t csp = bp + 16, cbp = next;
+                int k = cfi_frames(ips, &n, max, ra, 0, &csp, &cbp, top, m, flags);
+                if (k < 0)
+                    return n;
+                if (k > 0) {
+                    if (!cbp) { /* the frame reached is the thread's first (_start) */
+                        *flags |= PROF_SIG_F_ROOTED;
+                        return n;
+                    }
+                    sp = csp;
+                    bp = cbp;
+                    continue;
+                }
+            }
             uint32_t had = n;
             if (sw && !hops && next > bp &&
                 hidden_after(ips, &n, max, bp, ra, next, top, m, codes, sw, 0, flags) < 0)
@@ -367,8 +435,11 @@ static uint32_t chain(uintptr_t *ips, uint32_t n, uint32_t max, uintptr_t sp, ui
                            flags) < 0)
                 return n;
         }
-        if (next <= bp)
+        if (next <= bp) {
+            if (!next) /* rbp 0: the thread's first frame (clone and _start clear it) */
+                *flags |= PROF_SIG_F_ROOTED;
             break;
+        }
         bp = next;
     }
     return n;
@@ -404,8 +475,11 @@ static uint32_t walk(struct prof_sig_entry *e, const ucontext_t *uc)
     for (uintptr_t a = sp; w < PROF_SIG_WINDOW && a <= top - 8; a += 8)
         e->window[w++] = load_word(a);
     e->nwindow = w;
-    n = chain(e->ips, n, max, sp, bp, top, m, NULL, &e->found, &flags);
-    e->flags |= flags & (PROF_SIG_F_TRUNCATED | PROF_SIG_F_NEWCODE);
+    uintptr_t csp = sp, cbp = bp;
+    if (cfi_frames(e->ips, &n, max, pc, 1, &csp, &cbp, top, m, &flags) >= 0)
+        n = chain(e->ips, n, max, csp, cbp, top, m, NULL, &e->found, &flags);
+    e->flags |= flags & (PROF_SIG_F_TRUNCATED | PROF_SIG_F_NEWCODE | PROF_SIG_F_CFI |
+                         PROF_SIG_F_ROOTED);
     if (flags & PROF_SIG_F_NEWCODE) { /* the JIT may have mapped code since the snapshot */
         __atomic_add_fetch(&g_sig.code_miss, 1, __ATOMIC_RELAXED);
         wake_sampler();

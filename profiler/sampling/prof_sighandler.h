@@ -28,6 +28,8 @@
 #include <signal.h>
 #include <stdint.h>
 
+struct prof_cfi;
+
 #define PROF_SIG_CHUNK 64         /* rings per chunk */
 #define PROF_SIG_MAX_CHUNKS 128   /* 8192 rings at most */
 #define PROF_SIG_MAX_ENTRIES 64   /* samples buffered per thread between two drains, at most */
@@ -51,6 +53,10 @@ enum prof_sig_flag {
     PROF_SIG_F_NEWCODE = 1 << 6, /* with NOTCODE: that address could be code mapped since the
                                   * snapshot (no writable mapping holds it, and it lies at or
                                   * above the lowest code the snapshot knows) */
+    PROF_SIG_F_CFI = 1 << 7, /* the leaf's first frames were unwound by their CFI (prof_cfi.h):
+                              * ips[1] is the leaf's caller, however the leaf used its stack */
+    PROF_SIG_F_ROOTED = 1 << 8, /* the walk reached the thread's first frame (a zero frame
+                                 * pointer or return address, or CFI that says so) */
 };
 
 struct prof_sig_entry {
@@ -191,6 +197,7 @@ struct prof_sig_shared {
     struct prof_sig_codes *codes;                       /* atomic, may be NULL */
     struct prof_sig_hiddens *hidden;                    /* atomic, may be NULL (self-walks) */
     struct prof_sig_osrs *osr;                          /* atomic, may be NULL (signal walks) */
+    struct prof_cfi *cfi;       /* atomic, may be NULL: set once, never freed (prof_cfi.h) */
     int inflight;                                       /* atomic: handlers running now */
     /* atomic counters (handler side) */
     uint64_t handled, stale, ring_full, no_stack, altstack, maps_miss;

@@ -20,6 +20,7 @@
 
 #include "prof_log.h"
 #include "prof_maps.h"
+#include "prof_cfi.h"
 #include "prof_sighandler.h"
 #include "prof_sigsample_int.h"
 
@@ -42,6 +43,11 @@ void prof_sigsample_set_timer(int mode, double budget)
 {
     sig.timer_mode = mode;
     sig.budget = budget;
+}
+
+void prof_sigsample_set_cfi(int on)
+{
+    sig.cfi_off = !on;
 }
 
 void sigsample_retire(int ring, int fd)
@@ -183,6 +189,9 @@ int prof_sigsample_start(int hz, int max_frames, int max_threads, int entries)
     /* the entries a ring does not use stay untouched zero pages (the chunks are calloc'd) */
     g_sig.ring_size = (uint32_t)(sizeof(struct prof_sig_ring) + g_sig.entries * g_sig.entry_size);
     prof_maps_take();
+    /* the libraries without frame pointers are all loaded by now (libcoreclr's dependencies) */
+    if (!sig.cfi_off && !__atomic_load_n(&g_sig.cfi, __ATOMIC_ACQUIRE))
+        __atomic_store_n(&g_sig.cfi, prof_cfi_build(0), __ATOMIC_RELEASE);
 
     struct sigaction sa;
     memset(&sa, 0, sizeof sa);
@@ -253,6 +262,9 @@ void prof_sigsample_get_stats(struct prof_sigsample_stats *out)
     out->altstack = __atomic_load_n(&g_sig.altstack, __ATOMIC_RELAXED);
     out->truncated = sig.truncated;
     out->new_code = sig.new_code;
+    out->native_unwind = sig.cfi_off ? "fp" : "cfi";
+    const struct prof_cfi *cfi = __atomic_load_n(&g_sig.cfi, __ATOMIC_ACQUIRE);
+    out->cfi_libraries = cfi && !sig.cfi_off ? cfi->n : 0;
     struct prof_maps_stats ms;
     prof_maps_get_stats(&ms);
     out->maps_refreshes = ms.refreshes;

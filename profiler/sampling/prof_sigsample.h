@@ -54,6 +54,8 @@ struct prof_sigsample_stats {
     double perf_cost;          /* their product: perf events' share of the app's CPU */
     uint64_t clock_changes;    /* times auto changed the clock */
     uint64_t handler_cycles;   /* time spent in the handler (prof_sig_cycles units) */
+    const char *native_unwind; /* CLRSCOPE_NATIVE_UNWIND: "cfi" or "fp" */
+    uint32_t cfi_libraries;    /* libraries whose frames are unwound by their CFI */
 };
 
 enum { PROF_SIG_TIMER_AUTO = 0, PROF_SIG_TIMER_PERF = 1, PROF_SIG_TIMER_POSIX = 2 };
@@ -61,6 +63,10 @@ enum { PROF_SIG_TIMER_AUTO = 0, PROF_SIG_TIMER_PERF = 1, PROF_SIG_TIMER_POSIX = 
  * auto (perf events where the kernel allows and while they cost the app less than `budget` of
  * its CPU, else POSIX timers; prof_sigsample_review), perf (where the kernel allows), posix. */
 void prof_sigsample_set_timer(int mode, double budget);
+/* CLRSCOPE_NATIVE_UNWIND, before prof_sigsample_start: 1 (cfi, the default) unwinds the frames of
+ * the libraries without frame pointers by their CFI (prof_cfi.h), 0 (fp) follows frame pointers
+ * only. */
+void prof_sigsample_set_cfi(int on);
 
 /* One captured sample, valid during the callback only. */
 struct prof_sigsample {

@@ -64,6 +64,7 @@ struct sigsample_state {
     int64_t interval_ns;  /* start: CPU time between two samples of a thread */
     int max_rings;        /* start: rings at most (CLRSCOPE_MAX_THREADS, PROF_SIG_MAX_CHUNKS) */
     int timer_mode;       /* start: PROF_SIG_TIMER_* asked for */
+    int cfi_off;          /* start: CLRSCOPE_NATIVE_UNWIND=fp */
     double budget;        /* start: CLRSCOPE_CPU_TIMER_BUDGET as a fraction of the app's CPU */
     int stopped;          /* prof_sigsample_stop was called: no clock is armed again */
     /* the clocks: perf events or POSIX timers (start, then arm and prof_sigsample_use_perf) */

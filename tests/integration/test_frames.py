@@ -1,13 +1,14 @@
 """
 Frames named where the plain walk would lose or misname them: dynamic methods (LCG) under their
 callers, a call-path trie and a name table that keep making room for new methods, OSR code's
-caller. These check names and shares of a frame's own caller, not the CPU split against a clock,
+caller, the app's frames under an exception's dispatch in libraries without frame pointers. These check names and shares of a frame's own caller, not the CPU split against a clock,
 so they run beside other tests (weight "core" in tests/CMakeLists.txt).
 """
 import time
 import unittest
 
 from harness import ProfiledApp, available_runtimes, find_nodes, find_paths, tree_totals_by_name
+from pprofdec import read_pprof
 
 def cpu_ms_below(flame, caller):
     """CPU (ms) of a flame graph's samples under `caller`, by the name of the frame right below
@@ -218,6 +219,55 @@ class OsrFrames(unittest.TestCase):
                         under += v if path[-1 - len(want):-1] == want else 0
                     self.assertGreater(total, 0, (leaf, tree_totals_by_name(late_alloc["root"])))
                     self.assertGreater(under / total, 0.95, (leaf, under, total, rt))
+
+
+class ExceptionDispatch(unittest.TestCase):
+    """A thread that throws and catches as fast as it can (exception-storm) spends most of its CPU
+    in the runtime's exception dispatch: on .NET 8 in libgcc_s's and libstdc++'s unwinder (C++
+    exceptions), built without frame pointers, where the frame-pointer chain breaks and a third
+    of the samples ended there, without the app's frames. Their frames are unwound by their CFI
+    (.eh_frame), so the samples reach the method that threw (TestApp.Errors.ExceptionStormMode.
+    Throw) and the thread's start; /api/v1/status counts the walks that did not."""
+
+    THROW = "TestApp.Errors.ExceptionStormMode.Throw"
+
+    def test_samples_reach_the_throwing_method(self):
+        for rt in available_runtimes():
+            with self.subTest(runtime=rt):
+                app = ProfiledApp("exception-storm", ["--storm", "100000000", "--seconds", "12"],
+                                  runtime=rt, env={"CLRSCOPE_PROFILES": "cpu",
+                                                   "CLRSCOPE_SAMPLING_HZ": "400"})
+                app.start()
+                try:
+                    app.wait_ready()
+                    time.sleep(3)  # past the startup's new code and new threads
+                    before = app.json("/api/v1/status")["self"]["signal_sampler"]["walks"]
+                    time.sleep(5)
+                    after = app.json("/api/v1/status")["self"]["signal_sampler"]["walks"]
+                    prof = read_pprof(app.pprof("/debug/pprof/profile?seconds=5&wait=0"))
+                finally:
+                    app.stop()
+                total = reached = 0
+                cut = {}
+                for frames, vals, labels in prof.samples:
+                    if not str(labels.get("thread name", "")).startswith("storm-"):
+                        continue
+                    total += vals[-1]
+                    if self.THROW in frames:
+                        reached += vals[-1]
+                    else:
+                        key = " < ".join(frames[:6])
+                        cut[key] = cut.get(key, 0) + vals[-1]
+                worst = sorted(cut.items(), key=lambda kv: -kv[1])[:5]
+                self.assertGreater(total, 0, "no sample of the storm thread")
+                self.assertGreaterEqual(reached / total, 0.9, (reached / total, worst))
+                d = {k: after[k] - before[k] for k in ("samples", "unrooted", "unrooted_native")}
+                self.assertGreater(d["samples"], 500, d)
+                self.assertLessEqual(d["unrooted"] / d["samples"], 0.02, (d, after))
+                self.assertEqual(after["native_unwind"], "cfi", after)
+                self.assertGreater(after["cfi_libraries"], 0, after)
+                if rt == "net8":  # C++ exceptions: the unwinder's frames were unwound by CFI
+                    self.assertGreater(after["cfi_leaf"] - before["cfi_leaf"], d["samples"] // 4, d)
 
 
 if __name__ == "__main__":

@@ -1,0 +1,148 @@
+/*
+ * test_cfi.c - the CFI unwinder of the signal walk (profiler/sampling/prof_cfi.h) on this
+ * process's own stack: from a context taken inside a chain of functions compiled without frame
+ * pointers, and inside a comparator that glibc's qsort calls (glibc keeps no frame pointers), the
+ * steps must give the return addresses the compiler reports (__builtin_return_address), in order,
+ * and the stack pointers must rise.
+ */
+#include <pthread.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <ucontext.h>
+
+#include "prof_cfi.h"
+#include "unit_check.h"
+
+static const struct prof_cfi *table;
+static uintptr_t stack_top;
+static ucontext_t uc;
+static uintptr_t want[4];
+
+#define NOFP __attribute__((noinline, optimize("omit-frame-pointer")))
+#define FP __attribute__((noinline, optimize("no-omit-frame-pointer")))
+
+/* Unwinds from uc by CFI alone; returns the return addresses found (at most cap). */
+static int unwind(uintptr_t *out, int cap)
+{
+    uintptr_t pc = (uintptr_t)uc.uc_mcontext.gregs[REG_RIP];
+    uintptr_t sp = (uintptr_t)uc.uc_mcontext.gregs[REG_RSP];
+    uintptr_t bp = (uintptr_t)uc.uc_mcontext.gregs[REG_RBP];
+    int n = 0;
+    for (int leaf = 1; n < cap; leaf = 0) {
+        const struct prof_cfi_lib *l = prof_cfi_find(table, pc);
+        if (!l)
+            break;
+        uintptr_t slot, before = sp;
+        int outermost = 0;
+        uintptr_t ra = prof_cfi_step(l, pc, leaf, &sp, &bp, stack_top, &slot, &outermost);
+        if (!ra)
+            break;
+        CHECK(sp > before && slot >= before && slot < sp, "step %d: sp %lx -> %lx, slot %lx", n,
+              (unsigned long)before, (unsigned long)sp, (unsigned long)slot);
+        out[n++] = ra;
+        pc = ra;
+    }
+    return n;
+}
+
+static int sink;
+static uintptr_t got[16];
+static int ngot;
+
+NOFP static void inner(void)
+{
+    getcontext(&uc);
+    ngot = unwind(got, 16); /* deeper on the stack: the frames above stay as they are */
+    want[0] = (uintptr_t)__builtin_return_address(0);
+    sink++;
+}
+
+FP static void middle(void)
+{
+    char pad[200];
+    memset(pad, sink, sizeof pad);
+    inner();
+    want[1] = (uintptr_t)__builtin_return_address(0);
+    sink += pad[sink % 200];
+}
+
+NOFP static void outer(void)
+{
+    volatile char pad[72];
+    pad[0] = (char)sink;
+    middle();
+    want[2] = (uintptr_t)__builtin_return_address(0);
+    sink += pad[0];
+}
+
+static int calls;
+
+static int compare(const void *a, const void *b)
+{
+    if (!calls++) {
+        getcontext(&uc);
+        ngot = unwind(got, 16);
+    }
+    return *(const int *)a - *(const int *)b;
+}
+
+NOFP static void sorter(void)
+{
+    int v[64];
+    for (int i = 0; i < 64; i++)
+        v[i] = (i * 37) % 64;
+    qsort(v, 64, sizeof *v, compare);
+    want[0] = (uintptr_t)__builtin_return_address(0);
+    sink += v[3];
+}
+
+int main(void)
+{
+    pthread_attr_t a;
+    void *addr;
+    size_t size;
+    CHECK(!pthread_getattr_np(pthread_self(), &a), "pthread_getattr_np");
+    pthread_attr_getstack(&a, &addr, &size);
+    stack_top = (uintptr_t)addr + size;
+    pthread_attr_destroy(&a);
+
+    table = prof_cfi_build(1);
+    CHECK(table && table->n > 1, "a table of this process's libraries");
+    int libc = 0;
+    for (uint32_t i = 0; table && i < table->n; i++)
+        libc += prof_cfi_find(table, (uintptr_t)qsort) == &table->lib[i];
+    CHECK(libc == 1, "libc is in the table");
+
+    /* three frames of this program's own code: rsp-based and rbp-based CFAs */
+    outer();
+    int n = ngot;
+    CHECK(n >= 3, "%d steps", n);
+    for (int i = 0; i < 3 && i < n; i++)
+        CHECK(got[i] == want[i], "frame %d: %lx, want %lx", i, (unsigned long)got[i],
+              (unsigned long)want[i]);
+
+    /* through glibc's qsort: the comparator's caller chain reaches sorter's return into main,
+     * right after the return address into sorter (the qsort call) */
+    sorter();
+    n = ngot;
+    int at = -1;
+    for (int i = 0; i < n && at < 0; i++)
+        if (got[i] == want[0])
+            at = i;
+    CHECK(at >= 3, "reached sorter's caller through qsort's frames (%d steps, at %d)", n, at);
+    uintptr_t call = at > 0 ? got[at - 1] : 0;
+    CHECK(call > (uintptr_t)sorter && call < (uintptr_t)sorter + 512,
+          "the frame before it returns into sorter (%lx, sorter at %lx)", (unsigned long)call,
+          (unsigned long)(uintptr_t)sorter);
+
+    /* the only listed libraries (what the sampler builds) are never unloaded: libc is one */
+    struct prof_cfi *listed = prof_cfi_build(0);
+    CHECK(listed && prof_cfi_find(listed, (uintptr_t)qsort), "libc is listed");
+    CHECK(listed && !prof_cfi_find(listed, (uintptr_t)main), "this program is not");
+    free(listed);
+    free((void *)table);
+
+    printf("%d passed, %d failed\n", passed, failed);
+    return failed != 0;
+}
