@@ -12,11 +12,15 @@
 
 /* The libraries built without frame pointers that a .NET process always has (libcoreclr's and
  * the host's dependencies): the C library and the loader, libm, and the C++ runtime whose
- * unwinder runs the exceptions of .NET 8. They are never unloaded (and are pinned below). Other
- * libraries keep the frame-pointer walk: libcoreclr, libclrjit and the framework's native
- * libraries are built with frame pointers. */
-static const char *const listed[] = {"libc.so.", "ld-linux-", "libm.so.", "libgcc_s.so.",
-                                     "libstdc++.so.", "libpthread.so.", "libdl.so.", "librt.so."};
+ * unwinder runs the exceptions of .NET 8; and the malloc replacements preloaded in the C
+ * library's place (jemalloc, tcmalloc, mimalloc, the sanitizers' runtimes), where the runtime's
+ * allocations then run. They are never unloaded (and are pinned below). Other libraries keep the
+ * frame-pointer walk: libcoreclr, libclrjit and the framework's native libraries are built with
+ * frame pointers. */
+static const char *const listed[] = {
+    "libc.so.",     "ld-linux-",     "libm.so.",     "libgcc_s.so.", "libstdc++.so.",
+    "libpthread.so.", "libdl.so.",   "librt.so.",    "libjemalloc.so", "libtcmalloc",
+    "libmimalloc.so", "libasan.so", "libubsan.so"};
 
 static int is_listed(const char *path)
 {
