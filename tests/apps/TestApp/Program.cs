@@ -30,7 +30,7 @@ public static class Program
         "usage: TestApp MODE [--seconds N] [--exit N] [--truth-every-second] [mode options]\n" +
         "modes: hello, version, cpu-split, cpu-generic, gc-heavy, cpu-only, alloc-mix, leak, bgc-live, exceptions,\n" +
         "       contention, heap, threads, wait, unload, thread-churn, osr-loop,\n" +
-        "       dynamic-code, bursts, pool-starve, phases, many-stacks   (see tests/apps/README.md)";
+        "       dynamic-code, bursts, pool-starve, phases, many-stacks, hostile   (see tests/apps/README.md)";
 
     static readonly CancellationTokenSource StopSource = new();
     static readonly object TruthLock = new();
@@ -116,6 +116,7 @@ public static class Program
         "phases" => new Phases.PhasesMode(),
         "pool-starve" => new Starve.PoolStarveMode(),
         "many-stacks" => new Stacks.ManyStacksMode(),
+        "hostile" => new Hostile.HostileMode(),
         _ => null,
     };
 
@@ -255,6 +256,9 @@ public sealed class Options
     public double SwitchS;       // phases: seconds before the hot path changes (default 8)
     public double BurstMs;       // cpu-only with --pause-ms: CPU of each burst (default 100)
     public int PauseMs;          // cpu-only: sleep between bursts (0 = spin without pause)
+    public int TakeSignal;       // hostile: the signal whose disposition it takes (0 = none)
+    public int Spawn;            // hostile: child processes to start
+    public int CrashAfterMs = -1; // hostile: an unhandled exception this long after ready
 
     public static Options Parse(string[] args)
     {
@@ -316,6 +320,9 @@ public sealed class Options
                 case "switch-s": o.SwitchS = ParseDouble(name, value); break;
                 case "burst-ms": o.BurstMs = ParseDouble(name, value); break;
                 case "pause-ms": o.PauseMs = Math.Max(0, ParseInt(name, value)); break;
+                case "take-signal": o.TakeSignal = Math.Clamp(ParseInt(name, value), 0, 64); break;
+                case "spawn": o.Spawn = Math.Max(0, ParseInt(name, value)); break;
+                case "crash-after-ms": o.CrashAfterMs = Math.Max(0, ParseInt(name, value)); break;
                 case "call-ms": o.CallMs = Math.Clamp(ParseDouble(name, value), 0.05, 100); break;
                 case "lock-kind":
                     o.LockKind = value is "monitor" or "lock" ? value
