@@ -191,7 +191,17 @@ class BackgroundGc(unittest.TestCase):
         with ProfiledApp("bgc-live", ["--seconds", "100", "--rare", "6"]) as app:
             app.wait_ready()
             app.wait_stdout("bgc: settled", timeout=60)
-            before = by_type(app.json("/api/v1/live?limit=1000"))[block]
+            # the blocks' allocation samples reach the live table once clrscope-agg has drained
+            # them (it naps up to 250 ms while events trickle, longer on a busy machine): the
+            # count read twice, 0.5 s apart, the same
+            seen = []
+
+            def settled(live):
+                seen.append(by_type(live).get(block, {}).get("tracked", 0))
+                time.sleep(0.3)
+                return len(seen) > 1 and seen[-1] == seen[-2] > 0
+
+            before = by_type(app.wait_json("/api/v1/live?limit=1000", settled, timeout=20))[block]
             t0 = time.monotonic()
             app.proc.stdin.write("go\n")
             app.proc.stdin.flush()
