@@ -19,6 +19,10 @@
  * return address into one of them the walk reads the caller's return address `frame` bytes
  * further up the stack, under the same bounds, and keeps rbp. The words right above sp are
  * copied too, so that the sampler can do the same for the leaf frame (prologue, epilogue).
+ * Frames in the libraries that keep no frame pointers (glibc, the loader, libgcc_s, libstdc++,
+ * preloaded malloc replacements) are unwound by their CFI instead (cfi_frames, prof_cfi.h): the
+ * leaf's, and a return into one of them further up the chain; the chain goes on from the first
+ * frame outside them with the rbp the CFI recovered.
  * A load therefore never faults: faulting here would run CoreCLR's SIGSEGV handler, which would
  * take the process down.
  */
