@@ -277,15 +277,17 @@ class ManyLocks(unittest.TestCase):
         self.assertGreaterEqual(len(late), 290, (len(late), counts[-5:]))
         self.assertEqual(counts[-1], 1, counts[-10:])
         self.assertEqual(len({l["name"] for l in late}), len(late))
-        # the early ones: their total is exact whatever slot they had. The app counts the
-        # contentions its holder saw the other thread blocked in: all of them, unless one took
-        # over 1 s to block (then that lock may or may not have been contended)
+        # the early ones: their total is exact whatever slot they had, but for the overflow
+        # slot, which the early locks past the table share with whatever else contends while the
+        # table is full (the runtime's poller above): a sample there is charged the slot's count
+        # since its last sample, so those few may land on either side (CI once saw 1,101). The
+        # app counts the contentions its holder saw the other thread blocked in: all of them,
+        # unless one took over 1 s to block (then that lock may or may not have been contended)
         early_sum = sum(l["count"] for l in early)
+        shared = min(10, prof["overflow_events"])  # a table that kept stale slots: hundreds
         self.assertGreaterEqual(truth["many_locks_early"], 1090, truth)
-        if truth["many_locks_early"] == 1100:
-            self.assertEqual(early_sum, 1100, (len(early), prof))
-        self.assertGreaterEqual(early_sum, truth["many_locks_early"], (len(early), prof))
-        self.assertLessEqual(early_sum, 1100, (len(early), prof))
+        self.assertGreaterEqual(early_sum, truth["many_locks_early"] - shared, (len(early), prof))
+        self.assertLessEqual(early_sum, 1100 + shared, (len(early), prof))
 
 
 if __name__ == "__main__":
