@@ -128,6 +128,7 @@ int api_status(const struct api_req *q, struct api_reply *out)
         cJSON_AddNumberToObject(wk, "cfi_leaf", (double)cm.cfi_leaf);
         cJSON_AddNumberToObject(wk, "unrooted", (double)cm.unrooted);
         cJSON_AddNumberToObject(wk, "unrooted_native", (double)cm.unrooted_native);
+        cJSON_AddNumberToObject(wk, "jit", (double)cm.jit);
         cJSON_AddStringToObject(wk, "native_unwind",
                                 ss.sig.native_unwind ? ss.sig.native_unwind : "cfi");
         cJSON_AddNumberToObject(wk, "cfi_libraries", ss.sig.cfi_libraries);

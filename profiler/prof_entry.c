@@ -33,6 +33,7 @@
 #include "prof_process.h"
 #include "prof_sampler.h"
 #include "prof_scratch.h"
+#include "prof_sighandler.h"
 #include "prof_store.h"
 #include "prof_symbols.h"
 #include "prof_tdump.h"
@@ -108,8 +109,9 @@ static HRESULT entry_initialize(void *info_unknown)
     g_core.profiles = g_cfg.profiles;
     /* module loads: for ModuleUnloadStarted (prof_unload.h); JIT compilation and dynamic
      * function unloads: for DynamicMethodJITCompilationFinished and DynamicMethodUnloaded, where
-     * the code of dynamic methods is (prof_codemap.h; the other JIT callbacks return at once,
-     * JITInlining allows every inlining) */
+     * the code of dynamic methods is (prof_codemap.h), and the compilations' starts and ends, which
+     * label the JIT's CPU samples with the method compiled (prof_sighandler.h; the other JIT
+     * callbacks return at once, JITInlining allows every inlining) */
     DWORD lo = COR_PRF_MONITOR_THREADS | COR_PRF_ENABLE_STACK_SNAPSHOT | COR_PRF_MONITOR_MODULE_LOADS |
                COR_PRF_MONITOR_JIT_COMPILATION;
     DWORD hi = COR_PRF_HIGH_BASIC_GC | COR_PRF_HIGH_MONITOR_EVENT_PIPE |
@@ -254,10 +256,42 @@ static HRESULT cb_module_unload_started(void *self, ModuleID mod)
     return S_OK;
 }
 
+/* The thread's JIT marks (prof_sighandler.h): CPU samples taken while the JIT compiles are
+ * labelled with the method it compiles. */
+static HRESULT cb_jit_started(void *self, FunctionID fn, BOOL safe)
+{
+    (void)self;
+    (void)safe;
+    prof_sig_jit_push((uintptr_t)fn);
+    return S_OK;
+}
+
+static HRESULT cb_jit_finished(void *self, FunctionID fn, HRESULT hr, BOOL safe)
+{
+    (void)self;
+    (void)hr;
+    (void)safe;
+    prof_sig_jit_pop((uintptr_t)fn);
+    return S_OK;
+}
+
+static HRESULT cb_dynamic_jit_started(void *self, FunctionID fn, BOOL safe, const BYTE *il,
+                                      ULONG il_size)
+{
+    (void)self;
+    (void)fn;
+    (void)safe;
+    (void)il;
+    (void)il_size;
+    prof_sig_jit_push(PROF_SIG_JIT_DYNAMIC);
+    return S_OK;
+}
+
 static HRESULT cb_dynamic_jit_finished(void *self, FunctionID fn, HRESULT hr, BOOL safe)
 {
     (void)self;
     (void)safe;
+    prof_sig_jit_pop(PROF_SIG_JIT_DYNAMIC);
     if (hr >= 0)
         prof_codemap_dynamic_compiled(fn);
     return S_OK;
@@ -351,6 +385,9 @@ static void callback_vtbl_init(void)
     vt[CB_ExceptionThrown] = (const void *)cb_exception_thrown;
     vt[CB_JITCachedFunctionSearchStarted] = (const void *)cb_cached_function_search;
     vt[CB_JITInlining] = (const void *)cb_jit_inlining;
+    vt[CB_JITCompilationStarted] = (const void *)cb_jit_started;
+    vt[CB_JITCompilationFinished] = (const void *)cb_jit_finished;
+    vt[CB_DynamicMethodJITCompilationStarted] = (const void *)cb_dynamic_jit_started;
     vt[CB_DynamicMethodJITCompilationFinished] = (const void *)cb_dynamic_jit_finished;
     vt[CB_DynamicMethodUnloaded] = (const void *)cb_dynamic_unloaded;
     vt[CB_LoadAsNotificationOnly] = (const void *)cb_load_as_notification_only;

@@ -38,7 +38,7 @@ function hash(s) {
 }
 
 /* Frame colours by origin: the app's own code warm, the .NET libraries cool, native and
- * runtime frames grey, GC green; hue by namespace, lightness by method. Colours come from a
+ * runtime frames grey, GC green, the JIT's compilations violet; hue by namespace, lightness by method. Colours come from a
  * small fixed palette so a redraw fills one batched path per colour, not one per frame. */
 var P_GREY = 0;          // 3 shades
 var P_GC = 3;            // 2 shades
@@ -48,12 +48,14 @@ var P_MATCH = 65;
 var P_DIM = 66;          // 4 shades
 var P_MERGED = 70;
 var P_DIFF = 75;         // 9 steps: P_DIFF + 4 + diffStep (-4 shrank .. 0 same .. 4 new)
-var P_SIZE = 84;
+var P_JIT = 84;           // 2 shades
+var P_SIZE = 86;
 
 function colorIndex(name) {
   var p = parts(name);
   var ns = p.length > 2 ? p.slice(0, -2).join('.') : p[0];
   var shade = hash(name) % 3;
+  if (name.lastIndexOf('[JIT] ', 0) === 0) return P_JIT + shade % 2;         // "[JIT] compiling ..."
   if (name.charCodeAt(0) === 91 || name === 'all') return P_GREY + shade;       // "[native] ..."
   if (/^(Garbage Collector|GC\b)/.test(name)) return P_GC + shade % 2;
   if (/^(System|Microsoft|Internal|Interop|Windows)\b/.test(name)) return P_COOL + hash(ns) % 8 * 3 + shade;
@@ -67,6 +69,7 @@ function palette(dark, match) {
   for (var k = 0; k < 3; k++) {
     pal[P_GREY + k] = hsl(220, 8, lum[k] + (dark ? 0 : 6));
     if (k < 2) pal[P_GC + k] = hsl(130, 42, lum[k]);
+    if (k < 2) pal[P_JIT + k] = hsl(275, dark ? 30 : 40, lum[k]);
     for (var c = 0; c < 8; c++) pal[P_COOL + c * 3 + k] = hsl(185 + c * 6, dark ? 36 : 48, lum[k]);
     for (var w = 0; w < 12; w++) pal[P_WARM + w * 3 + k] = hsl(6 + w * 4, dark ? 58 : 80, lum[k]);
   }

@@ -59,6 +59,7 @@ static struct symbols_state {
     struct module_entry mods[MAX_MODULES];
     int nmods;
     struct cache clsmod; /* ClassID -> module path ("" when the runtime gives none) */
+    struct cache jit;    /* a method's interned name -> "[JIT] compiling <name>" */
     /* Metadata of collectible modules, opened for one question and released before the lock
      * is: their ModuleIDs are freed with them and may come back as another module's, so they
      * get no slot. */
@@ -779,6 +780,23 @@ const char *prof_symbols_function(FunctionID fn)
         hit = function_name_locked(fn);
         cache_put(symbols.coll ? &symbols.fn_coll : &symbols.fn, fn, hit);
         release_scratch();
+    }
+    pthread_mutex_unlock(&symbols.lock);
+    return hit;
+}
+
+const char *prof_symbols_jit(uintptr_t fn)
+{
+    if (fn == 1)
+        return "[JIT] compiling a dynamic method";
+    const char *name = prof_symbols_function((FunctionID)fn);
+    pthread_mutex_lock(&symbols.lock);
+    const char *hit = cache_get(&symbols.jit, (uintptr_t)name);
+    if (!hit) {
+        char buf[NAME_MAX_LEN + 32];
+        snprintf(buf, sizeof buf, "[JIT] compiling %s", name);
+        hit = intern_copy(buf);
+        cache_put(&symbols.jit, (uintptr_t)name, hit);
     }
     pthread_mutex_unlock(&symbols.lock);
     return hit;

@@ -33,6 +33,10 @@ const char *prof_symbols_function(FunctionID fn);
  * collectible and dynamic methods are asked again). */
 void prof_symbols_forget_dynamic(void);
 const char *prof_symbols_native(uintptr_t ip);
+/* "[JIT] compiling <the method's name>" for a FunctionID the JIT was compiling, or for 1 (a
+ * dynamic method, unnamed: it may be collected by the time its sample is named) "[JIT] compiling
+ * a dynamic method". The same thread rules as prof_symbols_function. */
+const char *prof_symbols_jit(uintptr_t fn);
 const char *prof_symbols_class(ClassID cls);
 /* The file of the module that defines the class (of an array: of its element type), as the
  * runtime names it, or NULL (dynamic module, unknown class). */

@@ -87,6 +87,7 @@ struct prof_codemap_stats {
      * CLRSCOPE_MAX_FRAMES), and of those the ones with no managed frame at all: CPU the profile
      * cannot give to the app's code */
     uint64_t named, cfi_leaf, unrooted, unrooted_native;
+    uint64_t jit; /* samples labelled with the method the JIT was compiling */
 };
 
 int prof_codemap_init(int max_frames);

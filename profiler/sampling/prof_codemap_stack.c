@@ -14,6 +14,9 @@
 #include "prof_sighandler.h"
 #include "prof_symbols.h"
 
+/* how prof_maps names the JIT's frames */
+#define JIT_MODULE "[native libclrjit.so]"
+
 int prof_codemap_returns(const uintptr_t *ra, int n, uint64_t found, uint64_t hops,
                          uintptr_t *fns, int *src)
 {
@@ -217,6 +220,24 @@ int prof_codemap_name_stack(const struct prof_sigsample *s, const char **names,
      * return address into code newer than the maps snapshot (or at a frame without rbp). */
     if (outer >= 0 && outer == k - 1 && !(s->flags & PROF_SIG_F_TRUNCATED))
         prof_maps_refresh(0);
+    /* Compilation: the method the JIT compiles, named right above the outermost of the JIT's
+     * own frames at the leaf (under it the JIT and the runtime's answers to it; above it what
+     * asked for the code: the caller's prestub, a tiering worker). Only with the JIT's code on
+     * the stack: a mark a failed compilation left behind names nothing. */
+    if (s->jit && k < cap) {
+        int j = -1;
+        for (int i = 0; i < k && !managed[i]; i++)
+            if (!strcmp(names[i], JIT_MODULE))
+                j = i;
+        if (j >= 0) {
+            memmove(&names[j + 2], &names[j + 1], (size_t)(k - j - 1) * sizeof *names);
+            memmove(&managed[j + 2], &managed[j + 1], (size_t)(k - j - 1));
+            names[j + 1] = prof_symbols_jit(s->jit);
+            managed[j + 1] = 0;
+            k++;
+            codemap.st.jit++;
+        }
+    }
     codemap.st.named++;
     codemap.st.cfi_leaf += (s->flags & PROF_SIG_F_CFI) != 0;
     if (!(s->flags & (PROF_SIG_F_ROOTED | PROF_SIG_F_TRUNCATED))) {

@@ -38,6 +38,7 @@
 #include "prof_cfi.h"
 
 struct prof_sig_shared g_sig;
+__thread __attribute__((tls_model("initial-exec"))) struct prof_sig_jit_marks prof_sig_jit;
 
 /* A system call without libc (this file references no outside symbol) and without errno. */
 static inline long raw_syscall3(long n, long a, long b, long c)
@@ -600,6 +601,7 @@ sample:;
     e->nwindow = 0;
     e->epoch = __atomic_load_n(&g_sig.unload_epoch, __ATOMIC_ACQUIRE);
     e->overrun = expirations - 1;
+    e->jit = prof_sig_jit_top();
     e->n = walk(e, ucv);
     __atomic_store_n(&e->state, PROF_SIG_FULL, __ATOMIC_RELEASE);
     uint64_t handled = __atomic_add_fetch(&g_sig.handled, 1, __ATOMIC_SEQ_CST);

@@ -6,9 +6,10 @@
  *
  * ctx: prof_sig_handler runs on an application thread, at any instruction, when that thread's
  * CPU timer fires. It is async-signal-safe by construction: no calls at all (not even libc), no
- * locks, no allocation, no TLS; it reads only clrscope's own tables and the interrupted thread's
- * own stack between its stack pointer and the top of that stack, proven mapped beforehand (see
- * prof_sighandler.c). tests/unit/check_handler_symbols.cmake checks that the object file
+ * locks, no allocation, no TLS but the thread's JIT marks (below: initial-exec, defined in the
+ * handler's own file, one load at a fixed offset from the thread pointer); it reads only
+ * clrscope's own tables and the interrupted thread's own stack between its stack pointer and the
+ * top of that stack, proven mapped beforehand (see prof_sighandler.c). tests/unit/check_handler_symbols.cmake checks that the object file
  * references no external symbol. prof_sig_walk_self: any thread, in a runtime callback, under
  * the same rules.
  *
@@ -67,6 +68,7 @@ struct prof_sig_entry {
     uint32_t nwindow; /* window[0..nwindow) = the words at sp, sp + 8, ... */
     uint32_t epoch;   /* g_sig.unload_epoch when the sample was taken (prof_unload.h) */
     uint64_t found;   /* bit i: ips[i] was read off the chain (an OSR method's Tier0 record) */
+    uintptr_t jit;    /* the method the thread's JIT was compiling (prof_sig_jit_top), or 0 */
     uintptr_t window[PROF_SIG_WINDOW];
     uintptr_t ips[];  /* g_sig.max_frames entries */
 };
@@ -250,6 +252,56 @@ void prof_sig_handler(int sig, siginfo_t *si, void *uc);
  * back to another walk). Calls nothing, takes no lock, allocates nothing; never faults. */
 uint32_t prof_sig_walk_self(uintptr_t *ips, uint32_t max, const struct prof_sig_skip *skip,
                             int calibrate, struct prof_sig_self *out, uint32_t *flags);
+
+/* The thread's JIT marks: the methods the runtime told it is compiling (JITCompilationStarted and
+ * DynamicMethodJITCompilationStarted push the FunctionID, or PROF_SIG_JIT_DYNAMIC; the Finished
+ * callbacks pop back to it), newest last, the newest PROF_SIG_JIT_MARKS kept. The runtime skips
+ * the Finished callback when a compilation throws: a mark left behind sits under the newer ones
+ * and names nothing while no compilation runs above it, since a sample is labelled only while the
+ * JIT's own code is on its stack (prof_codemap_name_stack). Written by the runtime's callbacks on
+ * the thread itself and read by its signal handler: the top entry is written before the depth
+ * that shows it. */
+#define PROF_SIG_JIT_MARKS 8
+#define PROF_SIG_JIT_DYNAMIC ((uintptr_t)1) /* a dynamic method (no metadata, may be collected) */
+struct prof_sig_jit_marks {
+    uintptr_t fn[PROF_SIG_JIT_MARKS];
+    uint32_t depth;
+};
+extern __thread __attribute__((tls_model("initial-exec"))) struct prof_sig_jit_marks prof_sig_jit;
+
+static inline void prof_sig_jit_push(uintptr_t fn)
+{
+    struct prof_sig_jit_marks *m = &prof_sig_jit;
+    uint32_t d = m->depth;
+    if (d == PROF_SIG_JIT_MARKS) { /* forget the oldest */
+        __atomic_store_n(&m->depth, d - 1, __ATOMIC_RELAXED);
+        __atomic_signal_fence(__ATOMIC_SEQ_CST);
+        for (uint32_t i = 1; i < d; i++)
+            m->fn[i - 1] = m->fn[i];
+        d--;
+    }
+    m->fn[d] = fn;
+    __atomic_signal_fence(__ATOMIC_SEQ_CST);
+    __atomic_store_n(&m->depth, d + 1, __ATOMIC_RELAXED);
+}
+
+static inline void prof_sig_jit_pop(uintptr_t fn)
+{
+    struct prof_sig_jit_marks *m = &prof_sig_jit;
+    for (uint32_t i = m->depth; i-- > 0;)
+        if (m->fn[i] == fn) {
+            __atomic_store_n(&m->depth, i, __ATOMIC_RELAXED);
+            return;
+        }
+}
+
+/* The newest mark, or 0: the handler's read, on the same thread. */
+static inline uintptr_t prof_sig_jit_top(void)
+{
+    uint32_t d = __atomic_load_n(&prof_sig_jit.depth, __ATOMIC_RELAXED);
+    __atomic_signal_fence(__ATOMIC_SEQ_CST);
+    return d && d <= PROF_SIG_JIT_MARKS ? prof_sig_jit.fn[d - 1] : 0;
+}
 
 static inline struct prof_sig_entry *prof_sig_entry_at(struct prof_sig_ring *r, int i)
 {

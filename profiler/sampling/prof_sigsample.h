@@ -79,6 +79,7 @@ struct prof_sigsample {
     int64_t cpu_ns;         /* the CPU time this sample stands for */
     uint32_t epoch;         /* the unload epoch it was taken in (prof_unload.h) */
     uint64_t found;         /* bit i: ips[i] was read off the chain (an OSR Tier0 record) */
+    uintptr_t jit;          /* the method the thread's JIT was compiling (prof_sig_jit_top) */
 };
 
 typedef void (*prof_sigsample_fn)(void *arg, const struct prof_sigsample *s);

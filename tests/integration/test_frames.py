@@ -1,8 +1,10 @@
 """
 Frames named where the plain walk would lose or misname them: dynamic methods (LCG) under their
 callers, a call-path trie and a name table that keep making room for new methods, OSR code's
-caller, the app's frames under an exception's dispatch in libraries without frame pointers. These check names and shares of a frame's own caller, not the CPU split against a clock,
-so they run beside other tests (weight "core" in tests/CMakeLists.txt).
+caller, the app's frames under an exception's dispatch in libraries without frame pointers, the
+JIT's time under the method it compiles. These check names and shares of a frame's own caller,
+not the CPU split against a clock, so they run beside other tests (weight "core" in
+tests/CMakeLists.txt).
 """
 import time
 import unittest
@@ -268,6 +270,68 @@ class ExceptionDispatch(unittest.TestCase):
                 self.assertGreater(after["cfi_libraries"], 0, after)
                 if rt == "net8":  # C++ exceptions: the unwinder's frames were unwound by CFI
                     self.assertGreater(after["cfi_leaf"] - before["cfi_leaf"], d["samples"] // 4, d)
+
+
+class JitCompilation(unittest.TestCase):
+    """A thread that has the runtime compile one new generic instantiation after another
+    (jit-storm: JitStormMode.Work<ValueTuple<...>> by PrepareMethod, never run) spends nearly all
+    its CPU in the runtime and its JIT, which have no symbols: "[native libclrjit.so]" and
+    "[native libcoreclr.so]" told nothing of what was compiled. Samples taken while the JIT
+    compiles carry "[JIT] compiling <method>" above the JIT's frames, under the code that asked
+    for it (the app's clock says how much of its CPU that is), and no sample in the JIT's code
+    lacks it."""
+
+    LABEL = "[JIT] compiling "
+
+    def test_jit_time_is_labelled_with_the_compiled_method(self):
+        for rt in available_runtimes():
+            with self.subTest(runtime=rt):
+                app = ProfiledApp("jit-storm", ["--seconds", "8"], runtime=rt,
+                                  env={"CLRSCOPE_PROFILES": "cpu"})
+                app.start()
+                try:
+                    app.wait_ready()
+                    time.sleep(2)
+                    prof = read_pprof(app.pprof("/debug/pprof/profile?seconds=4"))
+                    walks = app.json("/api/v1/status")["self"]["signal_sampler"]["walks"]
+                    truth = app.wait_truth(timeout=60)
+                finally:
+                    app.stop()
+                compile_, work = truth["frames"]["compile"], truth["frames"]["work"]
+                total = labelled = bare = 0
+                misplaced, unlabelled = [], {}
+                for frames, vals, labels in prof.samples:
+                    if labels.get("thread name") != "jitter":
+                        continue
+                    v = vals[-1]
+                    total += v
+                    at = [i for i, f in enumerate(frames) if f.startswith(self.LABEL)]
+                    if not at:
+                        if "[native libclrjit.so]" in frames:
+                            bare += v
+                            key = " < ".join(frames[:6])
+                            unlabelled[key] = unlabelled.get(key, 0) + v
+                        continue
+                    label = frames[at[0]]
+                    # one label, the compiled method's, right above the JIT's frames and under
+                    # the method that asked for the code
+                    if (len(at) != 1 or not label.startswith(self.LABEL + work + "<System.ValueTuple<")
+                            or frames[at[0] - 1] != "[native libclrjit.so]"
+                            or compile_ not in frames[at[0]:]):
+                        misplaced.append(frames)
+                        continue
+                    labelled += v
+                self.assertGreater(total, 0, "no sample of the jitter thread")
+                self.assertFalse(misplaced, misplaced[:3])
+                share = truth["compile_cpu_ms"] / truth["thread_cpu_ms"]
+                self.assertGreater(truth["compiled"], 100, truth)
+                self.assertGreater(share, 0.8, truth)  # the thread compiles, nearly all of it
+                # the label covers the JIT, not the runtime's type loading before it starts
+                self.assertGreaterEqual(labelled / total, 0.75 * share, (labelled / total, truth))
+                self.assertLessEqual(labelled / total, share + 0.03, (labelled / total, truth))
+                worst = sorted(unlabelled.items(), key=lambda kv: -kv[1])[:3]
+                self.assertLessEqual(bare / total, 0.02, worst)
+                self.assertGreater(walks["jit"], 0, walks)
 
 
 if __name__ == "__main__":

@@ -30,7 +30,8 @@ public static class Program
         "usage: TestApp MODE [--seconds N] [--exit N] [--truth-every-second] [mode options]\n" +
         "modes: hello, version, cpu-split, cpu-generic, gc-heavy, cpu-only, alloc-mix, leak, bgc-live, exceptions,\n" +
         "       contention, heap, threads, wait, unload, thread-churn, osr-loop,\n" +
-        "       dynamic-code, bursts, pool-starve, phases, many-stacks, hostile   (see tests/apps/README.md)";
+        "       dynamic-code, bursts, pool-starve, phases, many-stacks, hostile,\n" +
+        "       jit-storm   (see tests/apps/README.md)";
 
     static readonly CancellationTokenSource StopSource = new();
     static readonly object TruthLock = new();
@@ -117,6 +118,7 @@ public static class Program
         "pool-starve" => new Starve.PoolStarveMode(),
         "many-stacks" => new Stacks.ManyStacksMode(),
         "hostile" => new Hostile.HostileMode(),
+        "jit-storm" => new JitStorm.JitStormMode(),
         _ => null,
     };
 

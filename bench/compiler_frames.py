@@ -1,0 +1,158 @@
+"""Where a large program's CPU goes, by the kind of frame it ends in, under clrscope: the SDK's C#
+compiler (csc.dll, run directly, CLRSCOPE_PROFILE_SDK=1) compiling generated sources (records,
+LINQ and lambdas, patterns, async, generics), every profile on, default settings. A program
+nobody here wrote, JIT-heavy and generics-heavy: the case where a profiler's native half shows.
+
+Prints the share of CPU (self time: the sample's leaf frame) by kind — managed code, the JIT's
+work labelled with the method compiled (a `[JIT] compiling` frame anywhere in the sample),
+`[native libcoreclr.so]`, `[native code]` (the runtime's stubs), `[native libclrjit.so]` outside
+a label, other native frames, `Garbage Collector` — and the runtime's suspended time.
+
+Usage: python3 bench/compiler_frames.py BUILD [FILES]   (FILES of generated source, default 20)
+The profile is read in whole seconds as the compiler runs (its last second is lost at its exit).
+"""
+import glob
+import os
+import sys
+import tempfile
+import threading
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+sys.path.insert(0, os.path.join(HERE, "..", "tests", "integration"))
+from benchlib import App, emit, get, get_json  # noqa: E402
+import gzip  # noqa: E402
+
+from pprofdec import Profile  # noqa: E402
+
+CLASS = """
+public record Item{n}(int Id, string Name, double Price);
+public static class Ops{n}
+{{
+    public static List<Item{n}> Filter(IEnumerable<Item{n}> xs, int k) =>
+        xs.Where(x => x.Id % k == 0).OrderBy(x => x.Name).ThenBy(x => x.Price)
+          .Select(x => x with {{ Price = x.Price * 1.1 }}).ToList();
+    public static string Describe(object o) => o switch
+    {{
+        int i when i > {n} => "big",
+        string s => s.Length.ToString(),
+        Item{n} {{ Price: > 10 }} it => it.Name,
+        (int a, int b) => (a + b).ToString(),
+        _ => "?",
+    }};
+    public static async Task<int> SumAsync(IEnumerable<int> xs)
+    {{
+        int s = 0;
+        foreach (var x in xs) {{ await Task.Yield(); s += x * {n}; }}
+        return s;
+    }}
+    public static Dictionary<TKey, List<T>> Group<T, TKey>(IEnumerable<T> xs, Func<T, TKey> key)
+        where TKey : notnull => xs.GroupBy(key).ToDictionary(g => g.Key, g => g.ToList());
+    public static IEnumerable<(int, string)> Pairs(int m)
+    {{
+        for (int i = 0; i < m; i++)
+            if (i % 3 == {m3}) yield return (i, $"{{i}}-{n}");
+    }}
+    public static T Max<T>(ReadOnlySpan<T> xs) where T : IComparable<T>
+    {{
+        T best = xs[0];
+        foreach (var x in xs) if (x.CompareTo(best) > 0) best = x;
+        return best;
+    }}
+    public static int Query(List<Item{n}> a, List<Item{n}> b) =>
+        (from x in a join y in b on x.Id equals y.Id where x.Price > y.Price
+         group x by x.Name into g select g.Count()).Sum();
+}}
+"""
+
+
+def generate(dirname, files, classes=20):
+    for f in range(files):
+        with open(os.path.join(dirname, f"Gen{f}.cs"), "w") as out:
+            out.write("using System;\nusing System.Collections.Generic;\nusing System.Linq;\n"
+                      "using System.Threading.Tasks;\n")
+            out.write(f"namespace Gen{f};\n")
+            for c in range(classes):
+                n = f * classes + c
+                out.write(CLASS.format(n=n, m3=n % 3))
+
+
+def kind(frames):
+    if any(f.startswith("[JIT] compiling") for f in frames):
+        return "jit (labelled)"
+    leaf = frames[0] if frames else "[unknown]"
+    if leaf == "Garbage Collector" or "Garbage Collector" in frames[-1:]:
+        return "gc"
+    if leaf in ("[native libcoreclr.so]", "[native code]", "[native libclrjit.so]"):
+        return leaf
+    if leaf.startswith("[native ") or leaf.startswith("["):
+        return "other native"
+    return "managed"
+
+
+def main():
+    build = os.path.abspath(sys.argv[1] if len(sys.argv) > 1 else "build")
+    files = int(sys.argv[2]) if len(sys.argv) > 2 else 20
+    root = os.path.dirname(os.path.realpath(os.popen("command -v dotnet").read().strip()))
+    csc = sorted(glob.glob(os.path.join(root, "sdk", "*", "Roslyn", "bincore", "csc.dll")))[-1]
+    refs = sorted(glob.glob(os.path.join(root, "packs", "Microsoft.NETCore.App.Ref", "*", "ref",
+                                         "net*", "*.dll")))
+    with tempfile.TemporaryDirectory() as tmp:
+        generate(tmp, files)
+        cmd = ["dotnet", "exec", csc, "-nologo", "-noconfig", "-t:library", "-nullable-",
+               "-out:" + os.path.join(tmp, "out.dll")] + ["-r:" + r for r in refs] + \
+              sorted(glob.glob(os.path.join(tmp, "Gen*.cs")))
+        app = App(build, cmd, env={"CLRSCOPE_PROFILE_SDK": "1", "CLRSCOPE_LOG_LEVEL": "error"})
+        errors = []  # the compiler's messages: read as they come, or it blocks on a full pipe
+        threading.Thread(target=lambda: errors.extend(app.proc.stdout), daemon=True).start()
+        url = app.dashboard()
+        if not url:
+            sys.exit("no dashboard: " + " ".join(cmd[:4]))
+        samples, last, status = [], int(time.time()), None
+        while app.proc.poll() is None:
+            time.sleep(2)
+            now = int(time.time()) - 1
+            try:
+                status = get_json(url + "api/v1/status")
+                if now > last:
+                    raw = get(url + f"debug/pprof/profile?from={last}&to={now}&wait=0")
+                    samples += Profile(gzip.decompress(raw)).samples
+                    last = now
+            except OSError:
+                break
+        app.stop()
+    if app.proc.returncode:
+        print(f"csc exited with {app.proc.returncode}: " + "".join(errors[:5]))
+    by = {}
+    total = 0
+    for frames, vals, labels in samples:
+        total += vals[-1]
+        k = kind(frames)
+        by[k] = by.get(k, 0) + vals[-1]
+    if not total:
+        sys.exit("no CPU sample read")
+    print(f"csc on {files} files: {total / 1e9:.1f} s of CPU sampled, "
+          f"runtime suspended {status['self']['suspended_s'] if status else '?'} s")
+    for k, v in sorted(by.items(), key=lambda kv: -kv[1]):
+        print(f"  {v / total * 100:5.1f} %  {k}")
+        emit("compiler frames", k, round(v / total * 100, 1), "% of CPU")
+    if os.environ.get("CALLERS"):  # what the runtime's and stubs' self time sits under
+        for leaf in ("[native libcoreclr.so]", "[native code]", "other native"):
+            under = {}
+            for frames, vals, labels in samples:
+                if kind(frames) != leaf:
+                    continue
+                path = [f for f in frames[:6]]
+                k = " < ".join(path)
+                under[k] = under.get(k, 0) + vals[-1]
+            print(leaf)
+            for k, v in sorted(under.items(), key=lambda kv: -kv[1])[:8]:
+                print(f"    {v / total * 100:5.1f} %  {k}")
+    unnamed = sum(by.get(k, 0) for k in ("[native libcoreclr.so]", "[native code]",
+                                         "[native libclrjit.so]", "other native"))
+    print(f"  unnamed native (self): {unnamed / total * 100:.1f} %")
+
+
+if __name__ == "__main__":
+    main()
