@@ -70,6 +70,33 @@ static const struct flame_type *parse_common(const struct api_req *q, struct api
     return t;
 }
 
+/* native=keep (the default) or fold: native frames folded into their managed callers
+ * (prof_view_fold_native). 0, or -1 with a 400 in `out`. */
+static int parse_native(const struct api_req *q, int *fold, struct api_reply *out)
+{
+    char s[8];
+    int rc = api_query_str(q, "native", s, sizeof s, out);
+    *fold = 0;
+    if (rc < 0)
+        return -1;
+    if (rc == 0 || !strcmp(s, "keep"))
+        return 0;
+    if (!strcmp(s, "fold")) {
+        *fold = 1;
+        return 0;
+    }
+    api_reply_error(out, 400, "native must be keep or fold");
+    return -1;
+}
+
+/* Folds a view's native frames when asked; a view that cannot be folded (out of memory) stays
+ * whole, which the reply says ("native": "keep"). */
+static int fold_view(struct prof_view *v, int fold)
+{
+    size_t folded;
+    return fold && prof_view_fold_native(v, &folded) == 0;
+}
+
 static int get_view(const struct flame_type *t, double seconds, const char *filter,
                     struct prof_view *v)
 {
@@ -141,7 +168,9 @@ int api_flamegraph(const struct api_req *q, struct api_reply *out)
         return api_reply_error(out, 503, "out of memory");
     const struct flame_type *t = parse_common(q, out, &seconds, filter, 512, &has_filter);
     long max_nodes;
-    if (!t || api_query_long(q, "max_nodes", 8192, 16, 200000, &max_nodes, out) < 0) {
+    int fold;
+    if (!t || api_query_long(q, "max_nodes", 8192, 16, 200000, &max_nodes, out) < 0 ||
+        parse_native(q, &fold, out) < 0) {
         free(filter);
         return 400;
     }
@@ -150,6 +179,7 @@ int api_flamegraph(const struct api_req *q, struct api_reply *out)
         free(filter);
         return api_reply_error(out, 503, "profile data unavailable (out of memory)");
     }
+    fold = fold_view(&v, fold);
     struct prof_tree tree; /* its names point into the view's: freed after the reply is written */
     int rc = prof_tree_build(&v, t->slot, (size_t)max_nodes, &tree);
     double t_from = v.t_from, t_to = v.t_to;
@@ -180,6 +210,8 @@ int api_flamegraph(const struct api_req *q, struct api_reply *out)
         jb_lit(&b, ",\"filter\":");
         jb_str(&b, filter);
     }
+    jb_lit(&b, ",\"native\":");
+    jb_str(&b, fold ? "fold" : "keep");
     jb_lit(&b, ",\"root\":");
     api_flame_emit(&b, &tree);
     jb_lit(&b, "}");
@@ -270,9 +302,11 @@ int api_flamegraph_diff(const struct api_req *q, struct api_reply *out)
                                "/api/v1/gcdump/diff)", tname);
     double now = prof_unix_now(), af, at, bf, bt;
     long max_nodes, limit;
+    int fold;
     if (diff_windows(q, out, now, &af, &at, &bf, &bt) < 0 ||
         api_query_long(q, "max_nodes", 8192, 16, 200000, &max_nodes, out) < 0 ||
-        api_query_long(q, "limit", 20, 0, 10000, &limit, out) < 0)
+        api_query_long(q, "limit", 20, 0, 10000, &limit, out) < 0 ||
+        parse_native(q, &fold, out) < 0)
         return 400;
     char *filter = malloc(512);
     if (!filter)
@@ -295,6 +329,17 @@ int api_flamegraph_diff(const struct api_req *q, struct api_reply *out)
         prof_view_free(&va);
         free(filter);
         return api_reply_error(out, 503, "profile data unavailable (out of memory)");
+    }
+    if (fold) { /* both or neither: the two trees must be cut alike */
+        size_t folded;
+        struct prof_view *vs[2] = {&va, &vb};
+        for (int i = 0; i < 2; i++)
+            if (prof_view_fold_native(vs[i], &folded)) {
+                prof_view_free(&va);
+                prof_view_free(&vb);
+                free(filter);
+                return api_reply_error(out, 503, "out of memory folding native frames");
+            }
     }
     struct prof_tree tree; /* its names point into both views: freed after the reply */
     struct prof_top_diff top;
@@ -367,7 +412,9 @@ int api_top(const struct api_req *q, struct api_reply *out)
         return api_reply_error(out, 503, "out of memory");
     const struct flame_type *t = parse_common(q, out, &seconds, filter, 512, &has_filter);
     long limit;
-    if (!t || api_query_long(q, "limit", 50, 1, 10000, &limit, out) < 0) {
+    int fold;
+    if (!t || api_query_long(q, "limit", 50, 1, 10000, &limit, out) < 0 ||
+        parse_native(q, &fold, out) < 0) {
         free(filter);
         return 400;
     }
@@ -376,6 +423,7 @@ int api_top(const struct api_req *q, struct api_reply *out)
         free(filter);
         return api_reply_error(out, 503, "profile data unavailable (out of memory)");
     }
+    fold = fold_view(&v, fold);
     struct prof_top top;
     int rc = prof_tree_top(&v, t->slot, (size_t)limit, &top);
     int64_t total = 0;
@@ -391,6 +439,8 @@ int api_top(const struct api_req *q, struct api_reply *out)
     jb_int(&b, total);
     jb_lit(&b, ",\"seconds\":");
     jb_num(&b, seconds);
+    jb_lit(&b, ",\"native\":");
+    jb_str(&b, fold ? "fold" : "keep");
     jb_lit(&b, ",\"functions\":[");
     for (size_t i = 0; rc == 0 && i < top.n; i++) {
         if (i)

@@ -40,6 +40,20 @@ export function FlamePanel(title, types, opts) {
     });
     this.p.right.appendChild(seg);
   }
+  if (opts.native !== false) {
+    // the runtime's, the JIT's and system libraries' frames folded into the managed code above
+    this.foldBtn = h('button', {type: 'button', 'class': 'btn fold', text: 'Fold native',
+      title: 'fold native frames (the runtime, its stubs, system libraries) into the managed method that called them',
+      on: {click: function () {
+        state.fold = !state.fold;
+        state.zoom = [];
+        self.fg.setState({q: state.q, zoom: [], icicle: state.icicle});
+        saveHash();
+        self.syncControls();
+        self.refresh();
+      }}});
+    this.p.right.appendChild(this.foldBtn);
+  }
   this.fg = new FlameGraph(this.p.body, {onChange: function (st) {
     state.q = st.q;
     state.zoom = st.zoom;
@@ -75,6 +89,10 @@ FlamePanel.prototype.syncControls = function () {
   var self = this;
   var cur = this.type();
   (this.typeBtns || []).forEach(function (b) { b.classList.toggle('on', b._type === cur); });
+  if (this.foldBtn) {
+    this.foldBtn.classList.toggle('on', !!state.fold);
+    this.foldBtn.setAttribute('aria-pressed', state.fold ? 'true' : 'false');
+  }
   clear(this.filterBox);
   if (state.filter) {
     this.filterBox.appendChild(h('span', {'class': 'filterchip', title: 'only stacks of ' + state.filter}, [
@@ -98,7 +116,7 @@ FlamePanel.prototype.refresh = function () {
   var seq = ++this.seq; // a newer request (type or filter change) supersedes this one
   var type = this.type();
   var url = 'api/v1/flamegraph?' + qs({type: type, seconds: this.windowed ? state.seconds : '',
-    max_nodes: 8192, filter: state.filter});
+    max_nodes: 8192, filter: state.filter, native: this.foldBtn && state.fold ? 'fold' : ''});
   return api(url).then(function (r) {
     if (r.aborted || seq !== self.seq) return;
     if (!r.ok) {

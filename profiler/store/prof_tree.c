@@ -493,3 +493,79 @@ void prof_top_diff_free(struct prof_top_diff *t)
     prof_scratch_release(&t->mem);
     memset(t, 0, sizeof *t);
 }
+
+/* ---- folding native frames into their managed callers ---- */
+
+static int is_native(const char *name)
+{
+    return name && !strncmp(name, "[native ", 8);
+}
+
+int prof_view_fold_native(struct prof_view *v, size_t *folded)
+{
+    size_t n = v->nnodes;
+    *folded = 0;
+    if (n < 2)
+        return 0;
+    size_t cap = 16;
+    while (cap < 2 * n)
+        cap <<= 1;
+    /* anchored[i]: node i or one of its ancestors is a frame that is not native (the root is
+     * not); newid[i]: the node i becomes (its nearest kept ancestor's when it is folded) */
+    unsigned char *anchored = prof_scratch_alloc(&v->mem, n);
+    uint32_t *newid = prof_scratch_alloc(&v->mem, n * sizeof *newid);
+    uint32_t *slot = prof_scratch_alloc(&v->mem, cap * sizeof *slot); /* (parent, name) -> id */
+    uint32_t *parent = prof_scratch_alloc(&v->mem, n * sizeof *parent);
+    const char **name = prof_scratch_alloc(&v->mem, n * sizeof *name);
+    if (!anchored || !newid || !slot || !parent || !name) {
+        prof_scratch_free(&v->mem, anchored);
+        prof_scratch_free(&v->mem, newid);
+        prof_scratch_free(&v->mem, slot);
+        prof_scratch_free(&v->mem, parent);
+        prof_scratch_free(&v->mem, name);
+        return -1;
+    }
+    memset(slot, 0xff, cap * sizeof *slot);
+    anchored[0] = 0;
+    newid[0] = 0;
+    parent[0] = 0;
+    name[0] = v->name[0];
+    size_t m = 1;
+    for (size_t i = 1; i < n; i++) {
+        uint32_t p = v->parent[i];
+        int native = is_native(v->name[i]);
+        anchored[i] = anchored[p] || !native;
+        if (native && anchored[p]) {
+            newid[i] = newid[p];
+            (*folded)++;
+            continue;
+        }
+        uint32_t np = newid[p];
+        uint32_t h = (uint32_t)(name_hash(v->name[i]) ^ (np * 2654435761u)) & (uint32_t)(cap - 1);
+        for (;; h = (h + 1) & (uint32_t)(cap - 1)) {
+            uint32_t id = slot[h];
+            if (id == UINT32_MAX) {
+                slot[h] = (uint32_t)m;
+                parent[m] = np;
+                name[m] = v->name[i];
+                newid[i] = (uint32_t)m++;
+                break;
+            }
+            if (parent[id] == np && (name[id] == v->name[i] || !strcmp(name[id], v->name[i]))) {
+                newid[i] = id;
+                break;
+            }
+        }
+    }
+    for (size_t r = 0; r < v->nrows; r++)
+        v->rows[r].node = newid[v->rows[r].node];
+    memcpy(v->parent, parent, m * sizeof *parent);
+    memcpy(v->name, name, m * sizeof *name);
+    v->nnodes = m;
+    prof_scratch_free(&v->mem, anchored);
+    prof_scratch_free(&v->mem, newid);
+    prof_scratch_free(&v->mem, slot);
+    prof_scratch_free(&v->mem, parent);
+    prof_scratch_free(&v->mem, name);
+    return 0;
+}

@@ -40,6 +40,12 @@ struct prof_top {
     struct prof_scratch mem;   /* rows */
 };
 
+/* Folds native frames ("[native …]": the runtime, the JIT, its stubs, system libraries) into the
+ * managed frame above them, in place: a native frame with a frame that is not native above it
+ * goes, its time becomes that frame's own, and the paths that then meet are merged; native frames
+ * nearer the root than any other (a thread's start, a runtime thread) stay. *folded counts the
+ * nodes removed. 0, or -1 (out of memory: the view is unchanged). */
+int prof_view_fold_native(struct prof_view *v, size_t *folded);
 /* value_slot selects v[value_slot] of each row. */
 int prof_tree_build(const struct prof_view *v, int value_slot, size_t max_nodes,
                     struct prof_tree *out);

@@ -238,6 +238,29 @@ test('CPU flame graph draws, shows a tooltip and searches', async (t) => {
   await page.waitForFunction(() => !/zoom=/.test(location.hash));
 });
 
+test('Fold native folds the runtime frames into their managed callers', async () => {
+  await openTab('cpu', 'CPU');
+  const reply = page.waitForResponse((r) => /api\/v1\/flamegraph\?.*native=fold/.test(r.url()),
+    {timeout: TIMEOUT});
+  await page.click('main button.fold');
+  const r = await reply;
+  assert.match(page.url(), /native=fold/);
+  assert.equal(await page.getAttribute('main button.fold', 'aria-pressed'), 'true');
+  if (process.env.BASE_URL) {  // the real profiler: no native frame left under a managed one
+    const d = await r.json();
+    assert.equal(d.native, 'fold');
+    const stack = [[d.root, false]];
+    while (stack.length) {
+      const [node, anchored] = stack.pop();
+      const native = node.name.startsWith('[native ');
+      assert.ok(!(native && anchored), node.name + ' under a managed frame');
+      for (const c of node.children) stack.push([c, anchored || (!native && node !== d.root)]);
+    }
+  }
+  await page.click('main button.fold');
+  await page.waitForFunction(() => !/native=fold/.test(location.hash), null, {timeout: TIMEOUT});
+});
+
 test('window selector and pprof download link follow the state', async () => {
   const before = await page.evaluate(() => window.__clrscope.refreshes || 0);
   await page.click('#window button[data-seconds="300"]');

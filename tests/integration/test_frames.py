@@ -294,6 +294,9 @@ class JitCompilation(unittest.TestCase):
                     time.sleep(2)
                     prof = read_pprof(app.pprof("/debug/pprof/profile?seconds=4"))
                     walks = app.json("/api/v1/status")["self"]["signal_sampler"]["walks"]
+                    folded = app.json("/api/v1/flamegraph?type=cpu&seconds=4&native=fold")
+                    top = app.json("/api/v1/top?type=cpu&seconds=4&native=fold&limit=10000")
+                    bad = app.json("/api/v1/top?type=cpu&native=inline", expect=400)
                     truth = app.wait_truth(timeout=60)
                 finally:
                     app.stop()
@@ -332,6 +335,21 @@ class JitCompilation(unittest.TestCase):
                 worst = sorted(unlabelled.items(), key=lambda kv: -kv[1])[:3]
                 self.assertLessEqual(bare / total, 0.02, worst)
                 self.assertGreater(walks["jit"], 0, walks)
+                # native=fold: the JIT's frames fold into the labels, which then hold that time
+                # as their own; no native frame is left under a managed one
+                self.assertEqual((folded["native"], top["native"]), ("fold", "fold"))
+                self.assertIn("native", bad["error"])
+                stack = [(folded["root"], False)]
+                while stack:
+                    node, anchored = stack.pop()
+                    native = node["name"].startswith("[native ")
+                    self.assertFalse(native and anchored, node["name"])
+                    for c in node["children"]:
+                        stack.append((c, anchored or (not native and node is not folded["root"])))
+                jit_self = sum(f["self"] for f in top["functions"]
+                               if f["name"].startswith(self.LABEL + work))
+                self.assertGreaterEqual(jit_self / top["total"], 0.6 * share,
+                                        (jit_self / top["total"], top["functions"][:5]))
 
 
 if __name__ == "__main__":

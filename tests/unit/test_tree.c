@@ -6,7 +6,9 @@
  *   - the functions whose self share changed most come first, gains and losses alike, and a
  *     function never at the top of a stack is left out;
  *   - a tree trimmed so hard that a parent has no room left for its "[other]" node keeps every
- *     inclusive value what it is (the folded children go to the parent's self, counted once).
+ *     inclusive value what it is (the folded children go to the parent's self, counted once);
+ *   - native frames folded into their managed callers: their time becomes the caller's own,
+ *     paths that then meet are merged, native frames nearer the root than any other stay.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -135,8 +137,60 @@ static void test_no_room_for_other(void)
     prof_tree_free(&t);
 }
 
+static void test_fold_native(void)
+{
+    /* 1 [native libcoreclr.so] (a thread's start)
+     * 2   Main
+     * 3     Work                                   5
+     * 4       [native libclrjit.so]
+     * 5         [native libc.so.6]                 10
+     * 6     [native code]
+     * 7       Helper                               3
+     * 8     Helper                                 2
+     * 9 Garbage Collector
+     * 10  [native libcoreclr.so]                   4
+     * 11  [native libc.so.6]                       1  (under 1: no managed frame above it) */
+    uint32_t parent[] = {0, 0, 1, 2, 3, 4, 2, 6, 2, 0, 9, 1};
+    const char *name[] = {"all", "[native libcoreclr.so]", "Main", "Work", "[native libclrjit.so]",
+                          "[native libc.so.6]", "[native code]", "Helper", "Helper",
+                          "Garbage Collector", "[native libcoreclr.so]", "[native libc.so.6]"};
+    struct prof_row rows[] = {{.node = 3, .v = {5, 5}}, {.node = 5, .v = {10, 10}},
+                              {.node = 7, .v = {3, 3}}, {.node = 8, .v = {2, 2}},
+                              {.node = 10, .v = {4, 4}}, {.node = 11, .v = {1, 1}}};
+    struct prof_view v = view(12, parent, name, 6, rows);
+    size_t folded = 0;
+    CHECK(!prof_view_fold_native(&v, &folded), "folded");
+    CHECK(folded == 4, "4 native frames folded: %zu", folded);
+    CHECK(v.nnodes == 7, "7 nodes left: %zu", v.nnodes);
+    for (size_t i = 1; i < v.nnodes; i++)
+        CHECK(v.parent[i] < i, "node %zu: parent %u", i, v.parent[i]);
+    struct prof_tree t;
+    CHECK(!prof_tree_build(&v, 1, 100, &t), "tree built");
+    CHECK(t.total == 25, "total kept: %lld", (long long)t.total);
+    const char *work[] = {"[native libcoreclr.so]", "Main", "Work"};
+    long n = find(&t, work, 3);
+    CHECK(n >= 0 && t.self[n] == 15 && t.first_child[n] == UINT32_MAX,
+          "Work's own time holds the JIT's and libc's: %lld", n >= 0 ? (long long)t.self[n] : -1);
+    const char *helper[] = {"[native libcoreclr.so]", "Main", "Helper"};
+    n = find(&t, helper, 3);
+    CHECK(n >= 0 && t.value[n] == 5, "the stub's path and the direct call merged: %lld",
+          n >= 0 ? (long long)t.value[n] : -1);
+    const char *main_[] = {"[native libcoreclr.so]", "Main"};
+    n = find(&t, main_, 2);
+    CHECK(n >= 0 && t.self[n] == 0 && t.value[n] == 20, "Main: 20 in all, none its own");
+    const char *gc[] = {"Garbage Collector"};
+    n = find(&t, gc, 1);
+    CHECK(n >= 0 && t.self[n] == 4 && t.first_child[n] == UINT32_MAX, "the GC's runtime time");
+    const char *start[] = {"[native libcoreclr.so]", "[native libc.so.6]"};
+    n = find(&t, start, 2);
+    CHECK(n >= 0 && t.self[n] == 1, "native frames without a managed caller stay");
+    prof_tree_free(&t);
+    prof_scratch_release(&v.mem);
+}
+
 int main(void)
 {
+    test_fold_native();
     test_diff();
     test_no_room_for_other();
     printf("%d passed, %d failed\n", passed, failed);
