@@ -15,6 +15,7 @@ import {FlameGraph} from '../flame.js';
 import {DataTable} from '../table.js';
 import {diffTree} from '../flame_model.js';
 import {marks as getMarks} from '../marks.js';
+import {state, saveHash} from '../state.js';
 
 var TYPES = [['cpu', 'CPU'], ['wall', 'Wall'], ['alloc-bytes', 'Alloc bytes'],
   ['alloc-count', 'Alloc count'], ['exceptions', 'Exceptions'], ['lock-time', 'Lock time']];
@@ -69,6 +70,20 @@ export function create() {
       : 'absolute values (click: each window weighed by its own total)';
   }
   syncNorm();
+  // the flame tabs' Fold native, shared through the URL
+  var foldBtn = h('button', {type: 'button', 'class': 'btn fold', text: 'Fold native',
+    title: 'fold native frames (the runtime, its stubs, system libraries) into the managed method that called them',
+    on: {click: function () {
+      state.fold = !state.fold;
+      saveHash();
+      syncFold();
+      view.refresh();
+    }}});
+  function syncFold() {
+    foldBtn.classList.toggle('on', !!state.fold);
+    foldBtn.setAttribute('aria-pressed', state.fold ? 'true' : 'false');
+  }
+  syncFold();
   var label = h('input', {attrs: {type: 'text', placeholder: 'label', 'aria-label': 'mark label', maxlength: '120'}});
   var markBtn = h('button', {type: 'button', 'class': 'btn', text: 'Mark now', on: {click: function () {
     markBtn.disabled = true;
@@ -84,6 +99,7 @@ export function create() {
   p.right.appendChild(typeSel);
   p.right.appendChild(presetBox);
   p.right.appendChild(normBtn);
+  p.right.appendChild(foldBtn);
   p.right.appendChild(label);
   p.right.appendChild(markBtn);
   var note = h('div', {'class': 'note', text: 'Width: a frame’s share of “before” plus its share of ' +
@@ -126,7 +142,8 @@ export function create() {
         marks = list;
         renderPresets();
         var w = windows(opts.preset, marks);
-        return api('api/v1/flamegraph/diff?' + qs({type: opts.type, a: w.a, b: w.b, limit: 30})).then(function (r) {
+        return api('api/v1/flamegraph/diff?' + qs({type: opts.type, a: w.a, b: w.b, limit: 30,
+          native: state.fold ? 'fold' : ''})).then(function (r) {
           if (r.aborted || my !== seq) return;
           if (!r.ok) {
             fg.clear(notAvailableText(r));

@@ -80,6 +80,14 @@ test('the Compare tab shows what changed at a mark', {skip: !BASE && 'BASE_URL n
   await rows.nth(0).click();
   await page.waitForFunction(() => /matched/.test(document.querySelector('.flame.diff .matched').textContent),
     null, {timeout: TIMEOUT});
+  // Fold native asks for the comparison with native frames folded, and the phases stay on top
+  const folded = page.waitForResponse((r) => /flamegraph\/diff\?.*native=fold/.test(r.url()),
+    {timeout: TIMEOUT});
+  await page.click('button.fold');
+  const fr = await (await folded).json();
+  assert.ok(expect.includes(fr.functions[0].name), 'folded top ' + fr.functions[0].name);
+  assert.match(page.url(), /native=fold/);
+  await page.click('button.fold');
   // "Mark now" adds a mark and compares since it
   await page.fill('input[aria-label="mark label"]', 'from the browser');
   await page.click('text=Mark now');
