@@ -32,6 +32,8 @@
     X(mime_filename, CURLcode, (curl_mimepart *, const char *))                                  \
     X(mime_type, CURLcode, (curl_mimepart *, const char *))                                      \
     X(mime_data, CURLcode, (curl_mimepart *, const char *, size_t))                              \
+    X(mime_data_cb, CURLcode, (curl_mimepart *, curl_off_t, curl_read_callback,                  \
+                               curl_seek_callback, curl_free_callback, void *))                  \
     X(mime_free, void, (curl_mime *))                                                            \
     X(slist_append, struct curl_slist *, (struct curl_slist *, const char *))                    \
     X(slist_free_all, void, (struct curl_slist *))                                               \

@@ -85,6 +85,10 @@ static struct exporter_state {
     struct item *cur;
     CURL *easy;
     curl_mime *mime;
+    struct body_reader { /* libcurl reads the profile from the item in flight, not a copy */
+        const unsigned char *p;
+        size_t len, pos;
+    } body;
     char reply[REPLY_KEEP];
     size_t reply_len, reply_total;
     int64_t retry_at, deadline; /* CLOCK_MONOTONIC ns; deadline 0 = none */
@@ -386,6 +390,31 @@ static CURLcode restrict_protocols(CURL *e)
 #pragma GCC diagnostic pop
 }
 
+/* The profile part's body, read by libcurl straight from the item in flight (which outlives
+ * the request: end_request frees the request before the item is freed or queued again). */
+static size_t body_read(char *buf, size_t size, size_t n, void *arg)
+{
+    struct body_reader *r = arg;
+    size_t want = size * n, left = r->len - r->pos;
+    if (want > left)
+        want = left;
+    memcpy(buf, r->p + r->pos, want);
+    r->pos += want;
+    return want;
+}
+
+/* libcurl rewinds a body it must send again (a connection reused and closed under it). */
+static int body_seek(void *arg, curl_off_t off, int origin)
+{
+    struct body_reader *r = arg;
+    curl_off_t base = origin == SEEK_SET ? 0 : origin == SEEK_CUR ? (curl_off_t)r->pos
+                      : origin == SEEK_END ? (curl_off_t)r->len : -1;
+    if (base < 0 || off < -base || base + off > (curl_off_t)r->len)
+        return CURL_SEEKFUNC_FAIL;
+    r->pos = (size_t)(base + off);
+    return CURL_SEEKFUNC_OK;
+}
+
 static CURL *make_request(const struct item *it, long timeout_ms, curl_mime **mime_out)
 {
     CURL *e = CU.easy_init();
@@ -399,7 +428,9 @@ static CURL *make_request(const struct item *it, long timeout_ms, curl_mime **mi
              !CU.mime_data(p1, it->event, CURL_ZERO_TERMINATED) &&
              !CU.mime_name(p2, "profile.pprof") && !CU.mime_filename(p2, "profile.pprof") &&
              !CU.mime_type(p2, "application/octet-stream") &&
-             !CU.mime_data(p2, (const char *)it->pprof, it->len);
+             !CU.mime_data_cb(p2, (curl_off_t)it->len, body_read, body_seek, NULL,
+                              &exporter.body);
+    exporter.body = (struct body_reader){.p = it->pprof, .len = it->len};
     ok = ok && !CU.easy_setopt(e, CURLOPT_URL, exporter.cfg.url);
     if (ok && exporter.cfg.unix_socket[0])
         ok = !CU.easy_setopt(e, CURLOPT_UNIX_SOCKET_PATH, exporter.cfg.unix_socket);
