@@ -5,6 +5,7 @@
 #include "clrscope_commit.h"
 #include "prof_agg.h"
 #include "prof_codemap.h"
+#include "prof_natsym.h"
 #include "prof_config.h"
 #include "prof_core.h"
 #include "prof_counters.h"
@@ -132,6 +133,17 @@ int api_status(const struct api_req *q, struct api_reply *out)
         cJSON_AddStringToObject(wk, "native_unwind",
                                 ss.sig.native_unwind ? ss.sig.native_unwind : "cfi");
         cJSON_AddNumberToObject(wk, "cfi_libraries", ss.sig.cfi_libraries);
+        struct prof_natsym_stats nst;
+        prof_natsym_get_stats(&nst);
+        cJSON *nsy = cJSON_AddObjectToObject(sg, "native_symbols");
+        cJSON_AddNumberToObject(nsy, "libraries", nst.libraries);
+        cJSON_AddNumberToObject(nsy, "with_symtab", nst.with_symtab);
+        cJSON_AddNumberToObject(nsy, "debug_files", nst.debug_files);
+        cJSON_AddNumberToObject(nsy, "dynsym_only", nst.dynsym_only);
+        cJSON_AddNumberToObject(nsy, "refused", nst.refused);
+        cJSON_AddNumberToObject(nsy, "functions", (double)nst.functions);
+        cJSON_AddNumberToObject(nsy, "bytes", (double)nst.bytes);
+        cJSON_AddNumberToObject(nsy, "over_cap", (double)nst.over_cap);
         cJSON *dm = cJSON_AddObjectToObject(sg, "dynamic_methods");
         cJSON_AddNumberToObject(dm, "known", (double)cm.dynamic_methods);
         cJSON_AddNumberToObject(dm, "compiled", (double)cm.dynamic_compiled);

@@ -6,7 +6,8 @@ nobody here wrote, JIT-heavy and generics-heavy: the case where a profiler's nat
 Prints the share of CPU (self time: the sample's leaf frame) by kind — managed code, the JIT's
 work labelled with the method compiled (a `[JIT] compiling` frame anywhere in the sample),
 `[native libcoreclr.so]`, `[native code]` (the runtime's stubs), `[native libclrjit.so]` outside
-a label, other native frames, `Garbage Collector` — and the runtime's suspended time.
+a label, native frames named by a symbol table (`[native lib!function]`), other native frames,
+`Garbage Collector` — and the runtime's suspended time.
 
 Usage: python3 bench/compiler_frames.py BUILD [FILES]   (FILES of generated source, default 20)
 The profile is read in whole seconds as the compiler runs (its last second is lost at its exit).
@@ -86,6 +87,8 @@ def kind(frames):
         return "gc"
     if leaf in ("[native libcoreclr.so]", "[native code]", "[native libclrjit.so]"):
         return leaf
+    if leaf.startswith("[native ") and "!" in leaf:
+        return "native, named"
     if leaf.startswith("[native ") or leaf.startswith("["):
         return "other native"
     return "managed"
@@ -137,7 +140,8 @@ def main():
     for k, v in sorted(by.items(), key=lambda kv: -kv[1]):
         print(f"  {v / total * 100:5.1f} %  {k}")
         emit("compiler frames", k, round(v / total * 100, 1), "% of CPU")
-    if os.environ.get("CALLERS"):  # what the runtime's and stubs' self time sits under
+    # CALLERS=1: what the runtime's and stubs' self time sits under
+    if os.environ.get("CALLERS"):
         for leaf in ("[native libcoreclr.so]", "[native code]", "other native"):
             under = {}
             for frames, vals, labels in samples:

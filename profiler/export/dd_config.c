@@ -708,13 +708,22 @@ size_t dd_frame_structured(const char *name, char *out, size_t cap)
     size_t n = strlen(name);
     if (name[0] == '[') {
         if (!strncmp(name, "[native ", 8) && name[n - 1] == ']') {
+            /* "[native libx.so]", or with the function "[native libx.so!fn]" */
             const char *mod = name + 8;
             size_t ml = n - 9;
+            const char *bang = memchr(mod, '!', ml);
+            size_t fl = bang ? ml - (size_t)(bang - mod) - 1 : 0;
+            if (bang)
+                ml = (size_t)(bang - mod);
             puts_(&b, "|lm:");
             put(&b, mod, ml);
             puts_(&b, " |ns:NativeCode |ct:");
             put(&b, mod, ml);
-            puts_(&b, " |fn:Function");
+            puts_(&b, " |fn:");
+            if (bang && fl)
+                put(&b, bang + 1, fl);
+            else
+                puts_(&b, "Function");
         } else if (!strncmp(name, "[dynamic] ", 10) && n > 10) {
             /* a dynamic method: the type the runtime's own events give such methods */
             puts_(&b, " |ns: |ct:dynamicClass |cg: |fn:");

@@ -11,11 +11,13 @@
 #include "clr_abi.h"
 #include "prof_codemap_int.h"
 #include "prof_maps.h"
+#include "prof_natsym.h"
 #include "prof_sighandler.h"
 #include "prof_symbols.h"
 
-/* how prof_maps names the JIT's frames */
-#define JIT_MODULE "[native libclrjit.so]"
+/* how prof_maps names the JIT's frames ("[native libclrjit.so]", or with a function's name
+ * "[native libclrjit.so!Compiler::compCompile]") */
+#define JIT_MODULE "[native libclrjit.so"
 
 int prof_codemap_returns(const uintptr_t *ra, int n, uint64_t found, uint64_t hops,
                          uintptr_t *fns, int *src)
@@ -201,7 +203,8 @@ int prof_codemap_name_stack(const struct prof_sigsample *s, const char **names,
             }
             continue;
         }
-        const char *name = fn ? prof_symbols_function(fn) : prof_maps_native_name(key);
+        const char *name = fn ? prof_symbols_function(fn)
+                              : prof_natsym_name(key, prof_maps_native_name(key));
         prev_fn = fn;
         prev_code = code;
         if (!fn && k > 0 && !managed[k - 1] && names[k - 1] == name)
@@ -227,7 +230,8 @@ int prof_codemap_name_stack(const struct prof_sigsample *s, const char **names,
     if (s->jit && k < cap) {
         int j = -1;
         for (int i = 0; i < k && !managed[i]; i++)
-            if (!strcmp(names[i], JIT_MODULE))
+            if (!strncmp(names[i], JIT_MODULE, sizeof JIT_MODULE - 1) &&
+                (names[i][sizeof JIT_MODULE - 1] == ']' || names[i][sizeof JIT_MODULE - 1] == '!'))
                 j = i;
         if (j >= 0) {
             memmove(&names[j + 2], &names[j + 1], (size_t)(k - j - 1) * sizeof *names);

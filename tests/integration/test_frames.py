@@ -6,10 +6,12 @@ JIT's time under the method it compiles. These check names and shares of a frame
 not the CPU split against a clock, so they run beside other tests (weight "core" in
 tests/CMakeLists.txt).
 """
+import os
 import time
 import unittest
 
-from harness import ProfiledApp, available_runtimes, find_nodes, find_paths, tree_totals_by_name
+from harness import (BUILD, ProfiledApp, available_runtimes, find_nodes, find_paths,
+                     tree_totals_by_name)
 from pprofdec import read_pprof
 
 def cpu_ms_below(flame, caller):
@@ -350,6 +352,64 @@ class JitCompilation(unittest.TestCase):
                                if f["name"].startswith(self.LABEL + work))
                 self.assertGreaterEqual(jit_self / top["total"], 0.6 * share,
                                         (jit_self / top["total"], top["functions"][:5]))
+
+
+class NativeSymbols(unittest.TestCase):
+    """A thread that spends its CPU in a native library it calls (native-burn: libcsburn.so's
+    csburn_run, half in an exported function, half in a static one). Its frames are named
+    "[native libcsburn.so!function]" from the library's symbol table, or from its debug file
+    (CLRSCOPE_SYMBOL_PATH) when the library was stripped, matched by build id; a debug file of
+    another build is refused, and then only the exported function is named (.dynsym): the static
+    one keeps the library's name, never the nearest export's."""
+
+    def run_burn(self, lib_dir, symbol_path=None):
+        env = {"CLRSCOPE_PROFILES": "cpu", "LD_LIBRARY_PATH": os.path.join(BUILD, "natsym", lib_dir)}
+        if symbol_path:
+            env["CLRSCOPE_SYMBOL_PATH"] = os.path.join(BUILD, "natsym", symbol_path)
+        app = ProfiledApp("native-burn", ["--seconds", "6"], env=env)
+        app.start()
+        try:
+            app.wait_ready()
+            time.sleep(1)
+            prof = read_pprof(app.pprof("/debug/pprof/profile?seconds=3"))
+            natsym = app.json("/api/v1/status")["self"]["signal_sampler"]["native_symbols"]
+            truth = app.wait_truth(timeout=60)
+        finally:
+            app.stop()
+        f = truth["frames"]
+        leaf, total = {}, 0
+        for frames, vals, labels in prof.samples:
+            if labels.get("thread name") != "native-burner":
+                continue
+            total += vals[-1]
+            if frames and frames[0].startswith(f["module"][:-1]):
+                self.assertIn(f["caller"], frames, frames)  # the app's frames above the library's
+                leaf[frames[0]] = leaf.get(frames[0], 0) + vals[-1]
+        self.assertGreater(total, 0, "no sample of the burner thread")
+        self.assertGreater(truth["calls"], 0, truth)
+        return {k: v / total for k, v in leaf.items()}, natsym, f
+
+    def test_named_from_the_library_symbol_table(self):
+        share, natsym, f = self.run_burn("full")
+        # the same work in each: half of the thread's CPU each (the calls' own cost aside)
+        self.assertTrue(0.3 <= share.get(f["exported"], 0) <= 0.7, share)
+        self.assertTrue(0.3 <= share.get(f["local"], 0) <= 0.7, share)
+        self.assertGreaterEqual(natsym["with_symtab"], 1, natsym)
+
+    def test_named_from_a_debug_file_with_the_same_build_id(self):
+        share, natsym, f = self.run_burn("stripped", symbol_path="debug")
+        self.assertTrue(0.3 <= share.get(f["exported"], 0) <= 0.7, share)
+        self.assertTrue(0.3 <= share.get(f["local"], 0) <= 0.7, share)
+        # (the system's libraries may have theirs too: glibc's from libc6-dbg, by build id)
+        self.assertGreaterEqual(natsym["debug_files"], 1, natsym)
+        self.assertEqual(natsym["refused"], 0, natsym)
+
+    def test_a_debug_file_of_another_build_is_refused(self):
+        share, natsym, f = self.run_burn("stripped", symbol_path="other")
+        self.assertEqual(natsym["refused"], 1, natsym)
+        self.assertNotIn(f["local"], share, share)  # the static function: no symbol, no guess
+        self.assertTrue(0.3 <= share.get(f["exported"], 0) <= 0.7, share)
+        self.assertTrue(0.3 <= share.get(f["module"], 0) <= 0.7, share)
 
 
 if __name__ == "__main__":

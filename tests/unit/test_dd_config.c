@@ -318,6 +318,9 @@ static void test_frames(void)
     frame("Main", " |ns: |ct: |cg: |fn:Main |fg: |sg:");
     frame("[native libcoreclr.so]",
           "|lm:libcoreclr.so |ns:NativeCode |ct:libcoreclr.so |fn:Function");
+    frame("[native libc.so.6!malloc]", "|lm:libc.so.6 |ns:NativeCode |ct:libc.so.6 |fn:malloc");
+    frame("[native libcoreclr.so!MethodDesc::DoPrestub]",
+          "|lm:libcoreclr.so |ns:NativeCode |ct:libcoreclr.so |fn:MethodDesc::DoPrestub");
     frame("[dynamic] Regex1_Scan", " |ns: |ct:dynamicClass |cg: |fn:Regex1_Scan |fg: |sg:");
     frame("[dynamic] a|b", " |ns: |ct:dynamicClass |cg: |fn:a_b |fg: |sg:");
     frame("[unknown]", " |ns: |ct: |cg: |fn:[unknown] |fg: |sg:");

@@ -31,7 +31,7 @@ public static class Program
         "modes: hello, version, cpu-split, cpu-generic, gc-heavy, cpu-only, alloc-mix, leak, bgc-live, exceptions,\n" +
         "       contention, heap, threads, wait, unload, thread-churn, osr-loop,\n" +
         "       dynamic-code, bursts, pool-starve, phases, many-stacks, hostile,\n" +
-        "       jit-storm   (see tests/apps/README.md)";
+        "       jit-storm, native-burn   (see tests/apps/README.md)";
 
     static readonly CancellationTokenSource StopSource = new();
     static readonly object TruthLock = new();
@@ -119,6 +119,7 @@ public static class Program
         "many-stacks" => new Stacks.ManyStacksMode(),
         "hostile" => new Hostile.HostileMode(),
         "jit-storm" => new JitStorm.JitStormMode(),
+        "native-burn" => new NativeBurn.NativeBurnMode(),
         _ => null,
     };
 
