@@ -141,10 +141,22 @@ FlameGraph.prototype._build = function (container) {
   this.box.appendChild(this.overlay);
   this.box.appendChild(this.emptyEl);
   this.foot = el('div', 'flame-foot');
+  // what the colours mean (drawn at each render, in the theme's shades); not for a comparison
+  this.key = el('div', 'flame-key');
+  this.keySwatches = [['your code', P_WARM + 1], ['.NET', P_COOL + 1], ['native', P_GREY + 1],
+    ['JIT', P_JIT], ['GC', P_GC]].map(function (k) {
+    var item = el('span', 'key-item');
+    var sw = el('span', 'swatch');
+    item.appendChild(sw);
+    item.appendChild(document.createTextNode(k[0]));
+    self.key.appendChild(item);
+    return [sw, k[1]];
+  });
   root.appendChild(bar);
   root.appendChild(this.crumbs);
   root.appendChild(this.box);
   root.appendChild(this.foot);
+  root.appendChild(this.key);
   this.topTable = new FlameTop(root, function (name) { self.selectFunction(name); });
   container.appendChild(root);
   this.root = root;
@@ -414,6 +426,8 @@ FlameGraph.prototype.render = function () {
     'rendered in ' + ms.toFixed(1) + ' ms';
   if (rows.hidden) foot += ' · ' + rows.hidden + ' deeper levels not shown (zoom in)';
   this.foot.textContent = foot + ' · click a frame to zoom';
+  this.key.classList.toggle('hidden', !!this.diff);
+  this.keySwatches.forEach(function (k) { k[0].style.background = pal[k[1]]; });
   this._renderCrumbs();
   if (this.hover >= 0) this._drawHover();
 };

@@ -240,6 +240,12 @@ test('CPU flame graph draws, shows a tooltip and searches', async (t) => {
 
 test('Fold native folds the runtime frames into their managed callers', async () => {
   await openTab('cpu', 'CPU');
+  // the colours' key under the graph, in the theme's shades
+  const key = await page.locator('main .flame-key .key-item').allTextContents();
+  assert.deepEqual(key, ['your code', '.NET', 'native', 'JIT', 'GC']);
+  const swatch = await page.locator('main .flame-key .swatch').nth(3).evaluate((e) => getComputedStyle(e).backgroundColor);
+  assert.match(swatch, /^rgb/, 'the JIT swatch is coloured: ' + swatch);
+  await openTab('cpu', 'CPU');
   const reply = page.waitForResponse((r) => /api\/v1\/flamegraph\?.*native=fold/.test(r.url()),
     {timeout: TIMEOUT});
   await page.click('main button.fold');
