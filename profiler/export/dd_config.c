@@ -700,6 +700,17 @@ static size_t generic_split(const char *s, size_t n)
 
 #define MAX_PARTS 64
 
+/* Where "+0x<hex digits>" ends mod[0..ml), or NULL. */
+static const char *start_suffix(const char *mod, size_t ml)
+{
+    size_t i = ml;
+    while (i > 0 && isxdigit((unsigned char)mod[i - 1]))
+        i--;
+    if (i == ml || i < 3 || mod[i - 1] != 'x' || mod[i - 2] != '0' || mod[i - 3] != '+')
+        return NULL;
+    return mod + i - 3;
+}
+
 size_t dd_frame_structured(const char *name, char *out, size_t cap)
 {
     struct sbuf b = {out, cap, 0};
@@ -708,10 +719,14 @@ size_t dd_frame_structured(const char *name, char *out, size_t cap)
     size_t n = strlen(name);
     if (name[0] == '[') {
         if (!strncmp(name, "[native ", 8) && name[n - 1] == ']') {
-            /* "[native libx.so]", or with the function "[native libx.so!fn]" */
+            /* "[native libx.so]", or with the function "[native libx.so!fn]" or its start
+             * "[native libx.so+0x1a2b30]" */
             const char *mod = name + 8;
             size_t ml = n - 9;
             const char *bang = memchr(mod, '!', ml);
+            if (!bang) /* "[native libx.so+0x1a2b30]": the function by its start (a file name
+                        * may hold '+' too: "libstdc++.so.6") */
+                bang = start_suffix(mod, ml);
             size_t fl = bang ? ml - (size_t)(bang - mod) - 1 : 0;
             if (bang)
                 ml = (size_t)(bang - mod);

@@ -78,7 +78,8 @@ int dd_tags_parse(const char *in, char *out, size_t cap, char *service, char *en
  * the namespace. A nested type therefore shows its outer type in the namespace. The assembly is
  * not known here, so |lm: is left out (as Datadog does when it has none). Native frames
  * "[native libx.so]" become "|lm:libx.so |ns:NativeCode |ct:libx.so |fn:Function", and with
- * their function's name "[native libx.so!fn]" the same with "|fn:fn"; other
+ * their function's name "[native libx.so!fn]" (or start "[native libx.so+0x1a2b30]") the same
+ * with "|fn:fn" ("|fn:0x1a2b30"); other
  * bracketed names ("[unknown]") become "|ns: |ct: |fn:[unknown]".
  * Writes at most cap bytes (always terminated); returns the length it needed.
  */

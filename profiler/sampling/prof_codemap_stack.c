@@ -15,8 +15,8 @@
 #include "prof_sighandler.h"
 #include "prof_symbols.h"
 
-/* how prof_maps names the JIT's frames ("[native libclrjit.so]", or with a function's name
- * "[native libclrjit.so!Compiler::compCompile]") */
+/* how prof_maps names the JIT's frames ("[native libclrjit.so]", with a function's name
+ * "[native libclrjit.so!Compiler::compCompile]" or start "[native libclrjit.so+0x1a2b30]") */
 #define JIT_MODULE "[native libclrjit.so"
 
 int prof_codemap_returns(const uintptr_t *ra, int n, uint64_t found, uint64_t hops,
@@ -231,7 +231,7 @@ int prof_codemap_name_stack(const struct prof_sigsample *s, const char **names,
         int j = -1;
         for (int i = 0; i < k && !managed[i]; i++)
             if (!strncmp(names[i], JIT_MODULE, sizeof JIT_MODULE - 1) &&
-                (names[i][sizeof JIT_MODULE - 1] == ']' || names[i][sizeof JIT_MODULE - 1] == '!'))
+                strchr("]!+", names[i][sizeof JIT_MODULE - 1]))
                 j = i;
         if (j >= 0) {
             memmove(&names[j + 2], &names[j + 1], (size_t)(k - j - 1) * sizeof *names);

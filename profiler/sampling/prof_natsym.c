@@ -46,6 +46,11 @@ struct lib {
     uint32_t nsyms;
     char *names;
     const char **shown; /* per symbol: the interned frame name, NULL until asked */
+    /* CLRSCOPE_NATIVE_FRAMES=function: the start of every function the library's .eh_frame_hdr
+     * lists (symbols or not), sorted, and their names "[native libfoo.so+0x1a2b30]" */
+    uint64_t *starts;
+    uint32_t nstarts;
+    const char **start_shown;
 };
 
 static struct natsym_state {
@@ -53,6 +58,7 @@ static struct natsym_state {
     int nlibs;
     int64_t rescanned_at_s; /* the last dl_iterate_phdr for an address in no known library */
     int configured;
+    int by_function;    /* CLRSCOPE_NATIVE_FRAMES=function */
     uint64_t cap_bytes; /* CLRSCOPE_SYMBOLS_MAX_MB */
     char path[4096];    /* CLRSCOPE_SYMBOL_PATH */
     struct prof_intern names;
@@ -74,6 +80,12 @@ static void configure(void)
         else
             ns.cap_bytes = (uint64_t)v << 20;
     }
+    const char *nf = getenv("CLRSCOPE_NATIVE_FRAMES");
+    if (nf && !strcmp(nf, "function"))
+        ns.by_function = 1;
+    else if (nf && *nf && strcmp(nf, "module"))
+        prof_log(LOG_WARN, "CLRSCOPE_NATIVE_FRAMES=\"%.40s\" is neither module nor function; "
+                 "using module", nf);
     const char *p = getenv("CLRSCOPE_SYMBOL_PATH");
     if (p && strlen(p) < sizeof ns.path)
         snprintf(ns.path, sizeof ns.path, "%s", p);
@@ -345,6 +357,62 @@ static int find_debug_file(const struct lib *l, const unsigned char *id, size_t 
     return -1;
 }
 
+/* The starts of the functions .eh_frame_hdr's table lists (datarel sdata4 pairs, sorted by the
+ * linker), from the file. 0, or -1 (no table, a table of another form, the cap). */
+static int take_starts(struct lib *l, const struct elf_file *f)
+{
+    const Elf64_Ehdr *eh = (const Elf64_Ehdr *)f->p;
+    if (eh->e_phentsize != sizeof(Elf64_Phdr) || eh->e_phoff > f->len ||
+        (size_t)eh->e_phnum > (f->len - eh->e_phoff) / sizeof(Elf64_Phdr))
+        return -1;
+    const Elf64_Phdr *ph = (const Elf64_Phdr *)(f->p + eh->e_phoff);
+    for (unsigned i = 0; i < eh->e_phnum; i++) {
+        if (ph[i].p_type != PT_GNU_EH_FRAME || ph[i].p_offset > f->len ||
+            ph[i].p_filesz > f->len - ph[i].p_offset || ph[i].p_filesz < 12)
+            continue;
+        const uint8_t *h = f->p + ph[i].p_offset;
+        size_t len = ph[i].p_filesz;
+        if (h[0] != 1 || h[2] != 0x03 || h[3] != 0x3b)
+            return -1;
+        size_t at = 4;
+        switch (h[1] & 0x0f) { /* eh_frame_ptr: skipped */
+        case 0x03: case 0x0b: at += 4; break;
+        case 0x00: case 0x04: case 0x0c: at += 8; break;
+        default: return -1;
+        }
+        uint32_t count;
+        if (at + 4 > len)
+            return -1;
+        memcpy(&count, h + at, 4);
+        at += 4;
+        if (!count || count > (len - at) / 8)
+            return -1;
+        uint64_t need = (uint64_t)count * (sizeof(uint64_t) + sizeof(char *));
+        if (total_bytes() + need > ns.cap_bytes) {
+            ns.st.over_cap++;
+            return -1;
+        }
+        uint64_t *starts = malloc(count * sizeof *starts);
+        const char **shown = calloc(count, sizeof *shown);
+        if (!starts || !shown) {
+            free(starts);
+            free(shown);
+            return -1;
+        }
+        for (uint32_t k = 0; k < count; k++) {
+            int32_t loc;
+            memcpy(&loc, h + at + 8 * (size_t)k, 4);
+            starts[k] = ph[i].p_vaddr + (uint64_t)(int64_t)loc;
+        }
+        l->starts = starts;
+        l->start_shown = shown;
+        l->nstarts = count;
+        ns.st.bytes += need;
+        return 0;
+    }
+    return -1;
+}
+
 static void load(struct lib *l)
 {
     l->tried = 1;
@@ -352,6 +420,8 @@ static void load(struct lib *l)
     struct elf_file f, dbg;
     if (elf_open(l->path, &f))
         return;
+    if (ns.by_function)
+        take_starts(l, &f);
     const Elf64_Shdr *s = symbols_of(&f, SHT_SYMTAB);
     if (s && !take_symbols(l, &f, s)) {
         ns.st.with_symtab++;
@@ -432,6 +502,37 @@ static const char *shown_name(struct lib *l, uint32_t i, const char *module)
     return l->shown[i];
 }
 
+/* "[native libfoo.so+0x1a2b30]": the function that holds a, by its start, where no symbol
+ * names it (CLRSCOPE_NATIVE_FRAMES=function); else the module's name. */
+static const char *by_start(struct lib *l, uint64_t a, const char *module)
+{
+    uint32_t lo = 0, hi = l->nstarts;
+    while (lo < hi) {
+        uint32_t mid = lo + (hi - lo) / 2;
+        if (l->starts[mid] <= a)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    if (!lo)
+        return module;
+    if (l->start_shown[lo - 1])
+        return l->start_shown[lo - 1];
+    if (!ns.names_ready && prof_intern_init(&ns.names, 16u << 20) == 0)
+        ns.names_ready = 1;
+    size_t ml = strlen(module);
+    if (!ns.names_ready || ml < 2 || module[ml - 1] != ']')
+        return module;
+    char buf[NAME_SHOWN_MAX];
+    snprintf(buf, sizeof buf, "%.*s+0x%llx]", (int)(ml - 1), module,
+             (unsigned long long)l->starts[lo - 1]);
+    uint32_t id = prof_intern(&ns.names, buf);
+    if (!id || id == ns.names.overflow_id)
+        return module;
+    l->start_shown[lo - 1] = prof_intern_str(&ns.names, id);
+    return l->start_shown[lo - 1];
+}
+
 const char *prof_natsym_name(uintptr_t ip, const char *module)
 {
     if (!ns.configured)
@@ -443,8 +544,6 @@ const char *prof_natsym_name(uintptr_t ip, const char *module)
         return module;
     if (!l->tried)
         load(l);
-    if (!l->nsyms)
-        return module;
     uint64_t a = (uint64_t)(ip - l->bias);
     uint32_t lo = 0, hi = l->nsyms;
     while (lo < hi) { /* the last function starting at or below a */
@@ -454,12 +553,11 @@ const char *prof_natsym_name(uintptr_t ip, const char *module)
         else
             hi = mid;
     }
-    if (!lo)
-        return module;
-    const struct fsym *s = &l->syms[lo - 1];
-    if (a - s->addr >= s->size)
-        return module; /* between functions, or in one without a symbol */
-    return shown_name(l, lo - 1, module);
+    /* in a function with a symbol: its name; between functions, or in one without a symbol:
+     * its start (CLRSCOPE_NATIVE_FRAMES=function), else the module's name */
+    if (lo && a - l->syms[lo - 1].addr < l->syms[lo - 1].size)
+        return shown_name(l, lo - 1, module);
+    return l->nstarts ? by_start(l, a, module) : module;
 }
 
 void prof_natsym_get_stats(struct prof_natsym_stats *out)

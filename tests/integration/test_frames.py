@@ -7,6 +7,7 @@ not the CPU split against a clock, so they run beside other tests (weight "core"
 tests/CMakeLists.txt).
 """
 import os
+import subprocess
 import time
 import unittest
 
@@ -365,8 +366,9 @@ class NativeSymbols(unittest.TestCase):
     another build is refused, and then only the exported function is named (.dynsym): the static
     one keeps the library's name, never the nearest export's."""
 
-    def run_burn(self, lib_dir, symbol_path=None):
+    def run_burn(self, lib_dir, symbol_path=None, **extra):
         env = {"CLRSCOPE_PROFILES": "cpu", "LD_LIBRARY_PATH": os.path.join(BUILD, "natsym", lib_dir)}
+        env.update(extra)
         if symbol_path:
             env["CLRSCOPE_SYMBOL_PATH"] = os.path.join(BUILD, "natsym", symbol_path)
         app = ProfiledApp("native-burn", ["--seconds", "6"], env=env)
@@ -413,6 +415,19 @@ class NativeSymbols(unittest.TestCase):
         self.assertNotIn(f["local"], share, share)  # the static function: no symbol, no guess
         self.assertTrue(0.3 <= share.get(f["exported"], 0) <= 0.7, share)
         self.assertTrue(0.3 <= share.get(f["module"], 0) <= 0.7, share)
+
+    def test_functions_by_their_start_without_symbols(self):
+        """CLRSCOPE_NATIVE_FRAMES=function: a function no symbol names is told apart by its start
+        (from .eh_frame_hdr), the address its debug file gives it, for offline tools."""
+        share, natsym, f = self.run_burn("stripped", CLRSCOPE_NATIVE_FRAMES="function")
+        nm = subprocess.run(["nm", os.path.join(BUILD, "natsym", "debug", "libcsburn.so.dbg")],
+                            capture_output=True, text=True, check=True).stdout
+        local = [int(line.split()[0], 16) for line in nm.splitlines()
+                 if line.endswith(" csburn_local")]
+        self.assertEqual(len(local), 1, nm)
+        by_start = "[native libcsburn.so+0x%x]" % local[0]
+        self.assertTrue(0.3 <= share.get(by_start, 0) <= 0.7, (by_start, share))
+        self.assertTrue(0.3 <= share.get(f["exported"], 0) <= 0.7, share)
 
 
 if __name__ == "__main__":

@@ -319,6 +319,10 @@ static void test_frames(void)
     frame("[native libcoreclr.so]",
           "|lm:libcoreclr.so |ns:NativeCode |ct:libcoreclr.so |fn:Function");
     frame("[native libc.so.6!malloc]", "|lm:libc.so.6 |ns:NativeCode |ct:libc.so.6 |fn:malloc");
+    frame("[native libcoreclr.so+0x1a2b30]",
+          "|lm:libcoreclr.so |ns:NativeCode |ct:libcoreclr.so |fn:0x1a2b30");
+    frame("[native libstdc++.so.6]",
+          "|lm:libstdc++.so.6 |ns:NativeCode |ct:libstdc++.so.6 |fn:Function");
     frame("[native libcoreclr.so!MethodDesc::DoPrestub]",
           "|lm:libcoreclr.so |ns:NativeCode |ct:libcoreclr.so |fn:MethodDesc::DoPrestub");
     frame("[dynamic] Regex1_Scan", " |ns: |ct:dynamicClass |cg: |fn:Regex1_Scan |fg: |sg:");
