@@ -6,7 +6,8 @@
  * give back exactly the tree: same names byte for byte (but each byte that belongs to no whole
  * UTF-8 character, which the writer turns into '?': the reply stays valid UTF-8), values, self
  * values and child order. Also jb_str / jb_int / jb_num on their own: each value must parse back
- * to itself, so cleaned.
+ * to itself, so cleaned. The same view with its native frames folded (native=fold) keeps every
+ * row and its value, stays a trie, and has no native frame left under one that is not.
  */
 #include <cjson/cJSON.h>
 #include <math.h>
@@ -132,6 +133,18 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     for (int i = 0; i < 12; i++)
         pool[i] = fin_str(&in, 48);
     check_scalars(&in, pool);
+    /* a third of the names native frames, for native=fold */
+    for (int i = 8; i < 12; i++) {
+        size_t n = strlen(pool[i]);
+        char *nat = malloc(n + 10);
+        if (!nat)
+            abort();
+        memcpy(nat, "[native ", 8);
+        memcpy(nat + 8, pool[i], n);
+        memcpy(nat + 8 + n, "]", 2);
+        free(pool[i]);
+        pool[i] = nat;
+    }
     prof_store_free();
     int max_store_nodes = 64 + fin_u8(&in) * 4;
     size_t max_name_bytes = (size_t)(64 + fin_u8(&in)) << 10;
@@ -198,6 +211,35 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             FUZZ_CHECK(t.value[i] == t.base[i] && t.self[i] == t.base_self[i],
                        "a window against itself differs at node %zu", i);
         prof_tree_free(&t);
+    }
+    /* native=fold: every row kept with its values, the trie still a trie (parents first), no
+     * native frame left under one that is not, and a tree built from it */
+    int64_t before = 0, after = 0;
+    for (size_t r = 0; r < v.nrows; r++)
+        before += v.rows[r].v[slot];
+    size_t nnodes = v.nnodes, folded = 0;
+    if (!prof_view_fold_native(&v, &folded)) {
+        FUZZ_CHECK(v.nnodes + folded <= nnodes && v.nnodes >= 1, "fold: %zu nodes from %zu", v.nnodes, nnodes);
+        unsigned char *anchored = calloc(v.nnodes, 1);
+        if (!anchored)
+            abort();
+        for (size_t i = 1; i < v.nnodes; i++) {
+            FUZZ_CHECK(v.parent[i] < i, "fold: node %zu's parent %u", i, v.parent[i]);
+            int native = !strncmp(v.name[i], "[native ", 8);
+            FUZZ_CHECK(!(native && anchored[v.parent[i]]), "fold: native frame %zu left", i);
+            anchored[i] = anchored[v.parent[i]] || !native;
+        }
+        free(anchored);
+        for (size_t r = 0; r < v.nrows; r++) {
+            FUZZ_CHECK(v.rows[r].node < v.nnodes, "fold: row %zu's node", r);
+            after += v.rows[r].v[slot];
+        }
+        FUZZ_CHECK(before == after, "fold: rows' total %lld, was %lld", (long long)after,
+                   (long long)before);
+        if (!prof_tree_build(&v, slot, max_nodes, &t)) {
+            FUZZ_CHECK(t.total == t.value[0], "folded tree's total");
+            prof_tree_free(&t);
+        }
     }
     struct prof_top top;
     if (!prof_tree_top(&v, slot, 50, &top))
