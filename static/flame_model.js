@@ -325,6 +325,10 @@ export function parts(name) {
 }
 
 export function shortName(name) {
+  // "[JIT] compiling Ns.Type.Method" keeps its tag; "[native libc.so.6!malloc]" is its function
+  if (name.lastIndexOf('[JIT] compiling ', 0) === 0) return '[JIT] ' + shortName(name.slice(16));
+  var bang = name.lastIndexOf('[native ', 0) === 0 ? name.indexOf('!') : -1;
+  if (bang > 0 && name.charCodeAt(name.length - 1) === 93) return name.slice(bang + 1, -1);
   var p = parts(name);
   return p.length <= 2 ? name : p.slice(-2).join('.');
 }

@@ -143,6 +143,12 @@ test('names split on dots outside generic brackets', () => {
     ['System', 'Collections', 'Generic', 'Dictionary<System.String,System.Int32>', 'FindValue']);
   assert.equal(M.shortName('Ns.Sub.Type.Method'), 'Type.Method');
   assert.equal(M.shortName('[native] libcoreclr.so'), '[native] libcoreclr.so');
+  assert.equal(M.shortName('[native libcoreclr.so]'), '[native libcoreclr.so]');
+  assert.equal(M.shortName('[native libc.so.6!malloc]'), 'malloc');
+  assert.equal(M.shortName('[native libcoreclr.so!MethodDesc::DoPrestub]'), 'MethodDesc::DoPrestub');
+  assert.equal(M.shortName('[native libcoreclr.so+0x3be610]'), '[native libcoreclr.so+0x3be610]');
+  assert.equal(M.shortName('[JIT] compiling Ns.Sub.Type.Work<System.Int32>'), '[JIT] Type.Work<System.Int32>');
+  assert.equal(M.shortName('[JIT] compiling a dynamic method'), '[JIT] a dynamic method');
 });
 
 test('a differential tree: widths by share, both windows kept, colour steps by the change', () => {
