@@ -38,6 +38,9 @@ struct fsym {
 
 struct lib {
     char path[PATH_MAX];
+    char base[256];     /* the file's own name, links resolved: as the maps snapshot names it */
+    unsigned char id[BUILD_ID_MAX]; /* the GNU build id of the code in memory */
+    size_t idlen;
     uintptr_t bias;
     uintptr_t lo[MAX_SEGS], hi[MAX_SEGS];
     int nsegs;
@@ -119,9 +122,46 @@ static int add_lib(struct dl_phdr_info *info, size_t size, void *arg)
     if (!l->nsegs || strlen(info->dlpi_name) >= sizeof l->path)
         return 0;
     snprintf(l->path, sizeof l->path, "%s", info->dlpi_name);
+    char real[PATH_MAX];
+    const char *rp = realpath(info->dlpi_name, real) ? real : info->dlpi_name;
+    const char *slash = strrchr(rp, '/');
+    const char *base = slash ? slash + 1 : rp;
+    size_t bl = strlen(base);
+    if (bl < sizeof l->base) /* else none: a frame there keeps the module's name */
+        memcpy(l->base, base, bl + 1);
+    /* the build id of what is loaded (read here, under the loader's lock, while it is mapped):
+     * the file on disk must be the same build */
+    for (int i = 0; i < info->dlpi_phnum && !l->idlen; i++) {
+        const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
+        if (ph->p_type != PT_NOTE)
+            continue;
+        const unsigned char *p = (const unsigned char *)(info->dlpi_addr + ph->p_vaddr);
+        const unsigned char *end = p + ph->p_memsz;
+        while ((size_t)(end - p) >= sizeof(ElfW(Nhdr))) {
+            const ElfW(Nhdr) *n = (const ElfW(Nhdr) *)p;
+            size_t name = (n->n_namesz + 3u) & ~3u, desc = (n->n_descsz + 3u) & ~3u;
+            if (name > (size_t)(end - p) - sizeof *n || desc > (size_t)(end - p) - sizeof *n - name)
+                break;
+            if (n->n_type == NT_GNU_BUILD_ID && n->n_namesz == 4 &&
+                !memcmp(p + sizeof *n, "GNU", 4) && n->n_descsz && n->n_descsz <= BUILD_ID_MAX) {
+                memcpy(l->id, p + sizeof *n + name, n->n_descsz);
+                l->idlen = n->n_descsz;
+                break;
+            }
+            p += sizeof *n + name + desc;
+        }
+    }
     l->bias = info->dlpi_addr;
     ns.nlibs++;
     return 0;
+}
+
+/* The library found for an address is the one the maps snapshot names there: "[native BASE]"
+ * (else the library at that address was unloaded since and another loaded there). */
+static int names_module(const struct lib *l, const char *module)
+{
+    size_t bl = strlen(l->base);
+    return bl && !strncmp(module + 8, l->base, bl) && module[8 + bl] == ']';
 }
 
 static struct lib *lib_of(uintptr_t ip)
@@ -420,6 +460,17 @@ static void load(struct lib *l)
     struct elf_file f, dbg;
     if (elf_open(l->path, &f))
         return;
+    unsigned char fid[BUILD_ID_MAX];
+    size_t fidlen = build_id(&f, fid);
+    if (l->idlen != fidlen || memcmp(l->id, fid, fidlen)) {
+        /* the file was replaced since it was loaded (an upgrade under a running process): its
+         * symbols would name other code */
+        ns.st.refused++;
+        prof_log(LOG_WARN, "native symbols: %s on disk is not the build loaded; its frames "
+                 "keep the library's name", l->path);
+        elf_close(&f);
+        return;
+    }
     if (ns.by_function)
         take_starts(l, &f);
     const Elf64_Shdr *s = symbols_of(&f, SHT_SYMTAB);
@@ -540,7 +591,11 @@ const char *prof_natsym_name(uintptr_t ip, const char *module)
     if (!ns.cap_bytes || !module || strncmp(module, "[native ", 8) || !strcmp(module, "[native code]"))
         return module;
     struct lib *l = lib_of(ip);
-    if (!l)
+    if (l && !names_module(l, module)) {
+        l->nsegs = 0; /* unloaded: another library is there now */
+        l = lib_of(ip);
+    }
+    if (!l || !names_module(l, module))
         return module;
     if (!l->tried)
         load(l);

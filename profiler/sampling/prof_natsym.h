@@ -7,7 +7,8 @@
  * .symtab, else a separate debug file with one (CLRSCOPE_SYMBOL_PATH's directories, then
  * NAME.dbg or NAME.debug beside the library, as `dotnet-symbol` puts the runtime's, then
  * /usr/lib/debug/.build-id/) whose GNU build id is the library's, else its .dynsym (exported
- * functions only). Functions with a size only: an address between two functions keeps the
+ * functions only). A file whose build id is not the one of the code in memory (a library
+ * replaced on disk since it was loaded) is not used. Functions with a size only: an address between two functions keeps the
  * library's name, never the nearest name below it. C++ names are shown demangled, without their
  * parameters ("MethodDesc::DoPrestub"). The runtime ships without symbol tables: its frames stay
  * "[native libcoreclr.so]" until its debug files are there.
@@ -30,7 +31,7 @@ struct prof_natsym_stats {
     uint32_t with_symtab;  /* of those, named from a full symbol table (their own or a debug file's) */
     uint32_t debug_files;  /* of those, from a separate debug file */
     uint32_t dynsym_only;  /* named from their exported functions only */
-    uint32_t refused;      /* debug files found whose build id was not the library's */
+    uint32_t refused;      /* files found whose build id was not the loaded library's */
     uint64_t functions;    /* functions known */
     uint64_t bytes;        /* memory they take */
     uint64_t over_cap;     /* libraries left unnamed: CLRSCOPE_SYMBOLS_MAX_MB reached */
