@@ -94,7 +94,13 @@ class Governor(unittest.TestCase):
                   "last_change", "runtime_event_ns"):
             self.assertIn(k, b)
         self.assertEqual(b["floor_core"], 0)
-        self.assertEqual(b["last_change"]["source"], "alloc")
+        # the allocation events change first; once they are at their least and the cost is still
+        # over (this storm sits at the budget's edge there: 2.0-2.6 % measured with the events at
+        # their least), the wall sampler is spaced out next, which the status says too
+        self.assertIn(b["last_change"]["source"], ("alloc", "wall"), b)
+        if b["last_change"]["source"] == "wall":
+            self.assertTrue(any(p["alloc_on"] <= 0.0201 for p in self.budget["history"]),
+                            self.budget["history"][-10:])
         for m in ("clrscope_budget_target_ratio 0.02", "clrscope_budget_measured_ratio",
                   "clrscope_budget_alloc_on_ratio", "clrscope_budget_alloc_switches_total"):
             self.assertIn(m, self.metrics)
