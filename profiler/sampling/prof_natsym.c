@@ -615,21 +615,6 @@ const char *prof_natsym_name(uintptr_t ip, const char *module)
     return l->nstarts ? by_start(l, a, module) : module;
 }
 
-void prof_natsym_preload(void)
-{
-    if (!ns.configured)
-        configure();
-    if (!ns.cap_bytes)
-        return;
-    dl_iterate_phdr(add_lib, NULL);
-    static const char *const first[] = {"libcoreclr.so", "libclrjit.so", "libc.so",
-                                        "ld-linux", "libstdc++.so", "libgcc_s.so", "libm.so"};
-    for (int i = 0; i < ns.nlibs; i++)
-        for (size_t k = 0; k < sizeof first / sizeof first[0]; k++)
-            if (!ns.libs[i].tried && !strncmp(ns.libs[i].base, first[k], strlen(first[k])))
-                load(&ns.libs[i]);
-}
-
 void prof_natsym_get_stats(struct prof_natsym_stats *out)
 {
     *out = ns.st; /* torn reads of counters are harmless here */

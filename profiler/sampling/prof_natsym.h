@@ -15,8 +15,7 @@
  *
  * Memory: the functions' addresses and names, CLRSCOPE_SYMBOLS_MAX_MB in all (past it a library
  * keeps its module name; counted). ctx: the clrscope-sampler thread, under prof_codemap_lock(),
- * like prof_maps_native_name (prof_natsym_preload: that thread, before its loop);
- * prof_natsym_get_stats from any thread.
+ * like prof_maps_native_name; prof_natsym_get_stats from any thread.
  */
 #ifndef PROF_NATSYM_H
 #define PROF_NATSYM_H
@@ -26,12 +25,6 @@
 /* The frame name of native address ip, whose module name (prof_maps_native_name) is `module`.
  * The string stays valid until exit. */
 const char *prof_natsym_name(uintptr_t ip, const char *module);
-
-/* Reads the symbols of the runtime's own libraries and the C and C++ runtimes' now, on the sampler
- * thread before its first tick: what a library's first frame would otherwise read while naming
- * (under prof_codemap_lock, which the allocation walks' resolution waits for) happens before the
- * app's start-up, when those walks learn their tables. The sampler thread only. */
-void prof_natsym_preload(void);
 
 struct prof_natsym_stats {
     uint32_t libraries;    /* libraries whose symbols were looked for */

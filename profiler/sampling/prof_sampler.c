@@ -18,7 +18,6 @@
 #include "prof_core.h"
 #include "prof_log.h"
 #include "prof_maps.h"
-#include "prof_natsym.h"
 #include "prof_sampler_int.h"
 #include "prof_sighandler.h"
 #include "prof_sigsample.h"
@@ -185,8 +184,6 @@ static void *sampler_main(void *arg)
     int advance = 1, idle = 0;
     uint64_t last_handled = 0;
     prof_unload_consumer(PROF_UNLOAD_SAMPLER, 1);
-    if (g_core.profiles & PROFILE_CPU)
-        prof_natsym_preload(); /* before the app's start-up: see prof_natsym.h */
     while (!__atomic_load_n(&sampler.stop, __ATOMIC_ACQUIRE) && !prof_core_stopping()) {
         /* the stop-the-world CPU sampler (chosen, or fallen back to) ticks at the sampling rate */
         int64_t tick = __atomic_load_n(&sampler.cpu_mode, __ATOMIC_RELAXED) == CPU_SUSPEND &&
