@@ -100,6 +100,25 @@ static void configure(void)
 
 /* ---- finding the library of an address ---- */
 
+/* The GNU build id among the ELF notes at p[0..len) into out (its length; 0 when none). */
+static size_t notes_build_id(const unsigned char *p, size_t len, unsigned char *out)
+{
+    const unsigned char *end = p + len;
+    while ((size_t)(end - p) >= sizeof(Elf64_Nhdr)) {
+        const Elf64_Nhdr *n = (const Elf64_Nhdr *)p;
+        size_t name = (n->n_namesz + 3u) & ~3u, desc = (n->n_descsz + 3u) & ~3u;
+        if (name > (size_t)(end - p) - sizeof *n || desc > (size_t)(end - p) - sizeof *n - name)
+            return 0;
+        if (n->n_type == NT_GNU_BUILD_ID && n->n_namesz == 4 && !memcmp(p + sizeof *n, "GNU", 4) &&
+            n->n_descsz && n->n_descsz <= BUILD_ID_MAX) {
+            memcpy(out, p + sizeof *n + name, n->n_descsz);
+            return n->n_descsz;
+        }
+        p += sizeof *n + name + desc;
+    }
+    return 0;
+}
+
 static int add_lib(struct dl_phdr_info *info, size_t size, void *arg)
 {
     (void)size;
@@ -135,21 +154,8 @@ static int add_lib(struct dl_phdr_info *info, size_t size, void *arg)
         const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
         if (ph->p_type != PT_NOTE)
             continue;
-        const unsigned char *p = (const unsigned char *)(info->dlpi_addr + ph->p_vaddr);
-        const unsigned char *end = p + ph->p_memsz;
-        while ((size_t)(end - p) >= sizeof(ElfW(Nhdr))) {
-            const ElfW(Nhdr) *n = (const ElfW(Nhdr) *)p;
-            size_t name = (n->n_namesz + 3u) & ~3u, desc = (n->n_descsz + 3u) & ~3u;
-            if (name > (size_t)(end - p) - sizeof *n || desc > (size_t)(end - p) - sizeof *n - name)
-                break;
-            if (n->n_type == NT_GNU_BUILD_ID && n->n_namesz == 4 &&
-                !memcmp(p + sizeof *n, "GNU", 4) && n->n_descsz && n->n_descsz <= BUILD_ID_MAX) {
-                memcpy(l->id, p + sizeof *n + name, n->n_descsz);
-                l->idlen = n->n_descsz;
-                break;
-            }
-            p += sizeof *n + name + desc;
-        }
+        l->idlen = notes_build_id((const unsigned char *)(info->dlpi_addr + ph->p_vaddr),
+                                  ph->p_memsz, l->id);
     }
     l->bias = info->dlpi_addr;
     ns.nlibs++;
@@ -241,19 +247,9 @@ static size_t build_id(const struct elf_file *f, unsigned char *out)
         const Elf64_Shdr *s = &f->sh[i];
         if (s->sh_type != SHT_NOTE || !section_ok(f, s))
             continue;
-        const unsigned char *p = f->p + s->sh_offset, *end = p + s->sh_size;
-        while ((size_t)(end - p) >= sizeof(Elf64_Nhdr)) {
-            const Elf64_Nhdr *n = (const Elf64_Nhdr *)p;
-            size_t name = (n->n_namesz + 3u) & ~3u, desc = (n->n_descsz + 3u) & ~3u;
-            if (name > (size_t)(end - p) - sizeof *n || desc > (size_t)(end - p) - sizeof *n - name)
-                break;
-            if (n->n_type == NT_GNU_BUILD_ID && n->n_namesz == 4 &&
-                !memcmp(p + sizeof *n, "GNU", 4) && n->n_descsz && n->n_descsz <= BUILD_ID_MAX) {
-                memcpy(out, p + sizeof *n + name, n->n_descsz);
-                return n->n_descsz;
-            }
-            p += sizeof *n + name + desc;
-        }
+        size_t len = notes_build_id(f->p + s->sh_offset, s->sh_size, out);
+        if (len)
+            return len;
     }
     return 0;
 }
