@@ -266,10 +266,13 @@ static void *gov_main(void *arg)
                       w.handler_s + w.perf_s;
         double measured = w.proc_s > 0 ? cost / w.proc_s : 0;
         /* the wall sampler next, once allocations have given what they can; a step a window,
-         * so that each is seen in the costs before the next */
+         * so that each is seen in the costs before the next, and the first on a whole window:
+         * one second of start-up (symbols read, the runtime's threads walked once) is not what
+         * the wall sampler costs */
         int alloc_spent = !switchable || share <= PROF_BUDGET_MIN_SHARE || share >= 1;
         int wall_before = gov.wall_slowdown;
-        if (sec - gov.wall_changed >= PROF_BUDGET_WINDOW_S && w.proc_s > 0 &&
+        if (gov.nring >= PROF_BUDGET_WINDOW_S && sec - gov.wall_changed >= PROF_BUDGET_WINDOW_S &&
+            w.proc_s > 0 &&
             (g_core.profiles & PROFILE_WALL)) {
             int next = prof_budget_next_wall(gov.wall_slowdown, cost, allowed, alloc_spent);
             if (next != gov.wall_slowdown) {
