@@ -165,24 +165,34 @@ static void fmt_mb(char *out, size_t cap, int64_t bytes)
     snprintf(out, cap, "%.0f MB", (double)bytes / 1048576.0);
 }
 
+/* The upper end of the sampled estimate's 95 % interval for from_s..to_s; 0 when there is none
+ * (the alloc profile off, or a runtime without AllocationSampled). */
+static int64_t sampled_high(int64_t from_s, int64_t to_s)
+{
+    double lo = 0, hi = 0;
+    uint64_t n = 0;
+    if (from_s > to_s || prof_alloc_total_ci(from_s, to_s, &lo, &hi, &n) != 0 || !(hi > 0))
+        return 0;
+    return (int64_t)hi;
+}
+
 /* Bytes allocated since the newest GC recorded began (or since start): the runtime's exact count
- * where its counter covers those seconds, else the upper end of the sampled estimate's 95 %
- * interval, else 0 (the alloc profile off). A GC newer than the records makes this larger than
- * the truth, which errs on the side of the guard. Large arrays allocated since the last GC are in
- * the heap but not yet in its generation bounds. */
+ * for the seconds its counter covers, and the upper end of the sampled estimate's 95 % interval
+ * for the seconds it does not cover yet: the counter's first interval may start after the GC and
+ * its newest arrives a second or more late, and a heap grown in those seconds must not pass the
+ * guard. A GC newer than the records makes this larger than the truth, which errs on the side of
+ * the guard. Large arrays allocated since the last GC are in the heap but not yet in its
+ * generation bounds. */
 static int64_t allocated_since_gc(void)
 {
     double t = prof_gc_last_start(); /* recorded ~1 s after the GC ended; none: since start */
     if (t <= 0)
         t = (double)g_core.start_unix;
-    int64_t from = (int64_t)t, to = (int64_t)prof_unix_now(), bytes = 0;
-    if (prof_counters_allocated(&from, &to, &bytes) == 0 && bytes > 0)
-        return bytes;
-    double lo = 0, hi = 0;
-    uint64_t n = 0;
-    if (prof_alloc_total_ci((int64_t)t, (int64_t)prof_unix_now(), &lo, &hi, &n) == 0 && hi > 0)
-        return (int64_t)hi;
-    return 0;
+    int64_t from = (int64_t)t, to = (int64_t)prof_unix_now();
+    int64_t a = from, b = to, exact = 0;
+    if (prof_counters_allocated(&a, &b, &exact) != 0 || exact < 0)
+        return sampled_high(from, to);
+    return exact + sampled_high(from, a - 1) + sampled_high(b + 1, to);
 }
 
 int hs_guards_check(int force, struct hs_refusal *why, int64_t *heap_out)
