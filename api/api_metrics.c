@@ -171,6 +171,11 @@ static void self_metrics(struct jbuf *b)
     metric_u(b, "clrscope_sampler_wall_cached_samples_total", "counter",
              "Wall samples taken from the kept stack of a thread that had not run.",
              ss.wall_cached_samples);
+    metric_u(b, "clrscope_sampler_wall_signal_ticks_total", "counter",
+             "Wall ticks that asked the threads that had run for their stacks by a signal, "
+             "without suspending the runtime.", ss.wall_signal_ticks);
+    metric_u(b, "clrscope_sampler_wall_signal_samples_total", "counter",
+             "Wall samples from threads' answers to a signal.", ss.wall_signal_samples);
     metric_u(b, "clrscope_sampler_threads", "gauge", "Managed threads seen at the last tick.",
              ss.last_thread_count);
     family(b, "clrscope_cpu_sampler_info", "gauge",

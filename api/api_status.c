@@ -86,6 +86,9 @@ int api_status(const struct api_req *q, struct api_reply *out)
     cJSON_AddNumberToObject(so, "sampler_ticks", (double)ss.ticks);
     cJSON_AddNumberToObject(so, "wall_cached_ticks", (double)ss.wall_cached_ticks);
     cJSON_AddNumberToObject(so, "wall_cached_samples", (double)ss.wall_cached_samples);
+    cJSON_AddStringToObject(so, "wall_walk", ss.wall_walk ? ss.wall_walk : "suspend");
+    cJSON_AddNumberToObject(so, "wall_signal_ticks", (double)ss.wall_signal_ticks);
+    cJSON_AddNumberToObject(so, "wall_signal_samples", (double)ss.wall_signal_samples);
     cJSON_AddStringToObject(so, "cpu_sampler", ss.cpu_sampler ? ss.cpu_sampler : "off");
     cJSON_AddNumberToObject(so, "wall_hz", ss.wall_hz);
     if (ss.sig.signo) {
@@ -122,6 +125,22 @@ int api_status(const struct api_req *q, struct api_reply *out)
         cJSON_AddNumberToObject(sg, "maps_refreshes", (double)ss.sig.maps_refreshes);
         cJSON_AddNumberToObject(sg, "new_code", (double)ss.sig.new_code);
         cJSON_AddNumberToObject(sg, "osr_returns", (double)ss.sig.osr_returns);
+        if (ss.sig.wall.signo) {
+            cJSON *wa = cJSON_AddObjectToObject(sg, "wall_asks");
+            cJSON_AddNumberToObject(wa, "signal", ss.sig.wall.signo);
+            cJSON_AddNumberToObject(wa, "asked", (double)ss.sig.wall.asked);
+            cJSON_AddNumberToObject(wa, "answered", (double)ss.sig.wall.answered);
+            cJSON_AddNumberToObject(wa, "late", (double)ss.sig.wall.late);
+            cJSON_AddNumberToObject(wa, "blocked_outside", (double)ss.sig.wall.blocked_outside);
+            cJSON_AddNumberToObject(wa, "fragile", (double)ss.sig.wall.fragile);
+            cJSON_AddNumberToObject(wa, "no_ring", (double)ss.sig.wall.no_ring);
+            cJSON_AddNumberToObject(wa, "ask_failures", (double)ss.sig.wall.ask_failures);
+            cJSON_AddNumberToObject(wa, "unreadable", (double)ss.sig.wall.unreadable);
+            cJSON_AddNumberToObject(wa, "same_wait", (double)ss.sig.wall.same_wait);
+            cJSON_AddNumberToObject(wa, "unknown_caller", (double)ss.sig.wall.unknown);
+            cJSON_AddNumberToObject(wa, "given_up", (double)ss.sig.wall.given_up);
+            cJSON_AddNumberToObject(wa, "ring_full", (double)ss.sig.wall.ring_full);
+        }
         struct prof_codemap_stats cm;
         prof_codemap_get_stats(&cm);
         cJSON *wk = cJSON_AddObjectToObject(sg, "walks");

@@ -20,8 +20,20 @@
 static const char *const listed[] = {
     "libc.so.",     "ld-linux-",     "libm.so.",     "libgcc_s.so.", "libstdc++.so.",
     "libpthread.so.", "libdl.so.",   "librt.so.",    "libjemalloc.so", "libtcmalloc",
-    "libmimalloc.so", "libasan.so", "libubsan.so"};
+    "libmimalloc.so", "libasan.so", "libubsan.so",
+    /* the framework's native shims (libSystem.Native.so, ...), which the BCL's P/Invokes call:
+     * built without frame pointers, between the app's frames and libc's system calls; loaded
+     * after start-up (prof_cfi_count) */
+    "libSystem."};
 
+/* Libraries built with frame pointers whose leaf functions may still set up none (compilers
+ * leave leaf frames out at -O2 even with frame pointers on, and a sample may fall in a
+ * prologue): the frame a signal interrupts there is unwound by its CFI, so that its caller is
+ * not skipped (a managed method calling the runtime's FCALLs: Thread.SpinWait, Monitor.Enter's
+ * spin), and the chain goes on by frame pointers. */
+static const char *const leaf_listed[] = {"libcoreclr.so"};
+
+/* 1: listed, 2: leaf_listed, 0: neither. */
 static int is_listed(const char *path)
 {
     const char *base = strrchr(path, '/');
@@ -29,6 +41,9 @@ static int is_listed(const char *path)
     for (size_t i = 0; i < sizeof listed / sizeof *listed; i++)
         if (!strncmp(base, listed[i], strlen(listed[i])))
             return 1;
+    for (size_t i = 0; i < sizeof leaf_listed / sizeof *leaf_listed; i++)
+        if (!strcmp(base, leaf_listed[i]))
+            return 2;
     return 0;
 }
 
@@ -45,6 +60,7 @@ static int add_lib(struct dl_phdr_info *info, size_t size, void *arg)
     if (!name || b->t->n >= PROF_CFI_LIBS || (!b->all && (!*name || !is_listed(name))))
         return 0; /* (the program itself has no name: tests take it) */
     struct prof_cfi_lib l = {0};
+    l.leaf_only = !b->all && is_listed(name) == 2;
     const ElfW(Phdr) *eh = NULL;
     for (int i = 0; i < info->dlpi_phnum; i++) {
         const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
@@ -103,6 +119,21 @@ static int cmp_lib(const void *a, const void *b)
 {
     const struct prof_cfi_lib *x = a, *y = b;
     return x->lo < y->lo ? -1 : x->lo > y->lo;
+}
+
+static int count_lib(struct dl_phdr_info *info, size_t size, void *arg)
+{
+    (void)size;
+    if (info->dlpi_name && *info->dlpi_name && is_listed(info->dlpi_name))
+        ++*(int *)arg;
+    return 0;
+}
+
+int prof_cfi_count(void)
+{
+    int n = 0;
+    dl_iterate_phdr(count_lib, &n);
+    return n;
 }
 
 struct prof_cfi *prof_cfi_build(int all)

@@ -42,6 +42,9 @@ struct prof_cfi_lib {
     uint32_t nfde;                    /* entries in the search table */
     uintptr_t hdr;                    /* .eh_frame_hdr: the table's entries are relative to it */
     uintptr_t table;                  /* nfde pairs (int32 initial location, int32 FDE address) */
+    uint32_t leaf_only;               /* a library with frame pointers (libcoreclr): its CFI
+                                       * unwinds only an interrupted leaf frame, which may be a
+                                       * function that sets up none (or not yet: a prologue) */
 };
 
 /* Immutable once published (g_sig.cfi), sorted by lo. */
@@ -53,6 +56,9 @@ struct prof_cfi {
 /* The sampler thread: a table of the listed libraries that are loaded now (malloc'd; NULL when
  * none is, or on failure). `all` (tests) takes every loaded library that has a search table. */
 struct prof_cfi *prof_cfi_build(int all);
+/* The sampler thread: how many of the listed libraries are loaded now (a table with fewer is
+ * built again: the framework's shims load after start-up). */
+int prof_cfi_count(void);
 
 /* ---- signal context from here on: no calls, no globals ---- */
 

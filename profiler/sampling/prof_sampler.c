@@ -82,6 +82,7 @@ static void maps_tick(int64_t now)
     prof_codemap_unlock();
     struct prof_sigsample_stats ss;
     prof_sigsample_get_stats(&ss);
+    prof_sigsample_wall_get_stats(&ss.wall);
     pthread_mutex_lock(&sampler.st_lock);
     sampler.st.sig = ss;
     pthread_mutex_unlock(&sampler.st_lock);
@@ -105,6 +106,7 @@ static void signal_tick_locked(int64_t now, int64_t *last_sync)
         prof_sigsample_sync(sampler.tids, n, on_sig_sample, &sampler.sn);
         struct prof_sigsample_stats ss;
         prof_sigsample_get_stats(&ss);
+        prof_sigsample_wall_get_stats(&ss.wall);
         pthread_mutex_lock(&sampler.st_lock);
         sampler.st.sig = ss;
         pthread_mutex_unlock(&sampler.st_lock);
@@ -290,6 +292,7 @@ static void *sampler_main(void *arg)
         int64_t t0 = prof_now_ns();
         /* a wall tick keeps the stacks of threads that have not run since they were walked */
         int use_cache = !cpu_suspend && sampler.wall_tids;
+        int only_marked = 0;
         if (use_cache && sampler_wall_prepare()) {
             int n = sampler_wall_from_cache(prof_unix_now(), t0 - last);
             pthread_mutex_lock(&sampler.st_lock);
@@ -302,6 +305,29 @@ static void *sampler_main(void *arg)
             last = t0;
             continue;
         }
+        /* those that ran are asked for their stacks by a signal; the walk below only for those
+         * that cannot be (see prof_sigsample_wall.c) */
+        if (use_cache && sampler.wall_signal && !sampler.wall_unlisted &&
+            sampler.cpu_mode == CPU_SIGNAL && (g_core.profiles & PROFILE_CPU) &&
+            prof_sigsample_wall_on()) {
+            int answers = 0, cached = 0;
+            int marked = sampler_wall_by_signal(prof_unix_now(), t0 - last, &answers, &cached);
+            pthread_mutex_lock(&sampler.st_lock);
+            sampler.st.samples += (uint64_t)(answers + cached);
+            sampler.st.wall_cached_samples += (uint64_t)cached;
+            sampler.st.wall_signal_samples += (uint64_t)answers;
+            if (!marked) {
+                sampler.st.ticks++;
+                sampler.st.wall_signal_ticks++;
+            }
+            pthread_mutex_unlock(&sampler.st_lock);
+            if (!marked) {
+                sampler_drained(unload_wanted);
+                last = t0;
+                continue;
+            }
+            only_marked = 1;
+        }
         uint32_t epoch = prof_unload_epoch(); /* the frames are alive from here to the walk */
         HRESULT hr = info->vt->SuspendRuntime(info);
         if (hr != S_OK) {
@@ -313,7 +339,7 @@ static void *sampler_main(void *arg)
             continue;
         }
         int overflow = 0;
-        int n = sampler_capture_all(info, &overflow, cpu_suspend, 0, use_cache);
+        int n = sampler_capture_all(info, &overflow, cpu_suspend, 0, use_cache, only_marked);
         info->vt->ResumeRuntime(info);
         int64_t t1 = prof_now_ns();
         gen++;
@@ -364,6 +390,13 @@ static void choose_modes(void)
     if (nu && *nu && strcmp(nu, "cfi") && strcmp(nu, "fp"))
         prof_log(LOG_WARN, "CLRSCOPE_NATIVE_UNWIND=\"%.40s\" is neither cfi nor fp; using cfi", nu);
     prof_sigsample_set_cfi(!(nu && !strcmp(nu, "fp")));
+    const char *ww = getenv("CLRSCOPE_WALL_WALK");
+    sampler.wall_signal = 1;
+    if (ww && !strcmp(ww, "suspend"))
+        sampler.wall_signal = 0;
+    else if (ww && *ww && strcmp(ww, "signal"))
+        prof_log(LOG_WARN, "CLRSCOPE_WALL_WALK=\"%.40s\" is neither signal nor suspend; using "
+                 "signal", ww);
     /* The stop-the-world walk costs the same whatever it records: while it runs every tick for
      * CPU, wall samples come free at the full rate; otherwise they are what it costs. */
     long def = sampler.cpu_mode == CPU_SUSPEND ? g_cfg.sampling_hz : 5;
@@ -398,8 +431,12 @@ static void choose_modes(void)
     if (!sampler.tids || !sampler.sn.leaf || !sampler.sn.managed || !sampler.sn.root ||
         prof_codemap_init(g_cfg.max_frames) ||
         prof_sigsample_start(g_cfg.sampling_hz, g_cfg.max_frames, g_cfg.max_threads,
-                             sampler.ring_entries))
+                             sampler.ring_entries)) {
         sampler.cpu_mode = CPU_SUSPEND; /* prof_sigsample_start logged why */
+        return;
+    }
+    if (sampler.wall_signal && (g_core.profiles & PROFILE_WALL))
+        prof_sigsample_wall_install();
 }
 
 /* Starts keep_maps when the allocation walk wants it and the signal sampler does not run. */
@@ -477,6 +514,10 @@ void prof_sampler_get_stats(struct prof_sampler_stats *out)
                        : mode == CPU_SIGNAL             ? "signal"
                                                         : "suspend";
     out->wall_hz = sampler.wall_hz;
+    out->wall_walk = mode == CPU_SIGNAL && (g_core.profiles & PROFILE_CPU) && sampler.wall_signal &&
+                             out->sig.wall.signo
+                         ? "signal"
+                         : "suspend";
     out->wall_slowdown = wall_slowdown();
     out->tick_ns = !strcmp(out->cpu_sampler, "suspend") ? 1000000000LL / g_cfg.sampling_hz
                                                          : sampler.tick_ns;

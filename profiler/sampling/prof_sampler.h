@@ -38,6 +38,10 @@ struct prof_sampler_stats {
     /* wall ticks recorded without suspending the runtime (no thread had run since its stack was
      * walked), and wall samples taken from a kept stack (in those ticks and beside walks) */
     uint64_t wall_cached_ticks, wall_cached_samples;
+    /* wall ticks that asked the threads that had run for their stacks by a signal and needed
+     * no suspension (CLRSCOPE_WALL_WALK=signal), and the wall samples those answers gave */
+    uint64_t wall_signal_ticks, wall_signal_samples;
+    const char *wall_walk;      /* "signal" or "suspend" */
     uint64_t last_thread_count;
     const char *cpu_sampler;    /* "signal", "suspend" or "off" */
     int wall_hz;                /* CLRSCOPE_WALL_HZ */

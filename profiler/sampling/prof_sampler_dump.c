@@ -100,7 +100,7 @@ void sampler_dump_threads(ICorProfilerInfo15 *info, uint64_t want)
             return;
         }
         overflow = 0;
-        n = sampler_capture_all(info, &overflow, 1, locks, 0);
+        n = sampler_capture_all(info, &overflow, 1, locks, 0, 0);
         info->vt->ResumeRuntime(info);
         t1 = prof_now_ns();
         if (!overflow)

@@ -16,7 +16,9 @@
 #include <stdint.h>
 
 #include "clr_abi.h"
+#include "prof_intern.h"
 #include "prof_sampler.h"
+#include "prof_sigsample.h"
 
 enum cpu_mode { CPU_SUSPEND, CPU_SIGNAL };
 
@@ -50,6 +52,15 @@ struct cpu_seen {
     uint32_t prep;     /* the sampler_wall_prepare that read now_cpu */
     const char **stack; /* root first, k interned names (never freed): max_frames + 1 room */
     int k;             /* 0: the walk found no thread of that tid to record (none recorded) */
+    /* wall asks (sampler_wall_by_signal): the wall time since its last wall sample, which the
+     * answer to ask asked_seq (sent at tick asked_prep, its CPU clock then asked_cpu) carries;
+     * walk_prep == prep: the tick's stop-the-world walk must walk it (it was not asked) */
+    int64_t owed_ns;
+    int64_t asked_cpu;
+    uint32_t asked_seq, asked_prep, walk_prep;
+    /* where it was blocked when asked (kind 0: not blocked), and where its kept stack was when
+     * it came from such an answer: found blocked there again, it has not moved */
+    struct prof_wall_state asked_at, kept_at;
 };
 
 /* Scratch space for naming one signal sample (sampler thread only). */
@@ -90,6 +101,13 @@ struct sampler_state {
     uint32_t *wall_tids;  /* max_threads: the threads it read */
     size_t wall_ntids;
     int wall_unlisted;    /* the last walk found a thread the read had not: walk every tick */
+    /* CLRSCOPE_WALL_WALK=signal (the default with the signal CPU sampler): threads that ran are
+     * asked for their stacks by a signal (prof_sigsample_wall_*); their names kept in wall_names
+     * (the code map's names last until its next refresh) */
+    int wall_signal;
+    uint32_t wall_seq;
+    struct prof_intern wall_names;
+    int wall_names_ready;
     uint64_t unload_acked; /* what the sampler last told prof_unload it had drained */
     int suspend_warned;    /* atomic (prof_log_once) */
     struct prof_sampler_stats st; /* under st_lock: the sampler thread writes, anyone reads */
@@ -105,9 +123,10 @@ int sampler_ensure_capacity(int threads);
 void sampler_seen_sweep(uint32_t gen);
 /* Walks all managed threads while the runtime is suspended; with use_cache, not those whose
  * stack the wall sampler kept and whose CPU clock has not moved since (sampler_wall_prepare read
- * it): they are captured as `cached`. No malloc, no locks, no logging. */
+ * it): they are captured as `cached`; with only_marked, only the threads sampler_wall_by_signal
+ * left to it (walk_prep). No malloc, no locks, no logging. */
 int sampler_capture_all(ICorProfilerInfo15 *info, int *overflow, int read_cpu, int read_locks,
-                        int use_cache);
+                        int use_cache, int only_marked);
 /* Names the n stacks captured and records them: CPU samples weighed by the CPU each thread
  * burned since the last tick (do_cpu), wall samples weighed wall_ns (do_wall). With use_cache,
  * keeps each walked thread's stack for the next wall ticks. */
@@ -120,6 +139,13 @@ int sampler_wall_prepare(void);
 /* Records a wall sample of wall_ns for every managed thread from its kept stack; returns how
  * many. */
 int sampler_wall_from_cache(double now_unix, int64_t wall_ns);
+/* After sampler_wall_prepare found threads that ran: records the others from their kept stacks,
+ * asks those that ran for their stacks by a signal and records the answers (waiting up to
+ * WALL_ANSWER_WAIT_NS; a late answer is recorded at a later tick with the time it owes), and
+ * marks the threads it could not ask for the stop-the-world walk (walk_prep). Returns how many
+ * it marked; *answers, *cached: the samples it recorded from answers and from kept stacks. Takes
+ * prof_codemap_lock. */
+int sampler_wall_by_signal(double now_unix, int64_t wall_ns, int *answers, int *cached);
 
 /* prof_sampler_dump.c: serves dump request `want` (prof_tdump.h). */
 void sampler_dump_threads(ICorProfilerInfo15 *info, uint64_t want);

@@ -19,10 +19,15 @@
 #include "prof_config.h"
 #include "prof_core.h"
 #include "prof_lock.h"
+#include "prof_codemap.h"
+#include "prof_maps.h"
 #include "prof_sampler_int.h"
+#include "prof_sighandler.h"
+#include "prof_sigsample.h"
 #include "prof_store.h"
 #include "prof_symbols.h"
 #include "prof_threads.h"
+#include "prof_unload.h"
 
 struct walk {
     struct frame *frames; /* max_frames entries */
@@ -122,7 +127,7 @@ void sampler_seen_sweep(uint32_t gen)
 
 /* Walks all managed threads while the runtime is suspended. No malloc, no locks, no logging. */
 int sampler_capture_all(ICorProfilerInfo15 *info, int *overflow, int read_cpu, int read_locks,
-                        int use_cache)
+                        int use_cache, int only_marked)
 {
     ICorProfilerThreadEnum *en = NULL;
     int n = 0;
@@ -140,6 +145,8 @@ int sampler_capture_all(ICorProfilerInfo15 *info, int *overflow, int read_cpu, i
             if (info->vt->GetThreadInfo(info, ids[i], &os_tid) != S_OK || !os_tid)
                 continue;
             struct cpu_seen *s = use_cache ? seen_find(os_tid) : NULL;
+            if (only_marked && !(s && s->prep == sampler.prep && s->walk_prep == sampler.prep))
+                continue; /* recorded by sampler_wall_by_signal */
             if (s && s->prep == sampler.prep && s->stack_cpu >= 0 && s->now_cpu == s->stack_cpu) {
                 sampler.caps[n] = (struct captured){.os_tid = os_tid, .cached = 1, .cpu_ns = -1};
                 n++;
@@ -191,6 +198,7 @@ static void keep_stack(const struct captured *c, const char **names, int k)
     }
     memcpy(s->stack, names, (size_t)k * sizeof *names);
     s->k = k;
+    s->kept_at.kind = 0;
     if (s->prep == sampler.prep && s->now_cpu >= 0) {
         s->stack_cpu = s->now_cpu;
     } else { /* not among the threads read before the walk: the thread list missed it */
@@ -243,7 +251,15 @@ void sampler_record(int n, double now_unix, int64_t wall_ns, uint32_t gen, int d
             prof_store_add(PK_CPU, now_unix, names, k, c->os_tid, NULL, v);
         }
         if (do_wall && (g_core.profiles & PROFILE_WALL)) {
-            int64_t v[PROF_NVALUES] = {1, wall_ns, 0};
+            /* and the time an unanswered wall ask left owed (which holds this tick's when
+             * sampler_wall_by_signal left the thread to this walk) */
+            struct cpu_seen *ws = use_cache ? seen_find(c->os_tid) : NULL;
+            int64_t w = wall_ns;
+            if (ws && ws->owed_ns > 0)
+                w = ws->owed_ns + (ws->walk_prep == sampler.prep ? 0 : wall_ns);
+            if (ws)
+                ws->owed_ns = 0;
+            int64_t v[PROF_NVALUES] = {1, w, 0};
             prof_store_add(PK_WALL, now_unix, names, k, c->os_tid, NULL, v);
         }
         if (use_cache)
@@ -257,7 +273,8 @@ void sampler_record(int n, double now_unix, int64_t wall_ns, uint32_t gen, int d
      * code): nothing to record for them until their clock moves */
     for (size_t i = 0; i < sampler.wall_ntids; i++) {
         struct cpu_seen *s = seen_find(sampler.wall_tids[i]);
-        if (s && s->prep == sampler.prep && s->stack_cpu < 0 && s->now_cpu >= 0) {
+        if (s && s->prep == sampler.prep && s->stack_cpu < 0 && s->now_cpu >= 0 &&
+            s->owed_ns <= 0) {
             s->stack_cpu = s->now_cpu;
             s->k = 0;
         }
@@ -298,4 +315,168 @@ int sampler_wall_from_cache(double now_unix, int64_t wall_ns)
         n++;
     }
     return n;
+}
+
+/* ---- wall asks ---- */
+
+/* How long a wall tick waits for the answers of the threads it asked: a thread that runs takes
+ * the signal at once, one blocked in the runtime's wait at its wake-up; one waiting for a CPU
+ * answers when it gets one, which on a loaded machine may take longer (it is then recorded at a
+ * later tick, with the time it owes). */
+#define WALL_ANSWER_WAIT_NS 20000000LL
+/* Ticks an ask may stay unanswered before the thread is given up on (walked with the runtime
+ * suspended from then on): the answer lost (its ring was full), or the signal kept blocked. */
+#define WALL_ASK_PATIENCE 5
+/* Bytes of frame names the kept stacks of signal walks may hold. */
+#define WALL_NAMES_MAX (8u << 20)
+
+/* The same system call, with the same arguments, from the same place on the stack. */
+static int same_place(const struct prof_wall_state *a, const struct prof_wall_state *b)
+{
+    return a->kind == PROF_WALL_BLOCKED && b->kind == PROF_WALL_BLOCKED && a->nr == b->nr &&
+           a->sp == b->sp && a->pc == b->pc && !memcmp(a->args, b->args, sizeof a->args);
+}
+
+struct wall_answer_ctx {
+    double now_unix;
+    int answers, cached, failed;
+};
+
+/* Keeps the answer's names (root first) as thread s's stack; 0 when the names table is full. */
+static int keep_answer(struct cpu_seen *s, const char **names, int k)
+{
+    if (!sampler.wall_names_ready) {
+        if (prof_intern_init(&sampler.wall_names, WALL_NAMES_MAX))
+            return 0;
+        sampler.wall_names_ready = 1;
+    }
+    if (!s->stack)
+        s->stack = malloc((size_t)(g_cfg.max_frames + 2) * sizeof *s->stack);
+    if (!s->stack)
+        return 0;
+    uint64_t dropped = sampler.wall_names.dropped;
+    for (int i = 0; i < k; i++)
+        s->stack[i] = prof_intern_str(&sampler.wall_names, prof_intern(&sampler.wall_names,
+                                                                       names[i]));
+    if (sampler.wall_names.dropped != dropped)
+        return 0;
+    s->k = k;
+    return 1;
+}
+
+static int wall_answer(void *arg, const struct prof_sigsample *smp)
+{
+    struct wall_answer_ctx *c = arg;
+    struct cpu_seen *s = seen_find(smp->tid);
+    if (!s || s->owed_ns <= 0 || smp->wall_seq != s->asked_seq)
+        return 0; /* an answer to an ask given up on (asked again, walked, or gone) */
+    if (smp->flags & (PROF_SIG_F_NOMAPS | PROF_SIG_F_NOSTACK | PROF_SIG_F_ALTSTACK)) {
+        /* a leaf alone (its stack newer than the maps snapshot, or on a signal stack): the
+         * walk with the runtime suspended, this once (it owes what the ask did) */
+        prof_maps_refresh(1);
+        s->walk_prep = sampler.prep;
+        c->failed++;
+        return 1;
+    }
+    struct sig_names *sn = &sampler.sn;
+    int asking = prof_unload_enter(smp->epoch); /* (prof_unload.h) */
+    int k = prof_codemap_name_stack(smp, sn->leaf, sn->managed, g_cfg.max_frames);
+    if (asking)
+        prof_unload_leave();
+    int m = 0;
+    if (smp->flags & PROF_SIG_F_TRUNCATED)
+        sn->root[m++] = "[truncated]";
+    for (int i = k - 1; i >= 0; i--)
+        sn->root[m++] = sn->leaf[i];
+    if (!m)
+        sn->root[m++] = "[unknown]";
+    if (g_core.profiles & PROFILE_WALL) {
+        int64_t v[PROF_NVALUES] = {1, s->owed_ns, 0};
+        prof_store_add(PK_WALL, c->now_unix, sn->root, m, smp->tid, NULL, v);
+    }
+    s->owed_ns = 0;
+    /* kept with the CPU clock the handler read after its walk, and where the thread was
+     * blocked when asked: taking the signal costs the thread CPU of its own (the return, the
+     * wait begun again), so its clock moves; found blocked at the same place at the next tick,
+     * it has not run since (sampler_wall_by_signal) */
+    s->stack_cpu = keep_answer(s, sn->root, m) ? (smp->cpu_end >= 0 ? smp->cpu_end
+                                                                      : s->asked_cpu)
+                                                : -1;
+    /* a walk that stopped short of the thread's first frame is not kept for the waits to
+     * come: it is asked again (each such walk a sample, not a thousand) */
+    s->kept_at = s->asked_at;
+    if (!(smp->flags & PROF_SIG_F_ROOTED))
+        s->kept_at.kind = 0;
+    c->answers++;
+    return 1;
+}
+
+int sampler_wall_by_signal(double now_unix, int64_t wall_ns, int *answers, int *cached)
+{
+    struct wall_answer_ctx c = {.now_unix = now_unix};
+    int marked = 0, asked = 0;
+    prof_codemap_lock();
+    prof_sigsample_wall_collect(wall_answer, &c); /* late answers of earlier ticks */
+    prof_sigsample_wall_begin();
+    uint32_t seq = ++sampler.wall_seq & PROF_SIG_WALL_SEQ_MASK;
+    for (size_t i = 0; i < sampler.wall_ntids; i++) {
+        struct cpu_seen *s = seen_find(sampler.wall_tids[i]);
+        if (!s || s->prep != sampler.prep || s->now_cpu < 0)
+            continue;
+        if (s->owed_ns > 0) { /* its answer has not come yet */
+            s->owed_ns += wall_ns;
+            if (sampler.prep - s->asked_prep < WALL_ASK_PATIENCE)
+                continue;
+            /* lost, or the thread keeps the signal blocked: walked with the runtime suspended,
+             * now and from then on */
+            prof_sigsample_wall_give_up(s->tid);
+            s->walk_prep = sampler.prep;
+            marked++;
+            continue;
+        }
+        struct prof_wall_state st;
+        int read = 0, readable = 0;
+        if (s->owed_ns <= 0 && s->stack_cpu >= 0 && s->now_cpu != s->stack_cpu &&
+            s->kept_at.kind == PROF_WALL_BLOCKED) {
+            read = 1;
+            readable = prof_sigsample_wall_state(s->tid, &st) == 0;
+            if (readable && same_place(&st, &s->kept_at)) {
+                /* it ran only to take a signal (ours, or another's) and went back to its wait */
+                s->stack_cpu = s->now_cpu;
+                prof_sigsample_wall_same();
+            }
+        }
+        if (s->owed_ns <= 0 && s->stack_cpu >= 0 && s->now_cpu == s->stack_cpu) {
+            if (s->k > 0 && (g_core.profiles & PROFILE_WALL)) { /* has not run: its kept stack */
+                int64_t v[PROF_NVALUES] = {1, wall_ns, 0};
+                prof_store_add(PK_WALL, now_unix, s->stack, s->k, s->tid, NULL, v);
+                c.cached++;
+            }
+            continue;
+        }
+        if (!read)
+            readable = prof_sigsample_wall_state(s->tid, &st) == 0;
+        if (prof_sigsample_wall_ask(s->tid, seq, readable ? &st : NULL) == 1) {
+            if (s->owed_ns <= 0)
+                s->owed_ns = wall_ns;
+            s->asked_seq = seq;
+            s->asked_cpu = s->now_cpu;
+            s->asked_prep = sampler.prep;
+            s->asked_at = st;
+            asked++;
+        } else {
+            s->walk_prep = sampler.prep; /* the walk records what it owes, too */
+            marked++;
+        }
+    }
+    prof_codemap_unlock();
+    if (asked) {
+        prof_sigsample_wall_wait(WALL_ANSWER_WAIT_NS);
+        prof_codemap_lock();
+        prof_sigsample_wall_collect(wall_answer, &c);
+        prof_codemap_unlock();
+    }
+    *answers = c.answers;
+    *cached = c.cached;
+    return marked + c.failed;
 }

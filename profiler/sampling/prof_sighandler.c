@@ -33,6 +33,7 @@
 #include <signal.h>
 #include <stddef.h>
 #include <sys/syscall.h>
+#include <time.h>
 #include <ucontext.h>
 
 #include "prof_cfi.h"
@@ -340,6 +341,8 @@ static int cfi_frames(uintptr_t *ips, uint32_t *n, uint32_t max, uintptr_t pc, i
 {
     const struct prof_cfi *t = __atomic_load_n(&g_sig.cfi, __ATOMIC_ACQUIRE);
     const struct prof_cfi_lib *l = prof_cfi_find(t, pc);
+    if (l && l->leaf_only && !leaf)
+        l = NULL;
     int steps = 0;
     uintptr_t csp = *sp, cbp = *bp;
     while (l && steps < PROF_CFI_STEPS) {
@@ -359,6 +362,8 @@ static int cfi_frames(uintptr_t *ips, uint32_t *n, uint32_t max, uintptr_t pc, i
         *bp = cbp;
         pc = ra;
         l = prof_cfi_find(t, ra);
+        if (l && l->leaf_only)
+            l = NULL; /* frame pointers from here */
         if (!l) {
             const struct prof_sig_codes *codes = __atomic_load_n(&g_sig.codes, __ATOMIC_SEQ_CST);
             return push(ips, n, max, slot, ra, top, top, m, codes, NULL, NULL, flags) < 0 ? -1
@@ -531,16 +536,26 @@ __attribute__((noinline)) uint32_t prof_sig_walk_self(uintptr_t *ips, uint32_t m
 
 void prof_sig_handler(int sig, siginfo_t *si, void *ucv)
 {
-    (void)sig;
     /* No call below can change errno: the handler calls nothing but raw system calls. */
     __atomic_add_fetch(&g_sig.inflight, 1, __ATOMIC_SEQ_CST);
     uint64_t c0 = prof_sig_cycles();
-    int perf_fd = -1;
+    int perf_fd = -1, wall = 0;
+    uint32_t wall_seq = 0;
     uint64_t v;
     if (!si || !ucv)
         goto out;
     if (si->si_code == SI_TIMER) {
         v = (uint64_t)(uintptr_t)si->si_value.sival_ptr;
+    } else if (si->si_code == SI_QUEUE) {
+        /* a wall ask: only from this process, on the wall signal, with the tag */
+        v = (uint64_t)(uintptr_t)si->si_value.sival_ptr;
+        if (!g_sig.wall_signo || sig != g_sig.wall_signo || si->si_pid != g_sig.pid ||
+            !((uint32_t)v & PROF_SIG_WALL_TAG))
+            goto out;
+        wall = 1;
+        wall_seq = ((uint32_t)v >> PROF_SIG_WALL_SEQ_SHIFT) & PROF_SIG_WALL_SEQ_MASK;
+        v &= ~(uint64_t)(PROF_SIG_WALL_TAG |
+                         (PROF_SIG_WALL_SEQ_MASK << PROF_SIG_WALL_SEQ_SHIFT));
     } else if (si->si_code == POLL_HUP || si->si_code == POLL_IN) {
         /* a perf task-clock event's overflow: which one says si_fd; a late signal for an event
          * closed since (its fd maybe reused) maps to nothing or to another thread's ring */
@@ -564,8 +579,10 @@ void prof_sig_handler(int sig, siginfo_t *si, void *ucv)
     struct prof_sig_ring *r = (struct prof_sig_ring *)(chunk + (size_t)(idx % PROF_SIG_CHUNK) *
                                                                    g_sig.ring_size);
     if (__atomic_load_n(&r->gen, __ATOMIC_ACQUIRE) != gen ||
-        (perf_fd >= 0 && r->tid != (uint32_t)raw_syscall3(SYS_gettid, 0, 0, 0))) {
+        ((perf_fd >= 0 || wall) && r->tid != (uint32_t)raw_syscall3(SYS_gettid, 0, 0, 0))) {
         __atomic_add_fetch(&g_sig.stale, 1, __ATOMIC_RELAXED);
+        if (wall)
+            goto answered; /* (with nothing: the sampler walks it another way) */
         goto out;
     }
     if (perf_fd < 0)
@@ -582,7 +599,7 @@ void prof_sig_handler(int sig, siginfo_t *si, void *ucv)
 sample:;
     /* a perf signal's siginfo has no overrun (that field is its si_band) */
     uint32_t expirations =
-        1u + (uint32_t)(perf_fd < 0 && si->si_overrun > 0 ? si->si_overrun : 0);
+        1u + (uint32_t)(perf_fd < 0 && !wall && si->si_overrun > 0 ? si->si_overrun : 0);
     struct prof_sig_entry *e = NULL;
     for (uint32_t i = 0; i < g_sig.entries && !e; i++) {
         struct prof_sig_entry *c = prof_sig_entry_at(r, i);
@@ -592,22 +609,39 @@ sample:;
             e = c;
     }
     if (!e) {
+        if (wall) {
+            __atomic_add_fetch(&g_sig.wall_full, 1, __ATOMIC_RELAXED);
+            goto answered;
+        }
         __atomic_add_fetch(&r->lost, expirations, __ATOMIC_RELAXED);
         __atomic_add_fetch(&g_sig.ring_full, 1, __ATOMIC_RELAXED);
         goto out;
     }
-    e->flags = 0;
+    e->flags = wall ? PROF_SIG_F_WALL : 0;
+    e->wall_seq = wall_seq;
     e->found = 0;
     e->nwindow = 0;
     e->epoch = __atomic_load_n(&g_sig.unload_epoch, __ATOMIC_ACQUIRE);
     e->overrun = expirations - 1;
     e->jit = prof_sig_jit_top();
     e->n = walk(e, ucv);
+    e->cpu_end = -1;
+    if (wall) { /* what the thread's clock says once it has walked (see prof_sampler_wall.c) */
+        struct timespec ts;
+        if (!raw_syscall3(SYS_clock_gettime, CLOCK_THREAD_CPUTIME_ID, (long)&ts, 0))
+            e->cpu_end = (int64_t)ts.tv_sec * 1000000000LL + ts.tv_nsec;
+    }
     __atomic_store_n(&e->state, PROF_SIG_FULL, __ATOMIC_RELEASE);
+    if (wall)
+        goto answered;
     uint64_t handled = __atomic_add_fetch(&g_sig.handled, 1, __ATOMIC_SEQ_CST);
     uint64_t bell_at = __atomic_load_n(&g_sig.bell_at, __ATOMIC_SEQ_CST);
     if (bell_at && handled >= bell_at) /* half a ring's samples since the sampler's last drain */
         wake_sampler();
+    goto out;
+answered: /* the sampler may wait for the round's last answer */
+    if (__atomic_sub_fetch(&g_sig.wall_left, 1, __ATOMIC_SEQ_CST) == 0)
+        raw_syscall3(SYS_futex, (long)&g_sig.wall_left, FUTEX_WAKE_PRIVATE, 1);
 out:
     __atomic_add_fetch(&g_sig.handler_cycles, prof_sig_cycles() - c0, __ATOMIC_RELAXED);
     __atomic_sub_fetch(&g_sig.inflight, 1, __ATOMIC_SEQ_CST);

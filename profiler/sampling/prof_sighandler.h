@@ -58,7 +58,15 @@ enum prof_sig_flag {
                               * ips[1] is the leaf's caller, however the leaf used its stack */
     PROF_SIG_F_ROOTED = 1 << 8, /* the walk reached the thread's first frame (a zero frame
                                  * pointer or return address, or CFI that says so) */
+    PROF_SIG_F_WALL = 1 << 9,   /* the answer to a wall tick's ask (g_sig.wall_signo), not a
+                                 * CPU sample: entry->wall_seq says which ask */
 };
+
+/* A wall ask's signal value: (gen << 32) | PROF_SIG_WALL_TAG | (seq << 13) | ring index (ring
+ * indexes stay below 1 << 13); sent by the sampler with rt_tgsigqueueinfo (SI_QUEUE, our pid). */
+#define PROF_SIG_WALL_TAG 0x80000000u
+#define PROF_SIG_WALL_SEQ_SHIFT 13
+#define PROF_SIG_WALL_SEQ_MASK 0x3FFFFu
 
 struct prof_sig_entry {
     uint32_t state;   /* atomic, enum prof_sig_entry_state */
@@ -69,6 +77,10 @@ struct prof_sig_entry {
     uint32_t epoch;   /* g_sig.unload_epoch when the sample was taken (prof_unload.h) */
     uint64_t found;   /* bit i: ips[i] was read off the chain (an OSR method's Tier0 record) */
     uintptr_t jit;    /* the method the thread's JIT was compiling (prof_sig_jit_top), or 0 */
+    uint32_t wall_seq; /* PROF_SIG_F_WALL: the ask's sequence number (PROF_SIG_WALL_SEQ_MASK) */
+    uint32_t pad;
+    int64_t cpu_end;   /* PROF_SIG_F_WALL: the thread's CPU clock at the end of its walk (ns),
+                        * -1 unread */
     uintptr_t window[PROF_SIG_WINDOW];
     uintptr_t ips[];  /* g_sig.max_frames entries */
 };
@@ -199,7 +211,7 @@ struct prof_sig_shared {
     struct prof_sig_codes *codes;                       /* atomic, may be NULL */
     struct prof_sig_hiddens *hidden;                    /* atomic, may be NULL (self-walks) */
     struct prof_sig_osrs *osr;                          /* atomic, may be NULL (signal walks) */
-    struct prof_cfi *cfi;       /* atomic, may be NULL: set once, never freed (prof_cfi.h) */
+    struct prof_cfi *cfi;       /* atomic, may be NULL: never freed, replaced when a listed library loads later (prof_cfi.h) */
     int inflight;                                       /* atomic: handlers running now */
     /* atomic counters (handler side) */
     uint64_t handled, stale, ring_full, no_stack, altstack, maps_miss;
@@ -214,6 +226,14 @@ struct prof_sig_shared {
      * to fill a ring, and a refresh of the snapshot never waits for the next wall tick. */
     uint64_t bell_at;   /* atomic */
     uint32_t bell_word; /* atomic; a futex word */
+    /* Wall asks (prof_sigsample_wall.c): the signal they come on (0: none), the process they
+     * must come from (a queued signal from elsewhere is ignored), and the asks of the current
+     * round not yet answered, a futex word the answering handler wakes at 0 (late answers of an
+     * earlier round may take it below). wall_full: answers that found the ring full. */
+    int wall_signo;
+    int pid;
+    int32_t wall_left; /* atomic */
+    uint64_t wall_full; /* atomic */
 };
 
 extern struct prof_sig_shared g_sig;
@@ -240,7 +260,9 @@ static inline uint64_t prof_sig_cycles(void)
 
 /* The SA_SIGINFO handler. From a POSIX CPU timer (SI_TIMER) si->si_value carries (gen << 32 |
  * ring index); from a perf event (POLL_HUP) si->si_fd names the event, which g_sig.fdmap maps
- * to the same, and the handler re-enables the event for one more period. */
+ * to the same, and the handler re-enables the event for one more period; from a wall ask
+ * (SI_QUEUE from this process, g_sig.wall_signo) the value above with PROF_SIG_WALL_TAG, and the
+ * entry it writes is flagged PROF_SIG_F_WALL. */
 void prof_sig_handler(int sig, siginfo_t *si, void *uc);
 
 /* The calling thread's own frame-pointer chain, with the handler's checks, for runtime callbacks

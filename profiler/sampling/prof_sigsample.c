@@ -86,9 +86,31 @@ static void reclaim(void)
     sig.nret = 0;
 }
 
+/* A listed library loaded since the CFI table was built (prof_cfi.h): a table with it. The one
+ * it replaces is left in place, as a handler may be reading it (a few KB, CFI_REBUILDS at most). */
+#define CFI_REBUILDS 8
+static void cfi_update(void)
+{
+    const struct prof_cfi *cur = __atomic_load_n(&g_sig.cfi, __ATOMIC_ACQUIRE);
+    if (sig.cfi_off || sig.cfi_rebuilds >= CFI_REBUILDS || !cur || cur->n >= PROF_CFI_LIBS ||
+        prof_cfi_count() <= (int)cur->n)
+        return;
+    sig.cfi_rebuilds++;
+    struct prof_cfi *t = prof_cfi_build(0);
+    if (t && t->n > cur->n)
+        __atomic_store_n(&g_sig.cfi, t, __ATOMIC_RELEASE);
+    else
+        free(t);
+}
+
 void prof_sigsample_maintain(int64_t now)
 {
+    struct prof_maps_stats before, after;
+    prof_maps_get_stats(&before);
     prof_maps_maintain(now);
+    prof_maps_get_stats(&after);
+    if (after.refreshes != before.refreshes)
+        cfi_update();
     reclaim();
 }
 
@@ -111,22 +133,26 @@ static uint64_t main_thread_blocked(void)
     return (uint64_t)mask;
 }
 
-static int pick_signal(void)
+int sigsample_signal_free(int s)
 {
-    static const int candidates[] = {SIGPROF, SIGUSR2, SIGUSR1};
     sigset_t mine; /* the thread starting the sampler may block more than the main thread */
     uint64_t blocked = main_thread_blocked();
     if (!pthread_sigmask(SIG_BLOCK, NULL, &mine))
-        for (int s = 1; s <= 64; s++)
-            if (sigismember(&mine, s) == 1)
-                blocked |= 1ull << (s - 1);
-    for (size_t i = 0; i < sizeof candidates / sizeof *candidates; i++) {
-        struct sigaction old;
-        if (sigaction(candidates[i], NULL, &old) || (blocked >> (candidates[i] - 1) & 1))
-            continue;
-        if (!(old.sa_flags & SA_SIGINFO) && old.sa_handler == SIG_DFL)
+        for (int i = 1; i <= 64; i++)
+            if (sigismember(&mine, i) == 1)
+                blocked |= 1ull << (i - 1);
+    struct sigaction old;
+    if (sigaction(s, NULL, &old) || (blocked >> (s - 1) & 1))
+        return 0;
+    return !(old.sa_flags & SA_SIGINFO) && old.sa_handler == SIG_DFL;
+}
+
+static int pick_signal(void)
+{
+    static const int candidates[] = {SIGPROF, SIGUSR2, SIGUSR1};
+    for (size_t i = 0; i < sizeof candidates / sizeof *candidates; i++)
+        if (sigsample_signal_free(candidates[i]))
             return candidates[i];
-    }
     return 0;
 }
 

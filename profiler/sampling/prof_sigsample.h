@@ -56,6 +56,25 @@ struct prof_sigsample_stats {
     uint64_t handler_cycles;   /* time spent in the handler (prof_sig_cycles units) */
     const char *native_unwind; /* CLRSCOPE_NATIVE_UNWIND: "cfi" or "fp" */
     uint32_t cfi_libraries;    /* libraries whose frames are unwound by their CFI */
+    struct prof_sigsample_wall_stats {
+        int signo;                /* the wall asks' signal, 0 = none */
+        uint64_t asked;           /* threads asked for their stack */
+        uint64_t answered;        /* answers recorded */
+        uint64_t late;            /* answers that came after their thread was asked again */
+        uint64_t blocked_outside; /* not asked: blocked in a system call code outside the
+                                   * runtime made (walked with the runtime suspended) */
+        uint64_t fragile;         /* not asked: seen so blocked at an earlier tick */
+        uint64_t no_ring;         /* not asked: not sampled yet (a thread just started) */
+        uint64_t ask_failures;    /* the signal could not be queued */
+        uint64_t unreadable;      /* not asked: its system call state could not be read */
+        uint64_t same_wait;       /* not asked: its clock moved, but it was blocked in the
+                                   * same call at the same place as at its last answer */
+        uint64_t unknown;         /* not asked: blocked in a call whose caller could not be
+                                   * found (walked with the runtime suspended that time) */
+        uint64_t given_up;        /* threads whose ask went unanswered for several ticks (the
+                                   * signal blocked, or the answer lost): fragile from then on */
+        uint64_t ring_full;       /* answers that found the thread's ring full */
+    } wall;
 };
 
 enum { PROF_SIG_TIMER_AUTO = 0, PROF_SIG_TIMER_PERF = 1, PROF_SIG_TIMER_POSIX = 2 };
@@ -80,9 +99,13 @@ struct prof_sigsample {
     uint32_t epoch;         /* the unload epoch it was taken in (prof_unload.h) */
     uint64_t found;         /* bit i: ips[i] was read off the chain (an OSR Tier0 record) */
     uintptr_t jit;          /* the method the thread's JIT was compiling (prof_sig_jit_top) */
+    uint32_t wall_seq;      /* a wall answer: the ask's sequence number (PROF_SIG_WALL_SEQ_MASK) */
+    int64_t cpu_end;        /* a wall answer: the thread's CPU clock after its walk, or -1 */
 };
 
 typedef void (*prof_sigsample_fn)(void *arg, const struct prof_sigsample *s);
+/* A wall answer's consumer: 1 when it took the answer, 0 when it was stale (counted late). */
+typedef int (*prof_sigsample_wall_fn)(void *arg, const struct prof_sigsample *s);
 
 /* Picks and installs the signal, takes the first maps snapshot. 0, or -errno after one log line
  * (-EBUSY: no free signal). `hz` is the CPU sampling rate per CPU-second of a thread; `entries` the
@@ -112,6 +135,41 @@ void prof_sigsample_get_stats(struct prof_sigsample_stats *out);
 /* The sampler's doorbell for napping through idle ticks: samples the handlers have written so
  * far; arm(n): the handler that writes the n-th sample from now bumps the word
  * prof_sigsample_bell() points to and wakes its futex (once; arm(0) disarms). */
+/* Wall asks (prof_sigsample_wall.c): a thread whose CPU clock moved since its stack was walked
+ * is asked for it by a signal of its own, answered by the handler into the thread's ring.
+ * wall_on: 1 while asks can be made (the signal installed and still ours). A round: begin, then
+ * ask each thread (1 asked; 0 not asked: blocked in a system call code outside the runtime made,
+ * or its state unreadable; -1 not asked: no ring yet, or the signal could not be queued), wait
+ * up to max_ns for the answers, collect them (late ones included: fn tells them apart by
+ * wall_seq). Under prof_codemap_lock (the maps snapshot names the caller of a blocked call). */
+/* After prof_sigsample_start: installs the handler on a second free one of SIGPROF, SIGUSR2,
+ * SIGUSR1 for wall asks; returns it, or 0 (after one log line) when none is free. */
+int prof_sigsample_wall_install(void);
+int prof_sigsample_wall_on(void);
+void prof_sigsample_wall_get_stats(struct prof_sigsample_wall_stats *out);
+/* Where a thread is (/proc/self/task/TID/syscall): running (or about to: the kernel says
+ * "running"), waiting for a CPU in user code, or blocked in system call nr with these arguments,
+ * stack pointer and pc. 0, or -1 when it cannot be read (the thread is gone). A thread whose
+ * CPU clock moved only for taking a signal is found blocked in the same call at the same place:
+ * its stack has not changed. */
+enum { PROF_WALL_RUNNING = 1, PROF_WALL_USER = 2, PROF_WALL_BLOCKED = 3 };
+struct prof_wall_state {
+    int kind;
+    long nr;
+    uintptr_t args[6], sp, pc;
+};
+int prof_sigsample_wall_state(uint32_t tid, struct prof_wall_state *st);
+void prof_sigsample_wall_begin(void);
+/* st: the thread's state just read (NULL: unreadable, not asked). */
+int prof_sigsample_wall_ask(uint32_t tid, uint32_t seq, const struct prof_wall_state *st);
+/* Counts a thread found blocked where its last answer was (the stats' same_wait). */
+void prof_sigsample_wall_same(void);
+/* A thread whose ask went unanswered for several ticks: never asked again (the stats'
+ * given_up, then fragile). */
+void prof_sigsample_wall_give_up(uint32_t tid);
+void prof_sigsample_wall_wait(int64_t max_ns);
+int prof_sigsample_wall_collect(prof_sigsample_wall_fn fn, void *arg);
+
 uint64_t prof_sigsample_handled(void);
 void prof_sigsample_arm_bell(uint32_t n);
 uint32_t *prof_sigsample_bell(void);

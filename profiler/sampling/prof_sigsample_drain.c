@@ -1,7 +1,8 @@
 /*
  * prof_sigsample_drain.c - reads what the handlers wrote into the threads' rings: each full
  * entry goes to the caller's function with the CPU time it stands for, and is handed back to the
- * handler (FULL -> EMPTY). The clrscope-sampler thread only.
+ * handler (FULL -> EMPTY); the answers to wall asks stay for prof_sigsample_wall_collect. The
+ * clrscope-sampler thread only.
  */
 #include <stdint.h>
 
@@ -17,9 +18,11 @@ int sigsample_drain_ring(struct sthread *t, prof_sigsample_fn fn, void *arg)
     int64_t share = -1, rest = 0;
     uint32_t nfull = 0, k = 0;
     if (t->fd >= 0) {
-        for (uint32_t i = 0; i < g_sig.entries; i++)
-            nfull += __atomic_load_n(&prof_sig_entry_at(r, i)->state, __ATOMIC_ACQUIRE) ==
-                     PROF_SIG_FULL;
+        for (uint32_t i = 0; i < g_sig.entries; i++) {
+            struct prof_sig_entry *e = prof_sig_entry_at(r, i);
+            nfull += __atomic_load_n(&e->state, __ATOMIC_ACQUIRE) == PROF_SIG_FULL &&
+                     !(e->flags & PROF_SIG_F_WALL);
+        }
         if (!nfull)
             return 0;
         int64_t now = sigsample_thread_cpu(t->tid);
@@ -34,7 +37,8 @@ int sigsample_drain_ring(struct sthread *t, prof_sigsample_fn fn, void *arg)
     }
     for (uint32_t i = 0; i < g_sig.entries; i++) {
         struct prof_sig_entry *e = prof_sig_entry_at(r, i);
-        if (__atomic_load_n(&e->state, __ATOMIC_ACQUIRE) != PROF_SIG_FULL)
+        if (__atomic_load_n(&e->state, __ATOMIC_ACQUIRE) != PROF_SIG_FULL ||
+            (e->flags & PROF_SIG_F_WALL)) /* a wall answer: prof_sigsample_wall_collect's */
             continue;
         uint64_t lost = __atomic_exchange_n(&r->lost, 0, __ATOMIC_RELAXED);
         int64_t cpu = sig.interval_ns * (int64_t)(1 + (uint64_t)e->overrun + lost);

@@ -5,7 +5,8 @@
  *
  * The files: prof_sigsample.c (the signal, start and stop, housekeeping, stats),
  * prof_sigsample_timers.c (each thread's ring and clock: arming, disarming, switching clocks),
- * prof_sigsample_drain.c (reading the rings), prof_sigsample_review.c (auto: what perf events
+ * prof_sigsample_drain.c (reading the rings), prof_sigsample_wall.c (wall asks),
+ * prof_sigsample_review.c (auto: what perf events
  * cost the app) and prof_sigsample_calib.c (its one measurement, on a helper thread).
  *
  * ctx: the clrscope-sampler thread, as prof_sigsample.h says; the calibration's helper thread
@@ -30,6 +31,8 @@ struct sthread {
     int64_t cpu_seen; /* perf: the thread's CPU clock when its samples were last weighed */
     int retry;        /* its clock could not be changed: the next sync arms it again */
     uint64_t ss_ins, ss_run; /* schedstat at the last review: switches in (0: none), CPU ns */
+    int wall_fragile; /* seen blocked in a system call code outside the runtime made: never
+                       * asked by a wall signal (prof_sigsample_wall.c) */
 };
 
 static inline int sigsample_armed(const struct sthread *t)
@@ -65,6 +68,7 @@ struct sigsample_state {
     int max_rings;        /* start: rings at most (CLRSCOPE_MAX_THREADS, PROF_SIG_MAX_CHUNKS) */
     int timer_mode;       /* start: PROF_SIG_TIMER_* asked for */
     int cfi_off;          /* start: CLRSCOPE_NATIVE_UNWIND=fp */
+    int cfi_rebuilds;     /* CFI tables built again for libraries loaded since (cfi_update) */
     double budget;        /* start: CLRSCOPE_CPU_TIMER_BUDGET as a fraction of the app's CPU */
     int stopped;          /* prof_sigsample_stop was called: no clock is armed again */
     /* the clocks: perf events or POSIX timers (start, then arm and prof_sigsample_use_perf) */
@@ -129,6 +133,14 @@ void sigsample_close_perf(struct sthread *t);
 
 /* prof_sigsample_drain.c: hands t's full entries to fn, weighed; returns how many. */
 int sigsample_drain_ring(struct sthread *t, prof_sigsample_fn fn, void *arg);
+
+/* prof_sigsample.c: 1 when signal s has no handler, is not ignored and is blocked by neither
+ * the main thread nor the calling one. */
+int sigsample_signal_free(int s);
+
+/* prof_sigsample_wall.c: 1 when a native frame's name ("[native libcoreclr.so]") is the
+ * runtime's own code. */
+int sigsample_wall_runtime_code(const char *name);
 
 /* prof_sigsample_calib.c: what a perf event on each of two threads adds to a context switch
  * between them on one CPU (ns), or -1 when it could not be measured. */

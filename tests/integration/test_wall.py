@@ -1,7 +1,9 @@
 """
-Wall time of an idle process: 50 threads blocked in Thread.Sleep, each with the whole window of
-wall time, from their kept stacks (no suspension), and under an overhead budget that spaces the
-wall ticks. Idle apps: they run beside other tests.
+Wall time: an idle process (50 threads blocked in Thread.Sleep, each with the whole window of
+wall time, from their kept stacks), a process whose threads split their wall time in known
+proportions between running, sleeping, waiting for a lock and blocking in a socket read (walked
+by signal, the runtime never suspended), and under an overhead budget that spaces the wall ticks.
+Idle apps and small ones: they run beside other tests.
 """
 import time
 import unittest
@@ -10,14 +12,16 @@ from harness import ProfiledApp, tree_totals_by_name
 
 class IdleWall(unittest.TestCase):
     """50 threads blocked in waits and sleeps (`threads --threads 50`): a wall tick reads their CPU
-    clocks and records each one's kept stack without suspending the runtime when none of them has
-    run since it was walked; the runtime's own threads (the counters' poller runs every second)
-    still make some ticks walk, those alone. The wall profile is what walks would give: every
-    blocked thread, in its wait, for the whole window."""
+    clocks and records each one's kept stack when none of them has run since it was walked; the
+    runtime's own threads (the counters' poller runs every second) still make some ticks walk,
+    those alone, and by signal (CLRSCOPE_WALL_WALK=signal, the default): the runtime is never
+    suspended. The wall profile is what walks would give: every blocked thread, in its wait, for
+    the whole window."""
+
+    ENV = {"CLRSCOPE_PROFILES": "cpu,wall"}
 
     def test_idle_threads_are_not_walked_and_keep_their_wall_time(self):
-        app = ProfiledApp("threads", ["--threads", "50", "--seconds", "0"],
-                          env={"CLRSCOPE_PROFILES": "cpu,wall"})
+        app = ProfiledApp("threads", ["--threads", "50", "--seconds", "0"], env=self.ENV)
         app.start()
         try:
             app.wait_ready()
@@ -30,10 +34,10 @@ class IdleWall(unittest.TestCase):
             app.stop()
         ticks = after["sampler_ticks"] - before["sampler_ticks"]
         cached = after["wall_cached_ticks"] - before["wall_cached_ticks"]
+        by_signal = after["wall_signal_ticks"] - before["wall_signal_ticks"]
         suspended = after["suspended_s"] - before["suspended_s"]
         self.assertGreater(ticks, 30, (before, after))  # 5 a second
-        self.assertGreaterEqual(cached, ticks // 2, (ticks, cached))
-        self.assertLess(suspended, 0.05 * (ticks - cached) + 0.02, (ticks, cached, suspended))
+        self.check_walks(after, ticks, cached, by_signal, suspended)
         totals = tree_totals_by_name(wall["root"])
         span = wall["t_to"] - wall["t_from"]
         for leaf in ("TestApp.Threads.Blocker.WaitOnEvent", "TestApp.Threads.Blocker.SleepLoop"):
@@ -41,6 +45,130 @@ class IdleWall(unittest.TestCase):
             # 25 threads each, every one for the whole window
             self.assertAlmostEqual(seconds / (25 * span), 1.0, delta=0.15, msg=(leaf, seconds,
                                                                               span))
+
+    def check_walks(self, after, ticks, cached, by_signal, suspended):
+        self.assertEqual(after["wall_walk"], "signal", after)
+        self.assertGreaterEqual(cached, ticks // 2, (ticks, cached))
+        self.assertEqual(cached + by_signal, ticks, (ticks, cached, by_signal))
+        self.assertEqual(suspended, 0, (ticks, cached, by_signal))
+
+
+class IdleWallSuspend(IdleWall):
+    """The same with CLRSCOPE_WALL_WALK=suspend: the ticks where a thread ran suspend the runtime
+    to walk those threads alone."""
+
+    ENV = {"CLRSCOPE_PROFILES": "cpu,wall", "CLRSCOPE_WALL_WALK": "suspend"}
+
+    def check_walks(self, after, ticks, cached, by_signal, suspended):
+        self.assertEqual(after["wall_walk"], "suspend", after)
+        self.assertEqual(by_signal, 0)
+        self.assertGreaterEqual(cached, ticks // 2, (ticks, cached))
+        self.assertLess(suspended, 0.05 * (ticks - cached) + 0.02, (ticks, cached, suspended))
+
+
+class WallBySignal(unittest.TestCase):
+    """`wall-mix`: a thread that spins and sleeps in turn (30 and 70 ms on average), one that
+    waits for a lock another holds 90 % of the time, one blocked in a socket's Receive, one that
+    spins; the wall sampler at 100 a second (for ~1,000 samples a thread). Every tick asks the
+    threads that ran for their stacks by a signal: the runtime is never suspended, and each
+    thread's wall time splits as its own Stopwatch says, within 5 points."""
+
+    @classmethod
+    def setUpClass(cls):
+        with ProfiledApp("wall-mix", ["--seconds", "14"],
+                         env={"CLRSCOPE_PROFILES": "cpu,wall", "CLRSCOPE_WALL_HZ": "100"}) as app:
+            app.wait_ready()
+            time.sleep(2)
+            cls.before = app.json("/api/v1/status")["self"]
+            time.sleep(9)
+            cls.after = app.json("/api/v1/status")["self"]
+            cls.wall = app.json("/api/v1/flamegraph?type=wall&seconds=9")
+            cls.truth = app.wait_truth()
+
+    def delta(self, key):
+        return self.after[key] - self.before[key]
+
+    def test_never_suspended(self):
+        self.assertEqual(self.after["wall_walk"], "signal", self.after)
+        self.assertEqual(self.delta("suspended_s"), 0, self.after)
+        ticks = self.delta("sampler_ticks")
+        self.assertGreater(ticks, 500, self.after)  # 100 a second, a loaded machine late
+        self.assertEqual(self.delta("wall_signal_ticks"), ticks, self.after)
+        asks = self.after["signal_sampler"]["wall_asks"]
+        was = self.before["signal_sampler"]["wall_asks"]
+        # the spinner at every tick, the others when they ran since (or found back in the
+        # same wait)
+        moved = (asks["answered"] - was["answered"]) + (asks["same_wait"] - was["same_wait"])
+        self.assertGreater(moved, 1.5 * ticks, asks)
+        self.assertEqual(asks["blocked_outside"], 0, asks)
+
+    def share(self, name):
+        totals = tree_totals_by_name(self.wall["root"])
+        span = self.wall["t_to"] - self.wall["t_from"]
+        return totals.get(self.truth["frames"][name], 0) / 1e9 / span
+
+    def test_running_and_sleeping(self):
+        t = self.truth
+        spin = t["spin_ms"] / (t["spin_ms"] + t["rest_ms"])
+        self.assertAlmostEqual(self.share("spin"), spin, delta=0.05, msg=t)
+        self.assertAlmostEqual(self.share("rest"), 1 - spin, delta=0.05, msg=t)
+
+    def test_waiting_for_a_lock(self):
+        t = self.truth
+        take = t["take_ms"] / (t["take_ms"] + t["use_ms"])
+        self.assertGreater(take, 0.7, t)
+        self.assertAlmostEqual(self.share("take"), take, delta=0.05, msg=t)
+        self.assertAlmostEqual(self.share("use"), 1 - take, delta=0.05, msg=t)
+
+    def test_blocked_in_a_socket_read_and_spinning(self):
+        self.assertGreater(self.truth["reads"], 100, self.truth)
+        self.assertAlmostEqual(self.share("read"), 1, delta=0.05, msg=self.truth)
+        self.assertAlmostEqual(self.share("spinner"), 1, delta=0.05)
+
+    def test_blocked_threads_keep_their_managed_frames(self):
+        """A wait's stack runs through libc and the runtime back to the app's method: the
+        sleeping phase sits under DutyRest with Thread.Sleep right below it."""
+        rest = self.truth["frames"]["rest"]
+        paths = []
+
+        def walk(node, path):
+            path = path + [node["name"]]
+            if node["name"] == rest:
+                paths.append((node["value"], path))
+                return
+            for c in node.get("children", []):
+                walk(c, path)
+        walk(self.wall["root"], [])
+        self.assertTrue(paths)
+        self.assertIn("TestApp.WallMix.WallMixMode.Duty", max(paths)[1])
+
+
+class WallFragileCalls(unittest.TestCase):
+    """`wall-mix --pinvoke-poll`: a thread calls libc's poll by P/Invoke, a system call that a
+    signal makes fail with EINTR whatever SA_RESTART says, and that code outside the runtime
+    made. The wall sampler never asks it by signal: it is walked with the runtime suspended, its
+    poll never fails, and it still gets its whole wall time."""
+
+    def test_poll_never_interrupted(self):
+        with ProfiledApp("wall-mix", ["--seconds", "10", "--pinvoke-poll"],
+                         env={"CLRSCOPE_PROFILES": "cpu,wall", "CLRSCOPE_WALL_HZ": "20"}) as app:
+            app.wait_ready()
+            time.sleep(7)
+            st = app.json("/api/v1/status")["self"]
+            wall = app.json("/api/v1/flamegraph?type=wall&seconds=5")
+            truth = app.wait_truth()
+        asks = st["signal_sampler"]["wall_asks"]
+        # the app blocks SIGPROF on the polling thread, the CPU sampler's first choice
+        self.assertEqual(st["signal_sampler"]["signal"], 27, st)
+        self.assertGreater(truth["polls"], 200, truth)
+        self.assertEqual(truth["poll_eintr"], 0, (truth, asks))
+        self.assertGreater(asks["blocked_outside"], 0, asks)
+        self.assertGreater(asks["fragile"], 0, asks)
+        self.assertGreater(st["suspended_s"], 0, st)
+        totals = tree_totals_by_name(wall["root"])
+        span = wall["t_to"] - wall["t_from"]
+        self.assertAlmostEqual(totals.get(truth["frames"]["poll"], 0) / 1e9 / span, 1,
+                               delta=0.1)
 
 
 class WallUnderBudget(unittest.TestCase):

@@ -31,7 +31,7 @@ public static class Program
         "modes: hello, version, cpu-split, cpu-generic, gc-heavy, cpu-only, alloc-mix, leak, bgc-live, exceptions,\n" +
         "       contention, heap, threads, wait, unload, thread-churn, osr-loop,\n" +
         "       dynamic-code, bursts, pool-starve, phases, many-stacks, hostile,\n" +
-        "       jit-storm, native-burn   (see tests/apps/README.md)";
+        "       jit-storm, native-burn, wall-mix   (see tests/apps/README.md)";
 
     static readonly CancellationTokenSource StopSource = new();
     static readonly object TruthLock = new();
@@ -120,6 +120,7 @@ public static class Program
         "hostile" => new Hostile.HostileMode(),
         "jit-storm" => new JitStorm.JitStormMode(),
         "native-burn" => new NativeBurn.NativeBurnMode(),
+        "wall-mix" => new WallMix.WallMixMode(),
         _ => null,
     };
 
@@ -262,6 +263,7 @@ public sealed class Options
     public int TakeSignal;       // hostile: the signal whose disposition it takes (0 = none)
     public int Spawn;            // hostile: child processes to start
     public int CrashAfterMs = -1; // hostile: an unhandled exception this long after ready
+    public bool PinvokePoll;     // wall-mix: a thread blocked in libc's poll by P/Invoke
 
     public static Options Parse(string[] args)
     {
@@ -290,6 +292,11 @@ public sealed class Options
             if (name == "stale-wait")
             {
                 o.StaleWait = true;
+                continue;
+            }
+            if (name == "pinvoke-poll")
+            {
+                o.PinvokePoll = true;
                 continue;
             }
             if (value == null)
