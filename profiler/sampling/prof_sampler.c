@@ -417,10 +417,12 @@ static void choose_modes(void)
         tick = wall_period;
     if (tick < period)
         tick = period;
-    int64_t entries = (tick * 3 / 2 + period - 1) / period + 1;
+    /* (and one more for a wall answer, which CPU samples leave free: prof_sighandler.c) */
+    int wall_slot = sampler.wall_signal && (g_core.profiles & PROFILE_WALL);
+    int64_t entries = (tick * 3 / 2 + period - 1) / period + 1 + wall_slot;
     if (entries > PROF_SIG_MAX_ENTRIES) {
         entries = PROF_SIG_MAX_ENTRIES;
-        tick = (entries - 1) * period * 2 / 3;
+        tick = (entries - 1 - wall_slot) * period * 2 / 3;
     }
     sampler.tick_ns = tick;
     sampler.ring_entries = (int)entries;

@@ -53,11 +53,11 @@ struct cpu_seen {
     const char **stack; /* root first, k interned names (never freed): max_frames + 1 room */
     int k;             /* 0: the walk found no thread of that tid to record (none recorded) */
     /* wall asks (sampler_wall_by_signal): the wall time since its last wall sample, which the
-     * answer to ask asked_seq (sent at tick asked_prep, its CPU clock then asked_cpu) carries;
+     * answer to ask asked_seq (sent at asked_ns, its CPU clock then asked_cpu) carries;
      * walk_prep == prep: the tick's stop-the-world walk must walk it (it was not asked) */
     int64_t owed_ns;
-    int64_t asked_cpu;
-    uint32_t asked_seq, asked_prep, walk_prep;
+    int64_t asked_cpu, asked_ns;
+    uint32_t asked_seq, walk_prep;
     /* where it was blocked when asked (kind 0: not blocked), and where its kept stack was when
      * it came from such an answer: found blocked there again, it has not moved */
     struct prof_wall_state asked_at, kept_at;

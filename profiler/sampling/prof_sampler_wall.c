@@ -324,9 +324,10 @@ int sampler_wall_from_cache(double now_unix, int64_t wall_ns)
  * answers when it gets one, which on a loaded machine may take longer (it is then recorded at a
  * later tick, with the time it owes). */
 #define WALL_ANSWER_WAIT_NS 20000000LL
-/* Ticks an ask may stay unanswered before the thread is given up on (walked with the runtime
- * suspended from then on): the answer lost (its ring was full), or the signal kept blocked. */
-#define WALL_ASK_PATIENCE 5
+/* How long an ask may stay unanswered before it is given up on (the thread walked with the
+ * runtime suspended that time): the answer lost, or the signal kept blocked; long enough for a
+ * thread that waits for a CPU on a loaded machine. */
+#define WALL_ASK_PATIENCE_NS 1000000000LL
 /* Bytes of frame names the kept stacks of signal walks may hold. */
 #define WALL_NAMES_MAX (8u << 20)
 
@@ -419,17 +420,18 @@ int sampler_wall_by_signal(double now_unix, int64_t wall_ns, int *answers, int *
     prof_sigsample_wall_collect(wall_answer, &c); /* late answers of earlier ticks */
     prof_sigsample_wall_begin();
     uint32_t seq = ++sampler.wall_seq & PROF_SIG_WALL_SEQ_MASK;
+    int64_t now_ns = prof_now_ns();
     for (size_t i = 0; i < sampler.wall_ntids; i++) {
         struct cpu_seen *s = seen_find(sampler.wall_tids[i]);
         if (!s || s->prep != sampler.prep || s->now_cpu < 0)
             continue;
         if (s->owed_ns > 0) { /* its answer has not come yet */
             s->owed_ns += wall_ns;
-            if (sampler.prep - s->asked_prep < WALL_ASK_PATIENCE)
+            if (now_ns - s->asked_ns < WALL_ASK_PATIENCE_NS)
                 continue;
-            /* lost, or the thread keeps the signal blocked: walked with the runtime suspended,
-             * now and from then on */
-            prof_sigsample_wall_give_up(s->tid);
+            /* lost, or the thread keeps the signal blocked: walked with the runtime suspended
+             * (what it owes with it), and asked again when it next runs */
+            prof_sigsample_wall_give_up();
             s->walk_prep = sampler.prep;
             marked++;
             continue;
@@ -461,7 +463,7 @@ int sampler_wall_by_signal(double now_unix, int64_t wall_ns, int *answers, int *
                 s->owed_ns = wall_ns;
             s->asked_seq = seq;
             s->asked_cpu = s->now_cpu;
-            s->asked_prep = sampler.prep;
+            s->asked_ns = now_ns;
             s->asked_at = st;
             asked++;
         } else {

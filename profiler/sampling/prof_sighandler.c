@@ -601,7 +601,11 @@ sample:;
     uint32_t expirations =
         1u + (uint32_t)(perf_fd < 0 && !wall && si->si_overrun > 0 ? si->si_overrun : 0);
     struct prof_sig_entry *e = NULL;
-    for (uint32_t i = 0; i < g_sig.entries && !e; i++) {
+    /* with wall asks on, CPU samples leave one entry free for an answer */
+    uint32_t usable = wall || !__atomic_load_n(&g_sig.wall_signo, __ATOMIC_RELAXED)
+                          ? g_sig.entries
+                          : g_sig.entries - 1;
+    for (uint32_t i = 0; i < usable && !e; i++) {
         struct prof_sig_entry *c = prof_sig_entry_at(r, i);
         uint32_t want = PROF_SIG_EMPTY;
         if (__atomic_compare_exchange_n(&c->state, &want, PROF_SIG_WRITING, 0, __ATOMIC_ACQUIRE,

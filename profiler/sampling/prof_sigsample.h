@@ -60,7 +60,7 @@ struct prof_sigsample_stats {
         int signo;                /* the wall asks' signal, 0 = none */
         uint64_t asked;           /* threads asked for their stack */
         uint64_t answered;        /* answers recorded */
-        uint64_t late;            /* answers that came after their thread was asked again */
+        uint64_t late;            /* answers that came after their ask was given up on */
         uint64_t blocked_outside; /* not asked: blocked in a system call code outside the
                                    * runtime made (walked with the runtime suspended) */
         uint64_t fragile;         /* not asked: seen so blocked at an earlier tick */
@@ -71,8 +71,9 @@ struct prof_sigsample_stats {
                                    * same call at the same place as at its last answer */
         uint64_t unknown;         /* not asked: blocked in a call whose caller could not be
                                    * found (walked with the runtime suspended that time) */
-        uint64_t given_up;        /* threads whose ask went unanswered for several ticks (the
-                                   * signal blocked, or the answer lost): fragile from then on */
+        uint64_t given_up;        /* asks unanswered for a second (the signal blocked, or
+                                   * the answer lost): that thread walked with the runtime
+                                   * suspended that time */
         uint64_t ring_full;       /* answers that found the thread's ring full */
     } wall;
 };
@@ -164,9 +165,8 @@ void prof_sigsample_wall_begin(void);
 int prof_sigsample_wall_ask(uint32_t tid, uint32_t seq, const struct prof_wall_state *st);
 /* Counts a thread found blocked where its last answer was (the stats' same_wait). */
 void prof_sigsample_wall_same(void);
-/* A thread whose ask went unanswered for several ticks: never asked again (the stats'
- * given_up, then fragile). */
-void prof_sigsample_wall_give_up(uint32_t tid);
+/* Counts an ask given up on after several ticks without an answer (the stats' given_up). */
+void prof_sigsample_wall_give_up(void);
 void prof_sigsample_wall_wait(int64_t max_ns);
 int prof_sigsample_wall_collect(prof_sigsample_wall_fn fn, void *arg);
 

@@ -206,11 +206,8 @@ int prof_sigsample_wall_state(uint32_t tid, struct prof_wall_state *st)
     return 0;
 }
 
-void prof_sigsample_wall_give_up(uint32_t tid)
+void prof_sigsample_wall_give_up(void)
 {
-    struct sthread *t = find_thread(tid);
-    if (t)
-        t->wall_fragile = 1;
     wall.given_up++;
 }
 

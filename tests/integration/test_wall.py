@@ -90,12 +90,17 @@ class WallBySignal(unittest.TestCase):
 
     def test_never_suspended(self):
         self.assertEqual(self.after["wall_walk"], "signal", self.after)
-        self.assertEqual(self.delta("suspended_s"), 0, self.after)
         ticks = self.delta("sampler_ticks")
         self.assertGreater(ticks, 500, self.after)  # 100 a second, a loaded machine late
-        self.assertEqual(self.delta("wall_signal_ticks"), ticks, self.after)
         asks = self.after["signal_sampler"]["wall_asks"]
         was = self.before["signal_sampler"]["wall_asks"]
+        # the runtime is suspended only for an ask left a second without an answer (a thread
+        # that waited that long for a CPU on a loaded machine)
+        if asks["given_up"] == was["given_up"]:
+            self.assertEqual(self.delta("suspended_s"), 0, self.after)
+            self.assertEqual(self.delta("wall_signal_ticks"), ticks, self.after)
+        else:
+            self.assertGreater(self.delta("wall_signal_ticks"), 0.95 * ticks, self.after)
         # the spinner at every tick, the others when they ran since (or found back in the
         # same wait)
         moved = (asks["answered"] - was["answered"]) + (asks["same_wait"] - was["same_wait"])
