@@ -7,7 +7,8 @@ Prints the share of CPU (self time: the sample's leaf frame) by kind — managed
 work labelled with the method compiled (a `[JIT] compiling` frame anywhere in the sample),
 `[native libcoreclr.so]`, `[native code]` (the runtime's stubs), `[native libclrjit.so]` outside
 a label, native frames named by a symbol table (`[native lib!function]`), other native frames,
-`Garbage Collector` — and the runtime's suspended time.
+`Garbage Collector` — and the runtime's suspended time and how the wall ticks walked
+(CLRSCOPE_WALL_WALK from the environment: signal, the default, or suspend).
 
 Usage: python3 bench/compiler_frames.py BUILD [FILES]   (FILES of generated source, default 20)
 The profile is read in whole seconds as the compiler runs (its last second is lost at its exit).
@@ -137,6 +138,12 @@ def main():
         sys.exit("no CPU sample read")
     print(f"csc on {files} files: {total / 1e9:.1f} s of CPU sampled, "
           f"runtime suspended {status['self']['suspended_s'] if status else '?'} s")
+    if status:
+        st = status["self"]
+        print(f"wall walks: {st.get('wall_walk')}, {st.get('sampler_ticks')} ticks, "
+              f"{st.get('wall_signal_ticks')} by signal alone, "
+              f"{st.get('wall_cached_ticks')} from kept stacks alone; asks "
+              f"{(st.get('signal_sampler') or {}).get('wall_asks')}")
     for k, v in sorted(by.items(), key=lambda kv: -kv[1]):
         print(f"  {v / total * 100:5.1f} %  {k}")
         emit("compiler frames", k, round(v / total * 100, 1), "% of CPU")

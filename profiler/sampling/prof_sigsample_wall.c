@@ -103,8 +103,11 @@ static struct sthread *find_thread(uint32_t tid)
 
 int sigsample_wall_runtime_code(const char *name)
 {
+    /* (and clrscope's own: on the app's threads, in the runtime's callbacks, it waits only on
+     * mutexes and in back-off sleeps, which a signal at most cuts short) */
     static const char *const libs[] = {"[native libcoreclr.so]", "[native libclrjit.so]",
-                                       "[native libclrgc.so]", "[native libclrgcexp.so]"};
+                                       "[native libclrgc.so]", "[native libclrgcexp.so]",
+                                       "[native libclrscope.so]"};
     for (size_t i = 0; i < sizeof libs / sizeof *libs; i++)
         if (!strcmp(name, libs[i]))
             return 1;
@@ -118,8 +121,9 @@ int sigsample_wall_runtime_code(const char *name)
  * own native code: the frames in the CFI-unwound libraries (libc, the loader, ...) are stepped
  * over on a copy of the stack; the first frame that is the runtime's, or past them, decides. 1: the runtime's code, 0:
  * other code, -1: not known (the stack could not be read or unwound). */
-static int call_by_runtime(uintptr_t pc, uintptr_t sp)
+static int call_by_runtime(uintptr_t pc, uintptr_t sp, const char **caller)
 {
+    *caller = NULL;
     const struct prof_sig_maps *m = __atomic_load_n(&g_sig.maps, __ATOMIC_ACQUIRE);
     const struct prof_cfi *t = __atomic_load_n(&g_sig.cfi, __ATOMIC_ACQUIRE);
     if (!m)
@@ -160,7 +164,8 @@ static int call_by_runtime(uintptr_t pc, uintptr_t sp)
         prof_maps_refresh(1);
         return -1;
     }
-    return sigsample_wall_runtime_code(prof_maps_native_name(pc));
+    *caller = prof_maps_native_name(pc);
+    return sigsample_wall_runtime_code(*caller);
 }
 
 int prof_sigsample_wall_state(uint32_t tid, struct prof_wall_state *st)
@@ -237,12 +242,16 @@ int prof_sigsample_wall_ask(uint32_t tid, uint32_t seq, const struct prof_wall_s
         return 0;
     }
     if (st->kind == PROF_WALL_BLOCKED) {
-        int by = call_by_runtime(st->pc, st->sp);
+        const char *caller;
+        int by = call_by_runtime(st->pc, st->sp, &caller);
         if (by < 0) { /* not known: walked with the runtime suspended this time */
             wall.unknown++;
             return 0;
         }
         if (!by) {
+            prof_log(LOG_DEBUG, "wall sampler: thread %u is blocked in system call %ld made by "
+                     "%s: walked with the runtime suspended from now on", tid, st->nr,
+                     caller ? caller : "?");
             wall.blocked_outside++;
             t->wall_fragile = 1;
             return 0;
