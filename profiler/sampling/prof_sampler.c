@@ -181,7 +181,6 @@ static void *sampler_main(void *arg)
     clock_gettime(CLOCK_MONOTONIC, &next);
     int64_t last = prof_now_ns(), prev_tick = last, last_sync = last - SIGNAL_SYNC_NS;
     int64_t last_maps = last;
-    uint32_t gen = 0;
     uint32_t nudges = prof_core_nudges();
     int advance = 1, idle = 0;
     uint64_t last_handled = 0;
@@ -289,6 +288,9 @@ static void *sampler_main(void *arg)
             sampler_drained(unload_wanted);
             continue;
         }
+        /* (every way of walking marks the threads it saw: the table drops those gone) */
+        if ((++sampler.clock & 63) == 0)
+            sampler_seen_sweep(100);
         int64_t t0 = prof_now_ns();
         /* a wall tick keeps the stacks of threads that have not run since they were walked */
         int use_cache = !cpu_suspend && sampler.wall_tids;
@@ -342,7 +344,6 @@ static void *sampler_main(void *arg)
         int n = sampler_capture_all(info, &overflow, cpu_suspend, 0, use_cache, only_marked);
         info->vt->ResumeRuntime(info);
         int64_t t1 = prof_now_ns();
-        gen++;
         pthread_mutex_lock(&sampler.st_lock);
         sampler.st.ticks++;
         sampler.st.suspended_ns += (uint64_t)(t1 - t0);
@@ -353,14 +354,12 @@ static void *sampler_main(void *arg)
         /* an unload that asked for a drain after this tick began waits for its end (below), so
          * the frames are named under the epoch they were walked in */
         int asking = prof_unload_enter(epoch);
-        sampler_record(n, prof_unix_now(), t0 - last, gen, cpu_suspend, wall_due, use_cache);
+        sampler_record(n, prof_unix_now(), t0 - last, cpu_suspend, wall_due, use_cache);
         if (asking)
             prof_unload_leave();
         sampler_drained(unload_wanted);
         if (wall_due)
             last = t0;
-        if ((gen & 1023) == 0)
-            sampler_seen_sweep(gen);
     }
     prof_unload_consumer(PROF_UNLOAD_SAMPLER, 0);
     return NULL;
@@ -476,7 +475,10 @@ int prof_sampler_start(void)
         return 0;
     choose_modes();
     choose_maps_keeper();
-    sampler.nseen = 8192;
+    /* room for twice the threads sampled at once: dead ones stay until a sweep */
+    sampler.nseen = 64;
+    while (sampler.nseen < 8192 && sampler.nseen < 2u * (uint32_t)g_cfg.max_threads)
+        sampler.nseen *= 2;
     sampler.seen = calloc(sampler.nseen, sizeof *sampler.seen);
     /* (without it every wall tick walks every thread, as the CPU sampler's do) */
     sampler.wall_tids = malloc((size_t)g_cfg.max_threads * sizeof *sampler.wall_tids);

@@ -45,7 +45,7 @@ struct captured {
  * runtime for it. */
 struct cpu_seen {
     uint32_t tid;     /* 0 = free */
-    uint32_t gen;     /* last tick that saw it */
+    uint32_t gen;     /* the last tick that saw it (sampler.clock) */
     int64_t cpu_ns;
     int64_t stack_cpu; /* its CPU clock, read before the tick that walked `stack`; -1: no stack */
     int64_t now_cpu;   /* its CPU clock, read before the tick numbered `prep` */
@@ -96,6 +96,7 @@ struct sampler_state {
     int cap_threads;
     struct cpu_seen *seen;
     uint32_t nseen; /* power of two */
+    uint32_t clock; /* the ticks that walked or read the threads (wall or CPU): seen's ages */
     /* the wall ticks' reads of the managed threads' CPU clocks (sampler_wall_prepare) */
     uint32_t prep;        /* the last read's number */
     uint32_t *wall_tids;  /* max_threads: the threads it read */
@@ -119,8 +120,10 @@ extern struct sampler_state sampler;
 /* prof_sampler_wall.c */
 /* Room for `threads` threads' stacks (at most CLRSCOPE_MAX_THREADS): 0, or -1 out of memory. */
 int sampler_ensure_capacity(int threads);
-/* Drops threads not seen for a while so the table never fills with dead tids. */
-void sampler_seen_sweep(uint32_t gen);
+/* Drops the threads not seen for more than max_age ticks, so that the table does not fill with
+ * dead tids: every 64 ticks those older than 100, and when the table is full those not seen at
+ * this tick or the last. */
+void sampler_seen_sweep(uint32_t max_age);
 /* Walks all managed threads while the runtime is suspended; with use_cache, not those whose
  * stack the wall sampler kept and whose CPU clock has not moved since (sampler_wall_prepare read
  * it): they are captured as `cached`; with only_marked, only the threads sampler_wall_by_signal
@@ -130,8 +133,8 @@ int sampler_capture_all(ICorProfilerInfo15 *info, int *overflow, int read_cpu, i
 /* Names the n stacks captured and records them: CPU samples weighed by the CPU each thread
  * burned since the last tick (do_cpu), wall samples weighed wall_ns (do_wall). With use_cache,
  * keeps each walked thread's stack for the next wall ticks. */
-void sampler_record(int n, double now_unix, int64_t wall_ns, uint32_t gen, int do_cpu,
-                    int do_wall, int use_cache);
+void sampler_record(int n, double now_unix, int64_t wall_ns, int do_cpu, int do_wall,
+                    int use_cache);
 /* Before a wall tick: reads every managed thread's CPU clock. Returns 1 when none of them has
  * run since its stack was kept (and the threads are those the last walk found): the tick can be
  * recorded from the kept stacks (sampler_wall_from_cache) without suspending the runtime. */

@@ -103,10 +103,10 @@ static struct cpu_seen *seen_find(uint32_t tid)
 }
 
 /* Drops threads not seen for a while so the table never fills with dead tids. */
-void sampler_seen_sweep(uint32_t gen)
+void sampler_seen_sweep(uint32_t max_age)
 {
     for (uint32_t i = 0; i < sampler.nseen; i++)
-        if (sampler.seen[i].tid && gen - sampler.seen[i].gen > 100) {
+        if (sampler.seen[i].tid && sampler.clock - sampler.seen[i].gen > max_age) {
             free(sampler.seen[i].stack);
             sampler.seen[i] = (struct cpu_seen){0};
         }
@@ -207,8 +207,7 @@ static void keep_stack(const struct captured *c, const char **names, int k)
     }
 }
 
-void sampler_record(int n, double now_unix, int64_t wall_ns, uint32_t gen, int do_cpu, int do_wall,
-                    int use_cache)
+void sampler_record(int n, double now_unix, int64_t wall_ns, int do_cpu, int do_wall, int use_cache)
 {
     const char **names = malloc((size_t)(g_cfg.max_frames + 1) * sizeof *names);
     if (!names)
@@ -244,7 +243,7 @@ void sampler_record(int n, double now_unix, int64_t wall_ns, uint32_t gen, int d
             if (s->cpu_ns >= 0 && cpu >= s->cpu_ns)
                 delta = cpu - s->cpu_ns;
             s->cpu_ns = cpu;
-            s->gen = gen;
+            s->gen = sampler.clock;
         }
         if (do_cpu && (g_core.profiles & PROFILE_CPU) && delta > 0) {
             int64_t v[PROF_NVALUES] = {1, delta, 0};
@@ -286,15 +285,22 @@ int sampler_wall_prepare(void)
     sampler.prep++;
     sampler.wall_ntids = prof_threads_tids(sampler.wall_tids, (size_t)g_cfg.max_threads);
     int idle = !sampler.wall_unlisted && sampler.wall_ntids > 0;
+    int swept = 0;
     for (size_t i = 0; i < sampler.wall_ntids; i++) {
         uint32_t tid = sampler.wall_tids[i];
         struct cpu_seen *s = seen_take(tid);
+        if (!s && !swept) { /* full of threads gone since the last tick (thread churn) */
+            swept = 1;
+            sampler_seen_sweep(1);
+            s = seen_take(tid);
+        }
         if (!s) {
             idle = 0;
             continue;
         }
         s->now_cpu = prof_thread_cpu_ns((pid_t)tid);
         s->prep = sampler.prep;
+        s->gen = sampler.clock;
         if (s->now_cpu >= 0 && s->now_cpu != s->stack_cpu)
             idle = 0;
     }

@@ -211,3 +211,27 @@ class WallUnderBudget(unittest.TestCase):
 
 if __name__ == "__main__":
     unittest.main()
+
+
+class WallThreadChurn(unittest.TestCase):
+    """`thread-churn`: two spawners each start a thread that burns 30 ms and ends, one after
+    another, beside a steady thread; with CLRSCOPE_MAX_THREADS=32 the wall sampler's table of
+    threads holds 64, filled with threads gone within a second or two. It drops them: threads
+    started a minute into a server's life, or ten seconds into this app's, still get their wall
+    time."""
+
+    def test_new_threads_keep_their_wall_time(self):
+        with ProfiledApp("thread-churn", ["--seconds", "14", "--hold-ms", "30"],
+                         env={"CLRSCOPE_PROFILES": "cpu,wall", "CLRSCOPE_MAX_THREADS": "32"}) as app:
+            app.wait_ready()
+            time.sleep(10)
+            wall = app.json("/api/v1/flamegraph?type=wall&seconds=4")
+            truth = app.wait_truth(timeout=60)
+        self.assertGreater(truth["short_threads"], 200, truth)  # several times the table
+        totals = tree_totals_by_name(wall["root"])
+        span = wall["t_to"] - wall["t_from"]
+        steady = totals.get("TestApp.Churn.Work.SteadyBurn", 0) / 1e9 / span
+        short = totals.get("TestApp.Churn.Work.ShortBurn", 0) / 1e9 / span
+        self.assertAlmostEqual(steady, 1, delta=0.15, msg=(steady, short))
+        # two of them alive nearly all the time
+        self.assertGreater(short, 1, (steady, short, truth))
