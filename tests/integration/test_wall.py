@@ -14,11 +14,11 @@ class IdleWall(unittest.TestCase):
     """50 threads blocked in waits and sleeps (`threads --threads 50`): a wall tick reads their CPU
     clocks and records each one's kept stack when none of them has run since it was walked; the
     runtime's own threads (the counters' poller runs every second) still make some ticks walk,
-    those alone, and by signal (CLRSCOPE_WALL_WALK=signal, the default): the runtime is never
+    those alone, and by signal (CLRSCOPE_WALL_WALK=signal): the runtime is never
     suspended. The wall profile is what walks would give: every blocked thread, in its wait, for
     the whole window."""
 
-    ENV = {"CLRSCOPE_PROFILES": "cpu,wall"}
+    ENV = {"CLRSCOPE_PROFILES": "cpu,wall", "CLRSCOPE_WALL_WALK": "signal"}
 
     def test_idle_threads_are_not_walked_and_keep_their_wall_time(self):
         app = ProfiledApp("threads", ["--threads", "50", "--seconds", "0"], env=self.ENV)
@@ -54,10 +54,10 @@ class IdleWall(unittest.TestCase):
 
 
 class IdleWallSuspend(IdleWall):
-    """The same with CLRSCOPE_WALL_WALK=suspend: the ticks where a thread ran suspend the runtime
-    to walk those threads alone."""
+    """The same with CLRSCOPE_WALL_WALK=suspend (the default): the ticks where a thread ran
+    suspend the runtime to walk those threads alone."""
 
-    ENV = {"CLRSCOPE_PROFILES": "cpu,wall", "CLRSCOPE_WALL_WALK": "suspend"}
+    ENV = {"CLRSCOPE_PROFILES": "cpu,wall"}
 
     def check_walks(self, after, ticks, cached, by_signal, suspended):
         self.assertEqual(after["wall_walk"], "suspend", after)
@@ -76,7 +76,8 @@ class WallBySignal(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
         with ProfiledApp("wall-mix", ["--seconds", "14"],
-                         env={"CLRSCOPE_PROFILES": "cpu,wall", "CLRSCOPE_WALL_HZ": "100"}) as app:
+                         env={"CLRSCOPE_PROFILES": "cpu,wall", "CLRSCOPE_WALL_HZ": "100",
+                              "CLRSCOPE_WALL_WALK": "signal"}) as app:
             app.wait_ready()
             time.sleep(2)
             cls.before = app.json("/api/v1/status")["self"]
@@ -156,7 +157,8 @@ class WallFragileCalls(unittest.TestCase):
 
     def test_poll_never_interrupted(self):
         with ProfiledApp("wall-mix", ["--seconds", "10", "--pinvoke-poll"],
-                         env={"CLRSCOPE_PROFILES": "cpu,wall", "CLRSCOPE_WALL_HZ": "20"}) as app:
+                         env={"CLRSCOPE_PROFILES": "cpu,wall", "CLRSCOPE_WALL_HZ": "20",
+                              "CLRSCOPE_WALL_WALK": "signal"}) as app:
             app.wait_ready()
             time.sleep(7)
             st = app.json("/api/v1/status")["self"]
@@ -222,7 +224,8 @@ class WallThreadChurn(unittest.TestCase):
 
     def test_new_threads_keep_their_wall_time(self):
         with ProfiledApp("thread-churn", ["--seconds", "14", "--hold-ms", "30"],
-                         env={"CLRSCOPE_PROFILES": "cpu,wall", "CLRSCOPE_MAX_THREADS": "32"}) as app:
+                         env={"CLRSCOPE_PROFILES": "cpu,wall", "CLRSCOPE_MAX_THREADS": "32",
+                              "CLRSCOPE_WALL_WALK": "signal"}) as app:
             app.wait_ready()
             time.sleep(10)
             wall = app.json("/api/v1/flamegraph?type=wall&seconds=4")
