@@ -1,6 +1,7 @@
 /* hs_guards.c - what a heap snapshot may take, checked before it takes it: the GC heap's size
  * against CLRSCOPE_DUMP_MAX_HEAP_MB and the memory a snapshot needs against what is available
- * (at the request, on the civetweb worker that asks), the dump directory (on clrscope-heap before
+ * (at the request, on the civetweb worker that asks, which may wait about a second for the
+ * runtime's allocation counter), the dump directory (on clrscope-heap before
  * the dump GC) and the disk space for the file (on clrscope-heap before writing it). Reads
  * /proc, the cgroup's files and the runtime's generation bounds; no state of its own. */
 #include "hs_int.h"
@@ -11,6 +12,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "prof_alloc.h"
@@ -176,33 +178,69 @@ static int64_t sampled_high(int64_t from_s, int64_t to_s)
     return (int64_t)hi;
 }
 
-/* Bytes allocated since the newest GC recorded began (or since start): the runtime's exact count
- * for the seconds its counter covers, and the upper end of the sampled estimate's 95 % interval
- * for the seconds it does not cover yet: the counter's first interval may start after the GC and
- * its newest arrives a second or more late, and a heap grown in those seconds must not pass the
- * guard. A GC newer than the records makes this larger than the truth, which errs on the side of
- * the guard. Large arrays allocated since the last GC are in the heap but not yet in its
- * generation bounds. */
-static int64_t allocated_since_gc(void)
+/* Bytes allocated over the unix seconds from_s..to_s from the per-second records: the runtime's
+ * count for the seconds its counter covers, the upper end of the sampled estimate's 95 % interval
+ * for the others. */
+static int64_t allocated_seconds(int64_t from_s, int64_t to_s)
 {
-    double t = prof_gc_last_start(); /* recorded ~1 s after the GC ended; none: since start */
-    if (t <= 0)
-        t = (double)g_core.start_unix;
-    int64_t from = (int64_t)t, to = (int64_t)prof_unix_now();
-    int64_t a = from, b = to, exact = 0;
+    if (from_s > to_s)
+        return 0;
+    int64_t a = from_s, b = to_s, exact = 0;
     if (prof_counters_allocated(&a, &b, &exact) != 0 || exact < 0)
-        return sampled_high(from, to);
-    return exact + sampled_high(from, a - 1) + sampled_high(b + 1, to);
+        return sampled_high(from_s, to_s);
+    return exact + sampled_high(from_s, a - 1) + sampled_high(b + 1, to_s);
+}
+
+/* Bytes allocated since the newest GC recorded began (or since start), never less than the
+ * truth as far as the records go: every interval of the runtime's allocation counter that ended
+ * after the GC began, each counted whole; before the oldest interval kept, the per-second
+ * records; after the newest, the upper end of the sampled estimate (the governor may have the
+ * allocation events off, and the counter's next interval is up to a second away: see
+ * hs_guards_check, which waits for it when the answer decides). A GC newer than the records
+ * makes this larger than the truth, which errs on the side of the guard. Large arrays
+ * allocated since the last GC are in the heap but not yet in its generation bounds. */
+static int64_t allocated_since_gc(double *covered_to)
+{
+    double g = prof_gc_last_start(); /* the GC's start; recorded ~1 s after it ended */
+    if (g <= 0)
+        g = (double)g_core.start_unix;
+    int64_t to = (int64_t)prof_unix_now(), bytes = 0;
+    double oldest = 0;
+    *covered_to = 0;
+    if (prof_counters_allocated_after(g, &bytes, covered_to, &oldest) != 0)
+        return allocated_seconds((int64_t)g, to);
+    int64_t head = oldest > g ? allocated_seconds((int64_t)g, (int64_t)oldest) : 0;
+    return head + bytes + sampled_high((int64_t)*covered_to, to);
 }
 
 int hs_guards_check(int force, struct hs_refusal *why, int64_t *heap_out)
 {
     /* The GC heap at the last GC plus what was allocated since; before the first GC, the resident
      * set bounds it from above. */
+    double asked = prof_unix_now(), covered = 0;
     int64_t heap = gc_heap_bytes();
     int from_rss = heap <= 0;
-    int64_t since = from_rss ? 0 : allocated_since_gc();
+    int64_t since = from_rss ? 0 : allocated_since_gc(&covered);
     int64_t estimate = from_rss ? hs_rss_bytes() : heap + since;
+    /* Under the limit with the counter's newest interval older than the request: what came
+     * after it is only the sampled estimate's (none while the governor has the events off), so
+     * the guard waits for the interval that covers the request (at most the counter's period
+     * and a margin for a late poller) and counts again. */
+    double period = prof_counters_alloc_interval_s();
+    if (!force && !from_rss && estimate <= g_cfg.dump_max_heap && period > 0 && covered < asked) {
+        int64_t deadline = prof_now_ns() + (int64_t)((period + 1.5) * 1e9);
+        while (covered < asked && prof_now_ns() < deadline) {
+            struct timespec nap = {0, 20 * 1000 * 1000};
+            nanosleep(&nap, NULL);
+            double cov = 0, oldest = 0;
+            int64_t bytes = 0;
+            if (prof_counters_allocated_after(asked, &bytes, &cov, &oldest) == 0)
+                covered = cov;
+        }
+        heap = gc_heap_bytes();
+        since = heap > 0 ? allocated_since_gc(&covered) : 0;
+        estimate = heap > 0 ? heap + since : estimate;
+    }
     *heap_out = estimate > 0 ? estimate : 0;
     why->heap_bytes = estimate;
     why->limit_bytes = g_cfg.dump_max_heap;

@@ -40,7 +40,9 @@ static inline void hs_errtext(int e, char *out, size_t cap)
 
 /* The request's guards (civetweb worker): fills `why` (heap, limit, available and needed bytes)
  * and the heap estimate; 0 when the snapshot may go, -1 with why->reason and why->message set
- * when it may not. `force` skips the heap-size limit, never the memory guard. */
+ * when it may not. `force` skips the heap-size limit, never the memory guard. A heap under the
+ * limit may wait up to the runtime counters' period + 1.5 s for the allocation counter's interval
+ * that covers the request. */
 int hs_guards_check(int force, struct hs_refusal *why, int64_t *heap_out);
 /* The dump directory made, checked and opened (prof_files_dir_open: private to this user when it
  * is the default one, else fit for clrscope's files) and writable: its descriptor, with its

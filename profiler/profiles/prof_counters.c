@@ -33,6 +33,14 @@ struct entry {
 /* No counter event this long after start: the runtime will send none (an app built with
  * EventSourceSupport=false has no managed EventSources, System.Runtime's included). */
 #define SILENT_AFTER_S 10.0
+/* The newest alloc-rate intervals kept whole (a power of two): 256 s at the default 1 s. */
+#define IV_RING 256
+
+/* One alloc-rate interval, (t0_us, t1_us] in unix microseconds, as the poller delivered it. */
+struct alloc_iv {
+    int64_t t0_us, t1_us;
+    uint64_t bytes;
+};
 
 /* The module's state. The subscription (session, max_gc_rate, the per-second array) is set at
  * Initialize; then the poller thread writes the values and the alloc-rate seconds, the
@@ -52,6 +60,10 @@ static struct counters_state {
     uint32_t nsec;
     /* alloc-rate intervals: (t_prev, t]; written by the poller thread only */
     double alloc_t_prev;
+    long interval_s;     /* CLRSCOPE_RUNTIME_COUNTERS (set at Initialize) */
+    /* the newest intervals whole: slot n % IV_RING is written, then iv_n (atomic) published */
+    struct alloc_iv iv[IV_RING];
+    uint64_t iv_n;
     int64_t first_full_s, last_full_s; /* atomic; 0 = none yet */
     uint64_t events, malformed, dropped; /* atomic */
     struct entry e[PROF_COUNTERS_MAX];   /* claimed by CAS, values under their `seq` */
@@ -64,6 +76,7 @@ static int provider(COR_PRF_EVENTPIPE_PROVIDER_CONFIG *cfg)
     long interval = prof_env_long("CLRSCOPE_RUNTIME_COUNTERS", 1, 0, 60); /* seconds; 0 = off */
     if (!interval)
         return 0;
+    counters.interval_s = interval;
     if (!counters.alloc_sec) {
         counters.nsec = (uint32_t)g_cfg.history_s + 16;
         /* NULL: no self-check, the values stay */
@@ -169,6 +182,8 @@ static void sec_add(int64_t sec, uint64_t value)
                                           __ATOMIC_RELAXED));
 }
 
+static void iv_add(double t_prev, double t, double bytes);
+
 /* Spreads the bytes counted over (t_prev, t] across the seconds it overlaps, in proportion. */
 static void alloc_interval(double t_prev, double t, double bytes)
 {
@@ -184,6 +199,18 @@ static void alloc_interval(double t_prev, double t, double bytes)
     if (!__atomic_load_n(&counters.first_full_s, __ATOMIC_RELAXED))
         __atomic_store_n(&counters.first_full_s, (int64_t)ceil(t_prev), __ATOMIC_RELEASE);
     __atomic_store_n(&counters.last_full_s, (int64_t)floor(t) - 1, __ATOMIC_RELEASE);
+    iv_add(t_prev, t, bytes);
+}
+
+/* Keeps (t_prev, t] whole in the ring of the newest intervals. */
+static void iv_add(double t_prev, double t, double bytes)
+{
+    uint64_t n = __atomic_load_n(&counters.iv_n, __ATOMIC_RELAXED);
+    struct alloc_iv *iv = &counters.iv[n % IV_RING];
+    __atomic_store_n(&iv->t0_us, llround(t_prev * 1e6), __ATOMIC_RELAXED);
+    __atomic_store_n(&iv->t1_us, llround(t * 1e6), __ATOMIC_RELAXED);
+    __atomic_store_n(&iv->bytes, (uint64_t)llround(bytes), __ATOMIC_RELAXED);
+    __atomic_store_n(&counters.iv_n, n + 1, __ATOMIC_RELEASE);
 }
 
 static struct entry *entry_for(const char *name)
@@ -216,9 +243,12 @@ void prof_counters_on_event(const BYTE *meta, ULONG meta_len, const BYTE *data, 
     __atomic_fetch_add(&counters.events, 1, __ATOMIC_RELAXED);
     double now = prof_unix_now();
     if (!strcmp(v.name, "alloc-rate") && v.incrementing) {
-        /* The first value after enabling may cover time before it: it only starts the clock. */
+        /* The first value is the total since the process started (the counter's previous
+         * value starts at 0): the per-second records cannot place it, the ring keeps it whole. */
         if (counters.alloc_t_prev > 0)
             alloc_interval(counters.alloc_t_prev, now, v.value);
+        else if (now > (double)g_core.start_unix && v.value >= 0)
+            iv_add((double)g_core.start_unix, now, v.value);
         counters.alloc_t_prev = now;
     }
     struct entry *e = entry_for(v.name);
@@ -257,6 +287,48 @@ int prof_counters_allocated(int64_t *from_s, int64_t *to_s, int64_t *bytes)
     *to_s = b;
     *bytes = (int64_t)sum;
     return 0;
+}
+
+int prof_counters_allocated_after(double since_unix, int64_t *bytes, double *covered_to,
+                                  double *oldest_from)
+{
+    uint64_t n = __atomic_load_n(&counters.iv_n, __ATOMIC_ACQUIRE);
+    if (!n)
+        return -1;
+    int64_t since_us = llround(since_unix * 1e6), newest = 0, oldest = 0;
+    uint64_t sum = 0, i = n;
+    while (i > 0 && n - i < IV_RING - 1) {
+        i--;
+        const struct alloc_iv *iv = &counters.iv[i % IV_RING];
+        int64_t t0 = __atomic_load_n(&iv->t0_us, __ATOMIC_RELAXED);
+        int64_t t1 = __atomic_load_n(&iv->t1_us, __ATOMIC_RELAXED);
+        uint64_t b = __atomic_load_n(&iv->bytes, __ATOMIC_RELAXED);
+        __atomic_thread_fence(__ATOMIC_ACQUIRE);
+        /* the writer may have moved on while this slot was read: a slot it could be
+         * rewriting now is not trusted, and the walk stops there */
+        if (__atomic_load_n(&counters.iv_n, __ATOMIC_RELAXED) - i >= IV_RING - 1)
+            break;
+        if (!newest)
+            newest = t1;
+        oldest = t0;
+        if (t1 <= since_us)
+            break;
+        sum += b;
+    }
+    if (!newest)
+        return -1;
+    *bytes = (int64_t)sum;
+    *covered_to = (double)newest / 1e6;
+    *oldest_from = (double)oldest / 1e6;
+    return 0;
+}
+
+double prof_counters_alloc_interval_s(void)
+{
+    if (!__atomic_load_n(&counters.enabled, __ATOMIC_RELAXED) ||
+        __atomic_load_n(&counters.silent, __ATOMIC_RELAXED))
+        return 0;
+    return (double)counters.interval_s;
 }
 
 int prof_counters_snapshot(struct prof_counter *out, int max)

@@ -46,6 +46,16 @@ void prof_counters_on_event(const BYTE *meta, ULONG meta_len, const BYTE *data, 
  * *from_s..*to_s: the window is narrowed to the seconds the counter fully covers and written
  * back. 0 and *bytes, or -1 when the counter covers none of the window. */
 int prof_counters_allocated(int64_t *from_s, int64_t *to_s, int64_t *bytes);
+/* Bytes the runtime counted in each of its newest intervals (the last 256) that ended after
+ * since_unix, each interval whole (one that began before since_unix counts in full: an upper
+ * bound, never less than the truth), with the end of the newest (*covered_to) and the start of
+ * the oldest one read (*oldest_from; later than since_unix when the intervals kept do not reach
+ * back that far). 0, or -1 when no interval has come yet. */
+int prof_counters_allocated_after(double since_unix, int64_t *bytes, double *covered_to,
+                                  double *oldest_from);
+/* The counters' polling interval in seconds while their session runs and is not known to be
+ * silent (a caller may wait for the next interval); 0 when none will come. */
+double prof_counters_alloc_interval_s(void);
 
 struct prof_counter {
     char name[64];
