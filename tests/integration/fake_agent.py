@@ -13,6 +13,8 @@ Modes (agent.set_mode(m) switches at any time, e.g. to show that uploads resume)
     down     nothing listens: the TCP port stays bound (so connecting is refused and no one else
              takes it before the agent comes back); the unix socket file is removed
     hang     accepts and reads the request, never answers (until the mode changes or stop)
+    slow     200, SLOW_S (5) seconds after the request was read (a loaded agent; less than the
+             exporter's 10 s timeout)
     500      "500 Internal Server Error"
     429      "429 Too Many Requests" with "Retry-After: 4"
     garbage  a few bytes that are not HTTP, then close
@@ -40,7 +42,8 @@ import time
 AGENT_PATH = "/profiling/v1/input"
 RFC3339_NS = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{9}Z$")
 UUID4 = re.compile(r"^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$")
-MODES = ("ok", "down", "hang", "500", "429", "garbage", "reset", "endless", "cut")
+MODES = ("ok", "down", "hang", "slow", "500", "429", "garbage", "reset", "endless", "cut")
+SLOW_S = 5
 
 
 class Request:
@@ -167,6 +170,9 @@ class _Handler(socketserver.BaseRequestHandler):
                 chunk, end = b" " * 65536, time.monotonic() + 120
                 while time.monotonic() < end:
                     sock.sendall(chunk)  # until the client closes (OSError)
+            elif mode == "slow":
+                time.sleep(SLOW_S)
+                self._reply(sock, "200 OK", b"{}")
             elif mode == "500":
                 self._reply(sock, "500 Internal Server Error", b'{"error":"fake agent: 500"}')
             elif mode == "429":
