@@ -157,16 +157,28 @@ void prof_sampler_set_wall_slowdown(int factor)
  * an idle process pays for its wall ticks only, not for 20 wake-ups a second. */
 #define IDLE_NAP_MAX_NS 1000000000LL
 
-/* The tick boundary (deadline + k ticks) at which the next wall tick is due. */
-static int64_t idle_deadline(int64_t deadline, int64_t tick, int64_t last_wall,
-                             int64_t wall_every, int wall_on)
+/* When an idle nap ends: at the next wall tick (wall_at), at most IDLE_NAP_MAX_NS after the
+ * deadline. */
+static int64_t idle_deadline(int64_t deadline, int64_t wall_at, int wall_on)
 {
     int64_t due = deadline + IDLE_NAP_MAX_NS;
-    if (wall_on && last_wall + wall_every - tick / 2 < due)
-        due = last_wall + wall_every - tick / 2;
-    if (due <= deadline)
-        return deadline;
-    return deadline + (due - deadline + tick - 1) / tick * tick;
+    if (wall_on && wall_at < due)
+        due = wall_at;
+    return due > deadline ? due : deadline;
+}
+
+/* The gap to the next wall tick: uniform in [every/2, 3*every/2), so the mean rate is the one
+ * asked and the ticks fall at every phase of an app's own period (a fixed grid saw a thread
+ * with a 100 ms spin/sleep cycle spin 8 % or 45 % of the time, by its phase, at 5 Hz). The
+ * weights are the time since the previous tick, so the totals stay exact. */
+static int64_t wall_gap(int64_t every, uint64_t *rng)
+{
+    uint64_t x = *rng;
+    x ^= x << 13;
+    x ^= x >> 7;
+    x ^= x << 17;
+    *rng = x;
+    return every / 2 + (int64_t)((x >> 11) % (uint64_t)(every > 0 ? every : 1));
 }
 
 static void *sampler_main(void *arg)
@@ -181,6 +193,8 @@ static void *sampler_main(void *arg)
     clock_gettime(CLOCK_MONOTONIC, &next);
     int64_t last = prof_now_ns(), prev_tick = last, last_sync = last - SIGNAL_SYNC_NS;
     int64_t last_maps = last;
+    uint64_t rng = (uint64_t)last * 0x9E3779B97F4A7C15ull | 1;
+    int64_t wall_at = last + wall_gap(wall_period, &rng); /* the next wall tick (jittered) */
     uint32_t nudges = prof_core_nudges();
     int advance = 1, idle = 0;
     uint64_t last_handled = 0;
@@ -199,8 +213,15 @@ static void *sampler_main(void *arg)
             }
         }
         int64_t deadline = (int64_t)next.tv_sec * 1000000000LL + next.tv_nsec;
+        /* the wall ticks keep their own time, off the drain ticks' grid (see wall_gap); with
+         * the stop-the-world CPU sampler they come with its ticks */
+        int cpu_suspend_mode = __atomic_load_n(&sampler.cpu_mode, __ATOMIC_RELAXED) ==
+                                   CPU_SUSPEND && (g_core.profiles & PROFILE_CPU);
+        int wall_own = (g_core.profiles & PROFILE_WALL) && !cpu_suspend_mode;
         /* a new thread waits for its timer no longer than SIGNAL_SYNC_MIN_NS after the last sync */
         int64_t wake = deadline;
+        if (wall_own && wall_at < wake)
+            wake = wall_at;
         if (sampler.cpu_mode == CPU_SIGNAL && (g_core.profiles & PROFILE_CPU) &&
             __atomic_load_n(&sampler.threads_started, __ATOMIC_SEQ_CST) &&
             last_sync + SIGNAL_SYNC_MIN_NS < wake)
@@ -216,8 +237,7 @@ static void *sampler_main(void *arg)
                                                              : 1);
             if (prof_sigsample_handled() == last_handled) {
                 idle_nap = 1;
-                wake = idle_deadline(deadline, tick, last, wall_period * wall_slowdown(),
-                                     (g_core.profiles & PROFILE_WALL) != 0);
+                wake = idle_deadline(deadline, wall_at, wall_own);
             } else {
                 prof_sigsample_arm_bell(0);
             }
@@ -250,7 +270,8 @@ static void *sampler_main(void *arg)
         }
         if (rang)
             idle = 0;
-        if (!advance) {
+        int wall_time = wall_own && now >= wall_at;
+        if (!advance && !wall_time) {
             /* woken by an unload or a new thread, not by the clock: drain (and sync) only.
              * Sampling now would time the wall samples by the app's unloads (a thread waiting
              * for them in every sample). A thread that started less than SIGNAL_SYNC_MIN_NS
@@ -268,7 +289,8 @@ static void *sampler_main(void *arg)
             clock_gettime(CLOCK_MONOTONIC, &next);
         if (now - last > 10 * wall_period * wall_slowdown()) /* a stall is not wall time */
             last = now - wall_period;
-        prev_tick = now;
+        if (advance)
+            prev_tick = now;
         if (sampler.cpu_mode == CPU_SIGNAL && (g_core.profiles & PROFILE_CPU)) {
             uint64_t handled = prof_sigsample_handled(); /* (before the drain: none missed) */
             signal_tick(now, &last_sync);
@@ -283,7 +305,11 @@ static void *sampler_main(void *arg)
          * the governor may stretch the period (the stop-the-world CPU sampler gets wall free) */
         int cpu_suspend = sampler.cpu_mode == CPU_SUSPEND && (g_core.profiles & PROFILE_CPU);
         int64_t wall_every = cpu_suspend ? wall_period : wall_period * wall_slowdown();
-        int wall_due = (g_core.profiles & PROFILE_WALL) && now - last >= wall_every - tick / 2;
+        int wall_due = cpu_suspend ? (g_core.profiles & PROFILE_WALL) &&
+                                         now - last >= wall_every - tick / 2
+                                   : wall_time;
+        if (wall_due && !cpu_suspend)
+            wall_at = now + wall_gap(wall_every, &rng);
         if (!cpu_suspend && !wall_due) {
             sampler_drained(unload_wanted);
             continue;

@@ -66,6 +66,30 @@ class IdleWallSuspend(IdleWall):
         self.assertLess(suspended, 0.05 * (ticks - cached) + 0.02, (ticks, cached, suspended))
 
 
+class WallFixedCycle(unittest.TestCase):
+    """`wall-mix --duty-period-ms 100`: a thread that spins the first 30 ms of every 100 ms on
+    the monotonic clock and sleeps the rest; the wall sampler at 50 a second. Ticks on a fixed
+    20 ms grid would see that thread at the same five phases of its cycle every time (20 % or
+    40 % spinning, by where the grid falls); the ticks come at random gaps around their period,
+    so the share it spins in the wall profile is its own, within 6 points (~500 samples)."""
+
+    def test_spin_share_at_every_phase(self):
+        with ProfiledApp("wall-mix", ["--seconds", "13", "--duty-period-ms", "100"],
+                         env={"CLRSCOPE_PROFILES": "cpu,wall", "CLRSCOPE_WALL_HZ": "50",
+                              "CLRSCOPE_WALL_WALK": "signal"}) as app:
+            app.wait_ready()
+            time.sleep(2)
+            wall = app.json("/api/v1/flamegraph?type=wall&seconds=10")
+            t = app.wait_truth()
+        totals = tree_totals_by_name(wall["root"])
+        spin = totals.get(t["frames"]["spin"], 0)
+        rest = totals.get(t["frames"]["rest"], 0)
+        self.assertGreater(spin + rest, 0, t)
+        truth = t["spin_ms"] / (t["spin_ms"] + t["rest_ms"])
+        self.assertAlmostEqual(spin / (spin + rest), truth, delta=0.06,
+                               msg=(spin, rest, t["spin_ms"], t["rest_ms"]))
+
+
 class WallBySignal(unittest.TestCase):
     """`wall-mix`: a thread that spins and sleeps in turn (30 and 70 ms on average), one that
     waits for a lock another holds 90 % of the time, one blocked in a socket's Receive, one that

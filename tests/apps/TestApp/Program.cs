@@ -264,6 +264,7 @@ public sealed class Options
     public int Spawn;            // hostile: child processes to start
     public int CrashAfterMs = -1; // hostile: an unhandled exception this long after ready
     public bool PinvokePoll;     // wall-mix: a thread blocked in libc's poll by P/Invoke
+    public int DutyPeriodMs;     // wall-mix: the duty thread's fixed cycle (0: random lengths)
 
     public static Options Parse(string[] args)
     {
@@ -318,6 +319,7 @@ public sealed class Options
                 case "unnamed": o.Unnamed = ParseInt(name, value); break;
                 case "depth": o.Depth = Math.Max(0, ParseInt(name, value)); break;
                 case "mb-per-s": o.MbPerSecond = ParseDouble(name, value); break;
+                case "duty-period-ms": o.DutyPeriodMs = Math.Clamp(ParseInt(name, value), 0, 10000); break;
                 case "big-mb": o.BigMb = Math.Max(0, ParseInt(name, value)); break;
                 case "large-every": o.LargeEvery = Math.Max(0, ParseInt(name, value)); break;
                 case "spinners": o.Spinners = Math.Max(0, ParseInt(name, value)); break;

@@ -13,7 +13,9 @@ namespace TestApp.WallMix;
 /// Threads (every one runs for the whole run; truth: the time each spent in each part, by its
 /// own Stopwatch):
 ///   - "wall-duty": spins in DutySpin, then sleeps in DutyRest, over and over (30 and 70 ms on
-///     average, each drawn anew from 15-45 and 35-105 ms);
+///     average, each drawn anew from 15-45 and 35-105 ms; with --duty-period-ms N a fixed cycle
+///     on the monotonic clock instead: 30 % of N spinning from the cycle's start, asleep to its
+///     end, for a sampler that must not see the same phase every time);
 ///   - "wall-holder" holds a lock 90 ms of every 100 (sleeping inside it), and "wall-contender"
 ///     takes it in Contender.Take over and over, holding it for a moment in Contender.Use;
 ///   - "wall-reader" blocks in a loopback socket's Receive (Reader.Read) that "wall-writer"
@@ -35,10 +37,12 @@ public sealed class WallMixMode : Mode
     double spinMs, restMs, takeMs, useMs, readMs, pollMs;
     long polls, pollEintr, reads;
     volatile bool pinvoke;
+    int dutyPeriodMs;
 
     public override void Run(Options o, CancellationToken stop)
     {
         pinvoke = o.PinvokePoll;
+        dutyPeriodMs = o.DutyPeriodMs;
         using var listener = new Socket(AddressFamily.InterNetwork, SocketType.Stream, ProtocolType.Tcp);
         listener.Bind(new IPEndPoint(IPAddress.Loopback, 0));
         listener.Listen(1);
@@ -77,15 +81,29 @@ public sealed class WallMixMode : Mode
 
     void Duty(CancellationToken stop)
     {
-        // 30 and 70 ms on average, each drawn anew: a fixed 100 ms cycle would beat with the
-        // wall sampler's fixed 200 ms ticks, which would then see the same phase every time
+        // 30 and 70 ms on average, each drawn anew; or the fixed cycle of --duty-period-ms
         var rnd = new Random(12345);
+        long cycle = Stopwatch.GetTimestamp(), period = dutyPeriodMs * Stopwatch.Frequency / 1000;
         while (!stop.IsCancellationRequested)
         {
             long t0 = Stopwatch.GetTimestamp();
-            DutySpin(rnd.Next(15, 46));
+            if (period > 0)
+            {
+                // locked to the cycle: spin to 30 % of it, sleep to its end
+                DutySpin(Math.Max(0, (int)((cycle + period * 3 / 10 - t0) * 1000 / Stopwatch.Frequency)));
+            }
+            else
+                DutySpin(rnd.Next(15, 46));
             long t1 = Stopwatch.GetTimestamp();
-            DutyRest(rnd.Next(35, 106));
+            if (period > 0)
+            {
+                cycle += period;
+                DutyRest(Math.Max(0, (int)((cycle - t1) * 1000 / Stopwatch.Frequency)));
+                if (Stopwatch.GetTimestamp() - cycle > period) // fell behind: start afresh
+                    cycle = Stopwatch.GetTimestamp();
+            }
+            else
+                DutyRest(rnd.Next(35, 106));
             long t2 = Stopwatch.GetTimestamp();
             lock (stats)
             {
