@@ -19,6 +19,9 @@
 /* What a record taken before a module unload started gets for a name the caches lack. */
 #define UNNAMED_TYPE "[type not named: a module was unloaded]"
 #define UNNAMED_FUNCTION "[frame not named: a module was unloaded]"
+/* A method the runtime did not name (its metadata not open yet, a lookup refused): never cached,
+ * so it is asked again the next time */
+static const char UNKNOWN_MANAGED[] = "[unknown managed]";
 
 struct kv {
     uintptr_t key; /* 0 = empty */
@@ -36,7 +39,7 @@ struct cache {
 struct module_entry {
     ModuleID id;
     IMetaDataImport *md;
-    int md_tries;     /* opening the metadata is tried again (up to 3 times) while it fails */
+    int64_t md_retry_ns; /* opening the metadata failed: tried again from then on (monotonic) */
     const char *path; /* the module's file as the runtime names it; NULL until asked */
     int path_tried;
 };
@@ -153,7 +156,7 @@ static int module_slot(ModuleID mod)
         return -1;
     symbols.mods[symbols.nmods].id = mod;
     symbols.mods[symbols.nmods].md = NULL;
-    symbols.mods[symbols.nmods].md_tries = 0;
+    symbols.mods[symbols.nmods].md_retry_ns = 0;
     return symbols.nmods++;
 }
 
@@ -202,9 +205,13 @@ static IMetaDataImport *metadata_for(ModuleID mod)
             symbols.scratch[symbols.nscratch++] = md;
         return md;
     }
-    if (!symbols.mods[i].md && symbols.mods[i].md_tries < 3) {
-        symbols.mods[i].md_tries++;
+    /* the runtime may refuse for a moment (a module just loaded, a GC running): asked again at
+     * most once a second, never given up (a module left without names for good was the cost) */
+    int64_t now = prof_now_ns();
+    if (!symbols.mods[i].md && now >= symbols.mods[i].md_retry_ns) {
         symbols.mods[i].md = open_metadata(mod);
+        if (!symbols.mods[i].md)
+            symbols.mods[i].md_retry_ns = now + 1000000000LL;
     }
     return symbols.mods[i].md;
 }
@@ -439,7 +446,10 @@ static const char *class_locked(ClassID cls, int *coll)
         char buf[NAME_MAX_LEN];
         class_name_locked(cls, buf, sizeof buf, 0);
         hit = intern_copy(buf);
-        cache_put(symbols.coll ? &symbols.cls_coll : &symbols.cls, cls, hit);
+        /* a type the runtime did not name yet (its module's metadata refused for a moment) is
+         * asked again the next time, as methods are */
+        if (!strstr(buf, "[unknown type]"))
+            cache_put(symbols.coll ? &symbols.cls_coll : &symbols.cls, cls, hit);
     }
     *coll = symbols.coll;
     symbols.coll |= saved;
@@ -712,7 +722,7 @@ static const char *function_name_locked(FunctionID fn)
         nmargs = 0;
         if (info->vt->GetFunctionInfo(info, fn, &cls, &mod, &tok) < 0) {
             symbols.coll = 1;
-            return "[unknown managed]";
+            return UNKNOWN_MANAGED;
         }
     }
     if (nmargs > MAX_TYPE_ARGS)
@@ -724,7 +734,7 @@ static const char *function_name_locked(FunctionID fn)
         class_locked(cls, &coll);
     }
     if (!md)
-        return "[unknown managed]";
+        return UNKNOWN_MANAGED;
     mdTypeDef td = 0;
     WCHAR w[256];
     ULONG got = 0;
@@ -732,7 +742,7 @@ static const char *function_name_locked(FunctionID fn)
     ULONG rva = 0, cbsig = 0;
     const BYTE *sig = NULL;
     if (md->vt->GetMethodProps(md, tok, &td, w, 256, &got, &attr, &sig, &cbsig, &rva, &impl) < 0)
-        return "[unknown managed]";
+        return UNKNOWN_MANAGED;
     char method[256];
     prof_utf16_to_utf8(w, got, method, sizeof method);
     char type[NAME_MAX_LEN] = "";
@@ -769,7 +779,7 @@ static const char *function_name_locked(FunctionID fn)
 const char *prof_symbols_function(FunctionID fn)
 {
     if (!fn)
-        return "[unknown managed]";
+        return UNKNOWN_MANAGED;
     pthread_mutex_lock(&symbols.lock);
     sync_epoch();
     symbols.coll = 0;
@@ -778,7 +788,8 @@ const char *prof_symbols_function(FunctionID fn)
         hit = UNNAMED_FUNCTION; /* not remembered: asked again from a newer record */
     } else if (!hit) {
         hit = function_name_locked(fn);
-        cache_put(symbols.coll ? &symbols.fn_coll : &symbols.fn, fn, hit);
+        if (hit != UNKNOWN_MANAGED)
+            cache_put(symbols.coll ? &symbols.fn_coll : &symbols.fn, fn, hit);
         release_scratch();
     }
     pthread_mutex_unlock(&symbols.lock);

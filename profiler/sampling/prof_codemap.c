@@ -141,11 +141,12 @@ FunctionID codemap_lookup(uintptr_t key, int *code)
     if (__atomic_load_n(&codemap.dyn.head, __ATOMIC_ACQUIRE) != codemap.dyn.tail)
         codemap_dyn_apply();
     struct ipc *e = &codemap.cache[(key ^ (key >> 13)) & (IPCACHE_SIZE - 1)];
-    if (e->key == key) {
+    if (e->key == key && (!e->retry_s || (uint32_t)(prof_now_ns() / 1000000000LL) < e->retry_s)) {
         *code = e->code;
         return e->fn;
     }
     FunctionID fn = 0;
+    uint32_t retry_s = 0;
     int idx = find_code(key), d;
     const char *module = prof_maps_native_name(key);
     if (idx >= 0 && codemap.pool[idx].dead) {
@@ -163,8 +164,14 @@ FunctionID codemap_lookup(uintptr_t key, int *code)
         ICorProfilerInfo15 *info = g_core.info;
         UINT_PTR rejit = 0;
         codemap.st.clr_lookups++;
-        if (info->vt->GetFunctionFromIP2(info, (const BYTE *)key, &fn, &rejit) != S_OK)
+        if (info->vt->GetFunctionFromIP2(info, (const BYTE *)key, &fn, &rejit) != S_OK) {
+            /* no answer: a runtime stub, a dynamic method's code, or a lookup made while a GC
+             * runs (the runtime refuses those): asked again a second later, so that a method
+             * first seen during a GC is not left unnamed for good */
             fn = 0;
+            codemap.st.clr_lookup_failures++;
+            retry_s = (uint32_t)(prof_now_ns() / 1000000000LL) + 1;
+        }
         if (fn)
             idx = learn(fn, rejit, key);
     }
@@ -173,7 +180,7 @@ FunctionID codemap_lookup(uintptr_t key, int *code)
         *code = -1;
         return 0;
     }
-    *e = (struct ipc){.key = key, .fn = fn, .code = idx};
+    *e = (struct ipc){.key = key, .fn = fn, .code = idx, .retry_s = fn ? 0 : retry_s};
     *code = idx;
     return fn;
 }

@@ -71,6 +71,7 @@ struct prof_codemap_stats {
     uint64_t frameless;    /* of which frameless (published to the handler) */
     uint64_t leaf_fixes;   /* leaf frames whose caller came from the stack window */
     uint64_t clr_lookups;  /* GetFunctionFromIP2 calls (cache misses) */
+    uint64_t clr_lookup_failures; /* of those, not answered (asked again a second later) */
     uint64_t gap_kept;     /* prof_codemap_returns: candidate frames kept (off-chain records) */
     uint64_t gap_dropped;  /* and dropped */
     uint64_t unload_flushes; /* tables dropped because a module unload started (prof_unload.h) */

@@ -65,6 +65,9 @@ struct ipc {
     uintptr_t key; /* 0 = empty */
     FunctionID fn;
     int32_t code; /* index into pool, -1 = none */
+    /* fn 0 from a runtime that did not answer: the monotonic second from which it is asked
+     * again (a lookup during a GC fails, and that code must not stay unnamed); 0 = for good */
+    uint32_t retry_s;
 };
 
 struct frame {

@@ -292,3 +292,31 @@ class ManyLocks(unittest.TestCase):
 
 if __name__ == "__main__":
     unittest.main()
+
+
+class LateModule(unittest.TestCase):
+    """`late-module`: ~200 GCs a second for 12 s, so clrscope stops the runtime counters'
+    session (over CLRSCOPE_RUNTIME_COUNTERS_MAX_GC_RATE); then Parallel.For workers, from a
+    framework assembly loaded only now, contend for one lock. The runtime may refuse for a
+    moment to open a module's metadata or to name an address (it refused three times in a row
+    here once the counters were stopped): those frames must be named on a later try, not left
+    `[unknown managed]` for good."""
+
+    def test_frames_of_a_module_loaded_late_are_named(self):
+        with ProfiledApp("late-module", ["--seconds", "20", "--switch-s", "12"]) as app:
+            app.wait_ready()
+            line = app.wait_stdout("late module at ", timeout=40)
+            t_late = float(line.split()[-1])
+            time.sleep(5)
+            counters = app.json("/api/v1/status")["runtime_counters"]
+            seconds = max(2, int(time.time() - t_late) - 1)
+            fg = app.json(f"/api/v1/flamegraph?type=lock-time&seconds={seconds}")
+            truth = app.wait_truth()
+        totals = tree_totals_by_name(fg["root"])
+        wait = fg["root"]["value"]
+        self.assertGreater(wait, 0, fg)
+        self.assertGreater(truth["held"], 0, truth)
+        unknown = sum(v for k, v in totals.items() if "[unknown managed]" in k)
+        parallel = sum(v for k, v in totals.items() if k.startswith("System.Threading.Tasks.Parallel"))
+        self.assertGreater(parallel, 0.5 * wait, (counters, sorted(totals.items())[:20]))
+        self.assertLess(unknown, 0.02 * wait, (counters, unknown, wait))
