@@ -3,6 +3,11 @@
 //   GET /json   serializes 40 orders (System.Text.Json): the typical API endpoint
 //   GET /alloc  builds and discards ~64 KB of strings, lists and arrays: allocation-heavy
 //   GET /cpu    hashes a buffer 200 times: CPU-bound
+//   GET /prices parses 200 prices, half of them bad, with exceptions (Prices.OnSale: a LINQ
+//               lambda calling decimal.Parse, a FormatException caught per bad price): where a
+//               profiler must walk through the runtime's exception dispatch to the app's code
+//   GET /parallel-lock  16 Parallel.For iterations that each take one lock (Inventory.Reserve: the
+//               lock is taken in the lambda, which the JIT may inline into the framework's loop)
 //   GET /health "ok" (readiness)
 //   GET /stats  the process's own counters: requests served, CPU seconds, GC counts, GC pause
 //
@@ -39,6 +44,18 @@ app.MapGet("/cpu", () =>
     return Results.Text(Work.Hash(buffer, 200));
 });
 
+app.MapGet("/prices", () =>
+{
+    Interlocked.Increment(ref served);
+    return Results.Text(Prices.OnSale(200).ToString());
+});
+
+app.MapGet("/parallel-lock", () =>
+{
+    Interlocked.Increment(ref served);
+    return Results.Text(Inventory.Reserve(buffer).ToString());
+});
+
 app.MapGet("/health", () => "ok");
 
 app.MapGet("/stats", () =>
@@ -63,6 +80,49 @@ public sealed record Order(int Id, string Customer, string Sku, int Quantity, de
 
 [System.Text.Json.Serialization.JsonSerializable(typeof(Order[]))]
 public sealed partial class AppJson : System.Text.Json.Serialization.JsonSerializerContext;
+
+public static class Prices
+{
+    static readonly string[] Tags = Enumerable.Range(0, 200)
+        .Select(i => i % 2 == 0 ? (9.5m + i).ToString(System.Globalization.CultureInfo.InvariantCulture)
+                                : "call us")
+        .ToArray();
+
+    // Every price that does not parse throws a FormatException, caught here
+    [System.Runtime.CompilerServices.MethodImpl(System.Runtime.CompilerServices.MethodImplOptions.NoInlining)]
+    public static int OnSale(int n) =>
+        Tags.Take(n).Select(t =>
+        {
+            try
+            {
+                return decimal.Parse(t, System.Globalization.CultureInfo.InvariantCulture) < 100m ? 1 : 0;
+            }
+            catch (FormatException)
+            {
+                return 0;
+            }
+        }).Sum();
+}
+
+public static class Inventory
+{
+    static readonly object Gate = new();
+    static long reserved;
+
+    [System.Runtime.CompilerServices.MethodImpl(System.Runtime.CompilerServices.MethodImplOptions.NoInlining)]
+    public static long Reserve(byte[] data)
+    {
+        Parallel.For(0, 16, i =>
+        {
+            lock (Gate)
+            {
+                Work.Hash(data, 20);
+                reserved++;
+            }
+        });
+        return Interlocked.Read(ref reserved);
+    }
+}
 
 public static class Work
 {
