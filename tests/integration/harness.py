@@ -14,6 +14,7 @@ front of LD_PRELOAD and CLRSCOPE_TEST_APP_ASAN_OPTIONS replaces ASAN_OPTIONS, in
 only: the uninstrumented `dotnet` must load libasan.so first and needs options that let CoreCLR
 keep its signal handlers.
 """
+import glob
 import gzip
 import importlib
 import json
@@ -192,10 +193,37 @@ class ProfiledApp:
         time.sleep(0.2)  # let the pumps drain
         return self.proc.returncode
 
+    def threads_state(self):
+        """Each thread of the app as the kernel sees it (name, state, where it waits, its system
+        call): for a test that gives up on an app, what the app was doing."""
+        out = []
+        for task in sorted(glob.glob(f"/proc/{self.pid}/task/*")):
+            try:
+                with open(task + "/comm") as f:
+                    comm = f.read().strip()
+                with open(task + "/stat") as f:
+                    state = f.read().rsplit(")", 1)[1].split()[0]
+                with open(task + "/wchan") as f:
+                    wchan = f.read().strip()
+                with open(task + "/syscall") as f:
+                    call = f.read().split()
+            except OSError:
+                continue
+            out.append(f"  {os.path.basename(task)} {comm} {state} {wchan} "
+                       f"syscall {' '.join(call[:3])}")
+        if self.url:  # the managed stacks, when the dashboard still answers
+            try:
+                st, _, body = self.request("/debug/pprof/goroutine?debug=2", timeout=10)
+                out.append(f"thread dump (HTTP {st}):\n" + body.decode("utf-8", "replace")[:6000])
+            except OSError as e:
+                out.append(f"no thread dump: {e}")
+        return "\n".join(out)
+
     def wait_ready(self, timeout=60, need_url=True):
         if not self._ready_event.wait(timeout):
             raise AssertionError(f"app did not print 'ready' in {timeout}s; stderr: "
-                                 + "\n".join(self.stderr_lines[-20:]))
+                                 + "\n".join(self.stderr_lines[-20:])
+                                 + "\nits threads:\n" + self.threads_state())
         if need_url and not self._url_event.wait(timeout):
             raise AssertionError("no dashboard line on stderr; stderr: "
                                  + "\n".join(self.stderr_lines[-20:]))
