@@ -5,6 +5,7 @@ proportions between running, sleeping, waiting for a lock and blocking in a sock
 by signal, the runtime never suspended), and under an overhead budget that spaces the wall ticks.
 Idle apps and small ones: they run beside other tests.
 """
+import os
 import time
 import unittest
 
@@ -66,6 +67,9 @@ class IdleWallSuspend(IdleWall):
         self.assertLess(suspended, 0.05 * (ticks - cached) + 0.02, (ticks, cached, suspended))
 
 
+@unittest.skipIf(os.environ.get("CLRSCOPE_TEST_APP_PRELOAD"),
+                 "when the ticks come is the sampler thread's timing: the walks it runs are "
+                 "WallBySignal's, for 13 s of the CI's budget")
 class WallFixedCycle(unittest.TestCase):
     """`wall-mix --duty-period-ms 100`: a thread that spins the first 30 ms of every 100 ms on
     the monotonic clock and sleeps the rest; the wall sampler at 50 a second. Ticks on a fixed
