@@ -46,9 +46,8 @@
 struct sampler_state sampler = {.st_lock = PTHREAD_MUTEX_INITIALIZER};
 
 /* Names one signal sample (prof_codemap) and stores it root first. */
-static void on_sig_sample(void *arg, const struct prof_sigsample *smp)
+int sampler_name_sample(struct sig_names *sn, const struct prof_sigsample *smp)
 {
-    struct sig_names *sn = arg;
     int asking = prof_unload_enter(smp->epoch); /* (prof_unload.h) */
     int k = prof_codemap_name_stack(smp, sn->leaf, sn->managed, g_cfg.max_frames);
     if (asking)
@@ -60,6 +59,13 @@ static void on_sig_sample(void *arg, const struct prof_sigsample *smp)
         sn->root[m++] = sn->leaf[i];
     if (!m)
         sn->root[m++] = "[unknown]";
+    return m;
+}
+
+static void on_sig_sample(void *arg, const struct prof_sigsample *smp)
+{
+    struct sig_names *sn = arg;
+    int m = sampler_name_sample(sn, smp);
     int64_t v[PROF_NVALUES] = {1, smp->cpu_ns, 0};
     prof_store_add(PK_CPU, sn->now_unix, sn->root, m, smp->tid, NULL, v);
 }

@@ -117,6 +117,11 @@ struct sampler_state {
 
 extern struct sampler_state sampler;
 
+/* prof_sampler.c */
+/* Names a signal sample's frames into sn->root, root first ("[truncated]" above a cut stack,
+ * "[unknown]" for none); returns how many (clrscope-sampler, under prof_codemap_lock). */
+int sampler_name_sample(struct sig_names *sn, const struct prof_sigsample *smp);
+
 /* prof_sampler_wall.c */
 /* Room for `threads` threads' stacks (at most CLRSCOPE_MAX_THREADS): 0, or -1 out of memory. */
 int sampler_ensure_capacity(int threads);

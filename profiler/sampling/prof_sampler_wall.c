@@ -386,17 +386,7 @@ static int wall_answer(void *arg, const struct prof_sigsample *smp)
         return 1;
     }
     struct sig_names *sn = &sampler.sn;
-    int asking = prof_unload_enter(smp->epoch); /* (prof_unload.h) */
-    int k = prof_codemap_name_stack(smp, sn->leaf, sn->managed, g_cfg.max_frames);
-    if (asking)
-        prof_unload_leave();
-    int m = 0;
-    if (smp->flags & PROF_SIG_F_TRUNCATED)
-        sn->root[m++] = "[truncated]";
-    for (int i = k - 1; i >= 0; i--)
-        sn->root[m++] = sn->leaf[i];
-    if (!m)
-        sn->root[m++] = "[unknown]";
+    int m = sampler_name_sample(sn, smp);
     if (g_core.profiles & PROFILE_WALL) {
         int64_t v[PROF_NVALUES] = {1, s->owed_ns, 0};
         prof_store_add(PK_WALL, c->now_unix, sn->root, m, smp->tid, NULL, v);
