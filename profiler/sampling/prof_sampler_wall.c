@@ -412,8 +412,12 @@ int sampler_wall_by_signal(double now_unix, int64_t wall_ns, int *answers, int *
 {
     struct wall_answer_ctx c = {.now_unix = now_unix};
     int marked = 0, asked = 0;
-    prof_codemap_lock();
+    prof_codemap_lock(); /* naming takes the code map */
     prof_sigsample_wall_collect(wall_answer, &c); /* late answers of earlier ticks */
+    prof_codemap_unlock();
+    /* The asks read /proc and copy blocked threads' stacks (tens of microseconds each) without
+     * the code map's lock, which clrscope-agg needs to name allocation and lock stacks: they
+     * read only the maps snapshot and the CFI tables, which this thread alone replaces. */
     prof_sigsample_wall_begin();
     uint32_t seq = ++sampler.wall_seq & PROF_SIG_WALL_SEQ_MASK;
     int64_t now_ns = prof_now_ns();
@@ -467,7 +471,6 @@ int sampler_wall_by_signal(double now_unix, int64_t wall_ns, int *answers, int *
             marked++;
         }
     }
-    prof_codemap_unlock();
     if (asked) {
         prof_sigsample_wall_wait(WALL_ANSWER_WAIT_NS);
         prof_codemap_lock();

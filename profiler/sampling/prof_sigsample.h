@@ -142,7 +142,9 @@ void prof_sigsample_get_stats(struct prof_sigsample_stats *out);
  * ask each thread (1 asked; 0 not asked: blocked in a system call code outside the runtime made,
  * or its state unreadable; -1 not asked: no ring yet, or the signal could not be queued), wait
  * up to max_ns for the answers, collect them (late ones included: fn tells them apart by
- * wall_seq). Under prof_codemap_lock (the maps snapshot names the caller of a blocked call). */
+ * wall_seq). clrscope-sampler only: collect under prof_codemap_lock (it names the answers'
+ * frames); the asks read the maps snapshot and the CFI tables to find the caller of a blocked
+ * call, which only this thread replaces, so they need no lock. */
 /* After prof_sigsample_start: installs the handler on a second free one of SIGPROF, SIGUSR2,
  * SIGUSR1 for wall asks; returns it, or 0 (after one log line) when none is free. */
 int prof_sigsample_wall_install(void);
