@@ -2,6 +2,8 @@
 #include "prof_counters.h"
 
 #include <math.h>
+#include <pthread.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -114,15 +116,33 @@ int prof_counters_start(void)
     return 1;
 }
 
+static void *stop_thread(void *arg)
+{
+    prof_name_thread("ctl");
+    EVENTPIPE_SESSION s = (EVENTPIPE_SESSION)(uintptr_t)arg;
+    HRESULT hr = g_core.info->vt->EventPipeStopSession(g_core.info, s);
+    return (void *)(uintptr_t)(hr < 0);
+}
+
 /* Stops the counters' session (the guard, clrscope-agg): 0 when stopped, -1 when none was
- * running or the runtime refused. */
+ * running or the runtime refused. Stopping it disables System.Runtime, a managed EventSource
+ * whose callback the runtime runs on the calling thread: the thread it ran on becomes a managed
+ * thread for good (it shows in thread dumps, and the runtime refuses some of the profiling API's
+ * calls from it while GCs run: CORPROF_E_UNSUPPORTED_CALL_SEQUENCE), so the call is made on a
+ * thread of its own that ends with it, never on clrscope-agg. */
 static int stop_session(void)
 {
     EVENTPIPE_SESSION s = __atomic_exchange_n(&counters.session, 0, __ATOMIC_ACQ_REL);
     if (!s)
         return -1;
-    HRESULT hr = g_core.info->vt->EventPipeStopSession(g_core.info, s);
-    return hr < 0 ? -1 : 0;
+    pthread_t th;
+    void *failed = (void *)1;
+    if (pthread_create(&th, NULL, stop_thread, (void *)(uintptr_t)s) != 0 ||
+        pthread_join(th, &failed) != 0) {
+        __atomic_store_n(&counters.session, s, __ATOMIC_RELEASE); /* still running: kept */
+        return -1;
+    }
+    return failed ? -1 : 0;
 }
 
 void prof_counters_gc_finished(void)

@@ -311,7 +311,13 @@ class LateModule(unittest.TestCase):
             counters = app.json("/api/v1/status")["runtime_counters"]
             seconds = max(2, int(time.time() - t_late) - 1)
             fg = app.json(f"/api/v1/flamegraph?type=lock-time&seconds={seconds}")
+            st, _, dump = app.request("/debug/pprof/goroutine?debug=2")
             truth = app.wait_truth()
+        # the session was stopped on a thread of its own: stopping it runs System.Runtime's
+        # managed callback on the calling thread, which then stays a managed thread
+        self.assertFalse(counters["enabled"], counters)
+        self.assertEqual(st, 200)
+        self.assertNotIn('"clrscope-', dump.decode("utf-8", "replace"))
         totals = tree_totals_by_name(fg["root"])
         wait = fg["root"]["value"]
         self.assertGreater(wait, 0, fg)
