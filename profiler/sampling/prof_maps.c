@@ -30,8 +30,9 @@ struct maps_state {
     int kept;              /* prof_maps_keep was called: snapshots are kept current, tables
                             * are published */
     int64_t taken_at;      /* when the last snapshot was taken */
-    int dirty;             /* a refresh was asked for: bit 0 a hint, bit 1 sure (prof_maps_refresh:
-                            * the sampler thread, clrscope-agg through the code map) */
+    int dirty;             /* atomic: a refresh was asked for: bit 0 a hint, bit 1 sure
+                            * (prof_maps_refresh: the sampler thread, its wall asks without the
+                            * code map's lock, clrscope-agg through the code map) */
     /* how soon a walk's miss gets a refresh (see prof_maps_maintain) */
     uint64_t miss_seen, code_miss_seen; /* g_sig.maps_miss and g_sig.code_miss at the last one */
     int64_t miss_gap_ns, code_gap_ns;
@@ -203,7 +204,7 @@ static int same_ranges(const struct prof_sig_range *a, uint32_t na,
 static int refresh_maps(int64_t now)
 {
     maps.taken_at = now;
-    maps.dirty = 0;
+    __atomic_store_n(&maps.dirty, 0, __ATOMIC_RELAXED);
     struct prof_sig_maps *m = build_maps();
     if (!m) {
         prof_log_once(maps.failure_logged, LOG_WARN, "cpu sampler: cannot read /proc/self/maps; "
@@ -279,7 +280,7 @@ int prof_maps_is_code(uintptr_t ip)
 
 void prof_maps_refresh(int sure)
 {
-    maps.dirty |= sure ? 2 : 1;
+    __atomic_fetch_or(&maps.dirty, sure ? 2 : 1, __ATOMIC_RELAXED);
     if (sure)
         prof_sig_wake_sampler(); /* (napping through idle ticks, it would refresh only at the next) */
 }
@@ -387,10 +388,11 @@ void prof_maps_maintain(int64_t now)
     int code = code_miss != maps.code_miss_seen && ra && !is_phantom(ra >> 12);
     if (!maps.miss_gap_ns)
         maps.miss_gap_ns = maps.code_gap_ns = MAPS_MIN_GAP_NS;
+    int dirty = __atomic_load_n(&maps.dirty, __ATOMIC_RELAXED);
     if (since >= MAPS_PERIOD_NS || (code && since >= maps.code_gap_ns) ||
-        (missed && since >= maps.miss_gap_ns) || ((maps.dirty & 2) && since >= MAPS_MIN_GAP_NS) ||
-        (maps.dirty && since >= MAPS_HINT_GAP_NS)) {
-        int only_missed = missed && !code && !maps.dirty && since < MAPS_PERIOD_NS;
+        (missed && since >= maps.miss_gap_ns) || ((dirty & 2) && since >= MAPS_MIN_GAP_NS) ||
+        (dirty && since >= MAPS_HINT_GAP_NS)) {
+        int only_missed = missed && !code && !dirty && since < MAPS_PERIOD_NS;
         maps.miss_seen = miss;
         maps.code_miss_seen = code_miss;
         int changed = refresh_maps(now);
