@@ -1,7 +1,7 @@
 /* hs_guards.c - what a heap snapshot may take, checked before it takes it: the GC heap's size
  * against CLRSCOPE_DUMP_MAX_HEAP_MB and the memory a snapshot needs against what is available
- * (at the request, on the civetweb worker that asks, which may wait about a second for the
- * runtime's allocation counter), the dump directory (on clrscope-heap before
+ * (at the request, on the civetweb worker that asks, which may wait for the runtime's allocation
+ * counter's next interval: its period + 1.5 s at most, under a second at the default), the dump directory (on clrscope-heap before
  * the dump GC) and the disk space for the file (on clrscope-heap before writing it). Reads
  * /proc, the cgroup's files and the runtime's generation bounds; no state of its own. */
 #include "hs_int.h"
@@ -229,13 +229,18 @@ int hs_guards_check(int force, struct hs_refusal *why, int64_t *heap_out)
     double period = prof_counters_alloc_interval_s();
     if (!force && !from_rss && estimate <= g_cfg.dump_max_heap && period > 0 && covered < asked) {
         int64_t deadline = prof_now_ns() + (int64_t)((period + 1.5) * 1e9);
-        while (covered < asked && prof_now_ns() < deadline) {
+        while (covered < asked && prof_now_ns() < deadline && !prof_core_stopping()) {
             struct timespec nap = {0, 20 * 1000 * 1000};
             nanosleep(&nap, NULL);
             double cov = 0, oldest = 0;
             int64_t bytes = 0;
             if (prof_counters_allocated_after(asked, &bytes, &cov, &oldest) == 0)
                 covered = cov;
+        }
+        if (prof_core_stopping()) { /* the runtime is shutting down: no more calls into it */
+            why->reason = HS_UNAVAILABLE;
+            snprintf(why->message, sizeof why->message, "the process is shutting down");
+            return -1;
         }
         heap = gc_heap_bytes();
         since = heap > 0 ? allocated_since_gc(&covered) : 0;

@@ -219,7 +219,6 @@ static void alloc_interval(double t_prev, double t, double bytes)
     if (!__atomic_load_n(&counters.first_full_s, __ATOMIC_RELAXED))
         __atomic_store_n(&counters.first_full_s, (int64_t)ceil(t_prev), __ATOMIC_RELEASE);
     __atomic_store_n(&counters.last_full_s, (int64_t)floor(t) - 1, __ATOMIC_RELEASE);
-    iv_add(t_prev, t, bytes);
 }
 
 /* Keeps (t_prev, t] whole in the ring of the newest intervals. */
@@ -265,10 +264,14 @@ void prof_counters_on_event(const BYTE *meta, ULONG meta_len, const BYTE *data, 
     if (!strcmp(v.name, "alloc-rate") && v.incrementing) {
         /* The first value is the total since the process started (the counter's previous
          * value starts at 0): the per-second records cannot place it, the ring keeps it whole. */
+        double from = counters.alloc_t_prev > 0 ? counters.alloc_t_prev
+                                                 : (double)g_core.start_unix;
         if (counters.alloc_t_prev > 0)
             alloc_interval(counters.alloc_t_prev, now, v.value);
-        else if (now > (double)g_core.start_unix && v.value >= 0)
-            iv_add((double)g_core.start_unix, now, v.value);
+        /* the ring takes every interval, whatever its length (the per-second records leave
+         * out those longer than they keep): a gap there would lose bytes for the heap guard */
+        if (now > from && v.value >= 0)
+            iv_add(from, now, v.value);
         counters.alloc_t_prev = now;
     }
     struct entry *e = entry_for(v.name);
