@@ -19,8 +19,8 @@
 /* What a record taken before a module unload started gets for a name the caches lack. */
 #define UNNAMED_TYPE "[type not named: a module was unloaded]"
 #define UNNAMED_FUNCTION "[frame not named: a module was unloaded]"
-/* A method the runtime did not name (its metadata not open yet, a lookup refused): never cached,
- * so it is asked again the next time */
+/* A method the runtime did not name (its metadata not open yet, a lookup refused): not cached
+ * with the names, asked again a second later (neg_fn) */
 static const char UNKNOWN_MANAGED[] = "[unknown managed]";
 
 struct kv {
@@ -34,6 +34,7 @@ struct cache {
 };
 
 #define NAMES_MAX_BYTES (16u << 20)
+#define NEG_SLOTS 256
 
 /* A module whose metadata or path was asked for (not collectible: its ID is never reused). */
 struct module_entry {
@@ -68,7 +69,27 @@ static struct symbols_state {
      * get no slot. */
     IMetaDataImport *scratch[MAX_SCRATCH];
     int nscratch;
+    /* Methods and types the runtime did not name, not cached: each is asked again at most once
+     * a second (direct-mapped; emptied with the collectible caches) */
+    struct neg_entry {
+        uintptr_t key;
+        int64_t retry_ns;
+        const char *name;
+    } neg_fn[NEG_SLOTS], neg_cls[NEG_SLOTS];
 } symbols = {.lock = PTHREAD_MUTEX_INITIALIZER};
+
+/* The name given last time if `key` failed less than a second ago, else NULL. */
+static const char *neg_get(struct neg_entry *t, uintptr_t key)
+{
+    struct neg_entry *e = &t[(key >> 4) % NEG_SLOTS];
+    return e->key == key && prof_now_ns() < e->retry_ns ? e->name : NULL;
+}
+
+static void neg_put(struct neg_entry *t, uintptr_t key, const char *name)
+{
+    t[(key >> 4) % NEG_SLOTS] =
+        (struct neg_entry){.key = key, .retry_ns = prof_now_ns() + 1000000000LL, .name = name};
+}
 
 static uint32_t hash_ptr(uintptr_t p)
 {
@@ -319,6 +340,8 @@ static void sync_epoch(void)
     cache_clear(&symbols.fn_coll);
     cache_clear(&symbols.cls_coll);
     cache_clear(&symbols.clsmod_coll);
+    memset(symbols.neg_fn, 0, sizeof symbols.neg_fn);
+    memset(symbols.neg_cls, 0, sizeof symbols.neg_cls);
 }
 
 /* A cached answer for key, from either tier; a collectible one sets symbols.coll. */
@@ -442,14 +465,16 @@ static const char *class_locked(ClassID cls, int *coll)
     const char *hit = cache_get2(&symbols.cls, &symbols.cls_coll, cls);
     if (!hit && !prof_unload_may_query()) {
         hit = UNNAMED_TYPE; /* not remembered: asked again from a newer record */
-    } else if (!hit) {
+    } else if (!hit && !(hit = neg_get(symbols.neg_cls, cls))) {
         char buf[NAME_MAX_LEN];
         class_name_locked(cls, buf, sizeof buf, 0);
         hit = intern_copy(buf);
         /* a type the runtime did not name yet (its module's metadata refused for a moment) is
-         * asked again the next time, as methods are */
+         * asked again a second later, as methods are */
         if (!strstr(buf, "[unknown type]"))
             cache_put(symbols.coll ? &symbols.cls_coll : &symbols.cls, cls, hit);
+        else
+            neg_put(symbols.neg_cls, cls, hit);
     }
     *coll = symbols.coll;
     symbols.coll |= saved;
@@ -786,10 +811,12 @@ const char *prof_symbols_function(FunctionID fn)
     const char *hit = cache_get2(&symbols.fn, &symbols.fn_coll, fn);
     if (!hit && !prof_unload_may_query()) {
         hit = UNNAMED_FUNCTION; /* not remembered: asked again from a newer record */
-    } else if (!hit) {
+    } else if (!hit && !(hit = neg_get(symbols.neg_fn, fn))) {
         hit = function_name_locked(fn);
         if (hit != UNKNOWN_MANAGED)
             cache_put(symbols.coll ? &symbols.fn_coll : &symbols.fn, fn, hit);
+        else
+            neg_put(symbols.neg_fn, fn, hit);
         release_scratch();
     }
     pthread_mutex_unlock(&symbols.lock);
