@@ -50,6 +50,9 @@ static int is_listed(const char *path)
 struct build {
     struct prof_cfi *t;
     int all;
+    /* each entry's name and load bias, for the pin after the walk */
+    char (*names)[256];
+    uintptr_t *bias;
 };
 
 static int add_lib(struct dl_phdr_info *info, size_t size, void *arg)
@@ -104,15 +107,36 @@ static int add_lib(struct dl_phdr_info *info, size_t size, void *arg)
     l.nfde = count;
     if (!count || !prof_cfi_readable(&l, l.table, 8 * (uintptr_t)count))
         return 0;
+    if (!b->all && strlen(name) >= sizeof b->names[0])
+        return 0;
+    /* (pinned after the walk: dlopen takes the loader's lock, and a thread in dlopen holds it
+     * while it waits for the lock dl_iterate_phdr holds here: a deadlock with the app's own
+     * dlopen, seen as an app stuck before its first line) */
     if (!b->all) {
-        /* never unloaded from now on: the handler may read its CFI at any time */
-        void *pin = dlopen(name, RTLD_LAZY | RTLD_NOLOAD | RTLD_NODELETE);
-        if (!pin)
-            return 0;
-        dlclose(pin); /* drops the count NOLOAD took; NODELETE stays */
+        memcpy(b->names[b->t->n], name, strlen(name) + 1);
+        b->bias[b->t->n] = info->dlpi_addr;
     }
     b->t->lib[b->t->n++] = l;
     return 0;
+}
+
+/* Pins each library of the table (never unloaded from now on: the signal handler may read its
+ * CFI at any time), outside dl_iterate_phdr; drops those gone meanwhile or loaded again at
+ * another address. */
+static void pin_libs(struct build *b)
+{
+    uint32_t keep = 0;
+    for (uint32_t i = 0; i < b->t->n; i++) {
+        void *pin = dlopen(b->names[i], RTLD_LAZY | RTLD_NOLOAD | RTLD_NODELETE);
+        if (!pin)
+            continue;
+        struct link_map *lm = NULL;
+        int same = dlinfo(pin, RTLD_DI_LINKMAP, &lm) == 0 && lm && lm->l_addr == b->bias[i];
+        dlclose(pin); /* drops the count NOLOAD took; NODELETE stays */
+        if (same)
+            b->t->lib[keep++] = b->t->lib[i];
+    }
+    b->t->n = keep;
 }
 
 static int cmp_lib(const void *a, const void *b)
@@ -142,7 +166,21 @@ struct prof_cfi *prof_cfi_build(int all)
     if (!t)
         return NULL;
     struct build b = {.t = t, .all = all};
+    if (!all) {
+        b.names = malloc(PROF_CFI_LIBS * sizeof *b.names);
+        b.bias = malloc(PROF_CFI_LIBS * sizeof *b.bias);
+        if (!b.names || !b.bias) {
+            free(b.names);
+            free(b.bias);
+            free(t);
+            return NULL;
+        }
+    }
     dl_iterate_phdr(add_lib, &b);
+    if (!all)
+        pin_libs(&b);
+    free(b.names);
+    free(b.bias);
     if (!t->n) {
         free(t);
         return NULL;

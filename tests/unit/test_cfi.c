@@ -6,8 +6,12 @@
  * steps must give the return addresses the compiler reports (__builtin_return_address), in order,
  * and the stack pointers must rise.
  */
+#include <dlfcn.h>
 #include <gnu/libc-version.h>
 #include <pthread.h>
+#include <stdio.h>
+#include <time.h>
+#include <unistd.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -94,6 +98,39 @@ NOFP static void caller(void)
     sink++;
 }
 
+static int loading = 1, done;
+static long loads;
+
+static void *load_loop(void *arg)
+{
+    (void)arg;
+    static const char *const libs[] = {"libanl.so.1", "libutil.so.1", "libnss_files.so.2"};
+    while (__atomic_load_n(&loading, __ATOMIC_ACQUIRE)) {
+        for (size_t i = 0; i < sizeof libs / sizeof *libs; i++) {
+            void *h = dlopen(libs[i], RTLD_NOW | RTLD_LOCAL);
+            if (h) {
+                dlclose(h);
+                loads++;
+            }
+        }
+    }
+    return NULL;
+}
+
+static void *watchdog(void *arg)
+{
+    (void)arg;
+    for (int i = 0; i < 600 && !__atomic_load_n(&done, __ATOMIC_ACQUIRE); i++) {
+        struct timespec ts = {0, 100 * 1000 * 1000};
+        nanosleep(&ts, NULL);
+    }
+    if (!__atomic_load_n(&done, __ATOMIC_ACQUIRE)) {
+        fprintf(stderr, "FAIL: prof_cfi_build beside dlopen did not finish in 60 s (deadlock)\n");
+        _exit(1);
+    }
+    return NULL;
+}
+
 int main(void)
 {
     pthread_attr_t a;
@@ -141,6 +178,23 @@ int main(void)
     CHECK(listed && !prof_cfi_find(listed, (uintptr_t)main), "this program is not");
     free(listed);
     free((void *)table);
+
+    /* built while another thread loads and unloads a library over and over (the app's own
+     * dlopen): pinning a library inside dl_iterate_phdr took the loader's lock in the opposite
+     * order and both threads stopped for good */
+    pthread_t loader, dog;
+    CHECK(pthread_create(&dog, NULL, watchdog, NULL) == 0, "watchdog started");
+    CHECK(pthread_create(&loader, NULL, load_loop, NULL) == 0, "loader started");
+    int built = 0;
+    for (int i = 0; i < 3000; i++) {
+        struct prof_cfi *t = prof_cfi_build(0);
+        built += t != NULL;
+        free(t);
+    }
+    __atomic_store_n(&loading, 0, __ATOMIC_RELEASE);
+    pthread_join(loader, NULL);
+    CHECK(built == 3000, "3000 tables built beside %ld dlopen/dlclose pairs", loads);
+    __atomic_store_n(&done, 1, __ATOMIC_RELEASE);
 
     printf("%d passed, %d failed\n", passed, failed);
     return failed != 0;
