@@ -24,7 +24,7 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 sys.path.insert(0, os.path.join(HERE, "..", "tests", "integration"))
-from benchlib import App, emit, get, get_json  # noqa: E402
+from benchlib import App, emit, get, get_json, wait_http  # noqa: E402
 from pprofdec import Profile  # noqa: E402
 
 
@@ -53,12 +53,7 @@ def main():
     url = app.dashboard()
     if not url:
         sys.exit("no dashboard")
-    for _ in range(300):
-        try:
-            get(base + "/health", timeout=2)
-            break
-        except OSError:
-            time.sleep(0.2)
+    wait_http(base + "/health")
     try:
         # /prices: CPU through exception dispatch
         before = get_json(url + "api/v1/status")["self"]["signal_sampler"]["walks"]

@@ -35,6 +35,17 @@ def get_json(url, timeout=10):
     return json.loads(get(url, timeout))
 
 
+def wait_http(url, tries=300):
+    """Waits until url answers (a server starting: up to tries x 0.2 s); True when it did."""
+    for _ in range(tries):
+        try:
+            get(url, timeout=2)
+            return True
+        except OSError:
+            time.sleep(0.2)
+    return False
+
+
 def rss_bytes(pid):
     try:
         with open(f"/proc/{pid}/status") as f:

@@ -49,7 +49,7 @@ import urllib.request
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 sys.path.insert(0, os.path.join(HERE, "..", "tests", "integration"))
-from benchlib import App, emit, get, get_json, rss_bytes  # noqa: E402
+from benchlib import App, emit, get, get_json, rss_bytes, wait_http  # noqa: E402
 from fake_agent import FakeAgent  # noqa: E402
 
 GIVEN_UP = re.compile(r"(^|\.)(dropped\w*|lost\w*|overflow\w*|\w*_full|failures)$")
@@ -135,12 +135,7 @@ def main():
     url = app.dashboard()
     if not url:
         sys.exit("no dashboard")
-    for _ in range(300):
-        try:
-            get(base + "/health", timeout=2)
-            break
-        except OSError:
-            time.sleep(0.2)
+    wait_http(base + "/health")
     t0 = time.monotonic()
     end = t0 + minutes * 60
     half = t0 + minutes * 30
