@@ -46,15 +46,21 @@ def wait_http(url, tries=300):
     return False
 
 
-def rss_bytes(pid):
+def status_field(pid, key):
+    """The first number of /proc/PID/status's `key:` line, or None."""
     try:
         with open(f"/proc/{pid}/status") as f:
             for line in f:
-                if line.startswith("VmRSS:"):
-                    return int(line.split()[1]) * 1024
+                if line.startswith(key + ":"):
+                    return int(line.split()[1])
     except OSError:
         pass
-    return 0
+    return None
+
+
+def rss_bytes(pid):
+    kb = status_field(pid, "VmRSS")
+    return kb * 1024 if kb is not None else 0
 
 
 def cpu_seconds(pid):

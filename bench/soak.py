@@ -49,7 +49,7 @@ import urllib.request
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 sys.path.insert(0, os.path.join(HERE, "..", "tests", "integration"))
-from benchlib import App, emit, get, get_json, rss_bytes, wait_http  # noqa: E402
+from benchlib import App, emit, get, get_json, rss_bytes, status_field, wait_http  # noqa: E402
 from fake_agent import FakeAgent  # noqa: E402
 
 GIVEN_UP = re.compile(r"(^|\.)(dropped\w*|lost\w*|overflow\w*|\w*_full|failures)$")
@@ -86,14 +86,7 @@ def count_fds(pid):
 
 
 def count_threads(pid):
-    try:
-        with open(f"/proc/{pid}/status") as f:
-            for line in f:
-                if line.startswith("Threads:"):
-                    return int(line.split()[1])
-    except OSError:
-        pass
-    return None
+    return status_field(pid, "Threads")
 
 
 def slope(points):
