@@ -71,8 +71,9 @@ static void snap_fail(struct hs_snapshot *s, const char *msg)
     __atomic_store_n(&s->status, HS_FAILED, __ATOMIC_RELEASE);
     if (heapsnap.running == s)
         heapsnap.running = NULL;
+    int id = s->id; /* once unlocked, a new request's CLRSCOPE_DUMP_KEEP may free `s` */
     pthread_mutex_unlock(&heapsnap.lock);
-    prof_log(LOG_WARN, "heap snapshot %d failed: %s", s->id, s->error);
+    prof_log(LOG_WARN, "heap snapshot %d failed: %s", id, msg);
 }
 
 static void set_phase(struct hs_snapshot *s, const char *phase, unsigned permille)
@@ -131,8 +132,8 @@ static void enforce_keep_locked(void)
 /* ---------------------------------------------------------------- clrscope-heap */
 
 /* Step 3: graph, names, file (in the dump directory open as `dirfd`, status `dst`), summary.
- * Takes over `cap`. */
-static void analyse(struct hs_snapshot *s, struct heap_capture *cap, int dirfd,
+ * Takes over `cap`. 1 when the snapshot is done, 0 when it failed. */
+static int analyse(struct hs_snapshot *s, struct heap_capture *cap, int dirfd,
                     const struct stat *dst)
 {
     set_phase(s, "analyzing", 400);
@@ -140,7 +141,7 @@ static void analyse(struct hs_snapshot *s, struct heap_capture *cap, int dirfd,
     if (!g) {
         hc_release(cap);
         snap_fail(s, "out of memory");
-        return;
+        return 0;
     }
     int64_t t0 = prof_now_ns();
     int rc = hg_index(g, cap, &heapsnap.abort, &s->progress, 400, 550);
@@ -160,7 +161,7 @@ static void analyse(struct hs_snapshot *s, struct heap_capture *cap, int dirfd,
         snap_fail(s, rc ? g->error : "out of memory");
         hg_free(g);
         free(g);
-        return;
+        return 0;
     }
     __atomic_store_n(&s->progress, 800u, __ATOMIC_RELAXED);
     /* NULL: no modules */
@@ -214,36 +215,42 @@ static void analyse(struct hs_snapshot *s, struct heap_capture *cap, int dirfd,
     free(g);
     if (src || frc) {
         snap_fail(s, src ? "out of memory while summarising" : ferr);
-        return;
+        return 0;
     }
+    /* The directory is tidied before the snapshot is published: a reader who sees "done"
+     * finds the directory as CLRSCOPE_DUMP_KEEP leaves it. */
+    hs_tidy_exited(dirfd, dst);
     pthread_mutex_lock(&heapsnap.lock);
     s->phase = "done";
     s->duration_s = prof_unix_now() - s->t;
     __atomic_store_n(&s->progress, 1000u, __ATOMIC_RELAXED);
     __atomic_store_n(&s->status, HS_DONE, __ATOMIC_RELEASE);
     heapsnap.running = NULL;
-    pthread_mutex_unlock(&heapsnap.lock);
+    enforce_keep_locked();
     prof_log(LOG_INFO, "heap snapshot %d: %llu objects, %.1f MB, written to %s in %.1f s", s->id,
              (unsigned long long)s->objects, (double)s->bytes / 1048576.0, s->file,
-             s->duration_s);
+             s->duration_s); /* (under the lock: once unlocked, `s` may be freed) */
+    pthread_mutex_unlock(&heapsnap.lock);
+    return 1;
 }
 
-/* Steps 2 and 3; leaves the dump directory open in *dirfd (status *dst) when it could be had. */
-static void run_snapshot(struct hs_snapshot *s, int *dirfd, struct stat *dst)
+/* Steps 2 and 3; leaves the dump directory open in *dirfd (status *dst) when it could be had.
+ * 1 when the snapshot is done. */
+static int run_snapshot(struct hs_snapshot *s, int *dirfd, struct stat *dst)
 {
     char err[256];
     char msg[400];
     *dirfd = hs_dump_dir_ready(dst, msg, sizeof msg);
     if (*dirfd < 0) {
         snap_fail(s, msg);
-        return;
+        return 0;
     }
     struct heap_capture *cap = hs_session_reserve((int64_t)s->heap_estimate);
     if (!cap) {
         hs_errtext(errno, err, sizeof err);
         snprintf(msg, sizeof msg, "cannot reserve address space for the snapshot: %.200s", err);
         snap_fail(s, msg);
-        return;
+        return 0;
     }
     set_phase(s, "collecting", 20);
     prof_unload_consumer(PROF_UNLOAD_HEAP, 1); /* until the types are named (analyse) */
@@ -251,11 +258,12 @@ static void run_snapshot(struct hs_snapshot *s, int *dirfd, struct stat *dst)
     if (hs_session_collect(s, cap, msg, sizeof msg)) { /* (the capture is gone) */
         prof_unload_consumer(PROF_UNLOAD_HEAP, 0);
         snap_fail(s, msg);
-        return;
+        return 0;
     }
-    analyse(s, cap, *dirfd, dst); /* hg_index takes the capture's pages over and zeroes *cap */
+    int done = analyse(s, cap, *dirfd, dst); /* hg_index takes the pages over, zeroes *cap */
     prof_unload_consumer(PROF_UNLOAD_HEAP, 0); /* (analyse may have failed before naming) */
     free(cap);
+    return done;
 }
 
 static void *worker(void *arg)
@@ -263,14 +271,17 @@ static void *worker(void *arg)
     prof_name_thread("heap");
     int dirfd = -1;
     struct stat dst;
-    run_snapshot(arg, &dirfd, &dst);
+    int done = run_snapshot(arg, &dirfd, &dst); /* (`arg` may be freed once it is over) */
     if (dirfd >= 0) {
-        hs_tidy_exited(dirfd, &dst);
+        if (!done) /* (a snapshot that failed for want of space frees some) */
+            hs_tidy_exited(dirfd, &dst);
         close(dirfd);
     }
-    pthread_mutex_lock(&heapsnap.lock);
-    enforce_keep_locked();
-    pthread_mutex_unlock(&heapsnap.lock);
+    if (!done) {
+        pthread_mutex_lock(&heapsnap.lock);
+        enforce_keep_locked();
+        pthread_mutex_unlock(&heapsnap.lock);
+    }
     return NULL;
 }
 
