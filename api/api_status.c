@@ -120,6 +120,7 @@ int api_status(const struct api_req *q, struct api_reply *out)
         cJSON_AddNumberToObject(sg, "samples", (double)ss.sig.samples);
         cJSON_AddNumberToObject(sg, "timer_failures", (double)ss.sig.timer_failures);
         cJSON_AddNumberToObject(sg, "ring_full", (double)ss.sig.ring_full);
+        cJSON_AddNumberToObject(sg, "interrupted_calls", (double)ss.sig.interrupted);
         cJSON_AddNumberToObject(sg, "leaf_only", (double)(ss.sig.no_stack + ss.sig.altstack));
         cJSON_AddNumberToObject(sg, "truncated", (double)ss.sig.truncated);
         cJSON_AddNumberToObject(sg, "maps_refreshes", (double)ss.sig.maps_refreshes);
@@ -140,6 +141,10 @@ int api_status(const struct api_req *q, struct api_reply *out)
             cJSON_AddNumberToObject(wa, "unknown_caller", (double)ss.sig.wall.unknown);
             cJSON_AddNumberToObject(wa, "given_up", (double)ss.sig.wall.given_up);
             cJSON_AddNumberToObject(wa, "ring_full", (double)ss.sig.wall.ring_full);
+            cJSON_AddNumberToObject(wa, "unproven", (double)ss.sig.wall.unproven);
+            cJSON_AddNumberToObject(wa, "interrupted", (double)ss.sig.wall.interrupted);
+            cJSON_AddNumberToObject(wa, "interrupted_outside",
+                                    (double)ss.sig.wall.interrupted_outside);
         }
         struct prof_codemap_stats cm;
         prof_codemap_get_stats(&cm);

@@ -475,6 +475,15 @@ static uint32_t walk(struct prof_sig_entry *e, const ucontext_t *uc)
         e->flags |= PROF_SIG_F_NOMAPS;
         return n;
     }
+    /* A signal that lands in a system call the kernel does not restart (poll, epoll_wait,
+     * nanosleep, ...; signal(7)) makes it return EINTR: the handler then sees the pc right after
+     * the syscall instruction (0f 05) and -EINTR in rax. A restarted call has its pc moved back
+     * onto the instruction, and is not counted. The two bytes are read only where the snapshot
+     * knows code. */
+    if ((long)uc->uc_mcontext.gregs[REG_RAX] == -4 && pc >= 2 &&
+        find_range(m->exec, m->nexec, pc - 2) && find_range(m->exec, m->nexec, pc - 1) &&
+        *(const volatile uint8_t *)(pc - 2) == 0x0f && *(const volatile uint8_t *)(pc - 1) == 0x05)
+        e->flags |= PROF_SIG_F_EINTR;
     uint32_t flags = 0;
     uintptr_t top = stack_top(m, sp, &flags);
     if (!top) {
@@ -635,6 +644,8 @@ sample:;
         if (!raw_syscall3(SYS_clock_gettime, CLOCK_THREAD_CPUTIME_ID, (long)&ts, 0))
             e->cpu_end = (int64_t)ts.tv_sec * 1000000000LL + ts.tv_nsec;
     }
+    if ((e->flags & PROF_SIG_F_EINTR) && !wall)
+        __atomic_add_fetch(&g_sig.interrupted, 1, __ATOMIC_RELAXED);
     __atomic_store_n(&e->state, PROF_SIG_FULL, __ATOMIC_RELEASE);
     if (wall)
         goto answered;

@@ -60,6 +60,8 @@ enum prof_sig_flag {
                                  * pointer or return address, or CFI that says so) */
     PROF_SIG_F_WALL = 1 << 9,   /* the answer to a wall tick's ask (g_sig.wall_signo), not a
                                  * CPU sample: entry->wall_seq says which ask */
+    PROF_SIG_F_EINTR = 1 << 10, /* the signal cut a system call short: it returns EINTR to its
+                                 * caller (pc right after a syscall instruction, rax -EINTR) */
 };
 
 /* A wall ask's signal value: (gen << 32) | PROF_SIG_WALL_TAG | (seq << 13) | ring index (ring
@@ -215,6 +217,7 @@ struct prof_sig_shared {
     int inflight;                                       /* atomic: handlers running now */
     /* atomic counters (handler side) */
     uint64_t handled, stale, ring_full, no_stack, altstack, maps_miss;
+    uint64_t interrupted; /* atomic: CPU samples that cut a system call short (EINTR) */
     uint64_t rearm_failures; /* atomic: perf events the handler could not re-enable */
     uint64_t code_miss; /* atomic: signal walks cut at an address that could be new code */
     uintptr_t miss_ra;  /* atomic: the last such address (NEWCODE) */

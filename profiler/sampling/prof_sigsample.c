@@ -284,6 +284,7 @@ void prof_sigsample_get_stats(struct prof_sigsample_stats *out)
     out->stale = __atomic_load_n(&g_sig.stale, __ATOMIC_RELAXED);
     out->handler_cycles = __atomic_load_n(&g_sig.handler_cycles, __ATOMIC_RELAXED);
     out->ring_full = __atomic_load_n(&g_sig.ring_full, __ATOMIC_RELAXED);
+    out->interrupted = __atomic_load_n(&g_sig.interrupted, __ATOMIC_RELAXED);
     out->no_stack = __atomic_load_n(&g_sig.no_stack, __ATOMIC_RELAXED);
     out->altstack = __atomic_load_n(&g_sig.altstack, __ATOMIC_RELAXED);
     out->truncated = sig.truncated;

@@ -36,6 +36,7 @@ struct prof_sigsample_stats {
     uint64_t samples;          /* samples drained */
     uint64_t stale;            /* signals for a ring that had changed owner (ignored) */
     uint64_t ring_full;        /* expirations that found both entries full (weight carried) */
+    uint64_t interrupted;      /* CPU samples whose signal cut a system call short (EINTR) */
     uint64_t no_stack;         /* walks limited to the leaf: stack not in the maps snapshot */
     uint64_t altstack;         /* walks limited to the leaf: thread on its signal stack */
     uint64_t truncated;        /* walks stopped at CLRSCOPE_MAX_FRAMES */
@@ -75,6 +76,11 @@ struct prof_sigsample_stats {
                                    * the answer lost): that thread walked with the runtime
                                    * suspended that time */
         uint64_t ring_full;       /* answers that found the thread's ring full */
+        uint64_t unproven;        /* not asked: running, and seen nowhere else yet (its first
+                                   * ticks; walked with the runtime suspended) */
+        uint64_t interrupted;     /* answers whose signal cut a system call short (EINTR) */
+        uint64_t interrupted_outside; /* of them, calls code outside the runtime made: that
+                                       * thread is walked with the runtime suspended from then */
     } wall;
 };
 

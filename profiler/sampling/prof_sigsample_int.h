@@ -33,6 +33,9 @@ struct sthread {
     uint64_t ss_ins, ss_run; /* schedstat at the last review: switches in (0: none), CPU ns */
     int wall_fragile; /* seen blocked in a system call code outside the runtime made: never
                        * asked by a wall signal (prof_sigsample_wall.c) */
+    int wall_proven;  /* seen other than running (in user code, or blocked in a call the
+                       * runtime made), or running at WALL_PROOF_TICKS ticks: asked when running */
+    int wall_running; /* ticks it was found running while not proven */
 };
 
 static inline int sigsample_armed(const struct sthread *t)

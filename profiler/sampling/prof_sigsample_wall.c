@@ -24,6 +24,12 @@
  * then on: a thread that runs when it is asked may be entering such a call, in the kernel, where
  * the signal would interrupt it all the same (the window is the few microseconds between the
  * read and the signal's delivery), and the threads that make such calls are those seen in one.
+ * For the same reason a thread found running is asked only once it has been seen elsewhere (in
+ * user code, or blocked in a call the runtime made) or found running at WALL_PROOF_TICKS ticks:
+ * a thread that blocks in a P/Invoke most of the time is found there before it is ever asked.
+ * What is left of the window is watched: an answer whose signal cut a call short (the handler
+ * sees the call return EINTR, PROF_SIG_F_EINTR) and whose caller is not the runtime's code
+ * makes that thread fragile at once (`interrupted_outside`): at most one such call per thread.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -44,11 +50,12 @@
 #include "prof_sigsample_int.h"
 
 #define WALL_STACK_COPY 4096 /* bytes of a blocked thread's stack read to find the call's caller */
+#define WALL_PROOF_TICKS 8   /* a thread found running at this many ticks is asked when running */
 
 static struct {
     uint64_t asked, answered, late, blocked_outside, fragile, no_ring, ask_failures, unreadable;
-    uint64_t same_wait, unknown, given_up;
-    int failure_logged; /* atomic (prof_log_once) */
+    uint64_t same_wait, unknown, given_up, unproven, interrupted, interrupted_outside;
+    int failure_logged, interrupted_logged; /* atomic (prof_log_once) */
 } wall;
 
 int prof_sigsample_wall_install(void)
@@ -241,6 +248,15 @@ int prof_sigsample_wall_ask(uint32_t tid, uint32_t seq, const struct prof_wall_s
         wall.unreadable++;
         return 0;
     }
+    if (st->kind == PROF_WALL_RUNNING && !t->wall_proven) {
+        /* it may be about to block in a call other code makes: not asked until seen elsewhere
+         * (or running at WALL_PROOF_TICKS ticks) */
+        if (++t->wall_running < WALL_PROOF_TICKS) {
+            wall.unproven++;
+            return 0;
+        }
+        t->wall_proven = 1;
+    }
     if (st->kind == PROF_WALL_BLOCKED) {
         const char *caller;
         int by = call_by_runtime(st->pc, st->sp, &caller);
@@ -257,6 +273,8 @@ int prof_sigsample_wall_ask(uint32_t tid, uint32_t seq, const struct prof_wall_s
             return 0;
         }
     }
+    if (st->kind != PROF_WALL_RUNNING)
+        t->wall_proven = 1;
     struct prof_sig_ring *r = sigsample_ring_at((int)t->ring);
     uint64_t v = (uint64_t)__atomic_load_n(&r->gen, __ATOMIC_ACQUIRE) << 32 | PROF_SIG_WALL_TAG |
                  (uint64_t)(seq & PROF_SIG_WALL_SEQ_MASK) << PROF_SIG_WALL_SEQ_SHIFT | t->ring;
@@ -291,6 +309,31 @@ void prof_sigsample_wall_wait(int64_t max_ns)
     }
 }
 
+/* An answer's signal cut a system call short: the first of its frames outside the libraries
+ * unwound by their CFI (libc, the loader) says who made the call; when that is known and is not
+ * the runtime's code, the thread is asked no more (one log line the first time). */
+static void interrupted(struct sthread *t, const uintptr_t *ips, uint32_t n)
+{
+    wall.interrupted++;
+    const struct prof_cfi *cfi = __atomic_load_n(&g_sig.cfi, __ATOMIC_ACQUIRE);
+    const char *caller = NULL;
+    for (uint32_t i = 0; i < n && !caller; i++) {
+        uintptr_t pc = i ? ips[i] - 1 : ips[i];
+        const struct prof_cfi_lib *l = prof_cfi_find(cfi, pc);
+        if (!l || l->leaf_only || sigsample_wall_runtime_code(prof_maps_native_name(pc)))
+            caller = prof_maps_native_name(pc);
+    }
+    if (!caller || sigsample_wall_runtime_code(caller))
+        return; /* the runtime's own code retries EINTR; a walk that did not get past libc (a
+                 * stack the maps snapshot did not know yet) does not say */
+    wall.interrupted_outside++;
+    t->wall_fragile = 1;
+    prof_log_once(wall.interrupted_logged, LOG_INFO, "wall sampler: an ask cut short a system "
+                  "call made by %s on thread %u (it returned EINTR); that thread is walked with "
+                  "the runtime suspended from now on (status: wall_asks.interrupted_outside)",
+                  caller, t->tid);
+}
+
 int prof_sigsample_wall_collect(prof_sigsample_wall_fn fn, void *arg)
 {
     int got = 0;
@@ -310,6 +353,8 @@ int prof_sigsample_wall_collect(prof_sigsample_wall_fn fn, void *arg)
                                          .nwindow = (int)nw, .ips = e->ips, .window = e->window,
                                          .epoch = e->epoch, .found = e->found, .jit = e->jit,
                                          .wall_seq = e->wall_seq, .cpu_end = e->cpu_end};
+            if (e->flags & PROF_SIG_F_EINTR)
+                interrupted(t, e->ips, n);
             if (fn(arg, &smp) > 0)
                 wall.answered++;
             else
@@ -335,5 +380,8 @@ void prof_sigsample_wall_get_stats(struct prof_sigsample_wall_stats *out)
     out->same_wait = wall.same_wait;
     out->unknown = wall.unknown;
     out->given_up = wall.given_up;
+    out->unproven = wall.unproven;
+    out->interrupted = wall.interrupted;
+    out->interrupted_outside = wall.interrupted_outside;
     out->ring_full = __atomic_load_n(&g_sig.wall_full, __ATOMIC_RELAXED);
 }

@@ -180,10 +180,13 @@ class WallBySignal(unittest.TestCase):
 class WallFragileCalls(unittest.TestCase):
     """`wall-mix --pinvoke-poll`: a thread calls libc's poll by P/Invoke, a system call that a
     signal makes fail with EINTR whatever SA_RESTART says, and that code outside the runtime
-    made. The wall sampler never asks it by signal: it is walked with the runtime suspended, its
-    poll never fails, and it still gets its whole wall time."""
+    made. The wall sampler does not ask it by signal: found in that call before it is ever asked
+    while running, it is walked with the runtime suspended, and it still gets its whole wall
+    time. Should an ask land in the moment it enters the call (it ran at the tick, the race
+    the design narrows but cannot close), the poll fails once, clrscope counts exactly that
+    (`interrupted_outside`) and asks the thread no more: at most one failure."""
 
-    def test_poll_never_interrupted(self):
+    def test_poll_interrupted_at_most_once(self):
         with ProfiledApp("wall-mix", ["--seconds", "10", "--pinvoke-poll"],
                          env={"CLRSCOPE_PROFILES": "cpu,wall", "CLRSCOPE_WALL_HZ": "20",
                               "CLRSCOPE_WALL_WALK": "signal"}) as app:
@@ -196,7 +199,8 @@ class WallFragileCalls(unittest.TestCase):
         # the app blocks SIGPROF on the polling thread, the CPU sampler's first choice
         self.assertEqual(st["signal_sampler"]["signal"], 27, st)
         self.assertGreater(truth["polls"], 200, truth)
-        self.assertEqual(truth["poll_eintr"], 0, (truth, asks))
+        self.assertLessEqual(truth["poll_eintr"], 1, (truth, asks))
+        self.assertEqual(truth["poll_eintr"], asks["interrupted_outside"], (truth, asks))
         self.assertGreater(asks["blocked_outside"], 0, asks)
         self.assertGreater(asks["fragile"], 0, asks)
         self.assertGreater(st["suspended_s"], 0, st)

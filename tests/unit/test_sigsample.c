@@ -7,8 +7,12 @@
  * the maps snapshot is walked through within a fraction of a second, and a walk that ends at an
  * address no refresh explains does not make the sampler re-read /proc/self/maps at every tick.
  * Threads that each burn less CPU than one sampling interval are still sampled (the timers' first
- * expiry is random). A perf event's fd is closed only once no handler may still use it.
+ * expiry is random). A perf event's fd is closed only once no handler may still use it. A wall
+ * ask that cuts short a call the kernel does not restart (poll) is seen as such, and the thread
+ * that made it is asked no more.
  */
+#include <errno.h>
+#include <poll.h>
 #include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -675,6 +679,87 @@ static void test_perf_fds_retired(struct got *g, uint32_t armed_threads)
           (unsigned long long)mid.perf_threads, (unsigned long long)st.perf_threads);
 }
 
+/* ---- a wall ask that cuts a poll short ---- */
+
+struct poller {
+    volatile uint32_t tid;
+    volatile int stop, polls, eintr;
+};
+
+static void *poll_thread(void *arg)
+{
+    struct poller *p = arg;
+    p->tid = (uint32_t)syscall(SYS_gettid);
+    while (!p->stop) {
+        int r = poll(NULL, 0, 100); /* libc's poll, called by this test's code */
+        p->eintr += r < 0 && errno == EINTR;
+        p->polls++;
+    }
+    return NULL;
+}
+
+struct wall_got {
+    int answers, interrupted;
+};
+
+static int on_wall(void *arg, const struct prof_sigsample *s)
+{
+    struct wall_got *w = arg;
+    w->answers++;
+    w->interrupted += (s->flags & PROF_SIG_F_EINTR) != 0;
+    return 1;
+}
+
+/* The thread is blocked in poll; it is asked anyway (its state given as "in user code", which is
+ * what a thread entering the call looks like a moment before): the answer says the call was cut
+ * short, the thread's poll returned EINTR once, and the next ask is refused (fragile). */
+static void test_wall_interrupt(struct got *g)
+{
+    if (!prof_sigsample_wall_install()) {
+        printf("SKIP wall asks: no second free signal\n");
+        return;
+    }
+    pthread_t th;
+    struct poller p = {0};
+    pthread_create(&th, NULL, poll_thread, &p);
+    while (!p.tid)
+        sleep_ms(1);
+    uint32_t one[1] = {p.tid};
+    pump(one, 1, g, 30); /* armed: it has a ring */
+    struct prof_wall_state st;
+    int blocked = 0;
+    for (int i = 0; i < 200 && !blocked; i++) {
+        blocked = !prof_sigsample_wall_state(p.tid, &st) && st.kind == PROF_WALL_BLOCKED;
+        if (!blocked)
+            sleep_ms(1);
+    }
+    CHECK(blocked, "the poller is found blocked in its call");
+    struct prof_sigsample_wall_stats s0, s1;
+    prof_sigsample_wall_get_stats(&s0);
+    struct prof_wall_state user = {.kind = PROF_WALL_USER};
+    prof_sigsample_wall_begin();
+    CHECK(prof_sigsample_wall_ask(p.tid, 1, &user) == 1, "asked");
+    prof_sigsample_wall_wait(500000000LL);
+    struct wall_got w = {0};
+    prof_sigsample_wall_collect(on_wall, &w);
+    sleep_ms(20); /* the poll's return reaches the counter */
+    prof_sigsample_wall_get_stats(&s1);
+    CHECK(w.answers == 1 && w.interrupted == 1, "one answer, flagged as cutting a call short: "
+          "%d, %d", w.answers, w.interrupted);
+    CHECK(p.eintr == 1, "the poll returned EINTR once: %d", p.eintr);
+    CHECK(s1.interrupted - s0.interrupted == 1 &&
+          s1.interrupted_outside - s0.interrupted_outside == 1,
+          "counted as made outside the runtime: %llu, %llu",
+          (unsigned long long)(s1.interrupted - s0.interrupted),
+          (unsigned long long)(s1.interrupted_outside - s0.interrupted_outside));
+    prof_sigsample_wall_begin();
+    CHECK(prof_sigsample_wall_ask(p.tid, 2, &user) == 0, "not asked again: fragile");
+    p.stop = 1;
+    pthread_join(th, NULL);
+    CHECK(p.eintr == 1, "no other poll was cut short: %d of %d", p.eintr, p.polls);
+    pump(NULL, 0, g, 20);
+}
+
 static void test_walks(void)
 {
     CHECK(prof_sigsample_start(1000, 64, 64, 2) == 0, "start");
@@ -745,6 +830,7 @@ static void test_walks(void)
     CHECK(st.threads == 0, "all disarmed: %llu", (unsigned long long)st.threads);
     test_late_code();
     test_brief_threads();
+    test_wall_interrupt(&g);
     prof_sigsample_stop();
     CHECK(prof_sigsample_intact(), "the handler stays installed after stop");
 }
