@@ -422,12 +422,10 @@ static void choose_modes(void)
         prof_log(LOG_WARN, "CLRSCOPE_NATIVE_UNWIND=\"%.40s\" is neither cfi nor fp; using cfi", nu);
     prof_sigsample_set_cfi(!(nu && !strcmp(nu, "fp")));
     const char *ww = getenv("CLRSCOPE_WALL_WALK");
-    sampler.wall_signal = 0;
-    if (ww && !strcmp(ww, "signal"))
-        sampler.wall_signal = 1;
-    else if (ww && *ww && strcmp(ww, "suspend"))
+    sampler.wall_signal = !(ww && !strcmp(ww, "suspend"));
+    if (ww && *ww && strcmp(ww, "suspend") && strcmp(ww, "signal"))
         prof_log(LOG_WARN, "CLRSCOPE_WALL_WALK=\"%.40s\" is neither signal nor suspend; using "
-                 "suspend", ww);
+                 "signal", ww);
     /* The stop-the-world walk costs the same whatever it records: while it runs every tick for
      * CPU, wall samples come free at the full rate; otherwise they are what it costs. */
     long def = sampler.cpu_mode == CPU_SUSPEND ? g_cfg.sampling_hz : 5;

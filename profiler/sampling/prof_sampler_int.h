@@ -102,7 +102,7 @@ struct sampler_state {
     uint32_t *wall_tids;  /* max_threads: the threads it read */
     size_t wall_ntids;
     int wall_unlisted;    /* the last walk found a thread the read had not: walk every tick */
-    /* CLRSCOPE_WALL_WALK=signal (with the signal CPU sampler; suspend is the default): threads that ran are
+    /* CLRSCOPE_WALL_WALK=signal (the default; with the signal CPU sampler): threads that ran are
      * asked for their stacks by a signal (prof_sigsample_wall_*); their names kept in wall_names
      * (the code map's names last until its next refresh) */
     int wall_signal;

@@ -55,10 +55,10 @@ class IdleWall(unittest.TestCase):
 
 
 class IdleWallSuspend(IdleWall):
-    """The same with CLRSCOPE_WALL_WALK=suspend (the default): the ticks where a thread ran
-    suspend the runtime to walk those threads alone."""
+    """The same with CLRSCOPE_WALL_WALK=suspend: the ticks where a thread ran suspend the
+    runtime to walk those threads alone."""
 
-    ENV = {"CLRSCOPE_PROFILES": "cpu,wall"}
+    ENV = {"CLRSCOPE_PROFILES": "cpu,wall", "CLRSCOPE_WALL_WALK": "suspend"}
 
     def check_walks(self, after, ticks, cached, by_signal, suspended):
         self.assertEqual(after["wall_walk"], "suspend", after)
