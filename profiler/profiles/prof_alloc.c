@@ -63,8 +63,10 @@
  * by the allocating threads in the event callback, lock-free, and read by any thread. */
 static struct alloc_state {
     int method; /* enum prof_alloc_method */
-    /* AllocationSampled: samples and sum(size - offset) per second (their slots: atomic) */
-    uint64_t *sec_samples, *sec_u;
+    /* AllocationSampled, per second (their slots: atomic): samples and sum(size - offset);
+     * and the same weighed as the totals weigh them, by the governor's scale w when each came:
+     * sum(w) and sum(w^2) in thousandths, sum(w (size - offset)) (prof_alloc_total_ci) */
+    uint64_t *sec_samples, *sec_u, *sec_w, *sec_w2, *sec_wu;
     /* the share of each second the allocation events were on, in millionths, set by the
      * governor (prof_alloc_note_coverage); a second without a slot was fully on */
     uint64_t *sec_on;
@@ -97,11 +99,19 @@ void prof_alloc_session_needs(UINT64 *keywords, UINT32 *level)
             alloc.sec_samples = calloc(alloc.nsec, sizeof *alloc.sec_samples);
             alloc.sec_u = calloc(alloc.nsec, sizeof *alloc.sec_u);
             alloc.sec_on = calloc(alloc.nsec, sizeof *alloc.sec_on);
-            if (!alloc.sec_samples || !alloc.sec_u || !alloc.sec_on) {
+            alloc.sec_w = calloc(alloc.nsec, sizeof *alloc.sec_w);
+            alloc.sec_w2 = calloc(alloc.nsec, sizeof *alloc.sec_w2);
+            alloc.sec_wu = calloc(alloc.nsec, sizeof *alloc.sec_wu);
+            if (!alloc.sec_samples || !alloc.sec_u || !alloc.sec_on || !alloc.sec_w ||
+                !alloc.sec_w2 || !alloc.sec_wu) {
                 free(alloc.sec_samples);
                 free(alloc.sec_u);
                 free(alloc.sec_on);
+                free(alloc.sec_w);
+                free(alloc.sec_w2);
+                free(alloc.sec_wu);
                 alloc.sec_samples = alloc.sec_u = alloc.sec_on = NULL; /* no interval */
+                alloc.sec_w = alloc.sec_w2 = alloc.sec_wu = NULL;
             }
         }
     } else {
@@ -267,19 +277,21 @@ int prof_alloc_total_ci(int64_t from_s, int64_t to_s, double *lo, double *hi, ui
     if (alloc.method != ALLOC_METHOD_SAMPLED || !alloc.sec_samples)
         return -1;
     uint64_t s = sec_sum(alloc.sec_samples, from_s, to_s);
-    double u = (double)sec_sum(alloc.sec_u, from_s, to_s);
+    double w = (double)sec_sum(alloc.sec_w, from_s, to_s) / 1000.0;
+    double w2 = (double)sec_sum(alloc.sec_w2, from_s, to_s) / 1000.0;
+    double wu = (double)sec_sum(alloc.sec_wu, from_s, to_s);
     *samples = s;
-    /* failures before the s-th success ~ NegativeBinomial(s, p): mean s q/p, sd sqrt(s q)/p;
-     * normal approximation (within ~0.01 of the exact quantiles from s = 30 on). Seconds the
-     * governor kept the events off for a share of the time count at 1 / the share on; the
-     * interval does not widen for which part of each second was seen. */
+    /* Each sample ends a run of failed trials ~ Geometric(p): mean q/p, variance q/p^2; the
+     * total weighs sample i's run and its bytes past the sampled one (u_i) by the weight w_i the
+     * governor gave it (1 / the share of time the events were on when it came), so the total is
+     * sum w_i (failures_i + u_i): mean q/p sum w + sum w u, sd sqrt(q sum w^2)/p, normal
+     * approximation (within ~0.01 of the exact quantiles from 30 samples on). The interval is
+     * the total's own (same samples, same weights); it does not widen for which part of each
+     * second the governor saw. */
     double q = 1 - SAMPLING_P;
-    double mean = (double)s * q / SAMPLING_P, sd = sqrt((double)s * q) / SAMPLING_P;
-    double f = coverage(from_s, to_s);
-    if (!(f > 0))
-        return -1;
-    *lo = ((mean - 1.96 * sd > 0 ? mean - 1.96 * sd : 0) + u) / f;
-    *hi = (mean + 1.96 * sd + u) / f;
+    double mean = w * q / SAMPLING_P, sd = sqrt(w2 * q) / SAMPLING_P;
+    *lo = (mean - 1.96 * sd > 0 ? mean - 1.96 * sd : 0) + wu;
+    *hi = mean + 1.96 * sd + wu;
     return 0;
 }
 
@@ -304,15 +316,17 @@ static double walk_probability(void)
     return load <= budget ? 1.0 : (double)budget / (double)load;
 }
 
-/* Runs on the allocating thread: everything here is bounded and lock-free. */
+/* Runs on the allocating thread: everything here is bounded and lock-free. `u` (AllocationSampled:
+ * the object's bytes from the sampled one on; 0: none) goes into the per-second sums of
+ * prof_alloc_total_ci once the sample is recorded, so that the interval describes the samples the
+ * totals are made of (a sample dropped for a full ring is in neither). */
 static void take_sample(uint64_t type_id, const BYTE *d, ULONG len, size_t name_off,
                         uint64_t size, int kind, uintptr_t address, double count_w,
-                        double bytes_w, double t_unix)
+                        double bytes_w, double t_unix, double scale, uint64_t u)
 {
     struct prof_ring *ring = prof_agg_ring();
     if (!ring)
         return;
-    double scale = current_scale();
     count_w *= scale;
     bytes_w *= scale;
     /* alloc.samples is counted next to the walked/thinned/dropped counter of the sample, so
@@ -337,6 +351,13 @@ static void take_sample(uint64_t type_id, const BYTE *d, ULONG len, size_t name_
     }
     __atomic_fetch_add(walk ? &alloc.walks.walked : &alloc.walks.thinned, 1, __ATOMIC_RELAXED);
     __atomic_fetch_add(&alloc.samples, 1, __ATOMIC_RELAXED);
+    if (u) {
+        sec_add(alloc.sec_samples, 1, t_unix);
+        sec_add(alloc.sec_u, u, t_unix);
+        sec_add(alloc.sec_w, (uint64_t)llround(scale * 1000.0), t_unix);
+        sec_add(alloc.sec_w2, (uint64_t)llround(scale * scale * 1000.0), t_unix);
+        sec_add(alloc.sec_wu, (uint64_t)llround(scale * (double)u), t_unix);
+    }
     r->kind = walk ? REC_ALLOC : REC_ALLOC_TYPE;
     r->a = type_id;
     r->b = size;
@@ -386,11 +407,10 @@ static void on_sampled(const BYTE *d, ULONG len)
     double prob = -expm1((double)size * log1p(-SAMPLING_P));
     if (!(prob > 0))
         return;
-    double count_w = 1.0 / prob, now = prof_unix_now();
-    sec_add(alloc.sec_samples, 1, now);
-    sec_add(alloc.sec_u, offset < size ? size - offset : 1, now);
+    double count_w = 1.0 / prob, now = prof_unix_now(), scale = current_scale();
+    uint64_t u = offset < size ? size - offset : 1;
     take_sample(type_id, d, len, 14, size, (int)kind, (uintptr_t)address, count_w,
-                (double)size * count_w, now);
+                (double)size * count_w, now, scale, u);
 }
 
 /* GCAllocationTick: Amount u32 @0, Kind u32 @4, ClrInstanceID u16 @8; V2+: Amount64 u64 @10,
@@ -420,7 +440,7 @@ static void on_tick(DWORD version, const BYTE *d, ULONG len)
     if (count_w < 1)
         count_w = 1;
     take_sample(type_id, d, len, 26, size, (int)kind, (uintptr_t)address, count_w,
-                (double)amount, now);
+                (double)amount, now, current_scale(), 0);
 }
 
 void prof_alloc_on_event(DWORD id, DWORD version, const BYTE *data, ULONG len)

@@ -30,10 +30,10 @@ STRING_FRAME = "TestApp.Alloc.AllocMix.AllocStrings"
 class AllocMix(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
-        # without the overhead budget: on a loaded machine the governor runs the allocation
-        # events for a share of each second, and the total then leaves its own interval by up
-        # to 0.6 % (the interval counts each second at its share, the total each sample at the
-        # share when it came); the governed figures are test_governor's
+        # without the overhead budget: on a loaded machine the governor would run the
+        # allocation events for a share of each second, and the total then reads low by what the
+        # events slow the app down while on (docs/overhead-budget.md); this test is about the
+        # estimator, the governed figures are test_governor's
         cls.app = ProfiledApp("alloc-mix", ["--seconds", str(RUN), "--large-every", "3"],
                               env={"CLRSCOPE_OVERHEAD_BUDGET": "0"})
         app = cls.app

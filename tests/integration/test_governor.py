@@ -87,6 +87,14 @@ class Governor(unittest.TestCase):
         true_rate = self.truth["total_allocated_bytes_delta"] / self.truth["elapsed_s"]
         self.assertGreater(est_rate / true_rate, 0.6, (est_rate, true_rate))
         self.assertLess(est_rate / true_rate, 1.15, (est_rate, true_rate))
+        # the total's interval weighs each sample as the total does (by the share when it came),
+        # so the total lies inside it however the share moved within a second
+        ci = self.table["total"].get("ci95")
+        if self.table["method"] == "AllocationSampled":
+            self.assertIsNotNone(ci)
+            why = (ci, self.table["total"], self.table.get("dropped"))
+            self.assertLess(ci[0], self.table["total"]["bytes"], why)
+            self.assertGreater(ci[1], self.table["total"]["bytes"], why)
 
     def test_status_and_metrics_show_the_budget(self):
         b = self.status["budget"]

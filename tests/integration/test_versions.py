@@ -12,7 +12,12 @@ from harness import ProfiledApp, available_runtimes, tree_totals_by_name
 
 class Versions(unittest.TestCase):
     def check_runtime(self, rt):
-        with ProfiledApp("demo", ["--seconds", "12", "--mb-per-s", "30"], runtime=rt) as app:
+        # without the overhead budget: under a loaded machine (and ASan) the governor may keep
+        # the allocation events on 2 % of each second, a few dozen samples in the window, and
+        # the estimate is then within its interval, not within the 20 % asked here (the
+        # governed figures are test_governor's)
+        with ProfiledApp("demo", ["--seconds", "12", "--mb-per-s", "30"], runtime=rt,
+                         env={"CLRSCOPE_OVERHEAD_BUDGET": "0"}) as app:
             app.wait_ready()
             time.sleep(8)
             st = app.json("/api/v1/status")
