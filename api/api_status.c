@@ -121,6 +121,8 @@ int api_status(const struct api_req *q, struct api_reply *out)
         cJSON_AddNumberToObject(sg, "timer_failures", (double)ss.sig.timer_failures);
         cJSON_AddNumberToObject(sg, "ring_full", (double)ss.sig.ring_full);
         cJSON_AddNumberToObject(sg, "interrupted_calls", (double)ss.sig.interrupted);
+        cJSON_AddNumberToObject(sg, "interrupted_calls_outside",
+                                (double)ss.sig.interrupted_outside);
         cJSON_AddNumberToObject(sg, "leaf_only", (double)(ss.sig.no_stack + ss.sig.altstack));
         cJSON_AddNumberToObject(sg, "truncated", (double)ss.sig.truncated);
         cJSON_AddNumberToObject(sg, "maps_refreshes", (double)ss.sig.maps_refreshes);

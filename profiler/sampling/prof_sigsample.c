@@ -47,7 +47,12 @@ void prof_sigsample_set_timer(int mode, double budget)
 
 void prof_sigsample_set_cfi(int on)
 {
+#if defined(__x86_64__)
     sig.cfi_off = !on;
+#else
+    (void)on;
+    sig.cfi_off = 1; /* prof_cfi_step knows x86-64's registers only: frame pointers */
+#endif
 }
 
 void sigsample_retire(int ring, int fd)
@@ -285,6 +290,7 @@ void prof_sigsample_get_stats(struct prof_sigsample_stats *out)
     out->handler_cycles = __atomic_load_n(&g_sig.handler_cycles, __ATOMIC_RELAXED);
     out->ring_full = __atomic_load_n(&g_sig.ring_full, __ATOMIC_RELAXED);
     out->interrupted = __atomic_load_n(&g_sig.interrupted, __ATOMIC_RELAXED);
+    out->interrupted_outside = sig.interrupted_outside;
     out->no_stack = __atomic_load_n(&g_sig.no_stack, __ATOMIC_RELAXED);
     out->altstack = __atomic_load_n(&g_sig.altstack, __ATOMIC_RELAXED);
     out->truncated = sig.truncated;

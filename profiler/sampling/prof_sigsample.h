@@ -37,6 +37,7 @@ struct prof_sigsample_stats {
     uint64_t stale;            /* signals for a ring that had changed owner (ignored) */
     uint64_t ring_full;        /* expirations that found both entries full (weight carried) */
     uint64_t interrupted;      /* CPU samples whose signal cut a system call short (EINTR) */
+    uint64_t interrupted_outside; /* of them, calls code outside the runtime made */
     uint64_t no_stack;         /* walks limited to the leaf: stack not in the maps snapshot */
     uint64_t altstack;         /* walks limited to the leaf: thread on its signal stack */
     uint64_t truncated;        /* walks stopped at CLRSCOPE_MAX_FRAMES */

@@ -53,6 +53,8 @@ int sigsample_drain_ring(struct sthread *t, prof_sigsample_fn fn, void *arg)
             sig.truncated++;
         if (e->flags & PROF_SIG_F_NEWCODE)
             sig.new_code++;
+        if ((e->flags & PROF_SIG_F_EINTR) && sigsample_cut_call_outside(e->ips, n))
+            sig.interrupted_outside++;
         struct prof_sigsample smp = {.tid = t->tid, .flags = (int)e->flags, .n = (int)n,
                                      .nwindow = (int)nw, .ips = e->ips, .window = e->window,
                                      .cpu_ns = cpu, .epoch = e->epoch, .found = e->found,

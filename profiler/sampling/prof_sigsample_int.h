@@ -6,6 +6,7 @@
  * The files: prof_sigsample.c (the signal, start and stop, housekeeping, stats),
  * prof_sigsample_timers.c (each thread's ring and clock: arming, disarming, switching clocks),
  * prof_sigsample_drain.c (reading the rings), prof_sigsample_wall.c (wall asks),
+ * prof_sigsample_caller.c (whose code made a system call a signal cut short),
  * prof_sigsample_review.c (auto: what perf events
  * cost the app) and prof_sigsample_calib.c (its one measurement, on a helper thread).
  *
@@ -101,6 +102,7 @@ struct sigsample_state {
     struct retired *ret;  /* rings and perf events the handler may still be using */
     size_t nret, capret;
     uint64_t timer_failures, samples, truncated, new_code;
+    uint64_t interrupted_outside; /* CPU samples that cut short a call made outside the runtime */
     int timer_failure_logged, perf_logged; /* atomic (prof_log_once) */
 };
 
@@ -141,9 +143,13 @@ int sigsample_drain_ring(struct sthread *t, prof_sigsample_fn fn, void *arg);
  * the main thread nor the calling one. */
 int sigsample_signal_free(int s);
 
-/* prof_sigsample_wall.c: 1 when a native frame's name ("[native libcoreclr.so]") is the
+/* prof_sigsample_caller.c: 1 when a native frame's name ("[native libcoreclr.so]") is the
  * runtime's own code. */
 int sigsample_wall_runtime_code(const char *name);
+/* prof_sigsample_caller.c: for a walk whose signal cut a system call short (PROF_SIG_F_EINTR),
+ * the name of the code outside the runtime that made the call (the first frame past the
+ * CFI-unwound libraries), or NULL when the runtime made it or the walk does not say. */
+const char *sigsample_cut_call_outside(const uintptr_t *ips, uint32_t n);
 
 /* prof_sigsample_calib.c: what a perf event on each of two threads adds to a context switch
  * between them on one CPU (ns), or -1 when it could not be measured. */

@@ -108,22 +108,6 @@ static struct sthread *find_thread(uint32_t tid)
     return NULL;
 }
 
-int sigsample_wall_runtime_code(const char *name)
-{
-    /* (and clrscope's own: on the app's threads, in the runtime's callbacks, it waits only on
-     * mutexes and in back-off sleeps, which a signal at most cuts short) */
-    static const char *const libs[] = {"[native libcoreclr.so]", "[native libclrjit.so]",
-                                       "[native libclrgc.so]", "[native libclrgcexp.so]",
-                                       "[native libclrscope.so]"};
-    for (size_t i = 0; i < sizeof libs / sizeof *libs; i++)
-        if (!strcmp(name, libs[i]))
-            return 1;
-    /* libSystem.Native.so, libSystem.Net.Security.Native.so, ...: the BCL's shims */
-    size_t n = strlen(name);
-    return !strncmp(name, "[native libSystem.", 18) && n > 12 &&
-           !strcmp(name + n - 11, ".Native.so]");
-}
-
 /* Whether the system call a thread is blocked in, at user pc and sp, was made by the runtime's
  * own native code: the frames in the CFI-unwound libraries (libc, the loader, ...) are stepped
  * over on a copy of the stack; the first frame that is the runtime's, or past them, decides. 1: the runtime's code, 0:
@@ -309,23 +293,14 @@ void prof_sigsample_wall_wait(int64_t max_ns)
     }
 }
 
-/* An answer's signal cut a system call short: the first of its frames outside the libraries
- * unwound by their CFI (libc, the loader) says who made the call; when that is known and is not
- * the runtime's code, the thread is asked no more (one log line the first time). */
+/* An answer's signal cut a system call short: when code outside the runtime made the call, the
+ * thread is asked no more (one log line the first time). */
 static void interrupted(struct sthread *t, const uintptr_t *ips, uint32_t n)
 {
     wall.interrupted++;
-    const struct prof_cfi *cfi = __atomic_load_n(&g_sig.cfi, __ATOMIC_ACQUIRE);
-    const char *caller = NULL;
-    for (uint32_t i = 0; i < n && !caller; i++) {
-        uintptr_t pc = i ? ips[i] - 1 : ips[i];
-        const struct prof_cfi_lib *l = prof_cfi_find(cfi, pc);
-        if (!l || l->leaf_only || sigsample_wall_runtime_code(prof_maps_native_name(pc)))
-            caller = prof_maps_native_name(pc);
-    }
-    if (!caller || sigsample_wall_runtime_code(caller))
-        return; /* the runtime's own code retries EINTR; a walk that did not get past libc (a
-                 * stack the maps snapshot did not know yet) does not say */
+    const char *caller = sigsample_cut_call_outside(ips, n);
+    if (!caller)
+        return;
     wall.interrupted_outside++;
     t->wall_fragile = 1;
     prof_log_once(wall.interrupted_logged, LOG_INFO, "wall sampler: an ask cut short a system "
