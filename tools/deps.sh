@@ -1,10 +1,14 @@
 #!/usr/bin/env bash
-# tools/deps.sh [build|quick|test] - installs what clrscope needs and this machine lacks (Debian).
+# tools/deps.sh [build|quick|test|arm64] - installs what clrscope needs and this machine lacks
+# (Debian).
 #   build: compiler, CMake, civetweb, cJSON, zlib, libcurl headers
 #   quick: the above + clang and its fuzzer runtime (tools/test.sh --quick)
 #   test:  the above + Go (go tool pprof), Chromium, Node/npm, curl, python3, wrk, clang and
 #          its runtime libraries (libFuzzer targets, tools/fuzz.sh), dpkg-dev (dpkg-source, for
 #          the packages' civetweb and cJSON sources: tools/packaging/debian-sources.sh)
+#   arm64: the above for build + the cross build for linux-arm64 (CMakePresets.json): the
+#          cross compiler, and arm64 civetweb, cJSON, zlib and libcurl headers from Debian's
+#          multiarch (which this adds the arm64 architecture to)
 # Says what it installs. The .NET SDK is not a Debian package: it must already be on PATH.
 set -euo pipefail
 what=${1:-test}
@@ -35,6 +39,17 @@ if [ "$what" = test ]; then
   have_cmd wrk || need_pkgs+=(wrk)
   have_cmd dpkg-source || need_pkgs+=(dpkg-dev)
   have_cmd unshare || need_pkgs+=(util-linux)
+fi
+
+if [ "$what" = arm64 ]; then
+  have_cmd aarch64-linux-gnu-gcc || need_pkgs+=(gcc-aarch64-linux-gnu)
+  for p in libcivetweb-dev libcjson-dev zlib1g-dev libcurl4-openssl-dev; do
+    dpkg-query -W "$p:arm64" >/dev/null 2>&1 || need_pkgs+=("$p:arm64")
+  done
+  if ! dpkg --print-foreign-architectures | grep -qx arm64; then
+    echo "deps: adding the arm64 architecture to dpkg (multiarch)"
+    [ "$(id -u)" -eq 0 ] && dpkg --add-architecture arm64 || sudo dpkg --add-architecture arm64
+  fi
 fi
 
 if [ ${#need_pkgs[@]} -gt 0 ]; then

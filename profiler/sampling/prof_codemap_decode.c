@@ -3,6 +3,10 @@
  * prof_codemap.h): a method's prologue (its frame shape), where the return address lies at any pc
  * inside it, and whether the bytes before a return address end with a call instruction. Pure
  * functions of the bytes given; any thread.
+ *
+ * On arm64 only the last is decoded (bl, blr); a method's frame shape is not known (the JIT
+ * builds a frame record for nearly every method there, and the walk follows it), so every
+ * method counts as framed.
  */
 #include <stddef.h>
 #include <stdint.h>
@@ -14,6 +18,37 @@ static uint32_t le32(const uint8_t *p)
 {
     return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
 }
+
+#if defined(__aarch64__)
+
+int prof_frame_decode(const uint8_t *c, size_t len, struct prof_frame_shape *sh)
+{
+    (void)c;
+    (void)len;
+    memset(sh, 0, sizeof *sh); /* not known */
+    return 0;
+}
+
+long prof_frame_ra_offset(const struct prof_frame_shape *sh, uint32_t off, const uint8_t *at,
+                          size_t len)
+{
+    (void)sh;
+    (void)off;
+    (void)at;
+    (void)len;
+    return -1;
+}
+
+int prof_frame_is_call_site(const uint8_t *b, size_t n)
+{
+    if (n < 4)
+        return 0;
+    uint32_t w = le32(b + n - 4);
+    return (w & 0xFC000000u) == 0x94000000u ||  /* bl imm26 */
+           (w & 0xFFFFFC1Fu) == 0xD63F0000u;    /* blr xN */
+}
+
+#else
 
 /* Length of one prologue instruction at c[0..len), the bytes it reserves, whether it sets rbp. */
 static size_t prolog_insn(const uint8_t *c, size_t len, uint32_t *add, int *sets_fp, int *push_fp)
@@ -177,3 +212,5 @@ int prof_frame_is_call_site(const uint8_t *b, size_t n)
     }
     return 0;
 }
+
+#endif

@@ -157,7 +157,11 @@ static struct prof_sig_maps *build_maps(void)
     m->exec = ex;
     m->nrw = nrw;
     m->nexec = nex;
+#if defined(__aarch64__)
+    m->new_code_hi = (uintptr_t)1 << 48; /* arm64's user space (48-bit addresses) */
+#else
     m->new_code_hi = (uintptr_t)1 << 47; /* x86-64's user space without a hint for more */
+#endif
     for (uint32_t i = 0; i < nrw; i++)
         if (rw[i].flags & PROF_SIG_R_MAIN_STACK)
             m->new_code_hi = rw[i].lo;

@@ -36,18 +36,14 @@
 #include <time.h>
 #include <ucontext.h>
 
+#include "prof_arch.h"
 #include "prof_cfi.h"
 
 struct prof_sig_shared g_sig;
 __thread __attribute__((tls_model("initial-exec"))) struct prof_sig_jit_marks prof_sig_jit;
 
 /* A system call without libc (this file references no outside symbol) and without errno. */
-static inline long raw_syscall3(long n, long a, long b, long c)
-{
-    long ret;
-    __asm__ volatile("syscall" : "=a"(ret) : "a"(n), "D"(a), "S"(b), "d"(c) : "rcx", "r11", "memory");
-    return ret;
-}
+#define raw_syscall3 prof_arch_syscall3
 
 /* Wakes the sampler if it naps through idle ticks with its doorbell armed (once per arming):
  * new samples to drain, or a walk that found the maps snapshot behind. */
@@ -105,9 +101,7 @@ static uintptr_t load_word(uintptr_t addr)
 
 static uintptr_t thread_pointer(void)
 {
-    uintptr_t tp;
-    __asm__ volatile("mov %%fs:0, %0" : "=r"(tp)); /* glibc: tcbhead_t.tcb points to itself */
-    return tp;
+    return prof_arch_thread_pointer(); /* (near the top of the thread's stack mapping) */
 }
 
 /* The top of the stack that holds sp, if sp lies on the calling thread's own stack in the
@@ -459,9 +453,9 @@ static uint32_t chain(uintptr_t *ips, uint32_t n, uint32_t max, uintptr_t sp, ui
 static uint32_t walk(struct prof_sig_entry *e, const ucontext_t *uc)
 {
     const uint32_t max = (uint32_t)g_sig.max_frames;
-    const uintptr_t pc = (uintptr_t)uc->uc_mcontext.gregs[REG_RIP];
-    const uintptr_t sp = (uintptr_t)uc->uc_mcontext.gregs[REG_RSP];
-    const uintptr_t bp = (uintptr_t)uc->uc_mcontext.gregs[REG_RBP];
+    const uintptr_t pc = prof_arch_pc(uc);
+    const uintptr_t sp = prof_arch_sp(uc);
+    const uintptr_t bp = prof_arch_fp(uc);
     uint32_t n = 0;
     e->ips[n++] = pc;
 
@@ -477,12 +471,13 @@ static uint32_t walk(struct prof_sig_entry *e, const ucontext_t *uc)
     }
     /* A signal that lands in a system call the kernel does not restart (poll, epoll_wait,
      * nanosleep, ...; signal(7)) makes it return EINTR: the handler then sees the pc right after
-     * the syscall instruction (0f 05) and -EINTR in rax. A restarted call has its pc moved back
-     * onto the instruction, and is not counted. The two bytes are read only where the snapshot
-     * knows code. */
-    if ((long)uc->uc_mcontext.gregs[REG_RAX] == -4 && pc >= 2 &&
-        find_range(m->exec, m->nexec, pc - 2) && find_range(m->exec, m->nexec, pc - 1) &&
-        *(const volatile uint8_t *)(pc - 2) == 0x0f && *(const volatile uint8_t *)(pc - 1) == 0x05)
+     * the system call instruction (x86-64 syscall, arm64 svc #0) and -EINTR in the result
+     * register. A restarted call has its pc moved back onto the instruction, and is not
+     * counted. The instruction's bytes are read only where the snapshot knows code. */
+    if (prof_arch_ret(uc) == -4 && pc >= PROF_ARCH_SYSCALL_LEN &&
+        find_range(m->exec, m->nexec, pc - PROF_ARCH_SYSCALL_LEN) &&
+        find_range(m->exec, m->nexec, pc - 1) &&
+        prof_arch_is_syscall((const volatile uint8_t *)(pc - PROF_ARCH_SYSCALL_LEN)))
         e->flags |= PROF_SIG_F_EINTR;
     uint32_t flags = 0;
     uintptr_t top = stack_top(m, sp, &flags);
@@ -529,8 +524,7 @@ __attribute__((noinline)) uint32_t prof_sig_walk_self(uintptr_t *ips, uint32_t m
                                .skip = skip ? skip : &none,
                                .out = out,
                                .calibrate = calibrate};
-        uintptr_t sp, bp = (uintptr_t)__builtin_frame_address(0);
-        __asm__ volatile("mov %%rsp, %0" : "=r"(sp));
+        uintptr_t sp = prof_arch_stack_pointer(), bp = (uintptr_t)__builtin_frame_address(0);
         uintptr_t top = stack_top(m, sp, flags);
         if (top)
             n = chain(ips, 0, max, sp, bp, top, m, &sw, NULL, flags);

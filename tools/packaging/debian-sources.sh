@@ -17,7 +17,9 @@ dest=$(cd "$dest" && pwd)
 
 want=()
 for pkg in libcivetweb-dev libcjson-dev; do
-  v=$(dpkg-query -W -f='${source:Package}=${source:Version}' "$pkg" 2>/dev/null) || {
+  # the build machine's own architecture (with multiarch, another one may be installed too)
+  v=$(dpkg-query -W -f='${source:Package}=${source:Version}' "$pkg:$(dpkg --print-architecture)" \
+      2>/dev/null) || {
     echo "debian-sources: $pkg is not installed (tools/deps.sh build installs it)" >&2
     exit 1
   }
