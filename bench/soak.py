@@ -16,9 +16,13 @@ Meanwhile:
   - the agent changes every SOAK_AGENT_MIN minutes (5): ok, 500, ok, slow (answers after 5 s),
     ok, hang (never answers), ok, down, and again; it is ok for the last two periods.
 
+Beside it, the same server without clrscope under the same load (its own wrk), for the RSS the
+app grows by itself (SOAK_BASELINE=0 leaves it out).
+
 Every minute one row: RSS, clrscope's memory by module, open descriptors, threads, the server's
-requests per second, clrscope's CPU, the export's counters, the agent's mode (SOAK_ROWS names the
-JSON-lines file; by default one in the temp directory). At the end:
+requests per second, clrscope's CPU, the export's counters, the agent's mode, and the baseline
+server's RSS and requests per second (SOAK_ROWS names the JSON-lines file; by default one in the
+temp directory). At the end:
   - the server answered throughout (wrk's errors and non-2xx replies);
   - the export reconciled, two periods after the load stops with the agent ok: profiles built =
     uploaded + dropped + queued (+1 in flight); uploads = the agent's 2xx answers (but for the
@@ -30,7 +34,8 @@ JSON-lines file; by default one in the temp directory). At the end:
     failures; the export's apart, reconciled above) did not move in the second half;
   - RSS, clrscope's memory, descriptors and threads are flat after the first 15 minutes: their
     least-squares slope is within two standard errors of zero, or below 1 MB (1 descriptor, 1
-    thread) per hour.
+    thread) per hour; or, for RSS, no steeper than the baseline server's by more than that (the
+    difference of the two slopes is what clrscope adds).
 
 Usage: bench/soak.py BUILD [MINUTES]   (default 120). Prints the per-10-minute table and one
 summary; exits 1 when something was lost, failed or grew.
@@ -129,6 +134,13 @@ def main():
     if not url:
         sys.exit("no dashboard")
     wait_http(base + "/health")
+    baseline = bport = None
+    if os.environ.get("SOAK_BASELINE", "1") != "0":
+        bport = port + 1000
+        baseline = App(build, ["dotnet", webapp, "--urls", f"http://127.0.0.1:{bport}"],
+                       profile=False)
+        wait_http(f"http://127.0.0.1:{bport}/health")
+    bserved_prev = None
     t0 = time.monotonic()
     end = t0 + minutes * 60
     half = t0 + minutes * 30
@@ -137,6 +149,13 @@ def main():
     wrk = subprocess.Popen(["wrk", "-t1", "-c16", f"-d{int(minutes * 60)}s", "-s", lua, base],
                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                            env=dict(os.environ, WRK_PACE_MS=os.environ.get("WRK_PACE_MS", "20")))
+    bwrk = None
+    if baseline:
+        bwrk = subprocess.Popen(["wrk", "-t1", "-c16", f"-d{int(minutes * 60)}s", "-s", lua,
+                                 f"http://127.0.0.1:{bport}"],
+                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                                env=dict(os.environ,
+                                         WRK_PACE_MS=os.environ.get("WRK_PACE_MS", "20")))
     browser = None
     node_modules = os.path.join(HERE, "..", "tests", "browser", "node_modules", "playwright-core")
     if shutil.which("node") and os.path.exists(os.environ.get("CHROMIUM", "/usr/bin/chromium")) \
@@ -214,6 +233,17 @@ def main():
                        "clrscope_cpu_s": st["self"].get("cpu_s"), "agent": agent.mode,
                        "export": {k: exp.get(k) for k in ("profiles", "uploads", "failures",
                                                           "dropped", "queue")}}
+                if baseline and baseline.proc.poll() is None:
+                    try:
+                        bserved = get_json(f"http://127.0.0.1:{bport}/stats", timeout=5)
+                        bserved = bserved.get("served", 0)
+                        row["rss_base_mb"] = rss_bytes(baseline.proc.pid) / 2**20
+                        row["rps_base"] = (round((bserved - bserved_prev[1]) /
+                                                 (t - bserved_prev[0]), 1)
+                                           if bserved_prev else None)
+                        bserved_prev = (t, bserved)
+                    except OSError as e:
+                        failed_answers.append(f"baseline row: {e}")
                 rows.append(row)
                 rows_file.write(json.dumps(row) + "\n")
                 rows_file.flush()
@@ -256,6 +286,11 @@ def main():
     except subprocess.TimeoutExpired:
         wrk.terminate()
         wrk_out = wrk.communicate(timeout=60)[0]
+    if bwrk:
+        try:
+            bwrk.communicate(timeout=30)
+        except subprocess.TimeoutExpired:
+            bwrk.terminate()
     agent.set_mode("ok")
     time.sleep(2 * period + 5)
     alive = app.proc.poll() is None
@@ -271,6 +306,8 @@ def main():
             browser.kill()
             browser_out = {"error": "the browser did not finish"}
     app.stop()
+    if baseline:
+        baseline.stop()
     agent.stop()
     by_mode = {}
     for r in agent.requests:
@@ -321,15 +358,19 @@ def main():
         problems.append("browser: " + json.dumps(browser_out))
     settled = [r for r in rows if r["min"] >= 15]
     trends = {}
-    for key, unit, floor in (("rss_mb", "MB", 1.0), ("clrscope_mb", "MB", 1.0),
-                             ("fds", "descriptors", 1.0), ("threads", "threads", 1.0)):
+    for key, unit, floor in (("rss_base_mb", "MB", 1.0), ("rss_mb", "MB", 1.0),
+                             ("clrscope_mb", "MB", 1.0), ("fds", "descriptors", 1.0),
+                             ("threads", "threads", 1.0)):
         pts = [(r["min"] / 60, r[key]) for r in settled if r.get(key) is not None]
         b, se = slope(pts)
         if b is None:
             continue
         flat = abs(b) <= floor or abs(b) <= 2 * se
+        if key == "rss_mb" and not flat and "rss_base_mb" in trends:
+            bb, bse = trends["rss_base_mb"][:2]  # what the app grows by itself
+            flat = b - bb <= floor or b - bb <= 2 * math.hypot(se, bse)
         trends[key] = (b, se, flat, unit)
-        if not flat:
+        if not flat and key != "rss_base_mb":
             problems.append(f"{key} grows {b:+.2f} {unit}/hour (± {se:.2f}) after minute 15")
     print(f"soak: {minutes:g} min, {reqs.group(1) if reqs else '?'} requests, "
           f"{exp.get('uploads')} uploads, {snapshots} heap snapshots, {pulls} pprof pulls, "
@@ -338,12 +379,15 @@ def main():
           f"{exp.get('dropped')} {json.dumps(drops)}; rows in {rows_path}")
     if browser_out is not None:
         print(f"  browser: {json.dumps(browser_out)}")
-    print("  | minute | agent | RSS MB | clrscope MB | fds | threads | req/s | clrscope CPU s |")
-    print("  |---|---|---|---|---|---|---|---|")
+    print("  | minute | agent | RSS MB | clrscope MB | fds | threads | req/s | clrscope CPU s "
+          "| baseline RSS MB | baseline req/s |")
+    print("  |---|---|---|---|---|---|---|---|---|---|")
     for r in rows:
         if r["min"] % 10 == 0 or r is rows[-1]:
+            base_rss = f"{r['rss_base_mb']:.1f}" if r.get("rss_base_mb") is not None else "-"
             print(f"  | {r['min']} | {r['agent']} | {r['rss_mb']:.1f} | {r['clrscope_mb']:.1f} | "
-                  f"{r['fds']} | {r['threads']} | {r['rps']} | {r['clrscope_cpu_s']:.1f} |")
+                  f"{r['fds']} | {r['threads']} | {r['rps']} | {r['clrscope_cpu_s']:.1f} | "
+                  f"{base_rss} | {r.get('rps_base', '-')} |")
     for key, (b, se, flat, unit) in trends.items():
         print(f"  {key}: {b:+.2f} ± {se:.2f} {unit}/hour after minute 15 "
               f"({'flat' if flat else 'GROWS'})")
@@ -354,6 +398,9 @@ def main():
               f"in {hours:.2f} h")
     if "rss_mb" in trends:
         emit("soak", "RSS slope after minute 15", round(trends["rss_mb"][0], 2), "MB/hour")
+    if "rss_base_mb" in trends:
+        emit("soak", "baseline RSS slope after minute 15 (no clrscope)",
+             round(trends["rss_base_mb"][0], 2), "MB/hour")
     for p in problems:
         print("  PROBLEM: " + p)
     print("  nothing lost" if not problems else "")
