@@ -7,8 +7,8 @@
  * Both keep a frame record of two words where the frame pointer points (rbp / x29): the caller's
  * frame pointer, then the return address, so the frame-pointer walk is the same on both. On
  * arm64 a function that calls nothing may keep its return address in the link register (x30)
- * and make no record: the walk then starts from the caller's record and may miss that caller
- * (prof_arch_lr gives the link register for the sampler to judge).
+ * and make no record: the walk then starts from the caller's record and misses that caller (a
+ * known gap on arm64: the link register is not used yet).
  */
 #ifndef PROF_ARCH_H
 #define PROF_ARCH_H
@@ -34,11 +34,6 @@ static inline uintptr_t prof_arch_fp(const ucontext_t *uc)
 static inline long prof_arch_ret(const ucontext_t *uc)
 {
     return (long)uc->uc_mcontext.gregs[REG_RAX];
-}
-static inline uintptr_t prof_arch_lr(const ucontext_t *uc)
-{
-    (void)uc;
-    return 0; /* (the return address is on the stack) */
 }
 
 /* A system call without libc (and without errno). */
@@ -89,10 +84,6 @@ static inline uintptr_t prof_arch_fp(const ucontext_t *uc)
 static inline long prof_arch_ret(const ucontext_t *uc)
 {
     return (long)uc->uc_mcontext.regs[0];
-}
-static inline uintptr_t prof_arch_lr(const ucontext_t *uc)
-{
-    return (uintptr_t)uc->uc_mcontext.regs[30];
 }
 
 static inline long prof_arch_syscall3(long n, long a, long b, long c)
