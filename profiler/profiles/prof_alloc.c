@@ -63,10 +63,10 @@
  * by the allocating threads in the event callback, lock-free, and read by any thread. */
 static struct alloc_state {
     int method; /* enum prof_alloc_method */
-    /* AllocationSampled, per second (their slots: atomic): samples and sum(size - offset);
-     * and the same weighed as the totals weigh them, by the governor's scale w when each came:
-     * sum(w) and sum(w^2) in thousandths, sum(w (size - offset)) (prof_alloc_total_ci) */
-    uint64_t *sec_samples, *sec_u, *sec_w, *sec_w2, *sec_wu;
+    /* AllocationSampled, per second (their slots: atomic): samples, and the sums the interval
+     * needs weighed as the totals weigh them, by the governor's scale w when each came: sum(w)
+     * and sum(w^2) in thousandths, sum(w (size - offset)) (prof_alloc_total_ci) */
+    uint64_t *sec_samples, *sec_w, *sec_w2, *sec_wu;
     /* the share of each second the allocation events were on, in millionths, set by the
      * governor (prof_alloc_note_coverage); a second without a slot was fully on */
     uint64_t *sec_on;
@@ -97,20 +97,18 @@ void prof_alloc_session_needs(UINT64 *keywords, UINT32 *level)
         if (!alloc.sec_samples) {
             alloc.nsec = (uint32_t)g_cfg.history_s + 16;
             alloc.sec_samples = calloc(alloc.nsec, sizeof *alloc.sec_samples);
-            alloc.sec_u = calloc(alloc.nsec, sizeof *alloc.sec_u);
             alloc.sec_on = calloc(alloc.nsec, sizeof *alloc.sec_on);
             alloc.sec_w = calloc(alloc.nsec, sizeof *alloc.sec_w);
             alloc.sec_w2 = calloc(alloc.nsec, sizeof *alloc.sec_w2);
             alloc.sec_wu = calloc(alloc.nsec, sizeof *alloc.sec_wu);
-            if (!alloc.sec_samples || !alloc.sec_u || !alloc.sec_on || !alloc.sec_w ||
+            if (!alloc.sec_samples || !alloc.sec_on || !alloc.sec_w ||
                 !alloc.sec_w2 || !alloc.sec_wu) {
                 free(alloc.sec_samples);
-                free(alloc.sec_u);
                 free(alloc.sec_on);
                 free(alloc.sec_w);
                 free(alloc.sec_w2);
                 free(alloc.sec_wu);
-                alloc.sec_samples = alloc.sec_u = alloc.sec_on = NULL; /* no interval */
+                alloc.sec_samples = alloc.sec_on = NULL; /* no interval */
                 alloc.sec_w = alloc.sec_w2 = alloc.sec_wu = NULL;
             }
         }
@@ -353,7 +351,6 @@ static void take_sample(uint64_t type_id, const BYTE *d, ULONG len, size_t name_
     __atomic_fetch_add(&alloc.samples, 1, __ATOMIC_RELAXED);
     if (u) {
         sec_add(alloc.sec_samples, 1, t_unix);
-        sec_add(alloc.sec_u, u, t_unix);
         sec_add(alloc.sec_w, (uint64_t)llround(scale * 1000.0), t_unix);
         sec_add(alloc.sec_w2, (uint64_t)llround(scale * scale * 1000.0), t_unix);
         sec_add(alloc.sec_wu, (uint64_t)llround(scale * (double)u), t_unix);
