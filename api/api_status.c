@@ -170,6 +170,11 @@ int api_status(const struct api_req *q, struct api_reply *out)
         cJSON_AddNumberToObject(nsy, "functions", (double)nst.functions);
         cJSON_AddNumberToObject(nsy, "bytes", (double)nst.bytes);
         cJSON_AddNumberToObject(nsy, "over_cap", (double)nst.over_cap);
+        cJSON *inl = cJSON_AddObjectToObject(sg, "inlining");
+        cJSON_AddNumberToObject(inl, "pairs", (double)cm.inline_pairs);
+        cJSON_AddNumberToObject(inl, "dropped", (double)cm.inline_dropped);
+        cJSON_AddNumberToObject(inl, "frames", (double)cm.inline_frames);
+        cJSON_AddNumberToObject(inl, "ambiguous", (double)cm.inline_ambiguous);
         cJSON *dm = cJSON_AddObjectToObject(sg, "dynamic_methods");
         cJSON_AddNumberToObject(dm, "known", (double)cm.dynamic_methods);
         cJSON_AddNumberToObject(dm, "compiled", (double)cm.dynamic_compiled);

@@ -103,6 +103,8 @@ def main():
         print(f"/parallel-lock: {100 * lam / max(wait, 1):.1f} % of the lock wait under "
               f"Inventory.Reserve.{{lambda}}; owner known for {100 * known / max(known + unknown, 1):.1f} "
               f"% of the wait")
+        inl = get_json(url + "api/v1/status")["self"]["signal_sampler"].get("inlining", {})
+        print(f"  inlining: {inl}")
         top = sorted(out, key=lambda x: -x[1])[:2]
         for p, v in top:
             print(f"  {100 * v / max(wait, 1):.1f} %  ... > " + " > ".join(p[-4:]))

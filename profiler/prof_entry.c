@@ -111,7 +111,8 @@ static HRESULT entry_initialize(void *info_unknown)
      * function unloads: for DynamicMethodJITCompilationFinished and DynamicMethodUnloaded, where
      * the code of dynamic methods is (prof_codemap.h), and the compilations' starts and ends, which
      * label the JIT's CPU samples with the method compiled (prof_sighandler.h; the other JIT
-     * callbacks return at once, JITInlining allows every inlining) */
+     * callbacks return at once; JITInlining allows every inlining and notes the pair, which names
+     * inlined code as its own frame) */
     DWORD lo = COR_PRF_MONITOR_THREADS | COR_PRF_ENABLE_STACK_SNAPSHOT | COR_PRF_MONITOR_MODULE_LOADS |
                COR_PRF_MONITOR_JIT_COMPILATION;
     DWORD hi = COR_PRF_HIGH_BASIC_GC | COR_PRF_HIGH_MONITOR_EVENT_PIPE |
@@ -336,8 +337,7 @@ static HRESULT cb_cached_function_search(void *self, FunctionID fn, BOOL *use_ca
 static HRESULT cb_jit_inlining(void *self, FunctionID caller, FunctionID callee, BOOL *inline_ok)
 {
     (void)self;
-    (void)caller;
-    (void)callee;
+    prof_codemap_inlining((uintptr_t)caller, (uintptr_t)callee);
     if (inline_ok)
         *inline_ok = 1;
     return S_OK;

@@ -222,7 +222,9 @@ static struct prof_rec *count_exception(uint64_t key, int again)
 static void send_sample(struct prof_rec *r)
 {
     int max = g_cfg.max_frames < REC_MAX_FRAMES ? g_cfg.max_frames : REC_MAX_FRAMES;
-    r->nframes = (uint32_t)prof_walk_current(r->frames, max, &r->truncated);
+    r->nframes = (uint32_t)prof_walk_current(r->frames, max, &r->truncated,
+                                             r->frames + REC_CHECK_AT);
+    r->rt_ips = 1;
     prof_ring_commit(prof_agg_ring(), r);
     __atomic_add_fetch(&exc_events.sampled, 1, __ATOMIC_RELAXED);
 }

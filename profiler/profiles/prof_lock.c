@@ -251,7 +251,9 @@ static void on_stop(DWORD version, const BYTE *data, ULONG len)
                           .assoc = assoc};
     memcpy(r->text, &m, sizeof m);
     int max = g_cfg.max_frames < REC_MAX_FRAMES ? g_cfg.max_frames : REC_MAX_FRAMES;
-    r->nframes = (uint32_t)prof_walk_current(r->frames, max, &r->truncated);
+    r->nframes = (uint32_t)prof_walk_current(r->frames, max, &r->truncated,
+                                             r->frames + REC_CHECK_AT);
+    r->rt_ips = 1;
     prof_ring_commit(prof_agg_ring(), r);
     __atomic_add_fetch(&lock_events.sampled, 1, __ATOMIC_RELAXED);
 }

@@ -70,6 +70,7 @@ struct prof_rec *prof_ring_reserve(struct prof_ring *r)
                  * frames start clear, whoever the producer is */
                 s->rec.ips = 0;
                 s->rec.check = 0;
+                s->rec.rt_ips = 0;
                 s->rec.epoch = prof_unload_epoch();
                 return &s->rec;
             }

@@ -42,6 +42,8 @@ struct prof_rec {
     uint32_t ips;       /* 1: frames are return addresses, for prof_walk_resolve on clrscope-agg */
     uint32_t check;     /* nonzero: frames[REC_CHECK_AT..] hold the runtime's own walk of the same
                          * stack (check = count | 0x80000000 when cut), for prof_walk */
+    uint32_t rt_ips;    /* 1: frames are the runtime's walk's FunctionIDs and frames[REC_CHECK_AT..]
+                         * their addresses, for prof_walk_resolve (the frames of inlined code) */
     /* with `ips` (prof_sig_walk_self's report, see prof_sighandler.h) */
     uint64_t found, hops;
     uint64_t stub;

@@ -119,6 +119,15 @@ typedef struct COR_PRF_CODE_INFO {
     SIZE_T size;
 } COR_PRF_CODE_INFO;
 
+/* GetILToNativeMapping3: one range of native code and the IL offset it was compiled from
+ * (cordebuginfo.h: ilOffset (ULONG32)-1 no mapping, -2 prologue, -3 epilogue). Code the JIT
+ * inlined carries the IL offset of its call site in the method being compiled. */
+typedef struct COR_DEBUG_IL_TO_NATIVE_MAP {
+    ULONG32 ilOffset;
+    ULONG32 nativeStartOffset;
+    ULONG32 nativeEndOffset;
+} COR_DEBUG_IL_TO_NATIVE_MAP;
+
 typedef HRESULT (*StackSnapshotCallback)(FunctionID fn, UINT_PTR ip, UINT_PTR frame_info,
                                          ULONG32 ctx_size, BYTE *ctx, void *data);
 typedef BOOL (*ObjectCallback)(ObjectID obj, void *state);
@@ -177,7 +186,7 @@ typedef struct ICorProfilerInfo15Vtbl {
     /*  19 */ void *GetTokenAndMetaDataFromFunction;
     /*  20 */ HRESULT (*GetModuleInfo)(void *self, ModuleID mod, const BYTE **base, ULONG cch, ULONG *pcch, WCHAR *name, AssemblyID *asm_id);
     /*  21 */ HRESULT (*GetModuleMetaData)(void *self, ModuleID mod, DWORD flags, REFIID riid, void **out);
-    /*  22 */ void *GetILFunctionBody;
+    /*  22 */ HRESULT (*GetILFunctionBody)(void *self, ModuleID mod, mdToken method, const BYTE **header, ULONG *size);
     /*  23 */ void *GetILFunctionBodyAllocator;
     /*  24 */ void *SetILFunctionBody;
     /*  25 */ void *GetAppDomainInfo;
@@ -246,7 +255,7 @@ typedef struct ICorProfilerInfo15Vtbl {
     /*  88 */ void *GetFunctionFromIP3;
     /*  89 */ HRESULT (*GetDynamicFunctionInfo)(void *self, FunctionID fn, ModuleID *mod, const BYTE **sig, ULONG *cbsig, ULONG cch, ULONG *pcch, WCHAR *name);
     /*  90 */ HRESULT (*GetNativeCodeStartAddresses)(void *self, FunctionID fn, UINT_PTR rejit, ULONG32 cap, ULONG32 *count, UINT_PTR *starts);
-    /*  91 */ void *GetILToNativeMapping3;
+    /*  91 */ HRESULT (*GetILToNativeMapping3)(void *self, UINT_PTR start, ULONG32 cap, ULONG32 *count, COR_DEBUG_IL_TO_NATIVE_MAP *map);
     /*  92 */ HRESULT (*GetCodeInfo4)(void *self, UINT_PTR start, ULONG32 cap, ULONG32 *count, COR_PRF_CODE_INFO *infos);
     /*  93 */ HRESULT (*EnumerateObjectReferences)(void *self, ObjectID obj, ObjectReferenceCallback cb, void *data);
     /*  94 */ void *IsFrozenObject;
@@ -304,7 +313,7 @@ typedef struct IMetaDataImportVtbl {
     /*  28 */ void *FindField;
     /*  29 */ void *FindMemberRef;
     /*  30 */ HRESULT (*GetMethodProps)(void *self, mdMethodDef mb, mdTypeDef *cls, WCHAR *name, ULONG cch, ULONG *pcch, DWORD *attr, const BYTE **sig, ULONG *cbsig, ULONG *rva, DWORD *impl);
-    /*  31 */ void *GetMemberRefProps;
+    /*  31 */ HRESULT (*GetMemberRefProps)(void *self, mdToken mr, mdToken *parent, WCHAR *name, ULONG cch, ULONG *pcch, const BYTE **sig, ULONG *cbsig);
     /*  32 */ void *EnumProperties;
     /*  33 */ void *EnumEvents;
     /*  34 */ void *GetEventProps;
@@ -456,6 +465,7 @@ typedef struct IMetaDataImport2Vtbl {
     IMetaDataImportVtbl base;
     /*  65 */ HRESULT (*EnumGenericParams)(void *self, HCORENUM *e, mdToken owner, mdToken *params, ULONG cmax, ULONG *pcount);
     /*  66 */ HRESULT (*GetGenericParamProps)(void *self, mdToken gp, ULONG *seq, DWORD *flags, mdToken *owner, DWORD *reserved, WCHAR *name, ULONG cch, ULONG *pcch);
+    /*  67 */ HRESULT (*GetMethodSpecProps)(void *self, mdToken spec, mdToken *parent, const BYTE **sig, ULONG *cbsig);
 } IMetaDataImport2Vtbl;
 _Static_assert(offsetof(IMetaDataImport2Vtbl, EnumGenericParams) == 65 * sizeof(void *),
                "IMetaDataImport2 continues IMetaDataImport's 65 slots");

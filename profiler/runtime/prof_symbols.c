@@ -823,6 +823,50 @@ const char *prof_symbols_function(FunctionID fn)
     return hit;
 }
 
+int prof_symbols_method_token_name(ModuleID mod, mdToken tok, char *out, size_t cap)
+{
+    if (!cap)
+        return -1;
+    out[0] = 0;
+    int rc = -1;
+    pthread_mutex_lock(&symbols.lock);
+    IMetaDataImport *md = prof_unload_may_query() ? metadata_for(mod) : NULL;
+    WCHAR w[256];
+    ULONG got = 0;
+    if (md && (tok >> 24) == 0x2b) { /* MethodSpec: the method it instantiates */
+        IMetaDataImport2 *md2 = NULL;
+        mdToken parent = 0;
+        const BYTE *sig = NULL;
+        ULONG cb = 0;
+        if (md->vt->QueryInterface(md, &IID_IMetaDataImport2, (void **)&md2) == S_OK && md2) {
+            if (md2->vt->GetMethodSpecProps(md2, tok, &parent, &sig, &cb) < 0)
+                parent = 0;
+            md2->vt->base.Release(md2);
+        }
+        tok = parent;
+    }
+    if (md && (tok >> 24) == 0x06) {
+        mdTypeDef td = 0;
+        DWORD attr = 0, impl = 0;
+        ULONG rva = 0, cbsig = 0;
+        const BYTE *sig = NULL;
+        if (md->vt->GetMethodProps(md, tok, &td, w, 256, &got, &attr, &sig, &cbsig, &rva, &impl) >=
+            0)
+            rc = 0;
+    } else if (md && (tok >> 24) == 0x0a) {
+        mdToken parent = 0;
+        const BYTE *sig = NULL;
+        ULONG cbsig = 0;
+        if (md->vt->GetMemberRefProps(md, tok, &parent, w, 256, &got, &sig, &cbsig) >= 0)
+            rc = 0;
+    }
+    if (!rc)
+        prof_utf16_to_utf8(w, got, out, cap);
+    release_scratch();
+    pthread_mutex_unlock(&symbols.lock);
+    return rc;
+}
+
 const char *prof_symbols_jit(uintptr_t fn)
 {
     if (fn == 1)

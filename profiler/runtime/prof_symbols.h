@@ -37,6 +37,11 @@ const char *prof_symbols_native(uintptr_t ip);
  * dynamic method, unnamed: it may be collected by the time its sample is named) "[JIT] compiling
  * a dynamic method". The same thread rules as prof_symbols_function. */
 const char *prof_symbols_jit(uintptr_t fn);
+/* The metadata name of the method that `tok` (a call instruction's operand) names in module
+ * `mod`: a MethodDef, a MemberRef, or a MethodSpec over either ("Enter", "<Reserve>b__1_0").
+ * 0 with out filled, -1 when the runtime does not say. The same thread rules as
+ * prof_symbols_function. */
+int prof_symbols_method_token_name(ModuleID mod, mdToken tok, char *out, size_t cap);
 const char *prof_symbols_class(ClassID cls);
 /* The file of the module that defines the class (of an array: of its element type), as the
  * runtime names it, or NULL (dynamic module, unknown class). */

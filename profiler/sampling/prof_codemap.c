@@ -70,15 +70,17 @@ void codemap_flush(int64_t now)
     memset(codemap.callsites, 0, sizeof codemap.callsites);
     codemap.flushed_at = now;
     codemap.frameless_dirty = 1;
+    codemap_inline_flush();
 }
 
 /* Adds the code range [lo, hi) of `fn` to the pool (sorted by lo); `entry`: the method starts at
  * lo, where its prologue tells its frame shape. Returns its index, -1 when the pool is full. */
-static int add_code(uintptr_t lo, uintptr_t hi, FunctionID fn, int entry, int dyn)
+static int add_code(uintptr_t lo, uintptr_t hi, uintptr_t start, FunctionID fn, int entry,
+                    int dyn)
 {
     if (codemap.npool >= CODEMAP_MAX_CODES)
         return -1;
-    struct code c = {.lo = lo, .hi = hi, .fn = fn, .dyn = (uint8_t)dyn};
+    struct code c = {.lo = lo, .hi = hi, .start = start, .fn = fn, .dyn = (uint8_t)dyn};
     if (entry) {
         uint8_t bytes[PROLOG_BYTES];
         size_t want = hi - lo < sizeof bytes ? hi - lo : sizeof bytes;
@@ -118,7 +120,7 @@ static int learn(FunctionID fn, UINT_PTR rejit, uintptr_t key)
         for (ULONG32 j = 0; j < nci && j < 4; j++) {
             uintptr_t lo = ci[j].startAddress, hi = lo + ci[j].size;
             if (key >= lo && key < hi)
-                return add_code(lo, hi, fn, lo == starts[i], 0);
+                return add_code(lo, hi, starts[i], fn, lo == starts[i], 0);
         }
     }
     return -1;
@@ -132,6 +134,7 @@ FunctionID codemap_lookup(uintptr_t key, int *code)
         /* a module unload started: its code may be gone, its range reused */
         codemap.epoch = epoch;
         codemap_flush(codemap.flushed_at);
+        codemap_inline_forget_pairs();
         codemap.st.unload_flushes++;
         codemap.nosr = 0;
         codemap.st.osr_returns = 0;
@@ -155,7 +158,7 @@ FunctionID codemap_lookup(uintptr_t key, int *code)
         fn = codemap.pool[idx].fn;
     } else if ((d = codemap_dyn_find(key)) >= 0) {
         fn = codemap.dyn.r[d].fn;
-        idx = add_code(codemap.dyn.r[d].lo, codemap.dyn.r[d].hi, fn,
+        idx = add_code(codemap.dyn.r[d].lo, codemap.dyn.r[d].hi, 0, fn,
                        (int)codemap.dyn.r[d].entry, 1);
     } else if (!strstr(module, ".so") && !prof_unload_may_query()) {
         *code = -1; /* taken before an unload started: not asked, not remembered */
@@ -243,6 +246,7 @@ void prof_codemap_tick(int64_t now)
 {
     if (now - codemap.flushed_at >= CODEMAP_FLUSH_NS)
         codemap_flush(now);
+    codemap_inline_apply(); /* the JIT's notes, even while no sample is named */
     if (codemap.osr_dirty) { /* the return addresses of OSR frames (prof_sig_osrs) */
         codemap.osr_dirty = 0;
         prof_maps_set_osr(codemap.osr_ra, codemap.nosr);
@@ -282,7 +286,8 @@ size_t prof_codemap_mem_bytes(void)
         return 0;
     return (size_t)codemap.cap * (sizeof *codemap.pool + sizeof *codemap.order) +
            IPCACHE_SIZE * sizeof *codemap.cache +
-           (size_t)(codemap.max_frames + PROF_SIG_MAX_HOPS + 1) * sizeof *codemap.frames;
+           (size_t)(codemap.max_frames + PROF_SIG_MAX_HOPS + 1) * sizeof *codemap.frames +
+           codemap_inline_mem_bytes();
 }
 
 const struct prof_kind prof_codemap_kind = {

@@ -18,13 +18,15 @@
  * Caches are bounded (CODEMAP_MAX_CODES ranges) and flushed every 10 minutes so that code freed
  * by an unloaded collectible assembly cannot keep a stale name for long.
  *
- * ctx: the lookups (prof_codemap_name_stack on the clrscope-sampler thread, prof_codemap_returns
- * and prof_codemap_function on clrscope-agg) and prof_codemap_tick (the sampler thread), each
+ * ctx: the lookups (prof_codemap_name_stack on the clrscope-sampler thread, prof_codemap_returns,
+ * prof_codemap_inlinee and prof_codemap_function on clrscope-agg) and prof_codemap_tick (the
+ * sampler thread), each
  * thread holding prof_codemap_lock() around every such call and around the signal sampler's
  * drains and the maps upkeep (prof_sigsample, prof_maps), whose snapshots these functions read;
  * they call ICorProfilerInfo SYNC methods only, never from a runtime callback. prof_codemap_init from
- * prof_sampler_start. prof_codemap_dynamic_compiled and prof_codemap_dynamic_unloaded on any
- * thread, in a runtime callback, without the lock. prof_frame_* and prof_codemap_read_code on any
+ * prof_sampler_start. prof_codemap_dynamic_compiled, prof_codemap_dynamic_unloaded and
+ * prof_codemap_inlining on any thread, in a runtime callback, without the lock. prof_frame_*,
+ * prof_codemap_il_calls and prof_codemap_read_code on any
  * clrscope thread; prof_codemap_get_stats and prof_codemap_mem_bytes on any thread but a runtime
  * callback (counters read without the lock).
  */
@@ -89,6 +91,10 @@ struct prof_codemap_stats {
      * cannot give to the app's code */
     uint64_t named, cfi_leaf, unrooted, unrooted_native;
     uint64_t jit; /* samples labelled with the method the JIT was compiling */
+    /* inlining: (caller, callee) pairs the JIT reported and kept, notes or pairs lost (a full
+     * queue or table), frames added for code the JIT inlined, addresses left to their method
+     * because more than one inlinee could hold them */
+    uint64_t inline_pairs, inline_dropped, inline_frames, inline_ambiguous;
 };
 
 int prof_codemap_init(int max_frames);
@@ -105,10 +111,12 @@ int prof_codemap_name_stack(const struct prof_sigsample *s, const char **names,
  * after a call instruction), of `hops`: reached from such a record (kept with it). src (may be
  * NULL) gets, for each FunctionID, the index of the address it came from. Methods met are
  * learned like the sampler's (frameless ones are published to the walks at the next tick).
+ * inl (may be NULL) gets, for each FunctionID, the method the JIT inlined there that the address
+ * belongs to (0: none; see prof_codemap_inlining), for the caller to add as a frame above it.
  * Returns how many. */
 #define PROF_CODEMAP_MAX_RETURNS 128
 int prof_codemap_returns(const uintptr_t *ra, int n, uint64_t found, uint64_t hops,
-                         uintptr_t *fns, int *src);
+                         uintptr_t *fns, int *src, uintptr_t *inl);
 /* The method a return address returns into (0: not managed code). */
 uintptr_t prof_codemap_function(uintptr_t ra);
 /* The lock described at the top. */
@@ -124,6 +132,24 @@ void prof_codemap_get_stats(struct prof_codemap_stats *out);
  * the runtime's own walk does). */
 void prof_codemap_dynamic_compiled(uintptr_t fn);
 void prof_codemap_dynamic_unloaded(uintptr_t fn);
+/* From the runtime's JITInlining callback (any app thread; no locks, no allocation): the JIT may
+ * inline `callee` into `caller`. The pairs let a sample's address in the caller's code be given
+ * to the inlinee it belongs to (its own frame, right above the caller's): the IL-to-native map
+ * gives the address's IL offset in the caller (inlined code carries its call site's), the IL
+ * there the calls it makes; the one inlinee those calls name (or, at a virtual or delegate call
+ * with no such match, the one inlinee no call of the caller names: the target guarded
+ * devirtualization inlined) is the frame. An address that more than one inlinee could hold is
+ * left to the caller. A return address whose frame above is native code is given only to a
+ * devirtualized inlinee (the call may be the runtime's helper's, made by the caller itself). */
+void prof_codemap_inlining(uintptr_t caller, uintptr_t callee);
+/* The method the JIT inlined into `fn` that the return address `ra` (in fn's code) returns into,
+ * or 0; `above` is the frame fn called (0: native code). For the runtime's own walks. */
+uintptr_t prof_codemap_inlinee(uintptr_t fn, uintptr_t ra, uintptr_t above);
+/* The call instructions (call, callvirt, calli, newobj) of an IL body il[0..n): their offsets and
+ * operand tokens into offsets/tokens[0..cap), how many, or -1 when the IL does not decode. Pure;
+ * exposed for unit tests. */
+int prof_codemap_il_calls(const uint8_t *il, uint32_t n, uint32_t *offsets, uint32_t *tokens,
+                          int cap);
 /* Bytes the code map holds (method ranges, their order, the ip cache, walk scratch). */
 size_t prof_codemap_mem_bytes(void);
 

@@ -27,6 +27,7 @@
 /* One method's code range (codemap.pool). */
 struct code {
     uintptr_t lo, hi;
+    uintptr_t start; /* where the code version that holds [lo, hi) starts (0: not known) */
     FunctionID fn;
     uint8_t dyn;  /* a dynamic method's (DynamicMethod, compiled Regex or expression) */
     uint8_t dead; /* that dynamic method was collected: its range names nothing any more */
@@ -59,6 +60,71 @@ struct codemap_dyn {
     uint64_t dropped; /* atomic: notes lost to a full queue (producers) */
     struct dyn_range r[DYN_MAX]; /* under the lock: sorted by lo, never overlapping */
     uint32_t n;
+};
+
+/* Inlining (prof_codemap_inline.c): the runtime's JITInlining notes, queued without locks like
+ * the dynamic methods' (producers: the JIT's threads), the (caller, callee) pairs applied from
+ * them, and per method version the IL-to-native map and calls needed to tell which inlinee an
+ * address belongs to. */
+#define INL_QUEUE 4096       /* power of two */
+#define INL_PAIRS_MAX 65536  /* pairs kept at most (the table grows to it) */
+#define INL_BUCKETS 8192     /* power of two */
+#define INL_ROOTS 256        /* method versions whose map and calls are kept (direct-mapped) */
+#define INL_IPCACHE 4096     /* (address, frame above) -> inlinee (power of two) */
+#define INL_CALLEES 1024     /* FunctionID -> module, token, name (direct-mapped) */
+
+struct inl_note {
+    uint64_t seq;
+    FunctionID caller, callee;
+    uint32_t epoch; /* prof_unload's epoch when the JIT told it */
+};
+
+struct inl_pair {
+    FunctionID caller, callee;
+    uint32_t next; /* the next pair of this bucket, +1 (0: none) */
+};
+
+struct inl_call {
+    uint32_t il;   /* offset of the call instruction */
+    uint8_t kind;  /* 1 call, 2 callvirt, 3 calli, 4 newobj */
+    uint8_t named; /* name asked (empty: the runtime did not say) */
+    mdToken tok;
+    char name[48];
+};
+
+struct inl_root {
+    uintptr_t start; /* 0: empty slot */
+    FunctionID fn;
+    ModuleID mod;
+    uint32_t nmap, ncalls, il_size;
+    COR_DEBUG_IL_TO_NATIVE_MAP *map; /* sorted by native start */
+    struct inl_call *calls;           /* in IL order */
+};
+
+struct inl_callee {
+    FunctionID fn; /* 0: empty */
+    ModuleID mod;
+    mdToken tok;
+    char name[48];
+};
+
+struct inl_ipc {
+    uintptr_t key; /* 0 = empty */
+    FunctionID above, inlinee;
+};
+
+struct codemap_inl {
+    struct inl_note q[INL_QUEUE];
+    uint64_t head;    /* atomic: producers */
+    uint64_t tail;    /* the owner, under the lock */
+    uint64_t dropped; /* atomic: notes lost to a full queue */
+    struct inl_pair *pairs;
+    uint32_t npairs, cap;
+    uint32_t *buckets; /* INL_BUCKETS heads, pair index + 1 */
+    struct inl_root roots[INL_ROOTS];
+    struct inl_callee callees[INL_CALLEES];
+    struct inl_ipc *ipc;
+    size_t root_bytes;
 };
 
 struct ipc {
@@ -105,6 +171,7 @@ struct codemap_state {
     int no_code_reads; /* atomic, any thread: process_vm_readv is refused here */
     struct callsite callsites[CALLSITE_CACHE];
     struct codemap_dyn dyn;
+    struct codemap_inl inl;
     struct prof_codemap_stats st;
 };
 
@@ -119,6 +186,21 @@ int codemap_after_call(uintptr_t ra);
 /* Forgets every learned range and the caches (OSR return addresses are kept); `now` becomes the
  * time of the last flush. */
 void codemap_flush(int64_t now);
+
+/* prof_codemap_inline.c */
+/* The method the JIT inlined into `fn` (code range `c`) that the address `key` belongs to, or 0;
+ * `above` is the frame called from there (0: none, the leaf, or native code), `ret` whether key
+ * is a return address's (key = ra - 1). */
+FunctionID codemap_inlinee(FunctionID fn, const struct code *c, uintptr_t key, int ret,
+                           FunctionID above);
+/* Applies the queued JITInlining notes (also done at each lookup). */
+void codemap_inline_apply(void);
+/* Forgets the per-version tables (with codemap_flush); the pairs stay. */
+void codemap_inline_flush(void);
+/* A module unload started: its methods' IDs may name other methods next, so every pair goes
+ * (the runtime does not say which were the unloaded module's without being asked about them). */
+void codemap_inline_forget_pairs(void);
+size_t codemap_inline_mem_bytes(void);
 
 /* prof_codemap_dyn.c */
 /* Applies the queued notes (before a lookup). */

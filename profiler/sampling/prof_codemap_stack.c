@@ -20,7 +20,7 @@
 #define JIT_MODULE "[native libclrjit.so"
 
 int prof_codemap_returns(const uintptr_t *ra, int n, uint64_t found, uint64_t hops,
-                         uintptr_t *fns, int *src)
+                         uintptr_t *fns, int *src, uintptr_t *inl)
 {
     FunctionID fn[PROF_CODEMAP_MAX_RETURNS];
     int code[PROF_CODEMAP_MAX_RETURNS];
@@ -62,6 +62,13 @@ int prof_codemap_returns(const uintptr_t *ra, int n, uint64_t found, uint64_t ho
             continue; /* leading native frames dropped, runs of them folded into one 0 */
         if (src)
             src[k] = i;
+        if (inl) { /* read before fns[k] is written: fns may be ra */
+            FunctionID x = fn[i] ? codemap_inlinee(fn[i], &codemap.pool[code[i]], ra[i] - 1, 1,
+                                                   k ? fns[k - 1] : 0)
+                                 : 0;
+            inl[k] = x;
+            codemap.st.inline_frames += x != 0;
+        }
         fns[k++] = fn[i];
     }
     return k;
@@ -166,7 +173,7 @@ int prof_codemap_name_stack(const struct prof_sigsample *s, const char **names,
                                         .found = i < 64 && (s->found >> i & 1)};
 
     int k = 0, outer = -1, prev_code = -1;
-    FunctionID prev_fn = 0;
+    FunctionID prev_fn = 0, above = 0; /* above: the frame last written (0: native) */
     for (int i = 0; i < nf && k < cap; i++) {
         uintptr_t key = codemap.frames[i].ret ? codemap.frames[i].ip - 1 : codemap.frames[i].ip;
         int code;
@@ -209,6 +216,15 @@ int prof_codemap_name_stack(const struct prof_sigsample *s, const char **names,
         prev_code = code;
         if (!fn && k > 0 && !managed[k - 1] && names[k - 1] == name)
             continue; /* one frame per run of native code in one module */
+        FunctionID x = fn && code >= 0 ? codemap_inlinee(fn, &codemap.pool[code], key,
+                                                         codemap.frames[i].ret, above)
+                                       : 0;
+        above = fn;
+        if (x && k + 1 < cap) { /* the inlinee: a frame of its own, above its caller's */
+            names[k] = prof_symbols_function(x);
+            managed[k++] = 1;
+            codemap.st.inline_frames++;
+        }
         names[k] = name;
         managed[k] = fn != 0;
         if (fn)

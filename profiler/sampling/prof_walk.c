@@ -110,7 +110,7 @@ void prof_walk_init(void)
 /* ---- the runtime's walk ---- */
 
 struct cur_walk {
-    uintptr_t *frames;
+    uintptr_t *frames, *ips;
     int n, max;
     uint32_t truncated;
 };
@@ -118,7 +118,6 @@ struct cur_walk {
 static HRESULT cur_cb(FunctionID fn, UINT_PTR ip, UINT_PTR frame_info, ULONG32 ctx_size, BYTE *ctx,
                       void *data)
 {
-    (void)ip;
     (void)frame_info;
     (void)ctx_size;
     (void)ctx;
@@ -129,14 +128,16 @@ static HRESULT cur_cb(FunctionID fn, UINT_PTR ip, UINT_PTR frame_info, ULONG32 c
     }
     if (!fn && w->n > 0 && w->frames[w->n - 1] == 0)
         return S_OK;
+    if (w->ips)
+        w->ips[w->n] = ip;
     w->frames[w->n++] = fn;
     return S_OK;
 }
 
-int prof_walk_current(uintptr_t *frames, int max, uint32_t *truncated)
+int prof_walk_current(uintptr_t *frames, int max, uint32_t *truncated, uintptr_t *ips)
 {
     ICorProfilerInfo15 *info = g_core.info;
-    struct cur_walk w = {.frames = frames, .max = max};
+    struct cur_walk w = {.frames = frames, .ips = ips, .max = max};
     if (!info)
         return 0;
     info->vt->DoStackSnapshot(info, 0, cur_cb, COR_PRF_SNAPSHOT_DEFAULT, &w, NULL, 0);
@@ -144,8 +145,11 @@ int prof_walk_current(uintptr_t *frames, int max, uint32_t *truncated)
     int skip = 0;
     while (skip < w.n && frames[skip] == 0)
         skip++;
-    for (int i = skip; i < w.n; i++)
+    for (int i = skip; i < w.n; i++) {
         frames[i - skip] = frames[i];
+        if (ips)
+            ips[i - skip] = ips[i];
+    }
     if (truncated)
         *truncated = w.truncated;
     return w.n - skip;
@@ -194,7 +198,7 @@ __attribute__((noinline)) void prof_walk_fast(struct prof_rec *r)
                                1, __ATOMIC_RELAXED);
             __atomic_fetch_add(&walk.runtime, 1, __ATOMIC_RELAXED);
             uint32_t t = 0;
-            int k = prof_walk_current(r->frames + REC_CHECK_AT, REC_MAX_FRAMES, &t);
+            int k = prof_walk_current(r->frames + REC_CHECK_AT, REC_MAX_FRAMES, &t, NULL);
             r->check = (uint32_t)(k > 0 ? k : 0) | (t ? 0x80000000u : 0) | 0x40000000u;
             r->calibrating = (uint32_t)cal;
             return;
@@ -202,8 +206,9 @@ __attribute__((noinline)) void prof_walk_fast(struct prof_rec *r)
         __atomic_fetch_add(&walk.fallbacks, 1, __ATOMIC_RELAXED);
     }
     __atomic_fetch_add(&walk.runtime, 1, __ATOMIC_RELAXED);
-    int n = prof_walk_current(r->frames, REC_MAX_FRAMES, &r->truncated);
+    int n = prof_walk_current(r->frames, REC_MAX_FRAMES, &r->truncated, r->frames + REC_CHECK_AT);
     r->nframes = (uint32_t)(n > 0 ? n : 0);
+    r->rt_ips = 1;
 }
 
 /* ---- clrscope-agg: what calibration learns ---- */
@@ -386,26 +391,70 @@ static void log_difference(const uintptr_t *a, uint32_t na, const uintptr_t *b, 
 
 void prof_walk_begin(void)
 {
-    if (walk.mode != PROF_WALK_RUNTIME)
-        prof_codemap_lock();
+    prof_codemap_lock();
 }
 
 void prof_walk_end(void)
 {
-    if (walk.mode != PROF_WALK_RUNTIME)
-        prof_codemap_unlock();
+    prof_codemap_unlock();
+}
+
+/* Adds the frames of code the JIT inlined (inl[i]: the inlinee of frames[i], above it); the
+ * outermost frames give way when REC_MAX_FRAMES would be passed. */
+static void add_inlinees(struct prof_rec *r, const uintptr_t *inl)
+{
+    uint32_t n = r->nframes, extra = 0;
+    for (uint32_t i = 0; i < n; i++)
+        extra += inl[i] != 0;
+    if (!extra)
+        return;
+    uintptr_t out[REC_MAX_FRAMES];
+    uint32_t k = 0;
+    for (uint32_t i = 0; i < n && k < REC_MAX_FRAMES; i++) {
+        if (inl[i] && k + 1 < REC_MAX_FRAMES)
+            out[k++] = inl[i];
+        out[k++] = r->frames[i];
+    }
+    if (k < n + extra)
+        r->truncated = 1;
+    memcpy(r->frames, out, k * sizeof *out);
+    r->nframes = k;
+}
+
+/* The runtime's walk with each frame's address (r->rt_ips): the frames of code the JIT inlined
+ * added (every managed frame there returns into code it called: the runtime's event code is the
+ * leaf). */
+static void resolve_runtime_walk(struct prof_rec *r)
+{
+    uint32_t n = r->nframes < REC_MAX_FRAMES ? r->nframes : REC_MAX_FRAMES;
+    const uintptr_t *ip = r->frames + REC_CHECK_AT;
+    uintptr_t inl[REC_MAX_FRAMES];
+    for (uint32_t i = 0; i < n; i++)
+        inl[i] = r->frames[i] && ip[i] ? prof_codemap_inlinee(r->frames[i], ip[i],
+                                                              i ? r->frames[i - 1] : 0)
+                                       : 0;
+    r->rt_ips = 0;
+    add_inlinees(r, inl);
 }
 
 void prof_walk_resolve(struct prof_rec *r)
 {
+    if (r->rt_ips && !r->ips) {
+        resolve_runtime_walk(r);
+        return;
+    }
     if (!r->ips)
         return;
     uint32_t n = r->nframes < REC_MAX_FRAMES ? r->nframes : REC_MAX_FRAMES;
     int src[REC_MAX_FRAMES];
+    uintptr_t inl[REC_MAX_FRAMES];
     /* in place: the k-th FunctionID is written after the k-th address was read */
-    int k = prof_codemap_returns(r->frames, (int)n, r->found, r->hops, r->frames, src);
+    int k = prof_codemap_returns(r->frames, (int)n, r->found, r->hops, r->frames, src,
+                                 r->check ? NULL : inl);
     r->nframes = (uint32_t)(k > 0 ? k : 0);
     r->ips = 0;
+    if (!r->check && k > 0)
+        add_inlinees(r, inl);
     if (r->check) {
         uint32_t nb = r->check & 0x3fffffffu;
         int b_cut = (r->check & 0x80000000u) != 0;

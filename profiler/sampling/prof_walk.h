@@ -47,14 +47,17 @@ enum prof_walk_mode { PROF_WALK_FP = 0, PROF_WALK_RUNTIME = 1, PROF_WALK_CHECK =
 
 /* Reads CLRSCOPE_ALLOC_WALK and the address ranges of clrscope and libcoreclr. */
 void prof_walk_init(void);
-/* The runtime's walk: FunctionIDs leaf first into frames[0..max); returns how many. */
-int prof_walk_current(uintptr_t *frames, int max, uint32_t *truncated);
+/* The runtime's walk: FunctionIDs leaf first into frames[0..max); returns how many. ips (may be
+ * NULL) gets each frame's address: a record keeps them at frames[REC_CHECK_AT..] with rt_ips set,
+ * for prof_walk_resolve to add the frames of inlined code. */
+int prof_walk_current(uintptr_t *frames, int max, uint32_t *truncated, uintptr_t *ips);
 /* Fills r->frames, r->nframes, r->truncated, r->ips and r->check by the configured walk. */
 void prof_walk_fast(struct prof_rec *r);
 /* clrscope-agg, between prof_walk_begin() and prof_walk_end() (which hold the code map's lock
  * around a batch of records): turns a record's return addresses into FunctionIDs in place
- * (r->ips = 0); a record walked both ways feeds calibration (and check mode's counts) and
- * leaves the runtime's stack. */
+ * (r->ips = 0), with a frame for each method the JIT inlined there (prof_codemap.h); a record
+ * walked both ways feeds calibration (and check mode's counts) and leaves the runtime's stack;
+ * a runtime's walk that kept its addresses (r->rt_ips) gets the inlined methods' frames too. */
 void prof_walk_begin(void);
 void prof_walk_resolve(struct prof_rec *r);
 void prof_walk_end(void);

@@ -4,7 +4,9 @@
  * inside a method (prof_frame_ra_offset) and call-site recognition (prof_frame_is_call_site), on
  * arbitrary bytes. Reads stay inside the given bytes (ASan); a decoded shape is consistent: its
  * steps are in order and inside the prologue, the prologue inside the bytes, and offsets derived
- * from it are -1 or positive (the sampler bounds them by the stack words it copied).
+ * from it are -1 or positive (the sampler bounds them by the stack words it copied). The same
+ * bytes as an IL body (prof_codemap_il_calls, which reads the IL of methods the JIT inlined
+ * into): reads stay inside, calls come in order, inside the body, each with room for its token.
  */
 #include <stdint.h>
 #include <stdio.h>
@@ -43,6 +45,14 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     }
     for (size_t n = 0; n <= size && n <= 16; n++)
         (void)prof_frame_is_call_site(code + size - n, n);
+    uint32_t offs[64], toks[64];
+    int k = prof_codemap_il_calls(code, (uint32_t)size, offs, toks, 64);
+    FUZZ_CHECK(k >= -1 && k <= 64, "%d calls", k);
+    for (int i = 0; i < k; i++) {
+        FUZZ_CHECK(offs[i] + 5 <= size, "call at %u in %zu bytes", offs[i], size);
+        if (i)
+            FUZZ_CHECK(offs[i] > offs[i - 1], "calls out of order at %d", i);
+    }
     free(code);
     return 0;
 }

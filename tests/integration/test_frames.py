@@ -442,3 +442,72 @@ class NativeSymbols(unittest.TestCase):
 
 if __name__ == "__main__":
     unittest.main()
+
+
+class InlinedCode(unittest.TestCase):
+    """Code the JIT inlined has no frame of its own (`inlined`): the CPU of Step, called from
+    Heavy and Light (3:1 by construction), which the JIT inlines into DriveHeavy and DriveLight;
+    the CPU of Mix, a loop inlined into DriveMix; and the wait for a lock taken in a Parallel.For
+    lambda, which guarded devirtualization inlines into the runtime's worker loop. clrscope names
+    them from the runtime's JITInlining notes, the JIT's IL-to-native map and the caller's IL."""
+
+    @classmethod
+    def setUpClass(cls):
+        app = ProfiledApp("inlined", ["--seconds", "16"],
+                          env={"CLRSCOPE_PROFILES": "cpu,lock", "CLRSCOPE_SAMPLING_HZ": "200",
+                               "CLRSCOPE_OVERHEAD_BUDGET": "0"})
+        app.start()
+        try:
+            app.wait_ready()
+            time.sleep(6)  # the Drive methods and the worker loop reach their optimized code
+            t0 = time.time()
+            time.sleep(8)
+            seconds = int(time.time() - t0)
+            cls.cpu = app.json(f"/api/v1/flamegraph?type=cpu&seconds={seconds}")
+            cls.lock = app.json(f"/api/v1/flamegraph?type=lock-time&seconds={seconds}")
+            cls.locks = app.json(f"/api/v1/locks?seconds={seconds}")
+            cls.inl = app.json("/api/v1/status")["self"]["signal_sampler"]["inlining"]
+            cls.final = app.wait_truth(timeout=60)
+        finally:
+            app.stop()
+        cls.frames = cls.final["frames"]
+
+    def test_calls_out_of_inlined_code_under_the_inlinee(self):
+        f = self.frames
+        heavy_all = sum(cpu_ms_below(self.cpu, f["drive_heavy"]).values())
+        light_all = sum(cpu_ms_below(self.cpu, f["drive_light"]).values())
+        heavy = cpu_ms_below(self.cpu, f["heavy"]).get(f["step"], 0)
+        light = cpu_ms_below(self.cpu, f["light"]).get(f["step"], 0)
+        self.assertGreater(light_all, 200, (light_all, self.inl))  # ms in the window
+        self.assertGreaterEqual(heavy, 0.9 * heavy_all, (heavy, heavy_all, self.inl))
+        self.assertGreaterEqual(light, 0.9 * light_all, (light, light_all, self.inl))
+        self.assertAlmostEqual(heavy / light, self.final["ratio"], delta=0.75)
+        self.assertGreater(self.inl["pairs"], 0, self.inl)
+        self.assertGreater(self.inl["frames"], 0, self.inl)
+
+    def test_cpu_of_an_inlined_loop_under_the_inlinee(self):
+        f = self.frames
+        nodes = find_nodes(self.cpu["root"], f["drive_mix"])
+        total = sum(v for _, v, _ in nodes)
+        mix = sum(c["value"] for _, _, n in nodes for c in n.get("children", [])
+                  if c["name"] == f["mix"])
+        self.assertGreater(total, 200e6, self.inl)  # ns in the window
+        self.assertGreaterEqual(mix, 0.9 * total, (mix, total))
+
+    def test_lock_wait_under_the_lambda_the_worker_inlined(self):
+        wait = self.lock["root"]["value"]
+        self.assertGreater(wait, 0, self.lock)
+        lam = sum(v for p, v in find_paths(self.lock["root"], self.frames["lambda"]))
+        self.assertGreaterEqual(lam, 0.9 * wait, sorted(tree_totals_by_name(
+            self.lock["root"]).items(), key=lambda kv: -kv[1])[:12])
+        # the lambda sits right under the runtime's worker loop, as the frames it ran in
+        paths = [p for p, _ in find_paths(self.lock["root"], self.frames["lambda"])]
+        self.assertTrue(any("Parallel.ForWorker" in p[-2] for p in paths), paths[:3])
+        known = unknown = 0
+        for lk in self.locks.get("locks", []):
+            for o in lk.get("owners", []):
+                if o.get("tid"):
+                    known += o.get("wait_ns", 0)
+                else:
+                    unknown += o.get("wait_ns", 0)
+        self.assertGreaterEqual(known, 0.95 * (known + unknown), self.locks)

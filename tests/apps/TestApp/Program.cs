@@ -31,7 +31,7 @@ public static class Program
         "modes: hello, version, cpu-split, cpu-generic, gc-heavy, cpu-only, alloc-mix, leak, bgc-live, exceptions,\n" +
         "       contention, heap, threads, wait, unload, thread-churn, osr-loop,\n" +
         "       dynamic-code, bursts, pool-starve, phases, many-stacks, hostile,\n" +
-        "       jit-storm, native-burn, wall-mix, late-module   (see tests/apps/README.md)";
+        "       jit-storm, native-burn, wall-mix, late-module, inlined   (see tests/apps/README.md)";
 
     static readonly CancellationTokenSource StopSource = new();
     static readonly object TruthLock = new();
@@ -116,6 +116,7 @@ public static class Program
         "bursts" => new Bursts.BurstsMode(),
         "phases" => new Phases.PhasesMode(),
         "late-module" => new LateModule.LateModuleMode(),
+        "inlined" => new Inlined.InlinedMode(),
         "pool-starve" => new Starve.PoolStarveMode(),
         "many-stacks" => new Stacks.ManyStacksMode(),
         "hostile" => new Hostile.HostileMode(),
