@@ -381,20 +381,28 @@ class NativeSymbols(unittest.TestCase):
             app.wait_ready()
             time.sleep(1)
             prof = read_pprof(app.pprof("/debug/pprof/profile?seconds=3"))
-            natsym = app.json("/api/v1/status")["self"]["signal_sampler"]["native_symbols"]
+            sig = app.json("/api/v1/status")["self"]["signal_sampler"]
+            natsym = sig["native_symbols"]
             truth = app.wait_truth(timeout=60)
         finally:
             app.stop()
         f = truth["frames"]
-        leaf, total = {}, 0
+        leaf, total, in_lib, cut = {}, 0, 0, []
         for frames, vals, labels in prof.samples:
             if labels.get("thread name") != "native-burner":
                 continue
             total += vals[-1]
             if frames and frames[0].startswith(f["module"][:-1]):
-                self.assertIn(f["caller"], frames, frames)  # the app's frames above the library's
+                in_lib += vals[-1]
+                if f["caller"] not in frames:  # the app's frames above the library's
+                    cut.append((frames, vals[-1]))
                 leaf[frames[0]] = leaf.get(frames[0], 0) + vals[-1]
         self.assertGreater(total, 0, "no sample of the burner thread")
+        # a walk stops at a return address into code newer than its memory map snapshot (the
+        # burner's method at tier-up) until the snapshot is taken again, within 0.1 s
+        # (docs/profiles/cpu-wall.md, "Frames that are not on the chain yet")
+        self.assertLessEqual(sum(v for _, v in cut), 0.02 * in_lib,
+                             (cut[:3], sig.get("new_code"), sig.get("maps_refreshes")))
         self.assertGreater(truth["calls"], 0, truth)
         return {k: v / total for k, v in leaf.items()}, natsym, f
 
