@@ -374,8 +374,8 @@ static int names(const struct inl_root *r, struct inl_call *c, const struct inl_
 {
     if (c->kind == 3)
         return 0;
-    if ((c->tok >> 24) == 0x06 && r->mod == x->mod)
-        return c->tok == x->tok;
+    if ((c->tok >> 24) == 0x06) /* a method of the caller's own module */
+        return r->mod == x->mod && c->tok == x->tok;
     const char *n = call_name(r, c);
     return n[0] && x->name[0] && !strcmp(n, x->name);
 }
