@@ -67,9 +67,10 @@ static struct alloc_state {
      * needs weighed as the totals weigh them, by the governor's scale w when each came: sum(w)
      * and sum(w^2) in thousandths, sum(w (size - offset)) (prof_alloc_total_ci) */
     uint64_t *sec_samples, *sec_w, *sec_w2, *sec_wu;
-    /* the share of each second the allocation events were on, in millionths, set by the
-     * governor (prof_alloc_note_coverage); a second without a slot was fully on */
-    uint64_t *sec_on;
+    /* the share of each second the allocation events were on, and the share planned for it,
+     * in millionths, set by the governor (prof_alloc_note_coverage); a second without a slot
+     * was fully on */
+    uint64_t *sec_on, *sec_plan;
     int64_t last_noted; /* atomic: the newest second noted there (0: none) */
     uint32_t nsec;
     /* atomic: the weight every sample gets on top of its own, 1 / the share of time the
@@ -98,19 +99,25 @@ void prof_alloc_session_needs(UINT64 *keywords, UINT32 *level)
             alloc.nsec = (uint32_t)g_cfg.history_s + 16;
             alloc.sec_samples = calloc(alloc.nsec, sizeof *alloc.sec_samples);
             alloc.sec_on = calloc(alloc.nsec, sizeof *alloc.sec_on);
+            alloc.sec_plan = calloc(alloc.nsec, sizeof *alloc.sec_plan);
             alloc.sec_w = calloc(alloc.nsec, sizeof *alloc.sec_w);
             alloc.sec_w2 = calloc(alloc.nsec, sizeof *alloc.sec_w2);
             alloc.sec_wu = calloc(alloc.nsec, sizeof *alloc.sec_wu);
-            if (!alloc.sec_samples || !alloc.sec_on || !alloc.sec_w ||
+            if (!alloc.sec_samples || !alloc.sec_on || !alloc.sec_plan || !alloc.sec_w ||
                 !alloc.sec_w2 || !alloc.sec_wu) {
                 free(alloc.sec_samples);
                 free(alloc.sec_on);
+                free(alloc.sec_plan);
                 free(alloc.sec_w);
                 free(alloc.sec_w2);
                 free(alloc.sec_wu);
-                alloc.sec_samples = alloc.sec_on = NULL; /* no interval */
+                alloc.sec_samples = alloc.sec_on = alloc.sec_plan = NULL; /* no interval */
                 alloc.sec_w = alloc.sec_w2 = alloc.sec_wu = NULL;
             }
+        }
+        if (alloc.sec_on) {
+            prof_store_set_scale(PK_ALLOC, 3, prof_alloc_second_factor);
+            prof_store_set_scale(PK_ALLOC_TYPE, 3, prof_alloc_second_factor);
         }
     } else {
         alloc.method = ALLOC_METHOD_TICK;
@@ -246,14 +253,40 @@ static double coverage(int64_t from_s, int64_t to_s)
     return on / (double)(to_s - from_s + 1);
 }
 
-void prof_alloc_note_coverage(int64_t sec, double on_fraction)
+static uint64_t sec_tagged(int64_t sec, double share)
+{
+    double f = share < 0 ? 0 : share > 1 ? 1 : share;
+    return ((uint64_t)sec & SEC_TAG_MASK) << SEC_VALUE_BITS | (uint64_t)llround(f * 1e6);
+}
+
+/* The millionths noted for second s in arr, or -1. */
+static int64_t sec_noted(const uint64_t *arr, int64_t s)
+{
+    uint64_t v = __atomic_load_n(&arr[(uint64_t)s % alloc.nsec], __ATOMIC_RELAXED);
+    return (v >> SEC_VALUE_BITS) == ((uint64_t)s & SEC_TAG_MASK) ? (int64_t)(v & SEC_VALUE_MASK)
+                                                                 : -1;
+}
+
+void prof_alloc_note_coverage(int64_t sec, double on_fraction, double planned)
 {
     if (!alloc.sec_on || sec < 0)
         return;
-    double f = on_fraction < 0 ? 0 : on_fraction > 1 ? 1 : on_fraction;
-    uint64_t v = ((uint64_t)sec & SEC_TAG_MASK) << SEC_VALUE_BITS | (uint64_t)llround(f * 1e6);
-    __atomic_store_n(&alloc.sec_on[(uint64_t)sec % alloc.nsec], v, __ATOMIC_RELAXED);
+    __atomic_store_n(&alloc.sec_plan[(uint64_t)sec % alloc.nsec], sec_tagged(sec, planned),
+                     __ATOMIC_RELAXED);
+    __atomic_store_n(&alloc.sec_on[(uint64_t)sec % alloc.nsec], sec_tagged(sec, on_fraction),
+                     __ATOMIC_RELAXED);
     __atomic_store_n(&alloc.last_noted, sec, __ATOMIC_RELAXED);
+}
+
+double prof_alloc_second_factor(int64_t sec)
+{
+    if (!alloc.sec_on || sec < 0)
+        return 1;
+    int64_t plan = sec_noted(alloc.sec_plan, sec), on = sec_noted(alloc.sec_on, sec);
+    if (plan <= 0 || on <= 0 || plan >= 1000000)
+        return 1; /* unknown, nothing flowed (no samples to weigh), or not governed */
+    double f = (double)plan / (double)on;
+    return f < 0.02 ? 0.02 : f > 50 ? 50 : f;
 }
 
 double prof_alloc_coverage(int64_t from_s, int64_t to_s)
@@ -275,13 +308,20 @@ int prof_alloc_total_ci(int64_t from_s, int64_t to_s, double *lo, double *hi, ui
     if (alloc.method != ALLOC_METHOD_SAMPLED || !alloc.sec_samples)
         return -1;
     uint64_t s = sec_sum(alloc.sec_samples, from_s, to_s);
-    double w = (double)sec_sum(alloc.sec_w, from_s, to_s) / 1000.0;
-    double w2 = (double)sec_sum(alloc.sec_w2, from_s, to_s) / 1000.0;
-    double wu = (double)sec_sum(alloc.sec_wu, from_s, to_s);
+    double w = 0, w2 = 0, wu = 0;
+    if (to_s - from_s >= (int64_t)alloc.nsec)
+        from_s = to_s - (int64_t)alloc.nsec + 1;
+    for (int64_t sec = from_s; sec <= to_s; sec++) { /* each second at its measured share */
+        double f = prof_alloc_second_factor(sec);
+        w += f * (double)sec_sum(alloc.sec_w, sec, sec) / 1000.0;
+        w2 += f * f * (double)sec_sum(alloc.sec_w2, sec, sec) / 1000.0;
+        wu += f * (double)sec_sum(alloc.sec_wu, sec, sec);
+    }
     *samples = s;
     /* Each sample ends a run of failed trials ~ Geometric(p): mean q/p, variance q/p^2; the
      * total weighs sample i's run and its bytes past the sampled one (u_i) by the weight w_i the
-     * governor gave it (1 / the share of time the events were on when it came), so the total is
+     * governor gave it (1 / the share of time the events were on when it came, as measured once
+     * its second ended: prof_alloc_second_factor), so the total is
      * sum w_i (failures_i + u_i): mean q/p sum w + sum w u, sd sqrt(q sum w^2)/p, normal
      * approximation (within ~0.01 of the exact quantiles from 30 samples on). The interval is
      * the total's own (same samples, same weights); it does not widen for which part of each

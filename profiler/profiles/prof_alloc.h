@@ -51,13 +51,18 @@ void prof_alloc_get_stats(struct prof_alloc_stats *out);
  * design doc's "failed trials" model; *samples = samples in the window. -1 when unavailable. */
 int prof_alloc_total_ci(int64_t from_s, int64_t to_s, double *lo, double *hi, uint64_t *samples);
 /* The overhead governor (prof_budget), which turns the allocation events on for a share of
- * each second: every sample from now on stands for `scale` (1 / that share) times what it would,
- * so that counts and bytes stay unbiased; and the share second `sec` (unix) really was on, for
- * the interval of the total and for coverage. prof_alloc_coverage: the share of from_s..to_s
- * that was on (1 when never turned down). Any thread. */
+ * each second: every sample from now on stands for `scale` (1 / that share) times what it would;
+ * and, once second `sec` (unix) has ended, the share it was planned at and the share the events
+ * really flowed (`on_fraction`). Switching takes time (tens of milliseconds on a loaded or
+ * instrumented process), so the two differ: the store's views, totals and the interval of the
+ * total weigh that second's samples by planned / on (prof_alloc_second_factor), which makes
+ * them stand for 1 / on_fraction each. prof_alloc_coverage: the share of from_s..to_s that was
+ * on (1 when never turned down). Any thread. */
 void prof_alloc_set_scale(double scale);
-void prof_alloc_note_coverage(int64_t sec, double on_fraction);
+void prof_alloc_note_coverage(int64_t sec, double on_fraction, double planned);
 double prof_alloc_coverage(int64_t from_s, int64_t to_s);
+/* planned / on of second `sec` (1 when either is unknown); any thread, no lock. */
+double prof_alloc_second_factor(int64_t sec);
 /* A short note on the sampling method and its bias, for the API and the dashboard. */
 const char *prof_alloc_bias_note(void);
 

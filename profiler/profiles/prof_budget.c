@@ -12,6 +12,9 @@
  * costs, picks this second's share, sets the samples' weight to 1 / share, and turns the events
  * on at a random point of the second for `share` of it (a random phase, so that a periodic load
  * is not seen always at the same point of its period). A full share keeps them on: no switch.
+ * The on-time noted is the events' own (from the allocation session's start to its stop); where
+ * it differs from the plan (a switch held up by a GC or a loaded machine), the second's samples
+ * are weighed by what it was when read (prof_alloc_second_factor).
  */
 #include "prof_budget.h"
 
@@ -112,22 +115,28 @@ static int64_t thread_cpu_ns(void)
     return (int64_t)ts.tv_sec * 1000000000LL + ts.tv_nsec;
 }
 
+/* Switches the allocation events and keeps their on-time: from the return of the allocation
+ * session's start to the call of its stop, where they flow (prof_events_switch_times; the
+ * parking session's stop and start around them are not on-time). */
 static void set_alloc(int on)
 {
     int64_t c0 = thread_cpu_ns(), w0 = prof_now_ns();
     int rc = prof_events_alloc_switch(on);
     gov.switch_cpu_ns += thread_cpu_ns() - c0;
-    int64_t wall = prof_now_ns() - w0;
+    int64_t now = prof_now_ns(), wall = now - w0;
     if (wall > gov.switch_wall_max_ns)
         gov.switch_wall_max_ns = wall;
     gov.switch_wall_ns += wall;
     if (rc)
         return; /* refused or not now: the state stays, and coverage says what it is */
-    int64_t now = prof_now_ns();
-    if (on && !gov.on_since_ns)
-        gov.on_since_ns = now;
-    else if (!on && gov.on_since_ns) {
-        gov.on_ns += now - gov.on_since_ns;
+    struct prof_events_switch_times t;
+    prof_events_switch_times(&t);
+    int switched = t.call_ns >= w0 && t.flip_ns >= t.call_ns && t.flip_ns <= now;
+    if (on && !gov.on_since_ns) {
+        gov.on_since_ns = switched ? t.flip_ns : now;
+    } else if (!on && gov.on_since_ns) {
+        int64_t off = switched ? t.call_ns : now;
+        gov.on_ns += off > gov.on_since_ns ? off - gov.on_since_ns : 0;
         gov.on_since_ns = 0;
     }
 }
@@ -168,7 +177,7 @@ static void account(int64_t ended_sec, double ended_len_s)
     if (on_share > 1)
         on_share = 1;
     if (prof_events_alloc_switchable())
-        prof_alloc_note_coverage(ended_sec, on_share);
+        prof_alloc_note_coverage(ended_sec, on_share, gov.share);
     struct second s = {
         .proc_s = (double)(proc_ns - gov.last_proc_ns) / 1e9,
         .threads_s = self.cpu_s - gov.last_threads_s,
@@ -345,9 +354,14 @@ static void *gov_main(void *arg)
         if (nap_until_unix(on_at))
             break;
         set_alloc(1);
-        /* the share counts from when the session runs: starting it can take milliseconds
-         * (the runtime waits out a GC in progress), time during which no event flows */
-        if (nap_until_unix(prof_unix_now() + share))
+        /* the share counts from when the allocation session's start returned (the events
+         * flow from then: measured to within 0.1 ms on a quiet machine), not from the end of
+         * the whole switch, which stops the parking session too and can take tens of
+         * milliseconds on a loaded or instrumented process */
+        double left = share;
+        if (gov.on_since_ns)
+            left -= (double)(prof_now_ns() - gov.on_since_ns) / 1e9;
+        if (nap_until_unix(prof_unix_now() + left))
             break;
         set_alloc(0);
     next:

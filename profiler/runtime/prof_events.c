@@ -48,6 +48,7 @@ static struct events_state {
         UINT32 level;
         EVENTPIPE_SESSION alloc, park;
         uint64_t switches, failed; /* atomic */
+        struct prof_events_switch_times times; /* the last switch's (the switching thread) */
     } alloc_switch;
     /* Time spent in this module's delivery of events, by kind (atomic; CLOCK_MONOTONIC ns). */
     struct prof_events_cost cost;
@@ -260,6 +261,11 @@ void prof_events_reapply_sessions(void)
     }
 }
 
+void prof_events_switch_times(struct prof_events_switch_times *out)
+{
+    *out = events.alloc_switch.times;
+}
+
 int prof_events_alloc_switchable(void)
 {
     return events.alloc_switch.split && g_core.info;
@@ -289,11 +295,14 @@ int prof_events_alloc_switch(int on)
     int rc = 0;
     if (on == __atomic_load_n(&events.alloc_switch.on, __ATOMIC_ACQUIRE))
         goto out;
+    struct prof_events_switch_times *t = &events.alloc_switch.times;
     if (on) {
         /* start first, then stop the parking session: the stop's recompute still sees the
          * allocation session, which is what must stay on */
+        t->call_ns = prof_now_ns();
         HRESULT hr = start_runtime_session(events.alloc_switch.keywords, events.alloc_switch.level,
                                            &events.alloc_switch.alloc);
+        t->flip_ns = prof_now_ns();
         if (hr < 0 || !events.alloc_switch.alloc) {
             events.alloc_switch.alloc = 0;
             rc = -1;
@@ -307,7 +316,9 @@ int prof_events_alloc_switch(int on)
         events.alloc_switch.park = 0;
     } else {
         /* stop, then start the parking session, whose start recomputes without it */
+        t->call_ns = prof_now_ns();
         info->vt->EventPipeStopSession(info, events.alloc_switch.alloc);
+        t->flip_ns = prof_now_ns();
         events.alloc_switch.alloc = 0;
         events.cfg_of[2].keywords = 0;
         __atomic_store_n(&events.alloc_switch.on, 0, __ATOMIC_RELEASE);
@@ -318,6 +329,7 @@ int prof_events_alloc_switch(int on)
         }
     }
     __atomic_fetch_add(&events.alloc_switch.switches, 1, __ATOMIC_RELAXED);
+    t->done_ns = prof_now_ns();
 out:
     if (rc)
         __atomic_fetch_add(&events.alloc_switch.failed, 1, __ATOMIC_RELAXED);

@@ -54,6 +54,13 @@ void prof_events_reapply_sessions(void);
  * object to it), never from a callback. prof_events_hold_switch/release_switch bracket a heap
  * snapshot's session, during which the switch waits. */
 int prof_events_alloc_switchable(void);
+/* When the last switch that did something began, when the allocation session's own start or
+ * stop returned (the events flow, or stop, somewhere between the two), and when the whole switch
+ * was done (CLOCK_MONOTONIC ns). The switching thread only. */
+struct prof_events_switch_times {
+    int64_t call_ns, flip_ns, done_ns;
+};
+void prof_events_switch_times(struct prof_events_switch_times *out);
 int prof_events_alloc_on(void); /* 1 while allocation events flow (always, when not switchable) */
 int prof_events_alloc_switch(int on);
 void prof_events_hold_switch(void);

@@ -60,6 +60,10 @@ static struct store_state {
     int64_t names_compacted_ns, names_gap_ns; /* the same for the names */
     uint64_t dropped_names; /* of the generations before the current one */
     struct prof_store_stats st;
+    struct {
+        prof_store_scale_fn fn; /* NULL: the values stand as added */
+        unsigned mask;
+    } scale[PK_COUNT]; /* prof_store_set_scale */
 } store = {.lock = PTHREAD_MUTEX_INITIALIZER};
 
 static uint32_t mix(uint64_t x)
@@ -100,6 +104,31 @@ static void gen_unref(struct names_gen *g)
         prof_intern_free(&g->t);
         free(g);
     }
+}
+
+void prof_store_set_scale(int kind, unsigned mask, prof_store_scale_fn fn)
+{
+    if (kind < 0 || kind >= PK_COUNT)
+        return;
+    pthread_mutex_lock(&store.lock);
+    store.scale[kind].fn = fn;
+    store.scale[kind].mask = mask;
+    pthread_mutex_unlock(&store.lock);
+}
+
+/* A row's values of second `sec` as the kind's scale has them (under the lock). */
+static void scale_row(int kind, int64_t sec, int64_t v[PROF_NVALUES])
+{
+    if (kind < 0 || kind >= PK_COUNT || !store.scale[kind].fn)
+        return;
+    double f = store.scale[kind].fn(sec);
+    if (f == 1 || !(f >= 0))
+        return;
+    for (int k = 0; k < PROF_NVALUES; k++)
+        if (store.scale[kind].mask >> k & 1) {
+            double x = (double)v[k] * f;
+            v[k] = x >= 9.2e18 ? INT64_MAX : (int64_t)llround(x);
+        }
 }
 
 int prof_store_init(int history_s, int max_nodes, size_t max_name_bytes)
@@ -586,6 +615,7 @@ static int view_window(int kind, double seconds, int range, int64_t from_s, int6
             r->tid = e->tid;
             r->label = prof_intern_str(&store.gen->t, e->label);
             memcpy(r->v, e->v, sizeof r->v);
+            scale_row(kind, s, r->v);
             remap[e->node] = 1;
         }
     }
@@ -691,9 +721,13 @@ void prof_store_totals(int kind, double seconds, int64_t out[PROF_NVALUES])
             if (b->second != s)
                 continue;
             for (uint32_t i = 0; i < b->cap; i++)
-                if (b->e[i].used && b->e[i].kind == kind)
+                if (b->e[i].used && b->e[i].kind == kind) {
+                    int64_t v[PROF_NVALUES];
+                    memcpy(v, b->e[i].v, sizeof v);
+                    scale_row(kind, s, v);
                     for (int k = 0; k < PROF_NVALUES; k++)
-                        out[k] += b->e[i].v[k];
+                        out[k] += v[k];
+                }
         }
     }
     pthread_mutex_unlock(&store.lock);

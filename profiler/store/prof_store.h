@@ -84,6 +84,12 @@ int prof_store_view(int kind, double seconds, const char *filter, struct prof_vi
 int prof_store_view_range(int kind, int64_t from_s, int64_t to_s, const char *filter,
                           struct prof_view *out);
 void prof_view_free(struct prof_view *v);
+/* A kind whose samples' weight is known only once their second has ended (the allocation
+ * events, which the overhead governor switches: prof_alloc_second_factor): views and totals
+ * multiply the values of each second's rows picked by `mask` (bit k: v[k]) by fn(second).
+ * Called once at Initialize; fn runs under the store's lock and must take none. */
+typedef double (*prof_store_scale_fn)(int64_t sec);
+void prof_store_set_scale(int kind, unsigned mask, prof_store_scale_fn fn);
 void prof_store_get_stats(struct prof_store_stats *s);
 /* Bytes the store holds (call-path nodes, their index, per-second buckets, interned names). */
 size_t prof_store_mem_bytes(void);

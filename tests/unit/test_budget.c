@@ -2,12 +2,19 @@
  * test_budget - the overhead governor's decision (prof_budget_next_share, prof_budget_allowed):
  * allocations keep the share the budget leaves after the other sources, go down at once and up
  * at most twofold a second, never below the least share, and stay fully on when they cost too
- * little to matter; the floor of one core holds for an app that uses little CPU.
+ * little to matter; the floor of one core holds for an app that uses little CPU. And the
+ * weights of a governed second's allocation samples, read once it has ended: planned share /
+ * the share the events really flowed (a switch held up makes them flow longer than planned),
+ * in the store's totals of allocations and nowhere else.
  */
 #include <math.h>
 #include <stdio.h>
 
+#include "prof_alloc.h"
 #include "prof_budget.h"
+#include "prof_config.h"
+#include "prof_core.h"
+#include "prof_store.h"
 #include "unit_check.h"
 
 /* A 10 s window of an app using one core, where clrscope's threads and other callbacks cost
@@ -101,9 +108,43 @@ static void test_wall_steps(void)
     }
 }
 
+static void test_second_factor(void)
+{
+    g_core.runtime_major = 10; /* AllocationSampled: the per-second notes exist */
+    g_cfg.history_s = 60;
+    UINT64 kw = 0;
+    UINT32 level = 0;
+    prof_alloc_session_needs(&kw, &level);
+    CHECK(!prof_store_init(60, 1000, 1u << 20), "store");
+    int64_t sec = (int64_t)prof_unix_now() - 3;
+    CHECK(prof_alloc_second_factor(sec) == 1, "a second not noted: 1");
+    prof_alloc_note_coverage(sec, 0.04, 0.02); /* planned 2 %, flowed 4 % */
+    CHECK(fabs(prof_alloc_second_factor(sec) - 0.5) < 1e-6, "planned / on: %g",
+          prof_alloc_second_factor(sec));
+    prof_alloc_note_coverage(sec - 1, 0.7, 1); /* fully on, switched on mid-second */
+    CHECK(prof_alloc_second_factor(sec - 1) == 1, "not governed: 1");
+    prof_alloc_note_coverage(sec - 2, 0, 0.02); /* nothing flowed: no sample to weigh */
+    CHECK(prof_alloc_second_factor(sec - 2) == 1, "nothing on: 1");
+    const char *frames[1] = {"Site"};
+    int64_t v[PROF_NVALUES] = {5000, 800000, 10}; /* weighed 1/0.02 when they came */
+    prof_store_add(PK_ALLOC, (double)sec + 0.5, frames, 1, 1, "T", v);
+    prof_store_add(PK_ALLOC_TYPE, (double)sec + 0.5, NULL, 0, 0, "T", v);
+    prof_store_add(PK_CPU, (double)sec + 0.5, frames, 1, 1, NULL, v);
+    int64_t t[PROF_NVALUES];
+    prof_store_totals(PK_ALLOC, 10, t);
+    CHECK(t[0] == 2500 && t[1] == 400000 && t[2] == 10, "allocations at 1/0.04: %lld %lld %lld",
+          (long long)t[0], (long long)t[1], (long long)t[2]);
+    prof_store_totals(PK_ALLOC_TYPE, 10, t);
+    CHECK(t[1] == 400000, "the table by type too: %lld", (long long)t[1]);
+    prof_store_totals(PK_CPU, 10, t);
+    CHECK(t[1] == 800000, "other kinds as added: %lld", (long long)t[1]);
+    prof_store_free();
+}
+
 int main(void)
 {
     test_wall_steps();
+    test_second_factor();
     test_share_follows_the_budget();
     test_up_step_by_step_and_bounds();
     test_not_worth_turning_down();

@@ -12,7 +12,9 @@
  *     new generation: new names are stored again instead of "[overflow]" (names that only grew
  *     would stay "[overflow]"), and a view taken before keeps its names readable until it is freed
  *     (under ASan a freed name read here fails the test); no copy is made when it would free
- *     little (all in use: ~0.1 s under the lock at 16 MiB, for nothing).
+ *     little (all in use: ~0.1 s under the lock at 16 MiB, for nothing);
+ *   - a kind with a per-second scale (the allocation governor's measured shares) is read at it:
+ *     the chosen values of each second's rows, in views and totals, the others as added.
  */
 #include <math.h>
 #include <stdio.h>
@@ -149,6 +151,47 @@ static void test_names(void)
     prof_store_free();
 }
 
+static int64_t scaled_sec;
+
+/* half of second scaled_sec's values; the other seconds' stand */
+static double half_one_second(int64_t sec)
+{
+    return sec == scaled_sec ? 0.5 : 1;
+}
+
+static void test_scale(void)
+{
+    CHECK(!prof_store_init(5, 1000, 16u << 20), "init (scale)");
+    double t = floor(now());
+    scaled_sec = (int64_t)t - 1;
+    prof_store_set_scale(PK_ALLOC, 3, half_one_second); /* v0, v1: not v2 */
+    const char *frames[1] = {"Alloc.Site"};
+    int64_t v[PROF_NVALUES] = {1000, 4000, 7};
+    prof_store_add(PK_ALLOC, (double)scaled_sec + 0.5, frames, 1, 1, "T", v);
+    prof_store_add(PK_ALLOC, t + 0.1, frames, 1, 1, "T", v);
+    prof_store_add(PK_CPU, (double)scaled_sec + 0.5, frames, 1, 1, NULL, v);
+    int64_t tot[PROF_NVALUES];
+    prof_store_totals(PK_ALLOC, 5, tot);
+    CHECK(tot[0] == 1500 && tot[1] == 6000 && tot[2] == 14, "totals: %lld %lld %lld",
+          (long long)tot[0], (long long)tot[1], (long long)tot[2]);
+    prof_store_totals(PK_CPU, 5, tot);
+    CHECK(tot[0] == 1000 && tot[1] == 4000, "another kind unscaled: %lld %lld",
+          (long long)tot[0], (long long)tot[1]);
+    struct prof_view vw;
+    CHECK(!prof_store_view_range(PK_ALLOC, scaled_sec, scaled_sec, NULL, &vw), "view range");
+    int64_t s0 = 0, s1 = 0, s2 = 0;
+    for (size_t i = 0; i < vw.nrows; i++) {
+        s0 += vw.rows[i].v[0];
+        s1 += vw.rows[i].v[1];
+        s2 += vw.rows[i].v[2];
+    }
+    CHECK(s0 == 500 && s1 == 2000 && s2 == 7, "the scaled second's row: %lld %lld %lld",
+          (long long)s0, (long long)s1, (long long)s2);
+    prof_view_free(&vw);
+    prof_store_set_scale(PK_ALLOC, 0, NULL);
+    prof_store_free();
+}
+
 int main(void)
 {
     CHECK(!prof_store_init(5, 1000, 16u << 20), "init");
@@ -235,6 +278,7 @@ int main(void)
     prof_store_free();
 
     test_names();
+    test_scale();
     printf("%d passed, %d failed\n", passed, failed);
     return failed != 0;
 }
