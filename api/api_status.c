@@ -202,6 +202,8 @@ int api_status(const struct api_req *q, struct api_reply *out)
     cJSON_AddNumberToObject(sto, "name_cap", (double)st.string_cap);
     cJSON_AddNumberToObject(sto, "name_compactions", (double)st.name_compactions);
     cJSON_AddNumberToObject(sto, "freed_names", (double)st.freed_names);
+    cJSON_AddNumberToObject(sto, "stack_nodes_peak", (double)st.nodes_peak);
+    cJSON_AddNumberToObject(sto, "name_bytes_peak", (double)st.string_bytes_peak);
 
     struct prof_unload_stats us;
     prof_unload_get_stats(&us);

@@ -382,6 +382,8 @@ static int64_t compact_nodes(int64_t now_s)
             store.nodes[remap[i] - 1].frame = store.nodes[i].frame;
         }
     uint32_t before = store.nnodes;
+    if (before > store.st.nodes_peak)
+        store.st.nodes_peak = before;
     store.nnodes = n;
     for (int i = 0; i < store.nbuckets; i++) {
         struct bucket *b = &store.buckets[i];
@@ -442,6 +444,8 @@ static void maybe_compact_names(void)
     if (store.names_compacted_ns && now - store.names_compacted_ns < store.names_gap_ns)
         return;
     store.names_compacted_ns = now;
+    if (old->bytes > store.st.string_bytes_peak)
+        store.st.string_bytes_peak = old->bytes;
     if (compact_nodes((int64_t)floor(unix_now())) < 0)
         return;
     uint32_t *remap = calloc(old->n, sizeof *remap);
@@ -702,7 +706,11 @@ void prof_store_get_stats(struct prof_store_stats *s)
         store.st.strings = store.gen->t.n;
         store.st.string_bytes = store.gen->t.bytes;
         store.st.dropped_strings = store.dropped_names + store.gen->t.dropped;
+        if (store.st.string_bytes > store.st.string_bytes_peak)
+            store.st.string_bytes_peak = store.st.string_bytes;
     }
+    if (store.st.nodes > store.st.nodes_peak)
+        store.st.nodes_peak = store.st.nodes;
     store.st.string_cap = store.name_cap;
     *s = store.st;
     pthread_mutex_unlock(&store.lock);

@@ -70,6 +70,7 @@ struct prof_store_stats {
     uint64_t compactions, compacted_nodes; /* trie compactions, nodes they freed */
     uint64_t string_cap;                   /* bytes (CLRSCOPE_MAX_NAME_BYTES) */
     uint64_t name_compactions, freed_names; /* names compactions, names they freed */
+    uint64_t nodes_peak, string_bytes_peak; /* the most either held at any time */
 };
 
 int prof_store_init(int history_s, int max_nodes, size_t max_name_bytes);

@@ -34,6 +34,14 @@ class ManyBusyThreads(unittest.TestCase):
         cls.cpu = cls.app.json("/api/v1/flamegraph?type=cpu&seconds=60")
         cls.proc_cpu_ms = process_cpu_ms(cls.app.pid)
         cls.status = cls.app.json("/api/v1/status")
+        # a worker the runtime has just reported is armed by clrscope's sampler thread, which
+        # 200 spinning threads on two cores may keep waiting a moment: give it up to 3 s
+        for _ in range(6):
+            st = cls.status
+            if st["self"]["signal_sampler"]["threads"] >= st["managed_threads"] - 3:
+                break
+            time.sleep(0.5)
+            cls.status = cls.app.json("/api/v1/status")
         cls.pprof = cls.app.pprof("/debug/pprof/profile?seconds=3",
                                   os.path.join(cls.app.tmp, "cpu.pb.gz"))
         cls.truth = cls.app.wait_truth(timeout=120)
