@@ -14,6 +14,7 @@
 #include "api_json.h"
 #include "prof_config.h"
 #include "prof_core.h"
+#include "prof_history.h"
 #include "prof_live.h"
 #include "prof_log.h"
 #include "prof_pprof.h"
@@ -159,6 +160,16 @@ done:
     prof_scratch_free(&b->mem, stack);
 }
 
+/* A window [from, to) in the store's whole seconds: both ends rounded to the nearest second, so
+ * two windows that meet at a moment share no second; at least one second. */
+static void whole_seconds(double from, double to, int64_t *from_s, int64_t *to_s)
+{
+    *from_s = (int64_t)llround(from);
+    *to_s = (int64_t)llround(to) - 1;
+    if (*to_s < *from_s)
+        *to_s = *from_s;
+}
+
 int api_flamegraph(const struct api_req *q, struct api_reply *out)
 {
     double seconds;
@@ -174,8 +185,41 @@ int api_flamegraph(const struct api_req *q, struct api_reply *out)
         free(filter);
         return 400;
     }
+    /* from/to: a past window by its ends, reaching into the history on disk */
+    double now = prof_unix_now(), from, to;
+    int hf = api_query_time(q, "from", now, &from, out);
+    int ht = hf < 0 ? -1 : api_query_time(q, "to", now, &to, out);
+    if (hf < 0 || ht < 0) {
+        free(filter);
+        return 400;
+    }
     struct prof_view v;
-    if (get_view(t, seconds, has_filter ? filter : NULL, &v)) {
+    uint32_t from_disk = 0;
+    if (hf || ht) {
+        if (!ht)
+            to = now;
+        if (!hf)
+            from = to - seconds;
+        int64_t reach = prof_history_reach_s();
+        const char *bad = t->kind < 0 ? "live objects are a state, not a window: no from/to"
+                          : to <= from ? "the window ends (to) before it starts (from)"
+                          : to - from > (double)reach + 1.0 ? "from..to is longer than the "
+                                                             "history kept"
+                                                           : NULL;
+        if (bad) {
+            free(filter);
+            return api_reply_error(out, 400, "%s (%lld s: CLRSCOPE_HISTORY_S, or "
+                                   "CLRSCOPE_HISTORY_MAX_AGE on disk)", bad, (long long)reach);
+        }
+        int64_t from_s, to_s;
+        whole_seconds(from, to, &from_s, &to_s);
+        seconds = (double)(to_s - from_s + 1);
+        if (prof_history_view_range(t->kind, from_s, to_s, has_filter ? filter : NULL, &v,
+                                    &from_disk)) {
+            free(filter);
+            return api_reply_error(out, 503, "profile data unavailable (out of memory)");
+        }
+    } else if (get_view(t, seconds, has_filter ? filter : NULL, &v)) {
         free(filter);
         return api_reply_error(out, 503, "profile data unavailable (out of memory)");
     }
@@ -206,6 +250,8 @@ int api_flamegraph(const struct api_req *q, struct api_reply *out)
     jb_int(&b, (int64_t)tree.n);
     jb_lit(&b, ",\"trimmed\":");
     jb_int(&b, (int64_t)tree.trimmed);
+    jb_lit(&b, ",\"from_disk\":");
+    jb_int(&b, (int64_t)from_disk);
     if (has_filter) {
         jb_lit(&b, ",\"filter\":");
         jb_str(&b, filter);
@@ -222,16 +268,6 @@ int api_flamegraph(const struct api_req *q, struct api_reply *out)
 }
 
 /* ---- /api/v1/flamegraph/diff ---- */
-
-/* A window [from, to) in the store's whole seconds: both ends rounded to the nearest second, so
- * two windows that meet at a moment share no second; at least one second. */
-static void whole_seconds(double from, double to, int64_t *from_s, int64_t *to_s)
-{
-    *from_s = (int64_t)llround(from);
-    *to_s = (int64_t)llround(to) - 1;
-    if (*to_s < *from_s)
-        *to_s = *from_s;
-}
 
 static void emit_window(struct jbuf *b, const char *key, int64_t from_s, int64_t to_s,
                         const struct prof_view *v, int64_t total)
@@ -278,9 +314,10 @@ static int diff_windows(const struct api_req *q, struct api_reply *out, double n
         *af = *bf - (*bt - *bf);
         *at = *bf;
     }
-    if (*bt - *bf > g_cfg.history_s + 1.0 || *at - *af > g_cfg.history_s + 1.0) {
-        api_reply_error(out, 400, "a window is longer than the history kept (%d s, "
-                        "CLRSCOPE_HISTORY_S)", g_cfg.history_s);
+    double reach = (double)prof_history_reach_s();
+    if (*bt - *bf > reach + 1.0 || *at - *af > reach + 1.0) {
+        api_reply_error(out, 400, "a window is longer than the history kept (%.0f s: "
+                        "CLRSCOPE_HISTORY_S, or CLRSCOPE_HISTORY_MAX_AGE on disk)", reach);
         return -1;
     }
     return 0;
@@ -321,11 +358,11 @@ int api_flamegraph_diff(const struct api_req *q, struct api_reply *out)
     whole_seconds(af, at, &a0, &a1);
     whole_seconds(bf, bt, &b0, &b1);
     struct prof_view va, vb;
-    if (prof_store_view_range(t->kind, a0, a1, has_filter ? filter : NULL, &va)) {
+    if (prof_history_view_range(t->kind, a0, a1, has_filter ? filter : NULL, &va, NULL)) {
         free(filter);
         return api_reply_error(out, 503, "profile data unavailable (out of memory)");
     }
-    if (prof_store_view_range(t->kind, b0, b1, has_filter ? filter : NULL, &vb)) {
+    if (prof_history_view_range(t->kind, b0, b1, has_filter ? filter : NULL, &vb, NULL)) {
         prof_view_free(&va);
         free(filter);
         return api_reply_error(out, 503, "profile data unavailable (out of memory)");
@@ -418,8 +455,41 @@ int api_top(const struct api_req *q, struct api_reply *out)
         free(filter);
         return 400;
     }
+    /* from/to: a past window by its ends, reaching into the history on disk */
+    double now = prof_unix_now(), from, to;
+    int hf = api_query_time(q, "from", now, &from, out);
+    int ht = hf < 0 ? -1 : api_query_time(q, "to", now, &to, out);
+    if (hf < 0 || ht < 0) {
+        free(filter);
+        return 400;
+    }
     struct prof_view v;
-    if (get_view(t, seconds, has_filter ? filter : NULL, &v)) {
+    uint32_t from_disk = 0;
+    if (hf || ht) {
+        if (!ht)
+            to = now;
+        if (!hf)
+            from = to - seconds;
+        int64_t reach = prof_history_reach_s();
+        const char *bad = t->kind < 0 ? "live objects are a state, not a window: no from/to"
+                          : to <= from ? "the window ends (to) before it starts (from)"
+                          : to - from > (double)reach + 1.0 ? "from..to is longer than the "
+                                                             "history kept"
+                                                           : NULL;
+        if (bad) {
+            free(filter);
+            return api_reply_error(out, 400, "%s (%lld s: CLRSCOPE_HISTORY_S, or "
+                                   "CLRSCOPE_HISTORY_MAX_AGE on disk)", bad, (long long)reach);
+        }
+        int64_t from_s, to_s;
+        whole_seconds(from, to, &from_s, &to_s);
+        seconds = (double)(to_s - from_s + 1);
+        if (prof_history_view_range(t->kind, from_s, to_s, has_filter ? filter : NULL, &v,
+                                    &from_disk)) {
+            free(filter);
+            return api_reply_error(out, 503, "profile data unavailable (out of memory)");
+        }
+    } else if (get_view(t, seconds, has_filter ? filter : NULL, &v)) {
         free(filter);
         return api_reply_error(out, 503, "profile data unavailable (out of memory)");
     }
@@ -601,6 +671,8 @@ int api_pprof_profile(const struct api_req *q, struct api_reply *out)
         return 400;
     if (!strcmp(q->method, "HEAD"))
         wait = 0; /* no body follows: the headers of the past window, at once */
+    if (g_core.post_mortem)
+        wait = 0; /* the history of an exited process: no next seconds to wait for */
     if (wait && seconds > PPROF_WAIT_MAX_S)
         return api_reply_error(out, 400, "seconds=%g: a profile of the next seconds waits %d s "
                                "at most (add wait=0 for the past %g s)", seconds,
@@ -619,9 +691,10 @@ int api_pprof_profile(const struct api_req *q, struct api_reply *out)
             from = to - seconds;
         if (to <= from)
             return api_reply_error(out, 400, "the window ends (to) before it starts (from)");
-        if (to - from > g_cfg.history_s + 1.0)
-            return api_reply_error(out, 400, "from..to is longer than the history kept (%d s, "
-                                   "CLRSCOPE_HISTORY_S)", g_cfg.history_s);
+        if (to - from > (double)prof_history_reach_s() + 1.0)
+            return api_reply_error(out, 400, "from..to is longer than the history kept (%lld s: "
+                                   "CLRSCOPE_HISTORY_S, or CLRSCOPE_HISTORY_MAX_AGE on disk)",
+                                   (long long)prof_history_reach_s());
         wait = 0;
         whole_seconds(from, to, &from_s, &to_s);
     } else {

@@ -30,6 +30,9 @@ struct api_route {
     /* the 405 message for a method of the scope that this resource does not take; NULL where
      * no other method of the scope can reach it */
     const char *not_allowed;
+    /* 1: answers from the profiles' history alone (the store, the marks), so also in a post-mortem
+     * server (`clrscope serve`), where the others, which ask the running process, are 404s */
+    unsigned history;
 };
 
 extern const struct api_route api_routes[];

@@ -11,6 +11,7 @@
 #include "prof_counters.h"
 #include "prof_events.h"
 #include "prof_exporter.h"
+#include "prof_history.h"
 #include "prof_sampler.h"
 #include "prof_store.h"
 #include "prof_threads.h"
@@ -26,6 +27,11 @@ int api_status(const struct api_req *q, struct api_reply *out)
 {
     cJSON *o = cJSON_CreateObject();
     cJSON_AddNumberToObject(o, "pid", g_core.pid);
+    /* "live": a profiled process; "post-mortem": `clrscope serve`, the history of process
+     * served_pid (which has exited), read from disk */
+    cJSON_AddStringToObject(o, "mode", g_core.post_mortem ? "post-mortem" : "live");
+    if (g_core.post_mortem)
+        cJSON_AddNumberToObject(o, "served_pid", g_core.served_pid);
     cJSON *proc = cJSON_AddObjectToObject(o, "process");
     cJSON_AddStringToObject(proc, "name", g_core.process_name);
     cJSON_AddStringToObject(proc, "cmdline", g_core.cmdline);
@@ -204,6 +210,30 @@ int api_status(const struct api_req *q, struct api_reply *out)
     cJSON_AddNumberToObject(sto, "freed_names", (double)st.freed_names);
     cJSON_AddNumberToObject(sto, "stack_nodes_peak", (double)st.nodes_peak);
     cJSON_AddNumberToObject(sto, "name_bytes_peak", (double)st.string_bytes_peak);
+
+    struct prof_history_stats hs;
+    prof_history_get_stats(&hs);
+    cJSON *hi = cJSON_AddObjectToObject(o, "history");
+    cJSON_AddBoolToObject(hi, "enabled", hs.enabled);
+    cJSON_AddStringToObject(hi, "dir", hs.dir);
+    cJSON_AddStringToObject(hi, "process_dir", hs.process_dir);
+    cJSON_AddStringToObject(hi, "off_reason", hs.off_reason);
+    cJSON_AddNumberToObject(hi, "segment_s", hs.segment_s);
+    cJSON_AddNumberToObject(hi, "max_mb", hs.max_mb);
+    cJSON_AddNumberToObject(hi, "max_age_s", (double)hs.max_age_s);
+    cJSON_AddNumberToObject(hi, "written", (double)hs.written);
+    cJSON_AddNumberToObject(hi, "written_bytes", (double)hs.written_bytes);
+    cJSON_AddNumberToObject(hi, "empty_skipped", (double)hs.empty_skipped);
+    cJSON_AddNumberToObject(hi, "write_failures", (double)hs.write_failures);
+    cJSON_AddNumberToObject(hi, "deleted", (double)hs.deleted);
+    cJSON_AddNumberToObject(hi, "disk_bytes", (double)hs.disk_bytes);
+    cJSON_AddNumberToObject(hi, "disk_segments", (double)hs.disk_segments);
+    cJSON_AddNumberToObject(hi, "oldest", (double)hs.oldest_s);
+    cJSON_AddNumberToObject(hi, "last_to", (double)hs.last_to_s);
+    cJSON_AddNumberToObject(hi, "read", (double)hs.read);
+    cJSON_AddNumberToObject(hi, "skipped", (double)hs.skipped);
+    cJSON_AddStringToObject(hi, "last_error", hs.last_error);
+    cJSON_AddNumberToObject(hi, "cpu_s", hs.write_cpu_s);
 
     struct prof_unload_stats us;
     prof_unload_get_stats(&us);

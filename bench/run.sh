@@ -10,7 +10,8 @@
 # breaks, emits nothing, or the renderer cannot read what they emitted.
 # Benchmarks: aspnet_overhead.sh (a Kestrel server under wrk, each profile alone and all together,
 # dotnet-trace beside them; then all profiles in steady state beside an A/A pair), api_latency.py
-# (dashboard endpoints under that load), switch_cost.c (what a CPU-sampling clock adds to a
+# (dashboard endpoints under that load), history_bench.py (the history on disk: bytes per minute
+# on that server, a day of segments opened), switch_cost.c (what a CPU-sampling clock adds to a
 # context switch), threads_bench.py (10/100/500 threads), startup.py,
 # first_paint.sh (dashboard in Chromium), rss_growth.py (RSS over RSS_SECONDS, default 600),
 # cpu_overhead.sh (CPU/wall samplers), gc_overhead.sh (GC monitoring), live_overhead.sh (live
@@ -111,6 +112,18 @@ PY
     echo
     python3 bench/api_latency.py "$build" "$build/apps/webapp/WebApp.dll" 2>&1 ||
       echo "(api_latency failed: exit $?)"
+    echo
+  fi
+  if want history; then
+    echo "## history"
+    echo
+    if [ "${SMOKE:-0}" = 1 ]; then
+      SEGMENT_S=1 HOURS=0.5 REPEAT=1 python3 bench/history_bench.py "$build" \
+        "$build/apps/webapp/WebApp.dll" 2>&1 || echo "(history failed: exit $?)"
+    else
+      python3 bench/history_bench.py "$build" "$build/apps/webapp/WebApp.dll" 2>&1 ||
+        echo "(history failed: exit $?)"
+    fi
     echo
   fi
   if want threads_bench; then

@@ -8,7 +8,11 @@
  * forwards to the module that owns the event; none blocks, allocates much or calls back into
  * code that could wait on clrscope's own threads.
  */
+#include <cjson/cJSON.h>
+#include <pthread.h>
+#include <signal.h>
 #include <stddef.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
@@ -25,11 +29,13 @@
 #include "prof_events.h"
 #include "prof_exc.h"
 #include "prof_exporter.h"
+#include "prof_history.h"
 #include "prof_gc.h"
 #include "prof_heapsnap.h"
 #include "prof_live.h"
 #include "prof_lock.h"
 #include "prof_log.h"
+#include "prof_utf8.h"
 #include "prof_process.h"
 #include "prof_sampler.h"
 #include "prof_scratch.h"
@@ -147,6 +153,7 @@ static HRESULT entry_initialize(void *info_unknown)
     prof_events_start();
     prof_budget_start(); /* after the sessions: it switches the allocation session */
     prof_exporter_start();
+    prof_history_start();
     web_server_start(); /* last: the dashboard reads what capture publishes */
     prof_log(LOG_DEBUG, "initialized on runtime %s (ICorProfilerInfo%d)", g_core.runtime_version,
              v);
@@ -160,6 +167,7 @@ static void entry_shutdown(void)
     prof_core_begin_stopping();
     web_server_stop();
     prof_exporter_stop();
+    prof_history_stop();
     prof_budget_stop();
     prof_heapsnap_stop();
     prof_sampler_stop();
@@ -446,4 +454,73 @@ HRESULT DllGetClassObject(const GUID *clsid, const GUID *iid, void **ppv)
         return CLASS_E_CLASSNOTAVAILABLE;
     g_factory.vt = g_factory_vtbl;
     return cf_query_interface(&g_factory, iid, ppv);
+}
+
+/* ---- clrscope serve: the history of a process that has exited ---- */
+
+/* process.json (prof_history.c writes it beside the segments): who wrote the history. */
+static void read_process_file(const char *pdir)
+{
+    char path[1200], buf[4096];
+    snprintf(path, sizeof path, "%s/process.json", pdir);
+    FILE *f = fopen(path, "re");
+    if (!f)
+        return;
+    size_t n = fread(buf, 1, sizeof buf - 1, f);
+    fclose(f);
+    buf[n] = 0;
+    cJSON *o = cJSON_Parse(buf);
+    if (!o)
+        return;
+    const cJSON *v;
+    if (cJSON_IsNumber(v = cJSON_GetObjectItemCaseSensitive(o, "pid")))
+        g_core.served_pid = (pid_t)v->valuedouble;
+    if (cJSON_IsString(v = cJSON_GetObjectItemCaseSensitive(o, "process")))
+        snprintf(g_core.process_name, sizeof g_core.process_name, "%s", v->valuestring);
+    if (cJSON_IsString(v = cJSON_GetObjectItemCaseSensitive(o, "command_line")))
+        snprintf(g_core.cmdline, sizeof g_core.cmdline, "%s", v->valuestring);
+    if (cJSON_IsString(v = cJSON_GetObjectItemCaseSensitive(o, "runtime")))
+        snprintf(g_core.runtime_version, sizeof g_core.runtime_version, "%s", v->valuestring);
+    if (cJSON_IsNumber(v = cJSON_GetObjectItemCaseSensitive(o, "start")))
+        g_core.start_unix = v->valuedouble;
+    cJSON_Delete(o);
+    prof_utf8_clean(g_core.process_name);
+    prof_utf8_clean(g_core.cmdline);
+    prof_utf8_clean(g_core.runtime_version);
+}
+
+/* `clrscope serve DIR` (tools/launcher_run.c loads this library and calls it): the dashboard and
+ * the API's history routes over the segments a process left in DIR (api_routes.h: `history`),
+ * read-only, the clock frozen at their end; no runtime, no capture thread. Returns once SIGINT or
+ * SIGTERM arrives: 0, or 1 with a log line when DIR cannot be served. */
+__attribute__((visibility("default"))) int clrscope_serve(const char *dir);
+
+int clrscope_serve(const char *dir)
+{
+    sigset_t set;
+    sigemptyset(&set);
+    sigaddset(&set, SIGINT);
+    sigaddset(&set, SIGTERM);
+    pthread_sigmask(SIG_BLOCK, &set, NULL); /* the server's threads inherit it: sigwait below */
+    prof_config_load();
+    prof_core_read_process_facts();
+    g_core.post_mortem = 1;
+    char why[400];
+    if (prof_history_serve(dir, why, sizeof why)) {
+        prof_log(LOG_ERROR, "serve: %s", why);
+        return 1;
+    }
+    g_core.start_unix = prof_unix_now();
+    read_process_file(dir);
+    g_core.profiles = PROFILE_CPU | PROFILE_WALL | PROFILE_ALLOC | PROFILE_EXCEPTIONS |
+                      PROFILE_LOCK;
+    if (web_server_start())
+        return 1;
+    prof_log(LOG_ALWAYS, "serving the history of pid %d (%s) from %s; Ctrl-C ends it",
+             (int)g_core.served_pid, g_core.process_name, dir);
+    int sig = 0;
+    sigwait(&set, &sig);
+    prof_core_begin_stopping();
+    web_server_stop();
+    return 0;
 }

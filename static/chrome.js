@@ -9,7 +9,7 @@
 import {hook} from './hook.js';
 import * as F from './fmt.js';
 import {h, $, clear} from './dom.js';
-import {state, profileOn, hashFor} from './state.js';
+import {state, profileOn, postMortem, hashFor} from './state.js';
 import {TABS, tabInfo} from './tabs.js';
 
 var heapSnapDone = false;   // the selected heap snapshot can be downloaded
@@ -25,11 +25,13 @@ export function renderChrome() {
   clear(nav);
   TABS.forEach(function (t) {
     var on = profileOn(t.profile);
+    var gone = t.running && postMortem(); // the history of an exited process has no threads
     var a = h('a', {
       href: hashFor({tab: t.id, seconds: state.seconds, icicle: state.icicle}),
       text: t.label,
-      'class': (t.id === state.tab ? 'on' : '') + (t.profile && !on ? ' off' : ''),
-      title: t.profile && !on ? 'the "' + t.profile + '" profile is not enabled' : ''
+      'class': (t.id === state.tab ? 'on' : '') + ((t.profile && !on) || gone ? ' off' : ''),
+      title: gone ? 'needs the running process: this is the history of one that has exited'
+        : t.profile && !on ? 'the "' + t.profile + '" profile is not enabled' : ''
     });
     if (t.id === state.tab) a.setAttribute('aria-current', 'page');
     nav.appendChild(a);

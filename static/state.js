@@ -28,6 +28,11 @@ export function profileOn(p) {
   return !status || !Array.isArray(status.profiles) || status.profiles.indexOf(p) >= 0;
 }
 
+/* `clrscope serve`: the history of a process that has exited (status.mode) */
+export function postMortem() {
+  return !!status && status.mode === 'post-mortem';
+}
+
 /* Fills `state` from the URL; returns the hash that stands for it. */
 export function readHash() {
   var p = new URLSearchParams(location.hash.replace(/^#/, ''));

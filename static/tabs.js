@@ -3,7 +3,8 @@
  * id: the tab's name in the URL (#tab=…) and its view, views/<id>.js (app.js maps one to the
  * other); label: the link's text; profile: the CLRSCOPE_PROFILES entry the view needs (off: the
  * tab is greyed and says so); pprof: the header's download links, [name, path, windowed];
- * nowindow: the time window does not apply (the selector is greyed).
+ * nowindow: the time window does not apply (the selector is greyed); running: it needs the
+ * running process (greyed in a post-mortem server, `clrscope serve`).
  */
 
 export var TABS = [
@@ -16,7 +17,7 @@ export var TABS = [
   {id: 'exceptions', label: 'Exceptions', profile: 'exceptions', pprof: [['exceptions', 'debug/pprof/exceptions', true]]},
   {id: 'locks', label: 'Locks', profile: 'lock', pprof: [['lock', 'debug/pprof/lock', true]]},
   {id: 'heap', label: 'Heap snapshots', profile: 'heap', nowindow: true},
-  {id: 'threads', label: 'Threads', nowindow: true, pprof: [['threads', 'debug/pprof/threads', false]]},
+  {id: 'threads', label: 'Threads', nowindow: true, running: true, pprof: [['threads', 'debug/pprof/threads', false]]},
   {id: 'diff', label: 'Compare', nowindow: true}
 ];
 

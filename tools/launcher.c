@@ -10,6 +10,9 @@
  *       Before that it checks that the library loads here (dlopen; dlerror() says why not, and
  *       nothing runs) and, where the app's runtimeconfig.json tells, that its runtime is one
  *       clrscope supports (.NET 8 or newer; an older one runs unprofiled, with a line saying so).
+ *   clrscope serve [--port N] [--bind ADDR] [--token T] DIR
+ *       the dashboard and API, read-only, over the history on disk (CLRSCOPE_HISTORY_DIR) of a
+ *       process that has exited: libclrscope.so's clrscope_serve, no .NET needed.
  *   clrscope ls   lists the profiled processes of this host from their discovery files (the
  *       user's own; root's: every user's), each only when written by the user its process runs
  *       as, every field shown with its control bytes escaped.
@@ -33,11 +36,14 @@ void usage(FILE *f)
 {
     fprintf(f,
             "usage: clrscope run [--port N] [--bind ADDR] [--token T|auto] [--] COMMAND [ARGS...]\n"
+            "       clrscope serve [--port N] [--bind ADDR] [--token T|auto] DIR\n"
             "       clrscope ls\n"
             "       clrscope threads [--grouped] PID\n"
             "       clrscope --help | --version\n\n"
             "run      starts COMMAND (e.g. `dotnet app.dll`) with the clrscope profiler attached;\n"
             "         the dashboard URL is printed on stderr: clrscope: dashboard http://...\n"
+            "serve    the dashboard over the history on disk of a process that has exited\n"
+            "         (DIR: CLRSCOPE_HISTORY_DIR, or one process's directory in it)\n"
             "ls       lists the processes profiled by clrscope on this host with their URLs\n"
             "threads  prints what every managed thread of profiled process PID is doing now:\n"
             "         each thread's stack, state, CPU time, lock waits and deadlocks\n"
@@ -63,6 +69,8 @@ int main(int argc, char **argv)
         return cmd_version();
     if (!strcmp(argv[1], "run"))
         return cmd_run(argc - 2, argv + 2);
+    if (!strcmp(argv[1], "serve"))
+        return cmd_serve(argc - 2, argv + 2);
     if (!strcmp(argv[1], "ls"))
         return cmd_ls();
     if (!strcmp(argv[1], "threads"))

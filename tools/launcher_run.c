@@ -11,6 +11,7 @@
  * Kept apart from the discovery commands (launcher_discovery.c): nothing here reads discovery
  * files or speaks HTTP.
  */
+#include <dirent.h>
 #include <dlfcn.h>
 #include <elf.h>
 #include <errno.h>
@@ -22,6 +23,7 @@
 #include <string.h>
 #include <strings.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "clrscope_commit.h"
@@ -459,4 +461,97 @@ int cmd_run(int argc, char **argv)
     execvp(argv[i], &argv[i]);
     fprintf(stderr, "clrscope: cannot run %s: %s\n", argv[i], strerror(errno));
     return errno == ENOENT ? 127 : 126;
+}
+
+/* The process directory to serve: DIR itself when it holds process.json, else the one under DIR
+ * whose process.json is newest (the others are listed). 0, or -1 (said on stderr). */
+static int pick_process_dir(const char *dir, char *out, size_t cap)
+{
+    char p[PATH_MAX + 32];
+    snprintf(p, sizeof p, "%s/process.json", dir);
+    if (access(p, R_OK) == 0) {
+        snprintf(out, cap, "%s", dir);
+        return 0;
+    }
+    DIR *d = opendir(dir);
+    if (!d) {
+        fprintf(stderr, "clrscope: cannot read %s: %s\n", dir, strerror(errno));
+        return -1;
+    }
+    struct dirent *e;
+    time_t best = 0;
+    int n = 0;
+    out[0] = 0;
+    while ((e = readdir(d))) {
+        if (e->d_name[0] == '.')
+            continue;
+        struct stat st;
+        snprintf(p, sizeof p, "%s/%s/process.json", dir, e->d_name);
+        if (stat(p, &st))
+            continue;
+        n++;
+        if (n > 1)
+            fprintf(stderr, "clrscope: %s holds the history of several processes; serving the "
+                    "newest (name one: clrscope serve %s/NAME)\n", dir, dir);
+        if (st.st_mtime >= best) {
+            best = st.st_mtime;
+            snprintf(out, cap, "%s/%s", dir, e->d_name);
+        }
+    }
+    closedir(d);
+    if (!out[0]) {
+        fprintf(stderr, "clrscope: %s holds no clrscope history (no process.json in it or its "
+                "directories)\n", dir);
+        return -1;
+    }
+    return 0;
+}
+
+int cmd_serve(int argc, char **argv)
+{
+    int i = 0;
+    for (; i < argc; i++) {
+        const char *a = argv[i];
+        if ((!strcmp(a, "--port") || !strcmp(a, "--bind") || !strcmp(a, "--token")) &&
+            i + 1 >= argc) {
+            fprintf(stderr, "clrscope: %s needs a value\n", a);
+            return 2;
+        }
+        if (!strcmp(a, "--port")) {
+            if (!valid_port(argv[++i])) {
+                fprintf(stderr, "clrscope: --port must be 0..65535, not '%s'\n", argv[i]);
+                return 2;
+            }
+            setenv("CLRSCOPE_PORT", argv[i], 1);
+        } else if (!strcmp(a, "--bind")) {
+            setenv("CLRSCOPE_BIND", argv[++i], 1);
+        } else if (!strcmp(a, "--token")) {
+            setenv("CLRSCOPE_TOKEN", argv[++i], 1);
+        } else if (a[0] == '-') {
+            fprintf(stderr, "clrscope: unknown option %s\n", a);
+            usage(stderr);
+            return 2;
+        } else {
+            break;
+        }
+    }
+    if (i + 1 != argc) {
+        fprintf(stderr, "clrscope: serve needs one directory: a history directory "
+                "(CLRSCOPE_HISTORY_DIR) or one process's directory in it\n");
+        return 2;
+    }
+    char pdir[PATH_MAX];
+    if (pick_process_dir(argv[i], pdir, sizeof pdir))
+        return 1;
+    char lib[PATH_MAX];
+    if (find_library(lib, sizeof lib) || library_loads(lib))
+        return 1;
+    void *h = dlopen(lib, RTLD_NOW | RTLD_LOCAL);
+    int (*serve)(const char *) = h ? (int (*)(const char *))dlsym(h, "clrscope_serve") : NULL;
+    if (!serve) {
+        fprintf(stderr, "clrscope: %s has no post-mortem server (clrscope_serve): a library of "
+                "another version?\n", lib);
+        return 1;
+    }
+    return serve(pdir);
 }

@@ -412,6 +412,9 @@ static int handle(struct mg_connection *c, void *cbdata)
             return web_reply_error(c, 405, "%s", match.route->not_allowed);
         return web_reply_error(c, 405, "method %.10s not allowed on %s", method, match.scope);
     }
+    if (g_core.post_mortem && !match.route->history)
+        return web_reply_error(c, 404, "%.100s needs the running process; this server shows the "
+                               "history of one that has exited (clrscope serve)", path);
     char *body = NULL;
     size_t body_len = 0;
     if (m == API_POST) {
@@ -545,8 +548,10 @@ int web_server_start(void)
     web_shed_start(server.port, la, WEB_WORKERS);
     mg_set_request_handler(server.ctx, "/", handle, NULL);
     web_fdguard_start(server.port); /* logs when it cannot guard */
-    web_discovery_write(url_host(), server.port);
-    atexit(web_discovery_remove);
+    if (!g_core.post_mortem) { /* `clrscope ls` lists running apps, not their histories */
+        web_discovery_write(url_host(), server.port);
+        atexit(web_discovery_remove);
+    }
     const char *host = url_host();
     if (g_cfg.token[0] && g_cfg.token_auto)
         prof_log(LOG_ALWAYS, "dashboard http://%s:%d/?token=%s (pid %d)", host, server.port, g_cfg.token,

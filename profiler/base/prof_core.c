@@ -32,8 +32,17 @@ uint32_t prof_self_tid(void)
     return tid;
 }
 
+static double frozen_unix; /* set before other threads start (clrscope serve), then read-only */
+
+void prof_core_freeze_clock(double t)
+{
+    frozen_unix = t;
+}
+
 double prof_unix_now(void)
 {
+    if (frozen_unix > 0)
+        return frozen_unix;
     struct timespec ts;
     clock_gettime(CLOCK_REALTIME, &ts);
     return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;

@@ -42,6 +42,8 @@ struct prof_core {
     unsigned profiles;        /* PROFILE_* bits that are on and working */
     int active;               /* 0 = passive (old runtime or failed init) */
     int stopping;             /* atomic: set at Shutdown */
+    int post_mortem;          /* `clrscope serve`: the history of an exited process, no runtime */
+    pid_t served_pid;         /* post_mortem: the pid of the process whose history is served */
 };
 
 extern struct prof_core g_core;
@@ -50,7 +52,10 @@ int64_t prof_now_ns(void);   /* CLOCK_MONOTONIC */
 /* The calling thread's kernel thread id, cached per thread (a gettid system call the first time
  * only: runtime callbacks ask on every event). */
 uint32_t prof_self_tid(void);
-double prof_unix_now(void);  /* CLOCK_REALTIME in seconds */
+double prof_unix_now(void);  /* CLOCK_REALTIME in seconds (the frozen moment, when frozen) */
+/* `clrscope serve` only, before any other thread runs: prof_unix_now returns t from now on (the
+ * end of the history it serves: "the last minute" is that history's last minute); 0 thaws. */
+void prof_core_freeze_clock(double t);
 /* CPU time (ns) consumed so far by thread `tid` of this process, -1 if it is gone. */
 int64_t prof_thread_cpu_ns(pid_t tid);
 int64_t prof_process_cpu_ns(void);

@@ -7,6 +7,7 @@
 
 #include "prof_config.h"
 #include "prof_core.h"
+#include "prof_history.h"
 #include "prof_live.h"
 #include "prof_threads.h"
 
@@ -105,7 +106,7 @@ int prof_pprof_build(const struct prof_pprof_spec *spec, int64_t from_s, int64_t
 {
     struct prof_view v;
     int rc = spec->kind < 0 ? prof_live_view(NULL, &v)
-                            : prof_store_view_range(spec->kind, from_s, to_s, NULL, &v);
+                            : prof_history_view_range(spec->kind, from_s, to_s, NULL, &v, NULL);
     if (rc)
         return -1;
     int64_t period = spec->kind == PK_CPU || spec->kind == PK_WALL

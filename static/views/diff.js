@@ -19,8 +19,12 @@ import {state, saveHash} from '../state.js';
 
 var TYPES = [['cpu', 'CPU'], ['wall', 'Wall'], ['alloc-bytes', 'Alloc bytes'],
   ['alloc-count', 'Alloc count'], ['exceptions', 'Exceptions'], ['lock-time', 'Lock time']];
-var PRESETS = [['60', 'last 1 min vs the 1 before'], ['300', 'last 5 min vs the 5 before'],
-  ['900', 'last 15 min vs the 15 before']];
+// [value, text, seconds of history it reaches back]: those past the history kept (the memory's,
+// or the disk's while history on disk is on: docs/history.md) are not offered
+var PRESETS = [['60', 'last 1 min vs the 1 before', 120], ['300', 'last 5 min vs the 5 before', 600],
+  ['900', 'last 15 min vs the 15 before', 1800], ['3600', 'last 1 h vs the 1 before', 7200],
+  ['ago:3600', 'last 5 min vs the same 5 min an hour ago', 3900],
+  ['ago:86100', 'last 5 min vs the same 5 min yesterday', 86400]];
 
 // kept while the page is open: the tab remounts on every visit
 var opts = {type: 'cpu', preset: '300', normalized: true};
@@ -49,12 +53,20 @@ function windows(preset, marks) {
     }
     preset = '300';
   }
+  var ago = /^ago:(\d+)$/.exec(preset);
+  if (ago) {
+    var back = +ago[1];
+    return {a: -(back + 300) + ',' + -back, b: '-300,now', text: PRESETS.filter(function (x) {
+      return x[0] === preset; })[0][1]};
+  }
   var n = +preset;
-  return {a: -2 * n + ',' + -n, b: -n + ',now', text: 'last ' + n / 60 + ' min vs the ' + n / 60 + ' min before'};
+  return {a: -2 * n + ',' + -n, b: -n + ',now', text: n >= 3600 ? 'last ' + n / 3600 + ' h vs the ' + n / 3600 + ' h before'
+    : 'last ' + n / 60 + ' min vs the ' + n / 60 + ' min before'};
 }
 
 export function create() {
   var marks = [];
+  var reach = 0; // seconds of history a window may reach back: /api/v1/status
   var seq = 0;
   var p = panel('Compare two windows', '');
   var typeSel = select(TYPES, opts.type, function (v) { opts.type = v; view.refresh(); }, 'profile');
@@ -125,7 +137,7 @@ export function create() {
 
   function renderPresets() {
     clear(presetBox);
-    var opt = PRESETS.slice();
+    var opt = PRESETS.filter(function (x) { return x[2] <= Math.max(reach, 1800) || x[0] === opts.preset; });
     marks.slice().reverse().forEach(function (m) {
       opt.push(['mark:' + m.id, 'since “' + (m.label || 'mark ' + m.id) + '” (' + F.time(m.t) + ')']);
     });
@@ -137,8 +149,14 @@ export function create() {
     interval: function () { return 10000; },
     refresh: function () {
       var my = ++seq;
-      return getMarks(true).then(function (list) {
+      var st = reach ? Promise.resolve(null) : api('api/v1/status', {quiet: true});
+      return Promise.all([getMarks(true), st]).then(function (got) {
         if (my !== seq) return;
+        var list = got[0];
+        if (got[1] && got[1].ok) {
+          var hi = got[1].data.history;
+          reach = hi && hi.enabled ? Math.max(hi.max_age_s, got[1].data.history_s) : got[1].data.history_s;
+        }
         marks = list;
         renderPresets();
         var w = windows(opts.preset, marks);

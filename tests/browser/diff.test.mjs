@@ -47,6 +47,8 @@ test('the Compare tab shows what changed at a mark', {skip: !BASE && 'BASE_URL n
   const menu = page.locator('select[aria-label="windows"]');
   const value = await menu.locator('option', {hasText: label}).getAttribute('value');
   assert.match(value, /^mark:\d+$/);
+  // the history on disk is on (a day by default): the windows reaching back a day are offered
+  assert.equal(await menu.locator('option[value="ago:86100"]').count(), 1);
   await page.evaluate(() => { window.__clrscope.diff = null; });
   await page.locator('select[aria-label="windows"]').selectOption(value);
   await page.waitForFunction(() => window.__clrscope.diff && window.__clrscope.framesDrawn > 0,

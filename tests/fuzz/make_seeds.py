@@ -116,9 +116,39 @@ def text():
             s("0::/system.slice/docker-0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef.scope")}
 
 
+def uv(x):
+    """unsigned LEB128"""
+    out = b""
+    while True:
+        b = x & 0x7f
+        x >>= 7
+        out += bytes([b | (0x80 if x else 0)])
+        if not x:
+            return out
+
+
+def hseg():
+    """fuzz_hseg: a segment's payload (prof_hseg.h): a cpu and an alloc kind, a mark."""
+    strs = [b"", b"all", b"Main", b"Work", b"a", b"System.String"]
+    p = uv(1796041722) + uv(1796041782) + uv(4242) + uv(len(strs))
+    for t in strs:
+        p += uv(len(t)) + t
+    p += uv(2)
+    # cpu: all > Main > Work, two rows on two threads
+    p += uv(0) + uv(3) + uv(0) + uv(2) + uv(1) + uv(3)
+    p += uv(2) + uv(2) + uv(7) + uv(0) + uv(5) + uv(50000000) + uv(0)
+    p += uv(2) + uv(8) + uv(0) + uv(1) + uv(10000000) + uv(0)
+    # alloc: Main, labelled
+    p += uv(2) + uv(2) + uv(0) + uv(2)
+    p += uv(2) + uv(1) + uv(7) + uv(4) + uv(100) + uv(6400) + uv(1)
+    p += uv(1) + uv(5) + uv(1796041722 * 1000 + 500) + uv(9) + b"deploy 42"
+    return {"payload": p}
+
+
 def main():
     for target, seeds in (("fuzz_events", events()), ("fuzz_heapdump", heapdump()), ("fuzz_query", query()),
-                          ("fuzz_pprof", pprof()), ("fuzz_flame", flame()), ("fuzz_text", text())):
+                          ("fuzz_pprof", pprof()), ("fuzz_flame", flame()), ("fuzz_text", text()),
+                          ("fuzz_hseg", hseg())):
         d = os.path.join(HERE, "corpus", target)
         os.makedirs(d, exist_ok=True)
         for name, data in seeds.items():

@@ -229,6 +229,13 @@ class ProfiledApp:
                                  + "\n".join(self.stderr_lines[-20:]))
         return self
 
+    def wait_url(self, timeout=60):
+        """The dashboard's line on stderr, for a process that prints no 'ready' (clrscope serve)."""
+        if not self._url_event.wait(timeout):
+            raise AssertionError("no dashboard line on stderr; stderr: "
+                                 + "\n".join(self.stderr_lines[-20:]))
+        return self
+
     def wait_stdout(self, prefix, timeout=60):
         """The first line of the app's stdout that starts with `prefix`, waiting up to `timeout`."""
         deadline = time.monotonic() + timeout

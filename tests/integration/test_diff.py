@@ -6,11 +6,14 @@ PhaseOne to PhaseTwo at a moment it prints; Steady keeps a quarter of its calls 
 thread's CPU clock around each call is the truth.
 """
 import json
+import os
 import shutil
+import tempfile
 import time
 import unittest
 
-from harness import ProfiledApp, go_pprof
+import histdec
+from harness import LAUNCHER, ProfiledApp, go_pprof
 from pprofdec import read_pprof
 
 SWITCH_S = 6
@@ -186,3 +189,199 @@ class Diff(unittest.TestCase):
 
 if __name__ == "__main__":
     unittest.main()
+
+
+class History(unittest.TestCase):
+    """The history on disk (CLRSCOPE_HISTORY_DIR): with 10 s kept in memory and a segment every
+    2 s, a window of phase one read back after the memory let it go is the same profile it was
+    while in memory; the diff against the present uses it; a torn segment is skipped and said;
+    a process killed with SIGKILL leaves segments another reader (histdec, not clrscope's code)
+    reads up to its last seconds; and the byte cap holds on a second app beside it."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.dir = tempfile.mkdtemp(prefix="clrscope-history-")
+        cls.capdir = tempfile.mkdtemp(prefix="clrscope-history-cap-")
+        env = {"CLRSCOPE_PROFILES": "cpu", "CLRSCOPE_SAMPLING_HZ": "200",
+               "CLRSCOPE_HISTORY_S": "10", "CLRSCOPE_HISTORY_SEGMENT_S": "2"}
+        app = ProfiledApp("phases", ["--seconds", "60", "--switch-s", "5"],
+                          env=dict(env, CLRSCOPE_HISTORY_DIR=cls.dir))
+        capped = ProfiledApp("phases", ["--seconds", "60", "--switch-s", "100"],
+                             env=dict(env, CLRSCOPE_HISTORY_DIR=cls.capdir,
+                                      CLRSCOPE_HISTORY_SEGMENT_S="1",
+                                      CLRSCOPE_HISTORY_MAX_MB="0.004"))
+        cls.app, cls.capped = app, capped
+        app.start()
+        capped.start()
+        try:
+            app.wait_ready()
+            capped.wait_ready()
+            deadline = time.monotonic() + 30
+            while not any(l.startswith("switched at") for l in app.stdout_lines):
+                if time.monotonic() > deadline:
+                    raise AssertionError("the app never switched")
+                time.sleep(0.2)
+            line = next(l for l in app.stdout_lines if l.startswith("switched at"))
+            t = int(float(line.split()[-1]))
+            # four seconds of phase one on segment boundaries (even seconds), before the switch
+            cls.a0 = (t - 4) // 2 * 2
+            q = f"/api/v1/flamegraph?type=cpu&from={cls.a0}&to={cls.a0 + 4}"
+            time.sleep(max(0.0, cls.a0 + 4 + 1 - time.time()))
+            cls.in_memory = app.json(q)
+            # until the memory (10 s) no longer holds any of it
+            time.sleep(max(0.0, cls.a0 + 4 + 10 + 1 - time.time()))
+            cls.on_disk = app.json(q)
+            cls.diff = app.json(f"/api/v1/flamegraph/diff?type=cpu&a={cls.a0},{cls.a0 + 4}"
+                                f"&b=-4,now&limit=10")
+            cls.pa = app.pprof(f"/debug/pprof/profile?from={cls.a0}&to={cls.a0 + 4}",
+                               out_path=app.tmp + "/a.pb.gz")
+            cls.status = app.json("/api/v1/status")["history"]
+            pdir = os.path.join(cls.dir, cls.status["process_dir"])
+            # a segment torn as a crash mid-write would leave it (written without fsync and
+            # rename, which clrscope does not do; a disk or a person can)
+            torn = os.path.join(pdir, f"{cls.a0}-{cls.a0 + 2}.clrh")
+            with open(torn, "rb") as f:
+                data = f.read()
+            with open(torn, "wb") as f:
+                f.write(data[:len(data) // 2])
+            cls.with_torn = app.json(q)
+            cls.status_torn = app.json("/api/v1/status")["history"]
+            cls.cap_status = capped.json("/api/v1/status")["history"]
+            cls.killed_at = time.time()
+            app.proc.kill()
+            app.proc.wait()
+            capped.stop()
+            time.sleep(0.3)
+            cls.segments, cls.refused = {}, {}
+            for name in sorted(os.listdir(pdir)):
+                if name.endswith(".clrh"):
+                    with open(os.path.join(pdir, name), "rb") as f:
+                        try:
+                            cls.segments[name] = histdec.read_segment(f.read())
+                        except ValueError as e:
+                            cls.refused[name] = str(e)
+            with open(os.path.join(pdir, "process.json")) as f:
+                cls.process = json.load(f)
+            # the post-mortem server over what the killed process left (the torn segment too)
+            srv = ProfiledApp(pdir, command=[LAUNCHER, "serve"], profile=False)
+            cls.srv = srv
+            srv.start()
+            try:
+                srv.wait_url(30)
+                cls.pm_status = srv.json("/api/v1/status")
+                cls.pm_last = srv.json("/api/v1/flamegraph?type=cpu&seconds=60")
+                cls.pm_a = srv.json(f"/api/v1/flamegraph?type=cpu&from={cls.a0}&to={cls.a0 + 4}")
+                cls.pm_diff = srv.json(f"/api/v1/flamegraph/diff?type=cpu&a={cls.a0},"
+                                       f"{cls.a0 + 4}&b=-6,now&limit=10")
+                cls.pm_pprof = srv.pprof("/debug/pprof/profile?seconds=6",
+                                         out_path=app.tmp + "/pm.pb.gz")
+                cls.pm_refused = {p: srv.request(p)[0] for p in
+                                  ("/api/v1/threads", "/api/v1/live", "/api/v1/gc", "/metrics",
+                                   "/debug/pprof/heap", "/api/v1/gcdump")}
+                cls.pm_refused["POST /api/v1/marks"] = srv.request(
+                    "/api/v1/marks", method="POST", data=b'{"label": "x"}',
+                    headers={"Content-Type": "application/json"})[0]
+            finally:
+                cls.pm_exit = srv.stop()
+            cpdir = os.path.join(cls.capdir, cls.cap_status["process_dir"])
+            cls.cap_bytes = sum(os.path.getsize(os.path.join(cpdir, n))
+                                for n in os.listdir(cpdir) if n.endswith(".clrh"))
+        finally:
+            app.stop()
+            capped.stop()
+            shutil.rmtree(cls.dir, ignore_errors=True)
+            shutil.rmtree(cls.capdir, ignore_errors=True)
+
+    def self_of(self, reply, name):
+        return sum(n["self"] for n in walk(reply["root"]) if n["name"] == name)
+
+    def test_a_window_past_the_memory_is_read_from_disk(self):
+        mem, disk = self.in_memory, self.on_disk
+        self.assertEqual(mem["from_disk"], 0, {k: v for k, v in mem.items() if k != "root"})
+        self.assertEqual(disk["from_disk"], 2, {k: v for k, v in disk.items() if k != "root"})
+        self.assertEqual((disk["t_from"], disk["t_to"]), (self.a0, self.a0 + 4))
+        self.assertGreater(mem["total"], 0.5e9 * 4)
+        self.assertEqual(disk["total"], mem["total"])
+        one = "TestApp.Phases.PhasesMode.PhaseOne"
+        self.assertEqual(self.self_of(disk, one), self.self_of(mem, one))
+        self.assertGreater(self.self_of(disk, one), 0.5 * disk["total"])
+
+    def test_the_diff_reaches_back_to_disk(self):
+        fns = self.diff["functions"]
+        top2 = {fns[0]["name"], fns[1]["name"]}
+        self.assertEqual(top2, {"TestApp.Phases.PhasesMode.PhaseOne",
+                                "TestApp.Phases.PhasesMode.PhaseTwo"}, fns[:4])
+        self.assertEqual(self.diff["a"]["total"], self.on_disk["total"])
+
+    def test_pprof_of_a_window_on_disk(self):
+        p = read_pprof(self.pa)
+        i = [n for n, _ in p.sample_types].index("cpu")
+        self.assertEqual(sum(v[i] for _, v, _ in p.samples), self.on_disk["total"])
+
+    def test_a_torn_segment_is_skipped_and_said(self):
+        st = self.status_torn
+        self.assertEqual(self.with_torn["from_disk"], 1)
+        self.assertLess(self.with_torn["total"], self.on_disk["total"])
+        self.assertGreater(self.with_torn["total"], 0)
+        self.assertGreaterEqual(st["skipped"], 1, st)
+        self.assertIn(f"{self.a0}-{self.a0 + 2}.clrh: torn", st["last_error"])
+        said = [l for l in self.app.stderr_lines if "history: a segment was refused" in l]
+        self.assertEqual(len(said), 1, self.app.stderr_lines[-10:])
+
+    def test_status(self):
+        st = self.status
+        self.assertTrue(st["enabled"], st)
+        self.assertEqual(st["segment_s"], 2)
+        self.assertGreaterEqual(st["written"], 5, st)  # ~15 s at 2 s each
+        self.assertIn(st["disk_segments"], (st["written"], st["written"] - 1), st)  # tidy after
+        self.assertEqual(st["write_failures"], 0, st)
+        self.assertEqual(st["off_reason"], "")
+        self.assertEqual(st["dir"], self.dir)
+
+    def test_a_killed_process_leaves_its_history(self):
+        self.assertEqual(list(self.refused), [f"{self.a0}-{self.a0 + 2}.clrh"], self.refused)
+        self.assertEqual(self.process["pid"], self.app.pid)
+        spans = sorted((s["t_from"], s["t_to"]) for s in self.segments.values())
+        for (f0, t0), (f1, t1) in zip(spans, spans[1:]):
+            self.assertLessEqual(t0, f1, spans)  # no two segments hold the same second
+        # written 2 s after each segment ends: the last one ends at most 2 + 2 + 1 s before
+        self.assertGreaterEqual(spans[-1][1], self.killed_at - 5, (spans[-1], self.killed_at))
+        last = self.segments[max(self.segments, key=lambda n: self.segments[n]["t_to"])]
+        rows = last["kinds"]["cpu"]
+        two = sum(v[1] for path, _, _, v in rows if path and path[-1].endswith("PhaseTwo"))
+        total = sum(v[1] for _, _, _, v in rows)
+        self.assertGreater(two, 0.4 * total, rows[:5])
+        self.assertGreater(total, 0.2e9 * (last["t_to"] - last["t_from"]))  # one busy thread
+
+    def test_the_byte_cap_holds(self):
+        st = self.cap_status
+        self.assertGreater(st["deleted"], 0, st)
+        self.assertLessEqual(st["disk_bytes"], 0.004 * 1048576, st)
+        # at exit it writes one more: at most one segment above the cap
+        self.assertLessEqual(self.cap_bytes, 0.004 * 1048576 + 2048, self.cap_bytes)
+
+    def test_serve_opens_the_history_of_the_killed_process(self):
+        st = self.pm_status
+        self.assertEqual(st["mode"], "post-mortem", st)
+        self.assertEqual(st["served_pid"], self.app.pid)
+        self.assertEqual(st["process"]["name"], "TestApp")
+        last = max(s["t_to"] for s in self.segments.values())
+        # its clock stands in the last second of the history: "the last minute" is the last one
+        self.assertEqual(int(self.pm_last["t_to"]), last - 1, self.pm_last["t_to"])
+        two = self.self_of(self.pm_last, "TestApp.Phases.PhasesMode.PhaseTwo")
+        self.assertGreater(two, 0.4 * self.pm_last["total"])
+        # the window of phase one: the torn segment refused, the other read
+        self.assertEqual(st["history"]["skipped"], 1, st["history"])
+        self.assertEqual(self.pm_a["total"], self.with_torn["total"])
+        fns = self.pm_diff["functions"]
+        self.assertEqual({fns[0]["name"], fns[1]["name"]},
+                         {"TestApp.Phases.PhasesMode.PhaseOne", "TestApp.Phases.PhasesMode.PhaseTwo"},
+                         fns[:4])
+        p = read_pprof(self.pm_pprof)
+        i = [n for n, _ in p.sample_types].index("cpu")
+        self.assertGreater(sum(v[i] for _, v, _ in p.samples), 0)
+        self.assertEqual(self.pm_exit, 0, self.srv.stderr_lines[-5:])
+
+    def test_serve_refuses_what_needs_the_running_process(self):
+        for path, status in self.pm_refused.items():
+            self.assertEqual(status, 404, path)

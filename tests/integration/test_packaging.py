@@ -3,8 +3,8 @@ What ships (docs/deploying.md): tools/packaging, built into BUILD/package with
 CLRSCOPE_PACKAGE=ON.
 
 - The shipped libclrscope.so needs nothing but glibc's libraries and the loader (ldd and its
-  NEEDED entries), exports DllGetClassObject alone, imports no __tls_get_addr, keeps none of the
-  civetweb functions clrscope stays away from (docs/security.md), loads on each runtime the test
+  NEEDED entries), exports DllGetClassObject and clrscope_serve alone, imports no
+  __tls_get_addr, keeps none of the civetweb functions clrscope stays away from (docs/security.md), loads on each runtime the test
   apps are built for, and states the glibc it needs as `objdump -T` reads it, in
   /api/v1/status and in `clrscope --version`.
 - In a root filesystem holding only glibc, libstdc++/libgcc_s and the .NET runtime (no civetweb,
@@ -104,7 +104,7 @@ class Library(unittest.TestCase):
         defined = subprocess.run(["nm", "-D", "--defined-only", SHIPPED_LIB], capture_output=True,
                                  text=True, check=True).stdout.split()
         self.assertEqual([s for s in defined if not re.fullmatch(r"[0-9a-f]+|[A-Za-z]", s)],
-                         ["DllGetClassObject"])
+                         ["DllGetClassObject", "clrscope_serve"])
         undefined = subprocess.run(["nm", "-D", "--undefined-only", SHIPPED_LIB],
                                    capture_output=True, text=True, check=True).stdout
         self.assertNotIn("__tls_get_addr", undefined)

@@ -1,6 +1,6 @@
-# check_exports.cmake - fails unless LIB exports DllGetClassObject and nothing else (the runtime
-# needs that one; any other would be bound by the app's own code or another library of the same
-# names: profiler/exports.map). With -DONLY_GLIBC=ON (the shipped library), also unless every
+# check_exports.cmake - fails unless LIB exports DllGetClassObject and clrscope_serve and nothing
+# else (the runtime needs the first, `clrscope serve` the second; any other would be bound by the
+# app's own code or another library of the same names: profiler/exports.map). With -DONLY_GLIBC=ON (the shipped library), also unless every
 # library it needs is one of glibc's (libc, libm, libdl, libpthread) or the loader.
 #   cmake -DNM=<nm> -DREADELF=<readelf> -DLIB=<libclrscope.so> [-DONLY_GLIBC=ON] -P check_exports.cmake
 execute_process(COMMAND "${NM}" -D --defined-only "${LIB}" OUTPUT_VARIABLE defined
@@ -14,10 +14,11 @@ foreach(line IN LISTS lines)
   string(STRIP "${line}" name)
   list(APPEND names ${name})
 endforeach()
-if(NOT names STREQUAL "DllGetClassObject")
-  message(FATAL_ERROR "${LIB} exports ${names}; it must export DllGetClassObject alone")
+if(NOT names STREQUAL "DllGetClassObject;clrscope_serve")
+  message(FATAL_ERROR "${LIB} exports ${names}; it must export DllGetClassObject and "
+    "clrscope_serve alone")
 endif()
-set(what "exports DllGetClassObject alone")
+set(what "exports DllGetClassObject and clrscope_serve alone")
 if(ONLY_GLIBC)
   execute_process(COMMAND "${READELF}" -d "${LIB}" OUTPUT_VARIABLE dyn RESULT_VARIABLE rc)
   if(NOT rc EQUAL 0)
