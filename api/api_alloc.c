@@ -13,6 +13,7 @@
 #include "prof_config.h"
 #include "prof_core.h"
 #include "prof_counters.h"
+#include "prof_history.h"
 #include "prof_live.h"
 #include "prof_store.h"
 #include "prof_walk.h"
@@ -137,7 +138,7 @@ int api_allocations(const struct api_req *q, struct api_reply *out)
     struct prof_alloc_stats st;
     prof_alloc_get_stats(&st);
     struct prof_view v;
-    if (prof_store_view(PK_ALLOC_TYPE, seconds, NULL, &v))
+    if (prof_history_view(PK_ALLOC_TYPE, seconds, NULL, &v, NULL))
         return api_reply_error(out, 503, "profile data unavailable (out of memory)");
     struct type_sum *sums = NULL;
     long ntypes = group_by_type(&v, &sums);

@@ -15,6 +15,7 @@
 
 #include "api.h"
 #include "prof_config.h"
+#include "prof_history.h"
 #include "prof_core.h"
 #include "prof_exc.h"
 #include "prof_lock.h"
@@ -268,7 +269,7 @@ int api_exceptions(const struct api_req *q, struct api_reply *out)
     has_type = has_type > 0 && type[0];
     /* the drill-down's stacks: the view before the counts no sample carries yet */
     struct prof_view view;
-    int have_view = has_type && !prof_store_view(PK_EXC, seconds, type, &view);
+    int have_view = has_type && !prof_history_view(PK_EXC, seconds, type, &view, NULL);
     struct prof_wtab_row *table = NULL, *rows = NULL;
     struct prof_exc_unattributed *eu = NULL;
     size_t nt = 0, neu = 0, n = 0;
@@ -455,7 +456,7 @@ int api_locks(const struct api_req *q, struct api_reply *out)
     has_lock = has_lock > 0 && lock[0];
     /* the stacks: the view before the counts no sample carries yet */
     struct prof_view view;
-    int have_view = !prof_store_view(PK_LOCK, seconds, has_lock ? lock : NULL, &view);
+    int have_view = !prof_history_view(PK_LOCK, seconds, has_lock ? lock : NULL, &view, NULL);
     struct prof_wtab_row *table = NULL, *rows = NULL;
     struct prof_lock_unattributed *lu = NULL;
     size_t nt = 0, nlu = 0, n = 0;

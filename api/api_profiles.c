@@ -99,11 +99,11 @@ static int fold_view(struct prof_view *v, int fold)
 }
 
 static int get_view(const struct flame_type *t, double seconds, const char *filter,
-                    struct prof_view *v)
+                    struct prof_view *v, uint32_t *from_disk)
 {
     if (t->kind < 0)
         return prof_live_view(filter, v);
-    return prof_store_view(t->kind, seconds, filter, v);
+    return prof_history_view(t->kind, seconds, filter, v, from_disk);
 }
 
 static int reply_jbuf(struct api_reply *out, struct jbuf *b)
@@ -219,7 +219,7 @@ int api_flamegraph(const struct api_req *q, struct api_reply *out)
             free(filter);
             return api_reply_error(out, 503, "profile data unavailable (out of memory)");
         }
-    } else if (get_view(t, seconds, has_filter ? filter : NULL, &v)) {
+    } else if (get_view(t, seconds, has_filter ? filter : NULL, &v, &from_disk)) {
         free(filter);
         return api_reply_error(out, 503, "profile data unavailable (out of memory)");
     }
@@ -489,7 +489,7 @@ int api_top(const struct api_req *q, struct api_reply *out)
             free(filter);
             return api_reply_error(out, 503, "profile data unavailable (out of memory)");
         }
-    } else if (get_view(t, seconds, has_filter ? filter : NULL, &v)) {
+    } else if (get_view(t, seconds, has_filter ? filter : NULL, &v, &from_disk)) {
         free(filter);
         return api_reply_error(out, 503, "profile data unavailable (out of memory)");
     }

@@ -8,6 +8,7 @@
 #include <strings.h>
 
 #include "prof_config.h"
+#include "prof_history.h"
 #include "prof_utf8.h"
 
 static int hex_digit(unsigned char c)
@@ -120,7 +121,8 @@ int api_query_double(const struct api_req *q, const char *name, double def, doub
 
 int api_query_seconds(const struct api_req *q, double *out, struct api_reply *err)
 {
-    return api_query_double(q, "seconds", 60, 1, g_cfg.history_s, out, err);
+    /* past the memory's CLRSCOPE_HISTORY_S, the history on disk answers (prof_history.h) */
+    return api_query_double(q, "seconds", 60, 1, (double)prof_history_reach_s(), out, err);
 }
 
 /* One moment: "now", unix seconds (>= 1e9) or seconds relative to now (<= 0). */

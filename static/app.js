@@ -1,7 +1,8 @@
 /* clrscope dashboard: the page's entry (index.html loads it as a module): which view a tab
  * shows, mounting it, and the polling.
  *
- * The header polls /api/v1/status every 2 s and the open tab refreshes every 5 s (a view may ask
+ * The header polls /api/v1/status every 2 s and the open tab refreshes every 5 s (every minute
+ * for a window that reaches past the memory into the history on disk; a view may ask
  * for another interval), both stopped by "Pause" and while the page is hidden. While the process
  * does not answer, only the status is asked, less and less often. A hash change that keeps the
  * tab hands the view its new state (applyState); another tab mounts a new view.
@@ -147,6 +148,8 @@ function tick() {
     refreshStatus();
   }
   var every = view && view.interval ? view.interval() : 5000;
+  // a window past the memory is read from the history on disk: a minute changes it by little
+  if (status && state.seconds > status.history_s) every = Math.max(every, 60000);
   if (now - lastView >= every) refreshView();
 }
 

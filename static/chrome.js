@@ -9,7 +9,7 @@
 import {hook} from './hook.js';
 import * as F from './fmt.js';
 import {h, $, clear} from './dom.js';
-import {state, profileOn, postMortem, hashFor} from './state.js';
+import {state, profileOn, postMortem, reach, hashFor} from './state.js';
 import {TABS, tabInfo} from './tabs.js';
 
 var heapSnapDone = false;   // the selected heap snapshot can be downloaded
@@ -40,8 +40,11 @@ export function renderChrome() {
   var seg = $('window');
   seg.classList.toggle('disabled', !!info.nowindow);
   seg.title = info.nowindow ? 'this view is not windowed' : 'time window';
+  var far = reach();
   Array.prototype.forEach.call(seg.querySelectorAll('button'), function (b) {
-    var on = +b.getAttribute('data-seconds') === state.seconds;
+    var secs = +b.getAttribute('data-seconds');
+    b.hidden = secs > far; // the hour buttons: only while the history on disk reaches that far
+    var on = secs === state.seconds;
     b.classList.toggle('on', on);
     b.setAttribute('aria-pressed', String(on));
   });
@@ -86,7 +89,9 @@ export function renderStatus(s) {
   var name = s.process && s.process.name || 'process';
   $('h-name').textContent = name;
   $('h-name').title = s.process && s.process.cmdline || '';
-  $('h-pid').textContent = s.pid != null ? String(s.pid) : '–';
+  // a post-mortem server (`clrscope serve`) shows the pid of the process whose history it is
+  var pid = s.mode === 'post-mortem' ? s.served_pid : s.pid;
+  $('h-pid').textContent = pid != null ? String(pid) + (s.mode === 'post-mortem' ? ' (exited)' : '') : '–';
   $('h-runtime').textContent = s.runtime && s.runtime.version || '–';
   $('h-uptime').textContent = F.duration(s.uptime_s);
   var chips = clear($('h-profiles'));

@@ -28,6 +28,14 @@ export function profileOn(p) {
   return !status || !Array.isArray(status.profiles) || status.profiles.indexOf(p) >= 0;
 }
 
+/* Seconds a window may reach back: the memory's history, or the history on disk's age while it
+ * is on (docs/history.md); a post-mortem server's history_s is its whole history. */
+export function reach() {
+  if (!status) return 900;
+  var hi = status.history;
+  return hi && hi.enabled ? Math.max(hi.max_age_s, status.history_s) : status.history_s;
+}
+
 /* `clrscope serve`: the history of a process that has exited (status.mode) */
 export function postMortem() {
   return !!status && status.mode === 'post-mortem';

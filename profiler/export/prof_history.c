@@ -27,6 +27,7 @@
 
 static struct {
     pthread_mutex_t lock; /* st, and the fields below it that readers use */
+    pthread_mutex_t read_lock; /* one window read from disk at a time: its cost stays one reader's */
     struct prof_history_stats st;
     int reading;          /* segments of this process can be read back */
     char pdir[700];       /* this process's directory (a path) */
@@ -37,7 +38,8 @@ static struct {
     int shared;           /* the directory is shared with other users: only ours are deleted */
     int64_t max_bytes;
     int64_t seg_from;     /* the start of the segment being filled (writer thread only) */
-} hist = {.lock = PTHREAD_MUTEX_INITIALIZER, .dfd = -1, .pdfd = -1};
+} hist = {.lock = PTHREAD_MUTEX_INITIALIZER, .read_lock = PTHREAD_MUTEX_INITIALIZER, .dfd = -1,
+          .pdfd = -1};
 
 static int flag_write_failed, flag_read_refused, flag_tidy_failed;
 
@@ -567,7 +569,9 @@ int prof_history_view_range(int kind, int64_t from_s, int64_t to_s, const char *
     prof_hacc_init(&acc, (uint32_t)g_cfg.max_stack_nodes);
     struct prof_hseg_read_stats rs = {0};
     int64_t disk_to = to_s < cut - 1 ? to_s : cut - 1;
+    pthread_mutex_lock(&hist.read_lock);
     prof_hseg_read_dir(pdir, kind, from_s, disk_to, cut, filter, &acc, NULL, 0, NULL, &rs);
+    pthread_mutex_unlock(&hist.read_lock);
     if (to_s >= cut) {
         struct prof_view mv;
         if (prof_store_view_range(kind, from_s > cut ? from_s : cut, to_s, filter, &mv)) {
@@ -594,6 +598,21 @@ int prof_history_view_range(int kind, int64_t from_s, int64_t to_s, const char *
         out->t_from = (double)from_s;
         out->t_to = (double)(to_s + 1);
     }
+    return rc;
+}
+
+int prof_history_view(int kind, double seconds, const char *filter, struct prof_view *out,
+                      uint32_t *from_disk)
+{
+    if (from_disk)
+        *from_disk = 0;
+    if (!(seconds > g_cfg.history_s) || kind < 0 || kind >= PK_COUNT)
+        return prof_store_view(kind, seconds, filter, out);
+    int64_t to = (int64_t)floor(prof_unix_now());
+    int rc = prof_history_view_range(kind, to - (int64_t)ceil(seconds) + 1, to, filter, out,
+                                     from_disk);
+    if (!rc && out->t_to > prof_unix_now())
+        out->t_to = prof_unix_now(); /* the current second so far, as prof_store_view says */
     return rc;
 }
 

@@ -10,7 +10,7 @@ import * as F from '../fmt.js';
 import * as Charts from '../charts.js';
 import * as model from '../flame_model.js';
 import {h, clear, panel, unavailable, notAvailableText, stat, barCell, shortType} from '../dom.js';
-import {state, status, profileOn, hashFor, go, windowText, spanSeconds, spanNote} from '../state.js';
+import {state, status, profileOn, postMortem, hashFor, go, windowText, spanSeconds, spanNote} from '../state.js';
 import {api, qs} from '../requests.js';
 
 export function create() {
@@ -69,7 +69,9 @@ export function create() {
   }
 
   function offNote(p, profile) {
-    clear(p.body).appendChild(unavailable('Off: the ' + profile + ' profile is not in CLRSCOPE_PROFILES.'));
+    clear(p.body).appendChild(unavailable(postMortem()
+      ? 'Not in the history on disk: this is the history of a process that has exited.'
+      : 'Off: the ' + profile + ' profile is not in CLRSCOPE_PROFILES.'));
   }
 
   function loadGc() {

@@ -231,6 +231,7 @@ class History(unittest.TestCase):
             # until the memory (10 s) no longer holds any of it
             time.sleep(max(0.0, cls.a0 + 4 + 10 + 1 - time.time()))
             cls.on_disk = app.json(q)
+            cls.by_seconds = app.json("/api/v1/flamegraph?type=cpu&seconds=30")
             cls.diff = app.json(f"/api/v1/flamegraph/diff?type=cpu&a={cls.a0},{cls.a0 + 4}"
                                 f"&b=-4,now&limit=10")
             cls.pa = app.pprof(f"/debug/pprof/profile?from={cls.a0}&to={cls.a0 + 4}",
@@ -305,6 +306,16 @@ class History(unittest.TestCase):
         one = "TestApp.Phases.PhasesMode.PhaseOne"
         self.assertEqual(self.self_of(disk, one), self.self_of(mem, one))
         self.assertGreater(self.self_of(disk, one), 0.5 * disk["total"])
+
+    def test_a_window_longer_than_the_memory(self):
+        d = self.by_seconds
+        # the app has run ~16 s: its first seconds are on disk only
+        self.assertGreaterEqual(d["from_disk"], 2, {k: v for k, v in d.items() if k != "root"})
+        self.assertEqual(d["seconds"], 30)
+        self.assertGreater(d["t_to"] - d["t_from"], 12)
+        names = {n["name"] for n in walk(d["root"])}
+        self.assertIn("TestApp.Phases.PhasesMode.PhaseOne", names)
+        self.assertIn("TestApp.Phases.PhasesMode.PhaseTwo", names)
 
     def test_the_diff_reaches_back_to_disk(self):
         fns = self.diff["functions"]
