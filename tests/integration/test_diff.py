@@ -204,10 +204,11 @@ class History(unittest.TestCase):
         cls.capdir = tempfile.mkdtemp(prefix="clrscope-history-cap-")
         env = {"CLRSCOPE_PROFILES": "cpu", "CLRSCOPE_SAMPLING_HZ": "200",
                "CLRSCOPE_HISTORY_S": "10", "CLRSCOPE_HISTORY_SEGMENT_S": "2"}
-        app = ProfiledApp("phases", ["--seconds", "60", "--switch-s", "5"],
+        app = ProfiledApp("phases", ["--seconds", "60", "--switch-s", "4"],
                           env=dict(env, CLRSCOPE_HISTORY_DIR=cls.dir))
-        capped = ProfiledApp("phases", ["--seconds", "60", "--switch-s", "100"],
-                             env=dict(env, CLRSCOPE_HISTORY_DIR=cls.capdir,
+        # a light app beside it: waiting threads' wall samples fill a segment a second
+        capped = ProfiledApp("wait", ["--seconds", "60"],
+                             env=dict(env, CLRSCOPE_PROFILES="wall", CLRSCOPE_HISTORY_DIR=cls.capdir,
                                       CLRSCOPE_HISTORY_SEGMENT_S="1",
                                       CLRSCOPE_HISTORY_MAX_MB="0.004"))
         cls.app, cls.capped = app, capped
