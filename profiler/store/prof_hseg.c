@@ -479,10 +479,9 @@ static uint64_t get_u(struct ibuf *b)
         goto fail;                                                                             \
     } while (0)
 
-int prof_hseg_decode_payload(const unsigned char *p, size_t n, int kind, const char *filter,
-                             struct prof_hacc *a, struct prof_mark *marks, size_t cap,
-                             size_t *nmarks, struct prof_hseg_info *info, char *why,
-                             size_t whycap)
+static int decode_pass(const unsigned char *p, size_t n, int kind, const char *filter,
+                       struct prof_hacc *a, struct prof_mark *marks, size_t cap, size_t *nmarks,
+                       struct prof_hseg_info *info, char *why, size_t whycap)
 {
     struct prof_scratch tmp = {0};
     struct ibuf b = {.p = p, .n = n};
@@ -607,6 +606,21 @@ fail:
     return -1;
 }
 
+int prof_hseg_decode_payload(const unsigned char *p, size_t n, int kind, const char *filter,
+                             struct prof_hacc *a, struct prof_mark *marks, size_t cap,
+                             size_t *nmarks, struct prof_hseg_info *info, char *why,
+                             size_t whycap)
+{
+    if (nmarks)
+        *nmarks = 0;
+    /* checked whole before anything is merged: a refused payload adds nothing */
+    if (decode_pass(p, n, -1, NULL, NULL, NULL, 0, NULL, info, why, whycap))
+        return -1;
+    if (!a && !marks)
+        return 0;
+    return decode_pass(p, n, kind, filter, a, marks, cap, nmarks, info, why, whycap);
+}
+
 int prof_hseg_decode(const unsigned char *buf, size_t len, int kind, const char *filter,
                      struct prof_hacc *a, struct prof_mark *marks, size_t cap, size_t *nmarks,
                      struct prof_hseg_info *info, char *why, size_t whycap)
@@ -631,10 +645,7 @@ int prof_hseg_decode(const unsigned char *buf, size_t len, int kind, const char 
     uLongf got = raw;
     if (uncompress(p, &got, buf + PROF_HSEG_HEADER, zn) != Z_OK || got != raw)
         FAIL("does not inflate to %u bytes", raw);
-    /* checked whole before anything is merged: a refused segment adds nothing */
-    int rc = prof_hseg_decode_payload(p, raw, -1, NULL, NULL, NULL, 0, NULL, info, why, whycap);
-    if (!rc && (a || marks))
-        rc = prof_hseg_decode_payload(p, raw, kind, filter, a, marks, cap, nmarks, info, why,
+    int rc = prof_hseg_decode_payload(p, raw, kind, filter, a, marks, cap, nmarks, info, why,
                                       whycap);
     prof_scratch_release(&tmp);
     return rc;
