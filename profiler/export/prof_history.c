@@ -91,32 +91,39 @@ static void process_dir_name(char *buf, size_t cap)
              (long long)floor(g_core.start_unix));
 }
 
-/* process.json: who wrote the segments beside it (for `ls` and reading them after the exit). */
+/* s as the inside of a JSON string (quotes, backslashes and control bytes escaped), cut to fit. */
+static void json_escape(const char *s, char *out, size_t cap)
+{
+    size_t n = 0;
+    for (; *s && n + 7 < cap; s++) {
+        unsigned char c = (unsigned char)*s;
+        if (c == '"' || c == '\\') {
+            out[n++] = '\\';
+            out[n++] = (char)c;
+        } else if (c < 0x20) {
+            n += (size_t)snprintf(out + n, cap - n, "\\u%04x", c);
+        } else {
+            out[n++] = (char)c;
+        }
+    }
+    out[n] = 0;
+}
+
+/* process.json: who wrote the segments beside it (read by `clrscope serve`). */
 static void write_process_file(void)
 {
     int fd = prof_files_create_at(hist.pdfd, "process.json", 0600);
     if (fd < 0)
         return;
-    char buf[1400];
-    char cmd[sizeof g_core.cmdline * 2];
-    size_t n = 0;
-    for (const char *p = g_core.cmdline; *p && n < sizeof cmd - 7; p++) {
-        unsigned char c = (unsigned char)*p;
-        if (c == '"' || c == '\\') {
-            cmd[n++] = '\\';
-            cmd[n++] = (char)c;
-        } else if (c < 0x20) {
-            n += (size_t)snprintf(cmd + n, sizeof cmd - n, "\\u%04x", c);
-        } else {
-            cmd[n++] = (char)c;
-        }
-    }
-    cmd[n] = 0;
+    char buf[1600], cmd[sizeof g_core.cmdline * 2], name[sizeof g_core.process_name * 2],
+        rt[sizeof g_core.runtime_version * 2];
+    json_escape(g_core.cmdline, cmd, sizeof cmd);
+    json_escape(g_core.process_name, name, sizeof name);
+    json_escape(g_core.runtime_version, rt, sizeof rt);
     int len = snprintf(buf, sizeof buf,
                        "{\"pid\":%d,\"process\":\"%s\",\"command_line\":\"%s\","
                        "\"runtime\":\"%s\",\"start\":%.3f,\"segment_s\":%d}\n",
-                       (int)g_core.pid, g_core.process_name, cmd, g_core.runtime_version,
-                       g_core.start_unix, hist.st.segment_s);
+                       (int)g_core.pid, name, cmd, rt, g_core.start_unix, hist.st.segment_s);
     if (len > 0 && write(fd, buf, (size_t)len < sizeof buf ? (size_t)len : sizeof buf - 1) < 0) {
         /* best effort: the segments stand without it */
     }
