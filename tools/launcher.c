@@ -13,9 +13,10 @@
  *   clrscope serve [--port N] [--bind ADDR] [--token T] DIR
  *       the dashboard and API, read-only, over the history on disk (CLRSCOPE_HISTORY_DIR) of a
  *       process that has exited: libclrscope.so's clrscope_serve, no .NET needed.
- *   clrscope ls   lists the profiled processes of this host from their discovery files (the
- *       user's own; root's: every user's), each only when written by the user its process runs
- *       as, every field shown with its control bytes escaped.
+ *   clrscope ls [--all]
+ *       lists the profiled processes of this host from their discovery files (the user's own;
+ *       root's: every user's), each only when written by the user its process runs as, every
+ *       field shown with its control bytes escaped; --all, then the histories on disk.
  *   clrscope threads [--grouped] PID
  *       prints a thread dump of profiled process PID (its /debug/pprof/threads?debug=2, or =1
  *       grouped), found through its discovery file, token included, under the same rule.
@@ -37,7 +38,7 @@ void usage(FILE *f)
     fprintf(f,
             "usage: clrscope run [--port N] [--bind ADDR] [--token T|auto] [--] COMMAND [ARGS...]\n"
             "       clrscope serve [--port N] [--bind ADDR] [--token T|auto] DIR\n"
-            "       clrscope ls\n"
+            "       clrscope ls [--all]\n"
             "       clrscope threads [--grouped] PID\n"
             "       clrscope --help | --version\n\n"
             "run      starts COMMAND (e.g. `dotnet app.dll`) with the clrscope profiler attached;\n"
@@ -45,6 +46,7 @@ void usage(FILE *f)
             "serve    the dashboard over the history on disk of a process that has exited\n"
             "         (DIR: CLRSCOPE_HISTORY_DIR, or one process's directory in it)\n"
             "ls       lists the processes profiled by clrscope on this host with their URLs\n"
+            "         (--all: and the histories on disk, of running and exited processes)\n"
             "threads  prints what every managed thread of profiled process PID is doing now:\n"
             "         each thread's stack, state, CPU time, lock waits and deadlocks\n"
             "         (--grouped: identical stacks together)\n\n"
@@ -71,6 +73,8 @@ int main(int argc, char **argv)
         return cmd_run(argc - 2, argv + 2);
     if (!strcmp(argv[1], "serve"))
         return cmd_serve(argc - 2, argv + 2);
+    if (!strcmp(argv[1], "ls") && argc == 3 && !strcmp(argv[2], "--all"))
+        return cmd_ls_all();
     if (!strcmp(argv[1], "ls"))
         return cmd_ls();
     if (!strcmp(argv[1], "threads"))

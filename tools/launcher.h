@@ -28,6 +28,9 @@ int cmd_run(int argc, char **argv);
 int cmd_serve(int argc, char **argv);
 /* `clrscope ls`: returns the exit status. launcher_discovery.c. */
 int cmd_ls(void);
+/* `clrscope ls --all`: the same, then the histories on disk (CLRSCOPE_HISTORY_DIR), each
+ * process's span and whether it runs. launcher_discovery.c. */
+int cmd_ls_all(void);
 /* `clrscope threads [--grouped] PID` (argv after "threads"): returns the exit status.
  * launcher_discovery.c. */
 int cmd_threads(int argc, char **argv);

@@ -23,6 +23,7 @@
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/time.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "launcher.h"
@@ -303,6 +304,93 @@ static int list_dir(DIR *d, const char *dir, void *ctx)
         ls->shown++;
     }
     return 0;
+}
+
+/* The history directory the profiler writes by default (prof_history.c), or
+ * CLRSCOPE_HISTORY_DIR. */
+static void history_dir(char *out, size_t cap)
+{
+    const char *env = getenv("CLRSCOPE_HISTORY_DIR");
+    const char *rt = getenv("XDG_RUNTIME_DIR");
+    struct stat st;
+    if (env && env[0] == '/')
+        snprintf(out, cap, "%s", env);
+    else if (rt && rt[0] == '/' && strlen(rt) <= 300 && !stat(rt, &st) && S_ISDIR(st.st_mode))
+        snprintf(out, cap, "%s/clrscope/history", rt);
+    else
+        snprintf(out, cap, "/tmp/clrscope-history-%u", (unsigned)getuid());
+}
+
+/* `ls --all`: each process's history in the history directory ("<name>-<pid>-<start>/"): its
+ * span, segments and bytes, and whether the process still runs. Returns how many it listed. */
+static int list_histories(void)
+{
+    char dir[512];
+    history_dir(dir, sizeof dir);
+    DIR *d = opendir(dir);
+    if (!d)
+        return 0;
+    int shown_n = 0;
+    struct dirent *e;
+    while ((e = readdir(d))) {
+        const char *dash2 = strrchr(e->d_name, '-');
+        if (e->d_name[0] == '.' || !dash2 || dash2 == e->d_name)
+            continue;
+        const char *dash1 = dash2 - 1;
+        while (dash1 > e->d_name && *dash1 != '-')
+            dash1--;
+        long pid = strtol(dash1 + 1, NULL, 10);
+        if (*dash1 != '-' || pid <= 0)
+            continue;
+        char sub[1024];
+        snprintf(sub, sizeof sub, "%s/%s", dir, e->d_name);
+        DIR *sd = opendir(sub);
+        if (!sd)
+            continue;
+        long long from = 0, to = 0, bytes = 0;
+        int n = 0;
+        struct dirent *g;
+        while ((g = readdir(sd))) {
+            long long f, t;
+            char tail[8];
+            if (sscanf(g->d_name, "%lld-%lld%7s", &f, &t, tail) != 3 || strcmp(tail, ".clrh"))
+                continue;
+            char path[1400];
+            struct stat st;
+            snprintf(path, sizeof path, "%s/%s", sub, g->d_name);
+            if (stat(path, &st))
+                continue;
+            bytes += st.st_size;
+            if (!n || f < from)
+                from = f;
+            if (!n || t > to)
+                to = t;
+            n++;
+        }
+        closedir(sd);
+        if (!n)
+            continue;
+        if (!shown_n++)
+            printf("\nhistories in %s (clrscope serve DIR shows one):\n", dir);
+        char nm[96], when[32];
+        time_t tt = (time_t)to;
+        struct tm tm;
+        strftime(when, sizeof when, "%Y-%m-%d %H:%M:%S", localtime_r(&tt, &tm));
+        int alive = !kill((pid_t)pid, 0) || errno == EPERM;
+        printf("%-8ld %-9s %lld min to %s, %d segments, %lld KiB  %s\n", pid,
+               alive ? "running" : "exited", (to - from + 59) / 60, when, n, bytes / 1024,
+               shown(sub, 200, nm, sizeof nm));
+    }
+    closedir(d);
+    return shown_n;
+}
+
+int cmd_ls_all(void)
+{
+    int rc = cmd_ls();
+    if (!list_histories())
+        printf("no history on disk found\n");
+    return rc;
 }
 
 int cmd_ls(void)

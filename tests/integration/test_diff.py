@@ -8,6 +8,7 @@ thread's CPU clock around each call is the truth.
 import json
 import os
 import shutil
+import subprocess
 import tempfile
 import time
 import unittest
@@ -285,6 +286,9 @@ class History(unittest.TestCase):
                     headers={"Content-Type": "application/json"})[0]
             finally:
                 cls.pm_exit = srv.stop()
+            cls.ls_all = subprocess.run([LAUNCHER, "ls", "--all"], capture_output=True, text=True,
+                                        env=dict(os.environ, CLRSCOPE_HISTORY_DIR=cls.dir),
+                                        timeout=30).stdout
             cpdir = os.path.join(cls.capdir, cls.cap_status["process_dir"])
             cls.cap_bytes = sum(os.path.getsize(os.path.join(cpdir, n))
                                 for n in os.listdir(cpdir) if n.endswith(".clrh"))
@@ -397,3 +401,10 @@ class History(unittest.TestCase):
     def test_serve_refuses_what_needs_the_running_process(self):
         for path, status in self.pm_refused.items():
             self.assertEqual(status, 404, path)
+
+    def test_ls_all_lists_the_history(self):
+        line = next((l for l in self.ls_all.splitlines() if l.startswith(f"{self.app.pid} ")), None)
+        self.assertIsNotNone(line, self.ls_all)
+        self.assertIn("exited", line)
+        self.assertIn(self.status["process_dir"], line)
+        self.assertIn(f"{len(self.segments) + len(self.refused)} segments", line)
