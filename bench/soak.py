@@ -32,6 +32,9 @@ temp directory). At the end:
     succeeded; the browser saw no failed request, 5xx or page error;
   - the status counters of data given up (fields named dropped*, lost*, overflow*, *_full,
     failures; the export's apart, reconciled above) did not move in the second half;
+  - where the RSS of each server grew in the second half: its mappings by kind (glibc's main
+    heap, anonymous: glibc's other arenas and the runtime's heaps, files, stacks) at half time and
+    at the end, and the mappings that grew most (from /proc/PID/smaps);
   - RSS, clrscope's memory, descriptors and threads are flat after the first 15 minutes: their
     least-squares slope is within two standard errors of zero, or below 1 MB (1 descriptor, 1
     thread) per hour; or, for RSS, no steeper than the baseline server's by more than that (the
@@ -92,6 +95,50 @@ def count_fds(pid):
 
 def count_threads(pid):
     return status_field(pid, "Threads")
+
+
+def smaps(pid):
+    """{start address: (size kB, perms, path, Rss kB)} of /proc/PID/smaps ({} when gone)."""
+    maps, cur = {}, None
+    try:
+        with open(f"/proc/{pid}/smaps") as f:
+            for line in f:
+                head = line.split()
+                if "-" in head[0] and len(head) >= 5 and not head[0].endswith(":"):
+                    lo, hi = head[0].split("-")
+                    cur = int(lo, 16)
+                    path = head[5] if len(head) > 5 else ""
+                    maps[cur] = [(int(hi, 16) - cur) // 1024, head[1], path, 0]
+                elif head[0] == "Rss:" and cur is not None:
+                    maps[cur][3] = int(head[1])
+    except OSError:
+        return {}
+    return maps
+
+
+def rss_by_kind(maps):
+    """Rss in MB by kind of mapping: glibc's main heap, anonymous, files, stacks."""
+    out = {"heap": 0, "anon": 0, "file": 0, "stack": 0}
+    for size, perms, path, rss in maps.values():
+        kind = ("heap" if path == "[heap]" else "stack" if path.startswith("[stack") else
+                "anon" if not path or path.startswith("[anon") else
+                "file" if path.startswith("/") else "anon")
+        out[kind] += rss / 1024
+    return {k: round(v, 1) for k, v in out.items()}
+
+
+def grown(before, after, top=12):
+    """The mappings whose Rss grew most between two smaps() readings, as text lines."""
+    rows = []
+    for start, (size, perms, path, rss) in after.items():
+        old = before.get(start)
+        d = rss - (old[3] if old else 0)
+        if d > 0:
+            rows.append((d, start, size, perms, path, old is None))
+    rows.sort(reverse=True)
+    return [f"    +{d / 1024:7.1f} MB  {start:012x} {size / 1024:8.1f} MB {perms} "
+            f"{path or '(anonymous)'}{' (new)' if new else ''}" for d, start, size, perms, path, new
+            in rows[:top]]
 
 
 def slope(points):
@@ -169,7 +216,7 @@ def main():
                "api/v1/threads", "metrics"]
     failed_answers, snapshot_errors = [], []
     snapshots = pulls = dumps = 0
-    mid = None
+    mid, maps_mid = None, ({}, {})
     next_minute = t0 + 60
     next_snap = t0 + snap_every
     next_mode = t0 + agent_every
@@ -229,6 +276,7 @@ def main():
                        "clrscope_mb": st["self"].get("mem_bytes", 0) / 2**20,
                        "mem": {k: round(v / 2**20, 2) for k, v in st["self"].get("mem", {}).items()},
                        "fds": count_fds(app.proc.pid), "threads": count_threads(app.proc.pid),
+                       "rss_kinds": rss_by_kind(smaps(app.proc.pid)),
                        "rps": round(rps, 1) if rps is not None else None,
                        "clrscope_cpu_s": st["self"].get("cpu_s"), "agent": agent.mode,
                        "export": {k: exp.get(k) for k in ("profiles", "uploads", "failures",
@@ -238,6 +286,7 @@ def main():
                         bserved = get_json(f"http://127.0.0.1:{bport}/stats", timeout=5)
                         bserved = bserved.get("served", 0)
                         row["rss_base_mb"] = rss_bytes(baseline.proc.pid) / 2**20
+                        row["rss_base_kinds"] = rss_by_kind(smaps(baseline.proc.pid))
                         row["rps_base"] = (round((bserved - bserved_prev[1]) /
                                                  (t - bserved_prev[0]), 1)
                                            if bserved_prev else None)
@@ -276,6 +325,7 @@ def main():
                         url + f"api/v1/gcdump/{sid}", method="DELETE"), timeout=30)
         if mid is None and now >= half:
             mid = (now, rss_bytes(app.proc.pid), get_json(url + "api/v1/status"))
+            maps_mid = (smaps(app.proc.pid), smaps(baseline.proc.pid) if baseline else {})
         time.sleep(max(0.0, min(10.0, end - time.monotonic())))
     rows_file.close()
     # wrk ends on its own at the same moment (its summary is wanted); the export gets two more
@@ -296,6 +346,7 @@ def main():
     alive = app.proc.poll() is None
     last = (time.monotonic(), rss_bytes(app.proc.pid) if alive else 0,
             get_json(url + "api/v1/status") if alive else {})
+    maps_end = (smaps(app.proc.pid), smaps(baseline.proc.pid) if baseline else {})
     browser_out = None
     if browser:
         try:
@@ -401,6 +452,15 @@ def main():
     if "rss_base_mb" in trends:
         emit("soak", "baseline RSS slope after minute 15 (no clrscope)",
              round(trends["rss_base_mb"][0], 2), "MB/hour")
+    if mid is not None:
+        # where the RSS grew in the second half: the mappings, for the profiled server and the
+        # baseline (glibc's arenas and the runtime's heaps are anonymous; [heap] is glibc's main one)
+        for who, i in (("profiled", 0), ("baseline", 1)):
+            if maps_mid[i] and maps_end[i]:
+                a, b = rss_by_kind(maps_mid[i]), rss_by_kind(maps_end[i])
+                print(f"  {who} RSS by kind, half time -> end (MB): " +
+                      ", ".join(f"{k} {a[k]} -> {b[k]}" for k in a))
+                print("\n".join(grown(maps_mid[i], maps_end[i])))
     for p in problems:
         print("  PROBLEM: " + p)
     print("  nothing lost" if not problems else "")
