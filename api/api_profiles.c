@@ -170,6 +170,44 @@ static void whole_seconds(double from, double to, int64_t *from_s, int64_t *to_s
         *to_s = *from_s;
 }
 
+/* The view a flame graph or top answers: `from`/`to` (a past window by its ends, reaching into
+ * the history on disk), else the last `seconds` (*seconds becomes the window's length). 0, or the
+ * error status with its reply in `out`. */
+static int window_view(const struct api_req *q, const struct flame_type *t, double *seconds,
+                       const char *filter, struct prof_view *v, uint32_t *from_disk,
+                       struct api_reply *out)
+{
+    double now = prof_unix_now(), from, to;
+    int hf = api_query_time(q, "from", now, &from, out);
+    int ht = hf < 0 ? -1 : api_query_time(q, "to", now, &to, out);
+    if (hf < 0 || ht < 0)
+        return 400;
+    if (!hf && !ht) {
+        if (get_view(t, *seconds, filter, v, from_disk))
+            return api_reply_error(out, 503, "profile data unavailable (out of memory)");
+        return 0;
+    }
+    if (!ht)
+        to = now;
+    if (!hf)
+        from = to - *seconds;
+    int64_t reach = prof_history_reach_s();
+    const char *bad = t->kind < 0 ? "live objects are a state, not a window: no from/to"
+                      : to <= from ? "the window ends (to) before it starts (from)"
+                      : to - from > (double)reach + 1.0 ? "from..to is longer than the history "
+                                                         "kept"
+                                                       : NULL;
+    if (bad)
+        return api_reply_error(out, 400, "%s (%lld s: CLRSCOPE_HISTORY_S, or "
+                               "CLRSCOPE_HISTORY_MAX_AGE on disk)", bad, (long long)reach);
+    int64_t from_s, to_s;
+    whole_seconds(from, to, &from_s, &to_s);
+    *seconds = (double)(to_s - from_s + 1);
+    if (prof_history_view_range(t->kind, from_s, to_s, filter, v, from_disk))
+        return api_reply_error(out, 503, "profile data unavailable (out of memory)");
+    return 0;
+}
+
 int api_flamegraph(const struct api_req *q, struct api_reply *out)
 {
     double seconds;
@@ -185,43 +223,12 @@ int api_flamegraph(const struct api_req *q, struct api_reply *out)
         free(filter);
         return 400;
     }
-    /* from/to: a past window by its ends, reaching into the history on disk */
-    double now = prof_unix_now(), from, to;
-    int hf = api_query_time(q, "from", now, &from, out);
-    int ht = hf < 0 ? -1 : api_query_time(q, "to", now, &to, out);
-    if (hf < 0 || ht < 0) {
-        free(filter);
-        return 400;
-    }
     struct prof_view v;
     uint32_t from_disk = 0;
-    if (hf || ht) {
-        if (!ht)
-            to = now;
-        if (!hf)
-            from = to - seconds;
-        int64_t reach = prof_history_reach_s();
-        const char *bad = t->kind < 0 ? "live objects are a state, not a window: no from/to"
-                          : to <= from ? "the window ends (to) before it starts (from)"
-                          : to - from > (double)reach + 1.0 ? "from..to is longer than the "
-                                                             "history kept"
-                                                           : NULL;
-        if (bad) {
-            free(filter);
-            return api_reply_error(out, 400, "%s (%lld s: CLRSCOPE_HISTORY_S, or "
-                                   "CLRSCOPE_HISTORY_MAX_AGE on disk)", bad, (long long)reach);
-        }
-        int64_t from_s, to_s;
-        whole_seconds(from, to, &from_s, &to_s);
-        seconds = (double)(to_s - from_s + 1);
-        if (prof_history_view_range(t->kind, from_s, to_s, has_filter ? filter : NULL, &v,
-                                    &from_disk)) {
-            free(filter);
-            return api_reply_error(out, 503, "profile data unavailable (out of memory)");
-        }
-    } else if (get_view(t, seconds, has_filter ? filter : NULL, &v, &from_disk)) {
+    int st = window_view(q, t, &seconds, has_filter ? filter : NULL, &v, &from_disk, out);
+    if (st) {
         free(filter);
-        return api_reply_error(out, 503, "profile data unavailable (out of memory)");
+        return st;
     }
     fold = fold_view(&v, fold);
     struct prof_tree tree; /* its names point into the view's: freed after the reply is written */
@@ -455,43 +462,12 @@ int api_top(const struct api_req *q, struct api_reply *out)
         free(filter);
         return 400;
     }
-    /* from/to: a past window by its ends, reaching into the history on disk */
-    double now = prof_unix_now(), from, to;
-    int hf = api_query_time(q, "from", now, &from, out);
-    int ht = hf < 0 ? -1 : api_query_time(q, "to", now, &to, out);
-    if (hf < 0 || ht < 0) {
-        free(filter);
-        return 400;
-    }
     struct prof_view v;
     uint32_t from_disk = 0;
-    if (hf || ht) {
-        if (!ht)
-            to = now;
-        if (!hf)
-            from = to - seconds;
-        int64_t reach = prof_history_reach_s();
-        const char *bad = t->kind < 0 ? "live objects are a state, not a window: no from/to"
-                          : to <= from ? "the window ends (to) before it starts (from)"
-                          : to - from > (double)reach + 1.0 ? "from..to is longer than the "
-                                                             "history kept"
-                                                           : NULL;
-        if (bad) {
-            free(filter);
-            return api_reply_error(out, 400, "%s (%lld s: CLRSCOPE_HISTORY_S, or "
-                                   "CLRSCOPE_HISTORY_MAX_AGE on disk)", bad, (long long)reach);
-        }
-        int64_t from_s, to_s;
-        whole_seconds(from, to, &from_s, &to_s);
-        seconds = (double)(to_s - from_s + 1);
-        if (prof_history_view_range(t->kind, from_s, to_s, has_filter ? filter : NULL, &v,
-                                    &from_disk)) {
-            free(filter);
-            return api_reply_error(out, 503, "profile data unavailable (out of memory)");
-        }
-    } else if (get_view(t, seconds, has_filter ? filter : NULL, &v, &from_disk)) {
+    int st = window_view(q, t, &seconds, has_filter ? filter : NULL, &v, &from_disk, out);
+    if (st) {
         free(filter);
-        return api_reply_error(out, 503, "profile data unavailable (out of memory)");
+        return st;
     }
     fold = fold_view(&v, fold);
     struct prof_top top;
@@ -509,6 +485,8 @@ int api_top(const struct api_req *q, struct api_reply *out)
     jb_int(&b, total);
     jb_lit(&b, ",\"seconds\":");
     jb_num(&b, seconds);
+    jb_lit(&b, ",\"from_disk\":");
+    jb_int(&b, (int64_t)from_disk);
     jb_lit(&b, ",\"native\":");
     jb_str(&b, fold ? "fold" : "keep");
     jb_lit(&b, ",\"functions\":[");

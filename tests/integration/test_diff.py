@@ -205,7 +205,7 @@ class History(unittest.TestCase):
         cls.capdir = tempfile.mkdtemp(prefix="clrscope-history-cap-")
         env = {"CLRSCOPE_PROFILES": "cpu", "CLRSCOPE_SAMPLING_HZ": "200",
                "CLRSCOPE_HISTORY_S": "10", "CLRSCOPE_HISTORY_SEGMENT_S": "2"}
-        app = ProfiledApp("phases", ["--seconds", "60", "--switch-s", "4"],
+        app = ProfiledApp("phases", ["--seconds", "60", "--switch-s", "5"],
                           env=dict(env, CLRSCOPE_HISTORY_DIR=cls.dir))
         # a light app beside it: waiting threads' wall samples fill a segment a second
         capped = ProfiledApp("wait", ["--seconds", "60"],
