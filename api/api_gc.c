@@ -13,6 +13,7 @@
 #include "prof_core.h"
 #include "prof_events.h"
 #include "prof_gc.h"
+#include "prof_history.h"
 
 #define REPLY_MAX (64u << 20)
 
@@ -194,7 +195,7 @@ int api_gc(const struct api_req *q, struct api_reply *out)
     if (!(__atomic_load_n(&g_core.profiles, __ATOMIC_RELAXED) & PROFILE_GC))
         return api_reply_error(out, 404, "the gc profile is off (CLRSCOPE_PROFILES)");
     struct prof_gc_view v;
-    if (prof_gc_view(seconds, (size_t)limit, &v))
+    if (prof_history_gc_view(seconds, (size_t)limit, &v))
         return api_reply_error(out, 503, "out of memory");
     double gc = 0, proc = 0, pause = 0, span = 0;
     uint64_t in_window = v.collections_omitted + v.ncollections;

@@ -12,7 +12,7 @@ const struct api_route api_routes[] = {
     {API_GET, "/api/v1/flamegraph", api_flamegraph, NULL, 1},
     {API_GET, "/api/v1/flamegraph/diff", api_flamegraph_diff, NULL, 1},
     {API_GET, "/api/v1/top", api_top, NULL, 1},
-    {API_GET, "/api/v1/gc", api_gc, NULL, 0},
+    {API_GET, "/api/v1/gc", api_gc, NULL, 1},
     {API_GET, "/api/v1/allocations", api_allocations, NULL, 1},
     {API_GET, "/api/v1/live", api_live, NULL, 0},
     {API_GET, "/api/v1/exceptions", api_exceptions, NULL, 1},

@@ -513,7 +513,7 @@ int clrscope_serve(const char *dir)
     g_core.start_unix = prof_unix_now();
     read_process_file(dir);
     g_core.profiles = PROFILE_CPU | PROFILE_WALL | PROFILE_ALLOC | PROFILE_EXCEPTIONS |
-                      PROFILE_LOCK;
+                      PROFILE_LOCK | PROFILE_GC;
     if (web_server_start())
         return 1;
     prof_log(LOG_ALWAYS, "serving the history of pid %d (%s) from %s; Ctrl-C ends it",

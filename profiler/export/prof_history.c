@@ -17,6 +17,7 @@
 #include "prof_config.h"
 #include "prof_core.h"
 #include "prof_files.h"
+#include "prof_gc.h"
 #include "prof_hseg.h"
 #include "prof_log.h"
 #include "prof_marks.h"
@@ -30,6 +31,7 @@ static struct {
     pthread_mutex_t read_lock; /* one window read from disk at a time: its cost stays one reader's */
     struct prof_history_stats st;
     int reading;          /* segments of this process can be read back */
+    int serving;          /* clrscope serve: pdir is the exited process's; the GC's from disk */
     char pdir[700];       /* this process's directory (a path) */
     pthread_t thread;
     int started;
@@ -178,6 +180,23 @@ static void write_segment(int64_t from, int64_t to)
             prof_hacc_add_view(&acc, &v, NULL);
         rows += v.nrows;
         prof_view_free(&v);
+    }
+    /* the GC's seconds that end in the segment and its collections that started in it */
+    struct prof_gc_view gv;
+    if ((g_cfg.profiles & PROFILE_GC) &&
+        !prof_gc_view(prof_unix_now() - (double)from + 1, (size_t)-1, &gv)) {
+        size_t s0 = 0, s1 = 0, c0 = 0, c1 = 0;
+        while (s0 < gv.nseconds && gv.seconds[s0].t <= (double)from)
+            s0++;
+        for (s1 = s0; s1 < gv.nseconds && gv.seconds[s1].t <= (double)to; s1++)
+            ;
+        while (c0 < gv.ncollections && gv.collections[c0].t < (double)from)
+            c0++;
+        for (c1 = c0; c1 < gv.ncollections && gv.collections[c1].t < (double)to; c1++)
+            ;
+        prof_hacc_add_gc(&acc, gv.seconds + s0, s1 - s0, gv.collections + c0, c1 - c0);
+        rows += c1 - c0; /* a collection alone is worth a segment; a quiet GC second is not */
+        prof_gc_view_free(&gv);
     }
     static struct prof_mark marks[PROF_MARKS_MAX]; /* this thread only */
     uint64_t dropped;
@@ -623,6 +642,103 @@ int prof_history_view(int kind, double seconds, const char *filter, struct prof_
     return rc;
 }
 
+static int by_gc_t(const void *a, const void *b)
+{
+    const struct prof_gc_second *x = a, *y = b;
+    return x->t < y->t ? -1 : x->t > y->t;
+}
+
+static int by_coll_t(const void *a, const void *b)
+{
+    const struct prof_gc_collection *x = a, *y = b;
+    return x->t < y->t ? -1 : x->t > y->t;
+}
+
+int prof_history_gc_view(double seconds, size_t max_collections, struct prof_gc_view *out)
+{
+    pthread_mutex_lock(&hist.lock);
+    int reading = hist.reading, serving = hist.serving;
+    int64_t L = hist.st.segment_s > 0 ? hist.st.segment_s : 60;
+    char pdir[sizeof hist.pdir];
+    memcpy(pdir, hist.pdir, sizeof pdir);
+    pthread_mutex_unlock(&hist.lock);
+    if (!serving && (!reading || !(seconds > g_cfg.history_s)))
+        return prof_gc_view(seconds, max_collections, out);
+    memset(out, 0, sizeof *out);
+    double now = prof_unix_now(), from = now - seconds;
+    int64_t oldest = (int64_t)floor(now) - g_cfg.history_s + 1;
+    int64_t cut = serving ? INT64_MAX / 2 : (oldest + L - 1) / L * L;
+    struct prof_hacc acc;
+    prof_hacc_init(&acc, 1);
+    struct prof_hseg_read_stats rs = {0};
+    pthread_mutex_lock(&hist.read_lock);
+    prof_hseg_read_dir(pdir, PROF_HSEG_GC, (int64_t)floor(from), cut - 1, cut, NULL, &acc, NULL,
+                       0, NULL, &rs);
+    pthread_mutex_unlock(&hist.read_lock);
+    struct prof_gc_view mv;
+    memset(&mv, 0, sizeof mv);
+    if (!serving && prof_gc_view(now - (double)cut, (size_t)-1, &mv)) {
+        prof_hacc_free(&acc);
+        return -1;
+    }
+    /* the disk's part (older than the cut) in order, then the memory's */
+    if (acc.ngsec)
+        prof_scratch_sort(&acc.mem, acc.gsec, acc.ngsec, sizeof *acc.gsec, by_gc_t);
+    if (acc.ngcoll)
+        prof_scratch_sort(&acc.mem, acc.gcoll, acc.ngcoll, sizeof *acc.gcoll, by_coll_t);
+    size_t ns = mv.nseconds, nc = mv.ncollections;
+    for (uint32_t i = 0; i < acc.ngsec; i++)
+        ns += acc.gsec[i].t > from;
+    for (uint32_t i = 0; i < acc.ngcoll; i++)
+        nc += acc.gcoll[i].t > from;
+    out->seconds = ns ? malloc(ns * sizeof *out->seconds) : NULL;
+    struct prof_gc_collection *all = nc ? malloc(nc * sizeof *all) : NULL;
+    if ((ns && !out->seconds) || (nc && !all)) {
+        free(all);
+        prof_gc_view_free(out);
+        prof_gc_view_free(&mv);
+        prof_hacc_free(&acc);
+        return -1;
+    }
+    for (uint32_t i = 0; i < acc.ngsec; i++)
+        if (acc.gsec[i].t > from)
+            out->seconds[out->nseconds++] = acc.gsec[i];
+    for (size_t i = 0; i < mv.nseconds; i++)
+        out->seconds[out->nseconds++] = mv.seconds[i];
+    size_t k = 0;
+    for (uint32_t i = 0; i < acc.ngcoll; i++)
+        if (acc.gcoll[i].t > from)
+            all[k++] = acc.gcoll[i];
+    for (size_t i = 0; i < mv.ncollections; i++)
+        all[k++] = mv.collections[i];
+    for (size_t i = 0; i < k; i++) {
+        int g = all[i].generation < 0 ? 0 : all[i].generation > 2 ? 2 : all[i].generation;
+        out->window_by_gen[g]++;
+        if (all[i].pause_ms > out->window_max_pause_ms)
+            out->window_max_pause_ms = all[i].pause_ms;
+    }
+    size_t keep = k < max_collections ? k : max_collections; /* the newest */
+    if (keep)
+        memmove(all, all + (k - keep), keep * sizeof *all);
+    out->collections = all;
+    out->ncollections = keep;
+    out->collections_omitted = k - keep + mv.collections_omitted;
+    out->totals = mv.totals;
+    if (serving && out->nseconds) /* an exited process's: what its last second said */
+        memcpy(out->totals.heap, out->seconds[out->nseconds - 1].heap, sizeof out->totals.heap);
+    out->t_to = now;
+    out->t_from = out->nseconds ? out->seconds[0].t - out->seconds[0].dt : now;
+    if (out->t_from < from)
+        out->t_from = from;
+    prof_gc_view_free(&mv);
+    prof_hacc_free(&acc);
+    pthread_mutex_lock(&hist.lock);
+    hist.st.read += rs.read;
+    hist.st.skipped += rs.skipped;
+    pthread_mutex_unlock(&hist.lock);
+    return 0;
+}
+
 /* ---- clrscope serve ---- */
 
 struct seg_name {
@@ -740,6 +856,8 @@ int prof_history_serve(const char *pdir, char *why, size_t whycap)
         prof_scratch_release(&fm);
     }
     snprintf(st->dir, sizeof st->dir, "%s", pdir);
+    snprintf(hist.pdir, sizeof hist.pdir, "%s", pdir);
+    hist.serving = 1; /* the GC's records are read from the segments as asked */
     snprintf(st->off_reason, sizeof st->off_reason, "a post-mortem server: nothing is written");
     st->oldest_s = from;
     st->last_to_s = to;

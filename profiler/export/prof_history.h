@@ -63,6 +63,10 @@ int64_t prof_history_reach_s(void);
 int prof_history_view_range(int kind, int64_t from_s, int64_t to_s, const char *filter,
                             struct prof_view *out, uint32_t *from_disk);
 
+/* The GC's per-second records and collections of the last `seconds` (prof_gc_view's), the part
+ * past the memory from disk; all of it from disk in a post-mortem server. 0, or -1. */
+struct prof_gc_view;
+int prof_history_gc_view(double seconds, size_t max_collections, struct prof_gc_view *out);
 /* The last `seconds` of kind `kind`: prof_store_view while the memory holds them, else whole
  * seconds up to the current one, the older part from disk (prof_history_view_range). */
 int prof_history_view(int kind, double seconds, const char *filter, struct prof_view *out,

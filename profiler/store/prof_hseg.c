@@ -283,6 +283,26 @@ oom:
     return -1;
 }
 
+int prof_hacc_add_gc(struct prof_hacc *a, const struct prof_gc_second *s, size_t ns,
+                     const struct prof_gc_collection *c, size_t nc)
+{
+    if (ns > UINT32_MAX - a->ngsec || nc > UINT32_MAX - a->ngcoll ||
+        grow_array(&a->mem, (void **)&a->gsec, &a->capgsec, a->ngsec + (uint32_t)ns,
+                   sizeof *a->gsec) ||
+        grow_array(&a->mem, (void **)&a->gcoll, &a->capgcoll, a->ngcoll + (uint32_t)nc,
+                   sizeof *a->gcoll)) {
+        a->oom = 1;
+        return -1;
+    }
+    if (ns)
+        memcpy(a->gsec + a->ngsec, s, ns * sizeof *s);
+    if (nc)
+        memcpy(a->gcoll + a->ngcoll, c, nc * sizeof *c);
+    a->ngsec += (uint32_t)ns;
+    a->ngcoll += (uint32_t)nc;
+    return 0;
+}
+
 int prof_hacc_take_view(struct prof_hacc *a, int kind, struct prof_view *out)
 {
     memset(out, 0, sizeof *out);
@@ -359,6 +379,23 @@ static uint32_t get_le32(const unsigned char *p)
     return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
 }
 
+/* Seconds as whole milliseconds / microseconds (negative and NaN as 0, huge values capped). */
+static uint64_t scaled(double v, double k)
+{
+    double x = v * k + 0.5;
+    return x > 0 ? (x < 9e18 ? (uint64_t)x : (uint64_t)9e18) : 0;
+}
+
+static uint64_t ms(double s)
+{
+    return scaled(s, 1e3);
+}
+
+static uint64_t us(double s)
+{
+    return scaled(s, 1e6);
+}
+
 /* The index of an interned string in a->str (a string interned by `a`: found by its hash). */
 static uint32_t str_index(const struct prof_hacc *a, const char *s)
 {
@@ -419,6 +456,36 @@ int prof_hseg_encode(const struct prof_hacc *a, int64_t t_from, int64_t t_to, ui
         size_t n = strnlen(marks[i].label, sizeof marks[i].label);
         put_u(&b, n);
         put(&b, marks[i].label, n);
+    }
+    put_u(&b, a->ngsec);
+    for (uint32_t i = 0; i < a->ngsec; i++) {
+        const struct prof_gc_second *g = &a->gsec[i];
+        put_u(&b, ms(g->t));
+        put_u(&b, us(g->dt));
+        put_u(&b, us(g->process_cpu_s));
+        put_u(&b, us(g->gc_cpu_s));
+        put_u(&b, us(g->gc_threads_cpu_s));
+        put_u(&b, us(g->gc_user_cpu_s));
+        put_u(&b, us(g->pause_s));
+        for (int h = 0; h < GC_NHEAPS; h++)
+            put_u(&b, g->heap[h]);
+        for (int k = 0; k < 3; k++)
+            put_u(&b, g->collections[k]);
+    }
+    put_u(&b, a->ngcoll);
+    for (uint32_t i = 0; i < a->ngcoll; i++) {
+        const struct prof_gc_collection *c = &a->gcoll[i];
+        put_u(&b, c->number);
+        put_u(&b, (uint64_t)(c->generation < 0 ? 0 : c->generation));
+        put_u(&b, c->reason);
+        put_u(&b, c->type);
+        put_u(&b, (uint64_t)(c->complete != 0));
+        put_u(&b, ms(c->t));
+        put_u(&b, us(c->duration_ms / 1e3));
+        put_u(&b, us(c->pause_ms / 1e3));
+        put_u(&b, c->heap_before);
+        put_u(&b, c->heap_after);
+        put_u(&b, c->promoted);
     }
     if (b.oom || b.n > PROF_HSEG_MAX_PAYLOAD) {
         prof_scratch_free(mem, b.p);
@@ -588,6 +655,52 @@ static int decode_pass(const unsigned char *p, size_t n, int kind, const char *f
         }
         b.at += len;
         in.nmarks++;
+    }
+    int take_gc = a && (kind == PROF_HSEG_ALL || kind == PROF_HSEG_GC);
+    uint64_t ngs = get_u(&b);
+    if (b.bad || ngs > b.n)
+        FAIL("bad GC second count");
+    for (uint64_t i = 0; i < ngs; i++) {
+        struct prof_gc_second g = {0};
+        g.t = (double)get_u(&b) / 1e3;
+        g.dt = (double)get_u(&b) / 1e6;
+        g.process_cpu_s = (double)get_u(&b) / 1e6;
+        g.gc_cpu_s = (double)get_u(&b) / 1e6;
+        g.gc_threads_cpu_s = (double)get_u(&b) / 1e6;
+        g.gc_user_cpu_s = (double)get_u(&b) / 1e6;
+        g.pause_s = (double)get_u(&b) / 1e6;
+        for (int h = 0; h < GC_NHEAPS; h++)
+            g.heap[h] = get_u(&b);
+        for (int k = 0; k < 3; k++) {
+            uint64_t x = get_u(&b);
+            g.collections[k] = x > UINT32_MAX ? UINT32_MAX : (uint32_t)x;
+        }
+        if (b.bad)
+            FAIL("bad GC second %" PRIu64, i);
+        if (take_gc && prof_hacc_add_gc(a, &g, 1, NULL, 0))
+            FAIL("out of memory");
+    }
+    uint64_t ngc = get_u(&b);
+    if (b.bad || ngc > b.n)
+        FAIL("bad collection count");
+    for (uint64_t i = 0; i < ngc; i++) {
+        struct prof_gc_collection c = {0};
+        c.number = get_u(&b);
+        uint64_t gen = get_u(&b), reason = get_u(&b), type = get_u(&b), done = get_u(&b);
+        c.t = (double)get_u(&b) / 1e3;
+        c.duration_ms = (double)get_u(&b) / 1e3;
+        c.pause_ms = (double)get_u(&b) / 1e3;
+        c.heap_before = get_u(&b);
+        c.heap_after = get_u(&b);
+        c.promoted = get_u(&b);
+        if (b.bad || gen > 2 || reason > UINT32_MAX || type > 2 || done > 1)
+            FAIL("bad collection %" PRIu64, i);
+        c.generation = (int)gen;
+        c.reason = (unsigned)reason;
+        c.type = (unsigned)type;
+        c.complete = (int)done;
+        if (take_gc && prof_hacc_add_gc(a, NULL, 0, &c, 1))
+            FAIL("out of memory");
     }
     if (b.at != b.n)
         FAIL("%zu bytes after the end", b.n - b.at);

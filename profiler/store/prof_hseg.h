@@ -10,6 +10,10 @@
  *   nstrings { len bytes }               every name and label (no NUL inside), string 0 = ""
  *   nkinds { kind nnodes { parent name }(node 1..nnodes-1) nrows { node tid label v0 v1 v2 } }
  *   nmarks { t_ms label }
+ *   ngcsec { t_ms dt_us process_cpu_us gc_cpu_us gc_threads_cpu_us gc_user_cpu_us pause_us
+ *            heap0..heap4 collections0..collections2 }       the GC's per-second records
+ *   ngc { number generation reason type complete t_ms duration_us pause_us heap_before
+ *         heap_after promoted }                              and its collections
  * A node's parent is an earlier node (node 0 is the root, "all"); every index is checked. A
  * segment that is torn (a crash mid-write, a full disk), cut or altered fails its lengths or its
  * CRC and is refused as a whole, with the reason; nothing in it is trusted before that.
@@ -29,6 +33,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "prof_gc.h"
 #include "prof_marks.h"
 #include "prof_scratch.h"
 #include "prof_store.h"
@@ -56,6 +61,10 @@ struct prof_hacc {
     uint32_t *sslot;
     uint32_t nsslot;
     struct hacc_kind k[PK_COUNT];
+    struct prof_gc_second *gsec; /* the GC's per-second records, in the order added */
+    uint32_t ngsec, capgsec;
+    struct prof_gc_collection *gcoll; /* its collections, in the order added */
+    uint32_t ngcoll, capgcoll;
     uint32_t max_nodes;     /* per kind */
     uint64_t cut_paths;     /* paths cut at max_nodes */
     int oom;                /* an allocation failed: what is held is incomplete */
@@ -68,6 +77,9 @@ void prof_hacc_free(struct prof_hacc *a);
 /* Adds a view's rows of its kind (only those labelled `filter` when not NULL), and its span. 0,
  * or -1 out of memory. */
 int prof_hacc_add_view(struct prof_hacc *a, const struct prof_view *v, const char *filter);
+/* Adds the GC's per-second records and collections (copied). 0, or -1 out of memory. */
+int prof_hacc_add_gc(struct prof_hacc *a, const struct prof_gc_second *s, size_t ns,
+                     const struct prof_gc_collection *c, size_t nc);
 /* Turns kind `kind` of the accumulator into a view: the view takes the accumulator's memory (the
  * accumulator is empty afterwards; prof_view_free gives the memory back). 0, or -1. */
 int prof_hacc_take_view(struct prof_hacc *a, int kind, struct prof_view *out);
@@ -84,7 +96,8 @@ struct prof_hseg_info {
     uint32_t nkinds, nmarks;
 };
 
-#define PROF_HSEG_ALL (-2) /* a `kind` that takes every kind */
+#define PROF_HSEG_ALL (-2) /* a `kind` that takes every kind and the GC's records */
+#define PROF_HSEG_GC (-3)  /* a `kind` that takes the GC's records alone */
 
 /* Checks a segment's header and CRC and decodes it, adding kind `kind` (-1: none; PROF_HSEG_ALL:
  * every kind) to `a` (may be

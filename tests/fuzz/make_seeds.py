@@ -142,6 +142,11 @@ def hseg():
     p += uv(2) + uv(2) + uv(0) + uv(2)
     p += uv(2) + uv(1) + uv(7) + uv(4) + uv(100) + uv(6400) + uv(1)
     p += uv(1) + uv(5) + uv(1796041722 * 1000 + 500) + uv(9) + b"deploy 42"
+    # a GC second and a collection
+    p += uv(1) + uv(1796041723000) + uv(1000000) + uv(900000) + uv(250000) + uv(200000) + \
+        uv(50000) + uv(12000) + b"".join(uv(x) for x in (1, 2, 3, 4, 5, 7, 1, 0))
+    p += uv(1) + b"".join(uv(x) for x in (42, 2, 1, 1, 1, 1796041722500, 12500, 3250, 1000, 600,
+                                          300))
     return {"payload": p}
 
 

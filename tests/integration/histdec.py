@@ -32,7 +32,8 @@ class Reader:
 
 def read_segment(data):
     """{"t_from", "t_to", "pid", "kinds": {name: [(path tuple, tid, label, [v0, v1, v2])]},
-    "marks": [(t, label)]}; raises ValueError for a torn or altered file."""
+    "marks": [(t, label)], "gc_seconds": [{...}], "gc_collections": [{...}]}; raises ValueError
+    for a torn or altered file."""
     if len(data) < 24 or data[:8] != b"clrshist":
         raise ValueError("not a segment")
     raw, zn, crc = struct.unpack_from("<III", data, 12)
@@ -64,6 +65,15 @@ def read_segment(data):
         seg["kinds"][KINDS[kind]] = rows
     for _ in range(r.u()):
         seg["marks"].append((r.u() / 1000.0, r.s()))
+    seg["gc_seconds"] = [{"t": r.u() / 1e3, "dt": r.u() / 1e6, "process_cpu_s": r.u() / 1e6,
+                          "gc_cpu_s": r.u() / 1e6, "gc_threads_cpu_s": r.u() / 1e6,
+                          "gc_user_cpu_s": r.u() / 1e6, "pause_s": r.u() / 1e6,
+                          "heap": [r.u() for _ in range(5)], "collections": [r.u() for _ in range(3)]}
+                         for _ in range(r.u())]
+    seg["gc_collections"] = [dict(zip(("number", "generation", "reason", "type", "complete",
+                                       "t_ms", "duration_us", "pause_us", "heap_before",
+                                       "heap_after", "promoted"), [r.u() for _ in range(11)]))
+                             for _ in range(r.u())]
     if r.i != len(p):
         raise ValueError("trailing bytes")
     return seg

@@ -203,7 +203,7 @@ class History(unittest.TestCase):
     def setUpClass(cls):
         cls.dir = tempfile.mkdtemp(prefix="clrscope-history-")
         cls.capdir = tempfile.mkdtemp(prefix="clrscope-history-cap-")
-        env = {"CLRSCOPE_PROFILES": "cpu", "CLRSCOPE_SAMPLING_HZ": "200",
+        env = {"CLRSCOPE_PROFILES": "cpu,gc", "CLRSCOPE_SAMPLING_HZ": "200",
                "CLRSCOPE_HISTORY_S": "10", "CLRSCOPE_HISTORY_SEGMENT_S": "2"}
         app = ProfiledApp("phases", ["--seconds", "60", "--switch-s", "5"],
                           env=dict(env, CLRSCOPE_HISTORY_DIR=cls.dir))
@@ -234,6 +234,8 @@ class History(unittest.TestCase):
             time.sleep(max(0.0, cls.a0 + 4 + 10 + 1 - time.time()))
             cls.on_disk = app.json(q)
             cls.by_seconds = app.json("/api/v1/flamegraph?type=cpu&seconds=30")
+            cls.gc_memory = app.json("/api/v1/gc?seconds=10")
+            cls.gc_30 = app.json("/api/v1/gc?seconds=30")
             cls.diff = app.json(f"/api/v1/flamegraph/diff?type=cpu&a={cls.a0},{cls.a0 + 4}"
                                 f"&b=-4,now&limit=10")
             cls.pa = app.pprof(f"/debug/pprof/profile?from={cls.a0}&to={cls.a0 + 4}",
@@ -276,10 +278,11 @@ class History(unittest.TestCase):
                 cls.pm_a = srv.json(f"/api/v1/flamegraph?type=cpu&from={cls.a0}&to={cls.a0 + 4}")
                 cls.pm_diff = srv.json(f"/api/v1/flamegraph/diff?type=cpu&a={cls.a0},"
                                        f"{cls.a0 + 4}&b=-6,now&limit=10")
+                cls.pm_gc = srv.json("/api/v1/gc?seconds=900")
                 cls.pm_pprof = srv.pprof("/debug/pprof/profile?seconds=6",
                                          out_path=app.tmp + "/pm.pb.gz")
                 cls.pm_refused = {p: srv.request(p)[0] for p in
-                                  ("/api/v1/threads", "/api/v1/live", "/api/v1/gc", "/metrics",
+                                  ("/api/v1/threads", "/api/v1/live", "/api/v1/counters", "/metrics",
                                    "/debug/pprof/heap", "/api/v1/gcdump")}
                 cls.pm_refused["POST /api/v1/marks"] = srv.request(
                     "/api/v1/marks", method="POST", data=b'{"label": "x"}',
@@ -321,6 +324,19 @@ class History(unittest.TestCase):
         names = {n["name"] for n in walk(d["root"])}
         self.assertIn("TestApp.Phases.PhasesMode.PhaseOne", names)
         self.assertIn("TestApp.Phases.PhasesMode.PhaseTwo", names)
+
+    def test_the_gc_series_reaches_back_to_disk(self):
+        mem, far = self.gc_memory["series"], self.gc_30["series"]
+        self.assertLessEqual(len(mem), 11, len(mem))
+        # the app has run ~16 s: its first seconds' GC records come from the segments
+        self.assertGreater(len(far), len(mem) + 3, (len(far), len(mem)))
+        ts = [s["t"] for s in far]
+        self.assertEqual(ts, sorted(ts))
+        self.assertEqual(len(set(ts)), len(ts), "a second read twice")
+        for a, b in zip(ts, ts[1:]):
+            self.assertLess(b - a, 2.5, "a second missing between disk and memory")
+        busy = [s["process_cpu_s"] for s in far[2:]]
+        self.assertGreater(sum(busy) / len(busy), 0.3, busy)  # one busy thread
 
     def test_the_diff_reaches_back_to_disk(self):
         fns = self.diff["functions"]
@@ -397,6 +413,13 @@ class History(unittest.TestCase):
         i = [n for n, _ in p.sample_types].index("cpu")
         self.assertGreater(sum(v[i] for _, v, _ in p.samples), 0)
         self.assertEqual(self.pm_exit, 0, self.srv.stderr_lines[-5:])
+
+    def test_serve_shows_the_gc_series(self):
+        series = self.pm_gc["series"]
+        last = max(s["t_to"] for s in self.segments.values())
+        self.assertGreater(len(series), 8, len(series))
+        self.assertLessEqual(series[-1]["t"], last + 0.01)
+        self.assertGreater(series[-1]["t"], last - 6, (series[-1]["t"], last))
 
     def test_serve_refuses_what_needs_the_running_process(self):
         for path, status in self.pm_refused.items():

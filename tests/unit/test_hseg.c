@@ -8,6 +8,8 @@
  *   - payloads that lie (a parent after its child, indexes past the tables, counts larger than
  *     the bytes, trailing bytes) are refused by the payload decoder itself, checksum aside;
  *   - the accumulator's node cap cuts a path where the tree ends and counts it;
+ *   - the GC's per-second records and collections come back to the microsecond, and only when
+ *     asked for;
  *   - file names parse back to their span, and nothing else parses.
  */
 #include <stdio.h>
@@ -121,6 +123,50 @@ static void test_round_trip(void)
     prof_scratch_release(&m);
 }
 
+static void test_gc_records(void)
+{
+    struct prof_hacc acc;
+    prof_hacc_init(&acc, 100);
+    struct prof_gc_second g[2] = {{.t = (double)T0 + 1, .dt = 1, .process_cpu_s = 0.9,
+                                   .gc_cpu_s = 0.25, .gc_threads_cpu_s = 0.2,
+                                   .gc_user_cpu_s = 0.05, .pause_s = 0.012,
+                                   .heap = {1, 2, 3, 4, 5}, .collections = {7, 1, 0}},
+                                  {.t = (double)T0 + 2, .dt = 1.001, .gc_cpu_s = 0.5}};
+    struct prof_gc_collection c = {.number = 42, .generation = 2, .reason = 1, .type = 1,
+                                   .complete = 1, .t = (double)T0 + 1.5, .duration_ms = 12.5,
+                                   .pause_ms = 3.25, .heap_before = 1000, .heap_after = 600,
+                                   .promoted = 300};
+    CHECK(!prof_hacc_add_gc(&acc, g, 2, &c, 1), "add");
+    struct prof_scratch m = {0};
+    unsigned char *buf;
+    size_t len;
+    CHECK(!prof_hseg_encode(&acc, T0, T0 + 10, 1, NULL, 0, &m, &buf, &len), "encode");
+    prof_hacc_free(&acc);
+    char why[120] = "";
+    /* a profile kind does not take them; PROF_HSEG_GC takes them alone */
+    prof_hacc_init(&acc, 100);
+    CHECK(!prof_hseg_decode(buf, len, PK_CPU, NULL, &acc, NULL, 0, NULL, NULL, why, sizeof why) &&
+              acc.ngsec == 0, "cpu takes no GC record: %s", why);
+    prof_hacc_free(&acc);
+    prof_hacc_init(&acc, 100);
+    CHECK(!prof_hseg_decode(buf, len, PROF_HSEG_GC, NULL, &acc, NULL, 0, NULL, NULL, why,
+                            sizeof why), "decode gc: %s", why);
+    CHECK(acc.ngsec == 2 && acc.ngcoll == 1 && acc.k[PK_CPU].nnodes == 0, "gc only: %u %u %u",
+          acc.ngsec, acc.ngcoll, acc.k[PK_CPU].nnodes);
+    const struct prof_gc_second *b = acc.gsec;
+    CHECK(b[0].t == (double)T0 + 1 && b[0].process_cpu_s == 0.9 && b[0].gc_cpu_s == 0.25 &&
+              b[0].gc_user_cpu_s == 0.05 && b[0].pause_s == 0.012 && b[0].heap[4] == 5 &&
+              b[0].collections[0] == 7 && b[1].dt == 1.001,
+          "seconds back (to the microsecond): %f %f %f", b[0].t, b[0].pause_s, b[1].dt);
+    const struct prof_gc_collection *cb = acc.gcoll;
+    CHECK(cb->number == 42 && cb->generation == 2 && cb->type == 1 && cb->complete &&
+              cb->t == (double)T0 + 1.5 && cb->duration_ms == 12.5 && cb->pause_ms == 3.25 &&
+              cb->heap_before == 1000 && cb->heap_after == 600 && cb->promoted == 300,
+          "collection back: %llu %f %f", (unsigned long long)cb->number, cb->t, cb->pause_ms);
+    prof_hacc_free(&acc);
+    prof_scratch_release(&m);
+}
+
 static void test_merge_with_memory(void)
 {
     struct prof_scratch m = {0};
@@ -208,8 +254,9 @@ static void test_lying_payloads(void)
 {
     char why[120];
     /* t_from t_to pid | nstr: "" "a" | nkinds 1: kind 0, 2 nodes (node 1: parent 0, name 1),
-     * 1 row (node 1, tid 5, label 0, 1 2 3) | no marks */
-    const unsigned char good[] = {10, 20, 1, 2, 0, 1, 'a', 1, 0, 2, 0, 1, 1, 1, 5, 0, 1, 2, 3, 0};
+     * 1 row (node 1, tid 5, label 0, 1 2 3) | no marks | no GC seconds | no collections */
+    const unsigned char good[] = {10, 20, 1, 2, 0, 1, 'a', 1, 0, 2, 0, 1, 1, 1, 5, 0, 1, 2, 3,
+                                  0, 0, 0};
     CHECK(decode_payload(good, sizeof good, why, sizeof why) == 1, "good payload: %s", why);
     unsigned char bad[sizeof good];
     struct {
@@ -297,6 +344,7 @@ int main(void)
     add(PK_ALLOC, T0 + 1, "main", "alloc", 7, "System.Byte[]", 99);
     add(PK_EXC, T0 + 1, "main", "throw", 7, "System.Exception", 1);
     test_round_trip();
+    test_gc_records();
     test_merge_with_memory();
     test_torn_and_altered();
     test_lying_payloads();
