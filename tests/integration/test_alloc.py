@@ -298,8 +298,10 @@ class NoEventSources(unittest.TestCase):
 class StackWalkCheck(unittest.TestCase):
     """CLRSCOPE_ALLOC_WALK=check walks every sampled allocation both ways, by frame pointers and
     with the runtime's DoStackSnapshot, and counts how often the two stacks are the same frame
-    for frame. The frame-pointer walk must agree on nearly all of them (what differs is the
-    first samples of a stub whose hidden frame record is not yet learned, and OSR transitions).
+    for frame. Once the first third of the run has passed the frame-pointer walk must agree on
+    nearly all of them, and on nine in ten over the whole run (what differs is the first samples
+    of a stub whose hidden frame record is not yet learned, and OSR transitions: under ASan beside
+    two busy cores, 133 of the first 794 and none of the 2,424 after them).
     Every sample is walked (no stack budget), as the bar counts those first samples against
     all the others."""
     SECONDS = 12
@@ -313,7 +315,9 @@ class StackWalkCheck(unittest.TestCase):
         app.start()
         try:
             app.wait_ready()
-            time.sleep(cls.SECONDS)
+            time.sleep(cls.SECONDS / 3)
+            cls.warm = app.json(f"/api/v1/allocations?seconds={cls.SECONDS}")["stack_walk"]
+            time.sleep(cls.SECONDS * 2 / 3)
             cls.table = app.json(f"/api/v1/allocations?seconds={cls.SECONDS}")
             cls.bytes_flame = app.json("/api/v1/flamegraph?type=alloc-bytes&seconds="
                                        f"{cls.SECONDS}&filter=System.Byte%5B%5D")
@@ -323,10 +327,15 @@ class StackWalkCheck(unittest.TestCase):
     def test_both_walks_agree(self):
         sw = self.table["stack_walk"]
         self.assertEqual(sw["method"], "check")
-        c = sw["check"]
+        c, w = sw["check"], self.warm["check"]
         n = c["same"] + c["different"]
         self.assertGreater(n, 1000, sw)
-        self.assertGreater(c["same"] / n, 0.97, sw)
+        # once the places are learned (after the first third: on a busy machine the first
+        # samples of each stub outnumber them for longer), the two walks agree on nearly all
+        same, diff = c["same"] - w["same"], c["different"] - w["different"]
+        self.assertGreater(same + diff, 500, (sw, self.warm))
+        self.assertGreater(same / (same + diff), 0.97, (sw, self.warm))
+        self.assertGreater(c["same"] / n, 0.9, sw)
         self.assertGreater(sw["places_learned"], 0, sw)
         # and the stacks name the method that allocated
         fg = self.bytes_flame

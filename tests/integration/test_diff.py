@@ -431,3 +431,68 @@ class History(unittest.TestCase):
         self.assertIn("exited", line)
         self.assertIn(self.status["process_dir"], line)
         self.assertIn(f"{len(self.segments) + len(self.refused)} segments", line)
+
+
+class HistoryDirectory(unittest.TestCase):
+    """The default history directory ($XDG_RUNTIME_DIR/clrscope/history) must be a real directory
+    of this user's, as the heap snapshots' must: a link or another user's directory at that name
+    turns history off with the reason (nothing written through the link), one of ours that is
+    open to others is closed to 0700. Three apps side by side, one per case."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.cases, apps = {}, {}
+        names = ["link", "ours, open to all"] + (["theirs"] if os.geteuid() == 0 else [])
+        cls.public = tempfile.mkdtemp(prefix="clrscope-public-")
+        os.chmod(cls.public, 0o777)
+        try:
+            for what in names:
+                rt = tempfile.mkdtemp(prefix="clrscope-xdg-")
+                os.mkdir(os.path.join(rt, "clrscope"), 0o700)
+                hdir = os.path.join(rt, "clrscope", "history")
+                if what == "link":
+                    os.symlink(cls.public, hdir)
+                else:
+                    os.mkdir(hdir)
+                    os.chmod(hdir, 0o777)
+                    if what == "theirs":
+                        os.chown(hdir, 65534, 65534)
+                apps[what] = (rt, hdir, ProfiledApp("wait", ["--seconds", "30"], env={
+                    "XDG_RUNTIME_DIR": rt, "CLRSCOPE_PROFILES": "wall",
+                    "CLRSCOPE_HISTORY_S": "10", "CLRSCOPE_HISTORY_SEGMENT_S": "1"}))
+                apps[what][2].start()
+            for what, (rt, hdir, app) in apps.items():
+                app.wait_ready()
+            time.sleep(3)  # a segment a second: a few written where history is on
+            for what, (rt, hdir, app) in apps.items():
+                st = app.json("/api/v1/status")["history"]
+                files = []
+                if os.path.isdir(hdir) and not os.path.islink(hdir):
+                    for d in os.listdir(hdir):
+                        files += [f for f in os.listdir(os.path.join(hdir, d)) if f.endswith(".clrh")]
+                mode = os.lstat(hdir).st_mode & 0o777
+                cls.cases[what] = (st, files, mode, list(os.listdir(cls.public)))
+        finally:
+            for rt, hdir, app in apps.values():
+                app.stop()
+                shutil.rmtree(rt, ignore_errors=True)
+            shutil.rmtree(cls.public, ignore_errors=True)
+
+    def test_a_link_is_refused(self):
+        st, files, _, public = self.cases["link"]
+        self.assertFalse(st["enabled"], st)
+        self.assertIn("history", st["off_reason"])
+        self.assertEqual(public, [], "nothing written through the link")
+
+    @unittest.skipUnless(os.geteuid() == 0, "needs root to give a directory to another user")
+    def test_another_users_directory_is_refused(self):
+        st, files, _, _ = self.cases["theirs"]
+        self.assertFalse(st["enabled"], st)
+        self.assertIn("belongs to another user", st["off_reason"])
+        self.assertEqual(files, [])
+
+    def test_ours_open_to_all_is_closed(self):
+        st, files, mode, _ = self.cases["ours, open to all"]
+        self.assertTrue(st["enabled"], st)
+        self.assertEqual(mode, 0o700)
+        self.assertTrue(files, st)
