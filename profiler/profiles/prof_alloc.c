@@ -355,9 +355,11 @@ static double walk_probability(void)
 }
 
 /* Runs on the allocating thread: everything here is bounded and lock-free. `u` (AllocationSampled:
- * the object's bytes from the sampled one on; 0: none) goes into the per-second sums of
- * prof_alloc_total_ci once the sample is recorded, so that the interval describes the samples the
- * totals are made of (a sample dropped for a full ring is in neither). */
+ * the object's bytes from the sampled one on; 0: none) and the weight ride in the record to
+ * clrscope-agg, which adds them to the per-second sums of prof_alloc_total_ci as it adds the
+ * sample's row to the store (add_type_row), so that the interval describes the samples the
+ * totals are made of: a sample dropped for a full ring is in neither, and one still in the ring
+ * when a reader asks is in neither yet. */
 static void take_sample(uint64_t type_id, const BYTE *d, ULONG len, size_t name_off,
                         uint64_t size, int kind, uintptr_t address, double count_w,
                         double bytes_w, double t_unix, double scale, uint64_t u)
@@ -389,12 +391,8 @@ static void take_sample(uint64_t type_id, const BYTE *d, ULONG len, size_t name_
     }
     __atomic_fetch_add(walk ? &alloc.walks.walked : &alloc.walks.thinned, 1, __ATOMIC_RELAXED);
     __atomic_fetch_add(&alloc.samples, 1, __ATOMIC_RELAXED);
-    if (u) {
-        sec_add(alloc.sec_samples, 1, t_unix);
-        sec_add(alloc.sec_w, (uint64_t)llround(scale * 1000.0), t_unix);
-        sec_add(alloc.sec_w2, (uint64_t)llround(scale * scale * 1000.0), t_unix);
-        sec_add(alloc.sec_wu, (uint64_t)llround(scale * (double)u), t_unix);
-    }
+    r->wscale = scale;
+    r->wu = u;
     r->kind = walk ? REC_ALLOC : REC_ALLOC_TYPE;
     r->a = type_id;
     r->b = size;
@@ -515,6 +513,13 @@ static int64_t count_units(double w)
 /* The table by type's row of a sample, walked or not, at its own weight (no stack, no thread). */
 static void add_type_row(const struct prof_rec *rec, const char *label)
 {
+    if (rec->wu) { /* with the row: the total's interval (prof_alloc_total_ci) */
+        sec_add(alloc.sec_samples, 1, rec->t_unix);
+        sec_add(alloc.sec_w, (uint64_t)llround(rec->wscale * 1000.0), rec->t_unix);
+        sec_add(alloc.sec_w2, (uint64_t)llround(rec->wscale * rec->wscale * 1000.0),
+                rec->t_unix);
+        sec_add(alloc.sec_wu, (uint64_t)llround(rec->wscale * (double)rec->wu), rec->t_unix);
+    }
     double bytes = rec->wbytes < (double)PROF_VALUE_MAX ? rec->wbytes : (double)PROF_VALUE_MAX;
     int64_t v[PROF_NVALUES] = {count_units(rec->wcount), bytes > 0 ? (int64_t)llround(bytes) : 0, 1};
     prof_store_add(PK_ALLOC_TYPE, rec->t_unix, NULL, 0, 0, label, v);

@@ -61,6 +61,8 @@ struct prof_rec {
     double x;           /* kind-specific weight */
     double wcount, wbytes; /* REC_ALLOC, REC_LIVE, REC_ALLOC_TYPE: the sample's own weights,
                             * before the stack budget's upscaling (x and c) */
+    double wscale;      /* those: the governor's weight (1 / the share planned) */
+    uint64_t wu;        /* those: the object's bytes from the sampled one on (0: not known) */
     char text[REC_TEXT];
     uintptr_t frames[REC_FRAMES_CAP]; /* [0..REC_MAX_FRAMES): FunctionIDs (0 = a run of native
                                        * frames), or return addresses when `ips` */
