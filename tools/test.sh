@@ -8,7 +8,7 @@
 # libFuzzer target (build-fuzz, tools/fuzz.sh). This (no argument) is
 # what CI runs. Options: CLRSCOPE_BUILD_DIR (build), CTEST_ARGS (extra ctest arguments, e.g.
 # "-L unit"), CLRSCOPE_TEST_ASAN=0 / CLRSCOPE_TEST_FUZZ=0 (skip those stages),
-# CLRSCOPE_FUZZ_SECONDS (13 per target), CLRSCOPE_TEST_JOBS (3: tests run side by side as their
+# CLRSCOPE_FUZZ_SECONDS (10 per target), CLRSCOPE_TEST_JOBS (3: tests run side by side as their
 # weight in tests/CMakeLists.txt allows; 1 runs them one by one).
 #
 # --quick: the tier to run before each commit, in under 3 minutes on 2 cores: the build (with
@@ -87,5 +87,5 @@ fi
 
 # libFuzzer targets, CLRSCOPE_FUZZ_SECONDS each (they need clang; tools/deps.sh installs it).
 if [ "${CLRSCOPE_TEST_FUZZ:-1}" = 1 ]; then
-  tools/fuzz.sh "${CLRSCOPE_FUZZ_SECONDS:-13}"
+  tools/fuzz.sh "${CLRSCOPE_FUZZ_SECONDS:-10}"
 fi
