@@ -196,7 +196,7 @@ static int64_t allocated_seconds(int64_t from_s, int64_t to_s)
  * after the GC began, each counted whole; before the oldest interval kept, the per-second
  * records; after the newest, the upper end of the sampled estimate (the governor may have the
  * allocation events off, and the counter's next interval is up to a second away: see
- * hs_guards_check, which waits for it when the answer decides). A GC newer than the records
+ * hs_guards_check, which waits for it). A GC newer than the records
  * makes this larger than the truth, which errs on the side of the guard. Large arrays
  * allocated since the last GC are in the heap but not yet in its generation bounds. */
 static int64_t allocated_since_gc(double *covered_to)
@@ -222,12 +222,13 @@ int hs_guards_check(int force, struct hs_refusal *why, int64_t *heap_out)
     int from_rss = heap <= 0;
     int64_t since = from_rss ? 0 : allocated_since_gc(&covered);
     int64_t estimate = from_rss ? hs_rss_bytes() : heap + since;
-    /* Under the limit with the counter's newest interval older than the request: what came
-     * after it is only the sampled estimate's (none while the governor has the events off), so
-     * the guard waits for the interval that covers the request (at most the counter's period
-     * and a margin for a late poller) and counts again. */
+    /* With the counter's newest interval older than the request, what came after it is only
+     * the sampled estimate's (none while the governor has the events off, and late while the
+     * aggregator is behind), so the guard waits for the interval that covers the request (at
+     * most the counter's period and a margin for a late poller) and counts again: the figure
+     * decides the size guard, the memory guard and what a refusal says the heap holds. */
     double period = prof_counters_alloc_interval_s();
-    if (!force && !from_rss && estimate <= g_cfg.dump_max_heap && period > 0 && covered < asked) {
+    if (!from_rss && period > 0 && covered < asked) {
         int64_t deadline = prof_now_ns() + (int64_t)((period + 1.5) * 1e9);
         while (covered < asked && prof_now_ns() < deadline && !prof_core_stopping()) {
             struct timespec nap = {0, 20 * 1000 * 1000};

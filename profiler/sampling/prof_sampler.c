@@ -62,12 +62,37 @@ int sampler_name_sample(struct sig_names *sn, const struct prof_sigsample *smp)
     return m;
 }
 
+/* Sets the drain's clock: now_unix, the cycle counter then, and the counter's rate. */
+static void sig_names_stamp(struct sig_names *sn, int64_t now_ns)
+{
+    sn->now_unix = prof_unix_now();
+    sn->now_cycles = prof_sig_cycles();
+    if (!sn->cycles0_ns) {
+        sn->cycles0 = sn->now_cycles;
+        sn->cycles0_ns = now_ns;
+    } else if (now_ns - sn->cycles0_ns >= 1000000000LL && sn->now_cycles > sn->cycles0) {
+        sn->ns_per_cycle = (double)(now_ns - sn->cycles0_ns) / (double)(sn->now_cycles - sn->cycles0);
+    }
+}
+
+/* When a signal sample was taken: the drain's time less the sample's age by the cycle counter;
+ * the drain's time when the counter cannot say (not measured yet, or an age that is negative
+ * or over SAMPLE_MAX_AGE_NS, as cores whose counters disagree would give). */
+#define SAMPLE_MAX_AGE_NS 10000000000LL
+static double sample_unix(const struct sig_names *sn, const struct prof_sigsample *smp)
+{
+    if (sn->ns_per_cycle <= 0 || !smp->cycles || smp->cycles > sn->now_cycles)
+        return sn->now_unix;
+    double age_ns = (double)(sn->now_cycles - smp->cycles) * sn->ns_per_cycle;
+    return age_ns <= (double)SAMPLE_MAX_AGE_NS ? sn->now_unix - age_ns / 1e9 : sn->now_unix;
+}
+
 static void on_sig_sample(void *arg, const struct prof_sigsample *smp)
 {
     struct sig_names *sn = arg;
     int m = sampler_name_sample(sn, smp);
     int64_t v[PROF_NVALUES] = {1, smp->cpu_ns, 0};
-    prof_store_add(PK_CPU, sn->now_unix, sn->root, m, smp->tid, NULL, v);
+    prof_store_add(PK_CPU, sample_unix(sn, smp), sn->root, m, smp->tid, NULL, v);
 }
 
 static void sig_stop(const char *why)
@@ -97,7 +122,7 @@ static void maps_tick(int64_t now)
 /* One tick of the signal sampler: drain what the handlers captured, pick up new threads. */
 static void signal_tick_locked(int64_t now, int64_t *last_sync)
 {
-    sampler.sn.now_unix = prof_unix_now();
+    sig_names_stamp(&sampler.sn, now);
     int started = now - *last_sync >= SIGNAL_SYNC_MIN_NS &&
                   __atomic_load_n(&sampler.threads_started, __ATOMIC_RELAXED);
     if (now - *last_sync >= SIGNAL_SYNC_NS || started) {
@@ -130,7 +155,7 @@ static void signal_tick(int64_t now, int64_t *last_sync)
     int perf = prof_sigsample_review(now); /* (its one measurement holds no lock) */
     if (perf >= 0 && sampler.cpu_mode == CPU_SIGNAL) {
         prof_codemap_lock();
-        sampler.sn.now_unix = prof_unix_now();
+        sig_names_stamp(&sampler.sn, prof_now_ns());
         prof_sigsample_use_perf(perf, now, on_sig_sample, &sampler.sn);
         prof_codemap_unlock();
     }

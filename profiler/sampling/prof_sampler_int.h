@@ -69,6 +69,13 @@ struct sig_names {
     unsigned char *managed;
     const char **root; /* max_frames + 1, root first */
     double now_unix;
+    /* prof_sig_cycles() at now_unix, and the counter's rate measured against CLOCK_MONOTONIC
+     * since the first tick (0 until a second has passed): a signal sample is stored at the
+     * second it was taken, not at the drain that found it up to a tick later */
+    uint64_t now_cycles;
+    double ns_per_cycle;
+    uint64_t cycles0;
+    int64_t cycles0_ns;
 };
 
 /* The sampler's state. Written by prof_sampler_start (on the thread that starts clrscope,

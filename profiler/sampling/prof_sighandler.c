@@ -631,6 +631,7 @@ sample:;
     e->epoch = __atomic_load_n(&g_sig.unload_epoch, __ATOMIC_ACQUIRE);
     e->overrun = expirations - 1;
     e->jit = prof_sig_jit_top();
+    e->cycles = c0;
     e->n = walk(e, ucv);
     e->cpu_end = -1;
     if (wall) { /* what the thread's clock says once it has walked (see prof_sampler_wall.c) */

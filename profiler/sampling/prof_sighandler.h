@@ -79,6 +79,7 @@ struct prof_sig_entry {
     uint32_t epoch;   /* g_sig.unload_epoch when the sample was taken (prof_unload.h) */
     uint64_t found;   /* bit i: ips[i] was read off the chain (an OSR method's Tier0 record) */
     uintptr_t jit;    /* the method the thread's JIT was compiling (prof_sig_jit_top), or 0 */
+    uint64_t cycles;  /* prof_sig_cycles() when the handler began: when the sample was taken */
     uint32_t wall_seq; /* PROF_SIG_F_WALL: the ask's sequence number (PROF_SIG_WALL_SEQ_MASK) */
     uint32_t pad;
     int64_t cpu_end;   /* PROF_SIG_F_WALL: the thread's CPU clock at the end of its walk (ns),

@@ -109,6 +109,7 @@ struct prof_sigsample {
     uintptr_t jit;          /* the method the thread's JIT was compiling (prof_sig_jit_top) */
     uint32_t wall_seq;      /* a wall answer: the ask's sequence number (PROF_SIG_WALL_SEQ_MASK) */
     int64_t cpu_end;        /* a wall answer: the thread's CPU clock after its walk, or -1 */
+    uint64_t cycles;        /* prof_sig_cycles() when it was taken (prof_sighandler.h) */
 };
 
 typedef void (*prof_sigsample_fn)(void *arg, const struct prof_sigsample *s);

@@ -58,7 +58,7 @@ int sigsample_drain_ring(struct sthread *t, prof_sigsample_fn fn, void *arg)
         struct prof_sigsample smp = {.tid = t->tid, .flags = (int)e->flags, .n = (int)n,
                                      .nwindow = (int)nw, .ips = e->ips, .window = e->window,
                                      .cpu_ns = cpu, .epoch = e->epoch, .found = e->found,
-                                     .jit = e->jit};
+                                     .jit = e->jit, .cycles = e->cycles};
         fn(arg, &smp);
         __atomic_store_n(&e->state, PROF_SIG_EMPTY, __ATOMIC_RELEASE);
         got++;

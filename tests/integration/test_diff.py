@@ -123,11 +123,21 @@ class Diff(unittest.TestCase):
         root = d["root"]
         self.assertEqual(root["value"], d["b"]["total"])
         self.assertEqual(root["base"], d["a"]["total"])
-        # a window of one core's CPU: each total is the thread's ~1 core over its seconds
-        for w in ("a", "b"):
-            secs = d[w]["to"] - d[w]["from"]
-            self.assertGreater(d[w]["total"], 0.7e9 * secs, d[w])
-            self.assertLess(d[w]["total"], 1.3e9 * secs, d[w])
+        # each window's time in the three methods is what the thread's own clock measured
+        # around their calls ending in its seconds (a second s is in a window when
+        # from <= s < to), and the window's total holds it
+        by_second = self.truth["cpu_ms_by_second"]
+        fns = [self.fn(d, self.frames[k]) or {"self": 0, "base_self": 0}
+               for k in ("steady", "one", "two")]
+        for w, key in (("a", "base_self"), ("b", "self")):
+            want = sum(ms for s, ms in by_second.items()
+                       if d[w]["from"] <= int(s) < d[w]["to"]) * 1e6
+            got = sum(f[key] for f in fns)
+            self.assertGreater(want, 0, by_second)
+            print(f"\nwindow {w}: {got / 1e6:.0f} ms sampled in the methods, {want / 1e6:.0f} ms "
+                  f"by the thread's clock, {d[w]['total'] / 1e6:.0f} ms in all", end="")
+            self.assertLess(abs(got - want), 0.1 * want, (d[w], got, want))
+            self.assertGreaterEqual(d[w]["total"], got, d[w])
         nodes = list(walk(root))
         one = [n for n in nodes if n["name"] == self.frames["one"]]
         two = [n for n in nodes if n["name"] == self.frames["two"]]

@@ -14,6 +14,8 @@ public sealed class PhasesMode : Mode
     double switchS = 8;
     double switchedAt;
     readonly double[,] cpuMs = new double[2, 2]; // [phase, steady=0/hot=1]
+    // the thread's CPU by the unix second each call ended in: a window's truth
+    readonly SortedDictionary<long, double> cpuBySecond = new();
 
     // Each burns in its own body, the same loop written out in each (optimized at once, no
     // tier-0 copy), so the CPU is each method's self time. (A shared helper the JIT inlines would
@@ -88,8 +90,12 @@ public sealed class PhasesMode : Mode
             double c0 = ThreadCpu.NowMs();
             sink ^= steady ? Steady(N) : phase == 0 ? PhaseOne(N) : PhaseTwo(N);
             double c = ThreadCpu.NowMs() - c0;
+            long sec = DateTimeOffset.UtcNow.ToUnixTimeSeconds();
             lock (this)
+            {
                 cpuMs[phase, steady ? 0 : 1] += c;
+                cpuBySecond[sec] = cpuBySecond.GetValueOrDefault(sec) + c;
+            }
         }
         GC.KeepAlive(sink);
     }
@@ -103,6 +109,10 @@ public sealed class PhasesMode : Mode
             t["phase1_hot_cpu_ms"] = cpuMs[0, 1];
             t["phase2_steady_cpu_ms"] = cpuMs[1, 0];
             t["phase2_hot_cpu_ms"] = cpuMs[1, 1];
+            var bySecond = new JsonObject();
+            foreach (var (sec, ms) in cpuBySecond)
+                bySecond[sec.ToString()] = ms;
+            t["cpu_ms_by_second"] = bySecond;
         }
         t["frames"] = new JsonObject
         {
