@@ -3,6 +3,7 @@ The overhead governor pushed: an allocation storm under a 2 % budget. The storm'
 depends on the app getting its cores (a starved app's own CPU falls while clrscope's threads'
 does not), so this runs alone (weight "alone" in tests/CMakeLists.txt).
 """
+import os
 import time
 import unittest
 
@@ -53,6 +54,11 @@ class Governor(unittest.TestCase):
         per = b["sources"]["alloc"]["switch_cpu_s"] / b["sources"]["alloc"]["switches"]
         self.assertLess(per, 0.005, b["sources"]["alloc"])
 
+    @unittest.skipIf(os.environ.get("CLRSCOPE_TEST_APP_PRELOAD"),
+                     "under AddressSanitizer clrscope's own threads run 2-3 times slower than "
+                     "they do (the app's JIT code does not): the cost measured is the "
+                     "sanitizer's, and with the allocation events at their floor a slowed "
+                     "second of clrscope's threads alone can hold the window over 1.5 x 2 %")
     def test_cost_comes_back_to_the_budget(self):
         hist = self.budget["history"]
         self.assertGreater(max(p["measured"] for p in hist), 1.5 * self.BUDGET,
