@@ -32,6 +32,7 @@ void jb_num(struct jbuf *b, double v);               /* null for NaN/inf */
 /* Formatted text, unescaped (text replies: Prometheus, thread dumps); one call writes at most
  * 511 bytes, so long strings go through jb_raw. */
 void jb_printf(struct jbuf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-#define jb_lit(b, s) jb_raw((b), (s), sizeof(s) - 1)
+/* a string literal only ("" s does not compile for a pointer, whose sizeof is not its length) */
+#define jb_lit(b, s) jb_raw((b), "" s, sizeof(s) - 1)
 
 #endif

@@ -402,6 +402,30 @@ static int runtime_major(char **argv, char *config, size_t cap)
     return major > 0 && major < 1000 ? (int)major : 0;
 }
 
+/* One of the dashboard's options (--port, --bind, --token) at argv[*i], taken into its variable
+ * (*i moves past its value): 1; 0 when argv[*i] is none of them; -1 (said) for a missing or bad
+ * value. */
+static int dashboard_option(int argc, char **argv, int *i)
+{
+    const char *a = argv[*i], *var = !strcmp(a, "--port")    ? "CLRSCOPE_PORT"
+                                     : !strcmp(a, "--bind")  ? "CLRSCOPE_BIND"
+                                     : !strcmp(a, "--token") ? "CLRSCOPE_TOKEN"
+                                                             : NULL;
+    if (!var)
+        return 0;
+    if (*i + 1 >= argc) {
+        fprintf(stderr, "clrscope: %s needs a value\n", a);
+        return -1;
+    }
+    const char *v = argv[++*i];
+    if (!strcmp(a, "--port") && !valid_port(v)) {
+        fprintf(stderr, "clrscope: --port must be 0..65535, not '%s'\n", v);
+        return -1;
+    }
+    setenv(var, v, 1);
+    return 1;
+}
+
 int cmd_run(int argc, char **argv)
 {
     int i = 0;
@@ -411,28 +435,17 @@ int cmd_run(int argc, char **argv)
             i++;
             break;
         }
-        if ((!strcmp(a, "--port") || !strcmp(a, "--bind") || !strcmp(a, "--token")) &&
-            i + 1 >= argc) {
-            fprintf(stderr, "clrscope: %s needs a value\n", a);
+        int taken = dashboard_option(argc, argv, &i);
+        if (taken < 0)
             return 2;
-        }
-        if (!strcmp(a, "--port")) {
-            if (!valid_port(argv[++i])) {
-                fprintf(stderr, "clrscope: --port must be 0..65535, not '%s'\n", argv[i]);
-                return 2;
-            }
-            setenv("CLRSCOPE_PORT", argv[i], 1);
-        } else if (!strcmp(a, "--bind")) {
-            setenv("CLRSCOPE_BIND", argv[++i], 1);
-        } else if (!strcmp(a, "--token")) {
-            setenv("CLRSCOPE_TOKEN", argv[++i], 1);
-        } else if (a[0] == '-' && a[1] == '-') {
+        if (taken)
+            continue;
+        if (a[0] == '-' && a[1] == '-') {
             fprintf(stderr, "clrscope: unknown option %s\n", a);
             usage(stderr);
             return 2;
-        } else {
-            break;
         }
+        break;
     }
     if (i >= argc) {
         fprintf(stderr, "clrscope: run needs a command, e.g. clrscope run -- dotnet app.dll\n");
@@ -511,29 +524,17 @@ int cmd_serve(int argc, char **argv)
 {
     int i = 0;
     for (; i < argc; i++) {
-        const char *a = argv[i];
-        if ((!strcmp(a, "--port") || !strcmp(a, "--bind") || !strcmp(a, "--token")) &&
-            i + 1 >= argc) {
-            fprintf(stderr, "clrscope: %s needs a value\n", a);
+        int taken = dashboard_option(argc, argv, &i);
+        if (taken < 0)
             return 2;
-        }
-        if (!strcmp(a, "--port")) {
-            if (!valid_port(argv[++i])) {
-                fprintf(stderr, "clrscope: --port must be 0..65535, not '%s'\n", argv[i]);
-                return 2;
-            }
-            setenv("CLRSCOPE_PORT", argv[i], 1);
-        } else if (!strcmp(a, "--bind")) {
-            setenv("CLRSCOPE_BIND", argv[++i], 1);
-        } else if (!strcmp(a, "--token")) {
-            setenv("CLRSCOPE_TOKEN", argv[++i], 1);
-        } else if (a[0] == '-') {
-            fprintf(stderr, "clrscope: unknown option %s\n", a);
+        if (taken)
+            continue;
+        if (argv[i][0] == '-') {
+            fprintf(stderr, "clrscope: unknown option %s\n", argv[i]);
             usage(stderr);
             return 2;
-        } else {
-            break;
         }
+        break;
     }
     if (i + 1 != argc) {
         fprintf(stderr, "clrscope: serve needs one directory: a history directory "
