@@ -17,7 +17,7 @@ const struct api_route api_routes[] = {
     {API_GET, "/api/v1/live", api_live, NULL, 0},
     {API_GET, "/api/v1/exceptions", api_exceptions, NULL, 1},
     {API_GET, "/api/v1/locks", api_locks, NULL, 1},
-    {API_GET, "/api/v1/counters", api_counters, NULL, 0},
+    {API_GET, "/api/v1/counters", api_counters, NULL, 1},
     {API_GET, "/api/v1/threads", api_threads, NULL, 0},
     {API_GET, "/api/v1/budget", api_budget, NULL, 0},
     {API_GET, "/api/v1/marks", api_marks_list, "use GET or POST on /api/v1/marks", 1},

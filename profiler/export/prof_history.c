@@ -16,6 +16,7 @@
 
 #include "prof_config.h"
 #include "prof_core.h"
+#include "prof_counters.h"
 #include "prof_files.h"
 #include "prof_gc.h"
 #include "prof_hseg.h"
@@ -197,6 +198,14 @@ static void write_segment(int64_t from, int64_t to)
         prof_hacc_add_gc(&acc, gv.seconds + s0, s1 - s0, gv.collections + c0, c1 - c0);
         rows += c1 - c0; /* a collection alone is worth a segment; a quiet GC second is not */
         prof_gc_view_free(&gv);
+    }
+    /* the runtime counters' values that came in it (alone, not worth a segment) */
+    struct prof_counter_point *cp;
+    size_t ncp;
+    if (!prof_counters_series((double)from, (double)to, &cp, &ncp)) {
+        if (ncp)
+            prof_hacc_add_counters(&acc, cp, ncp);
+        free(cp);
     }
     static struct prof_mark marks[PROF_MARKS_MAX]; /* this thread only */
     uint64_t dropped;
@@ -652,6 +661,74 @@ static int by_coll_t(const void *a, const void *b)
 {
     const struct prof_gc_collection *x = a, *y = b;
     return x->t < y->t ? -1 : x->t > y->t;
+}
+
+static int by_counter_t(const void *a, const void *b)
+{
+    const struct prof_counter_point *x = a, *y = b;
+    int c = strcmp(x->name, y->name);
+    return c ? c : x->t_unix < y->t_unix ? -1 : x->t_unix > y->t_unix;
+}
+
+void prof_counters_view_free(struct prof_counters_view *v)
+{
+    free(v->pts);
+    v->pts = NULL;
+    v->n = 0;
+    prof_hacc_free(&v->acc);
+}
+
+int prof_history_counters_view(double seconds, struct prof_counters_view *out)
+{
+    pthread_mutex_lock(&hist.lock);
+    int reading = hist.reading, serving = hist.serving;
+    int64_t L = hist.st.segment_s > 0 ? hist.st.segment_s : 60;
+    char pdir[sizeof hist.pdir];
+    memcpy(pdir, hist.pdir, sizeof pdir);
+    pthread_mutex_unlock(&hist.lock);
+    memset(out, 0, sizeof *out);
+    prof_hacc_init(&out->acc, 1);
+    double now = prof_unix_now(), from = now - seconds;
+    /* the disk's part: whole segments before the first boundary the memory covers */
+    int64_t cut = INT64_MIN / 2;
+    struct prof_hseg_read_stats rs = {0};
+    if (serving || (reading && seconds > g_cfg.history_s)) {
+        int64_t oldest = (int64_t)floor(now) - g_cfg.history_s + 1;
+        cut = serving ? INT64_MAX / 2 : (oldest + L - 1) / L * L;
+        pthread_mutex_lock(&hist.read_lock);
+        prof_hseg_read_dir(pdir, PROF_HSEG_COUNTERS, (int64_t)floor(from), cut - 1, cut, NULL,
+                           &out->acc, NULL, 0, NULL, &rs);
+        pthread_mutex_unlock(&hist.read_lock);
+    }
+    struct prof_counter_point *mem = NULL;
+    size_t nmem = 0;
+    if (!serving && prof_counters_series(cut > from ? (double)cut : from, now + 1, &mem, &nmem)) {
+        prof_counters_view_free(out);
+        return -1;
+    }
+    size_t n = nmem;
+    for (uint32_t i = 0; i < out->acc.ncpt; i++)
+        n += out->acc.cpt[i].t_unix >= from && out->acc.cpt[i].t_unix < (double)cut;
+    out->pts = n ? malloc(n * sizeof *out->pts) : NULL;
+    if (n && !out->pts) {
+        free(mem);
+        prof_counters_view_free(out);
+        return -1;
+    }
+    for (uint32_t i = 0; i < out->acc.ncpt; i++)
+        if (out->acc.cpt[i].t_unix >= from && out->acc.cpt[i].t_unix < (double)cut)
+            out->pts[out->n++] = out->acc.cpt[i];
+    if (nmem)
+        memcpy(out->pts + out->n, mem, nmem * sizeof *mem);
+    out->n += nmem;
+    free(mem);
+    if (out->n > 1)
+        qsort(out->pts, out->n, sizeof *out->pts, by_counter_t);
+    pthread_mutex_lock(&hist.lock);
+    hist.st.read += rs.read;
+    hist.st.skipped += rs.skipped;
+    pthread_mutex_unlock(&hist.lock);
+    return 0;
 }
 
 int prof_history_gc_view(double seconds, size_t max_collections, struct prof_gc_view *out)

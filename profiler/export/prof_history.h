@@ -28,6 +28,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "prof_hseg.h"
 #include "prof_store.h"
 
 struct prof_history_stats {
@@ -67,6 +68,16 @@ int prof_history_view_range(int kind, int64_t from_s, int64_t to_s, const char *
  * past the memory from disk; all of it from disk in a post-mortem server. 0, or -1. */
 struct prof_gc_view;
 int prof_history_gc_view(double seconds, size_t max_collections, struct prof_gc_view *out);
+/* The runtime counters' points of the last `seconds` (prof_counters_series'), the part past the
+ * memory from disk; all of it from disk in a post-mortem server. Sorted by counter name, then
+ * time. The strings of the disk's points live in `acc`. */
+struct prof_counters_view {
+    struct prof_counter_point *pts; /* malloc'd */
+    size_t n;
+    struct prof_hacc acc;
+};
+int prof_history_counters_view(double seconds, struct prof_counters_view *out);
+void prof_counters_view_free(struct prof_counters_view *v);
 /* The last `seconds` of kind `kind`: prof_store_view while the memory holds them, else whole
  * seconds up to the current one, the older part from disk (prof_history_view_range). */
 int prof_history_view(int kind, double seconds, const char *filter, struct prof_view *out,

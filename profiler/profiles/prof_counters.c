@@ -71,6 +71,25 @@ static struct counters_state {
     struct entry e[PROF_COUNTERS_MAX];   /* claimed by CAS, values under their `seq` */
 } counters;
 
+/* The series: each counter's values as they came, the newest `cap` of each in a ring, recorded
+ * by clrscope-agg's tick from the latest values (the poller's thread is the runtime's: no
+ * malloc, no lock there); read under `lock`. */
+struct series_point {
+    double t, v;
+};
+static struct series_state {
+    pthread_mutex_t lock;
+    uint32_t cap;                              /* points per counter: the memory's seconds */
+    struct series_point *pts[PROF_COUNTERS_MAX]; /* rings, made when a counter first comes */
+    float *iv[PROF_COUNTERS_MAX];              /* each point's polling interval, beside it */
+    uint64_t n[PROF_COUNTERS_MAX];             /* points written to each ring */
+    double last_t[PROF_COUNTERS_MAX];          /* the newest point's time */
+    char units[PROF_COUNTERS_MAX][16];         /* written once, with the ring */
+    int incrementing[PROF_COUNTERS_MAX];
+    size_t bytes;
+    int oom;                                   /* a ring could not be made (logged once) */
+} series = {.lock = PTHREAD_MUTEX_INITIALIZER};
+
 /* Fills *cfg with the System.Runtime provider (Informational, EventCounterIntervalSec=N) and
  * returns 1, or returns 0 when the subscription is off. Prepares the per-second history. */
 static int provider(COR_PRF_EVENTPIPE_PROVIDER_CONFIG *cfg)
@@ -150,8 +169,120 @@ void prof_counters_gc_finished(void)
     __atomic_fetch_add(&counters.gcs, 1, __ATOMIC_RELAXED);
 }
 
+/* Reads entry i's value consistently (its sequence counter): 1, or 0 when not named yet or the
+ * poller kept writing it. */
+static int read_entry(int i, struct prof_counter *out)
+{
+    struct entry *e = &counters.e[i];
+    if (__atomic_load_n(&e->state, __ATOMIC_ACQUIRE) != 2)
+        return 0;
+    for (int tries = 0; tries < 4; tries++) {
+        uint32_t s1 = __atomic_load_n(&e->seq, __ATOMIC_ACQUIRE);
+        if (s1 & 1)
+            continue;
+        memcpy(out, &e->v, sizeof *out);
+        __atomic_thread_fence(__ATOMIC_ACQUIRE);
+        if (__atomic_load_n(&e->seq, __ATOMIC_RELAXED) == s1) {
+            out->name[sizeof out->name - 1] = 0;
+            out->units[sizeof out->units - 1] = 0;
+            return 1;
+        }
+    }
+    return 0;
+}
+
+/* clrscope-agg: appends each counter's value that came since the last tick to its series. */
+static void series_record(void)
+{
+    if (!series.cap)
+        series.cap = (uint32_t)g_cfg.history_s + 2; /* at most a value a second */
+    for (int i = 0; i < PROF_COUNTERS_MAX; i++) {
+        struct prof_counter v;
+        if (!read_entry(i, &v) || !(v.t_unix > series.last_t[i]))
+            continue;
+        pthread_mutex_lock(&series.lock);
+        if (!series.pts[i] && !series.oom) {
+            series.pts[i] = calloc(series.cap, sizeof *series.pts[i]);
+            series.iv[i] = calloc(series.cap, sizeof *series.iv[i]);
+            if (!series.pts[i] || !series.iv[i]) {
+                free(series.pts[i]);
+                free(series.iv[i]);
+                series.pts[i] = NULL;
+                series.iv[i] = NULL;
+            }
+            if (series.pts[i]) {
+                series.bytes += series.cap * (sizeof *series.pts[i] + sizeof *series.iv[i]);
+                memcpy(series.units[i], v.units, sizeof series.units[i]);
+                series.incrementing[i] = v.incrementing;
+            } else {
+                series.oom = 1;
+                prof_log(LOG_WARN, "runtime counters: out of memory for their series; the "
+                         "latest values go on");
+            }
+        }
+        if (series.pts[i]) {
+            struct series_point *p = &series.pts[i][series.n[i] % series.cap];
+            p->t = v.t_unix;
+            p->v = v.value;
+            series.iv[i][series.n[i] % series.cap] = (float)v.interval_s;
+            series.n[i]++;
+            series.last_t[i] = v.t_unix;
+        }
+        pthread_mutex_unlock(&series.lock);
+    }
+}
+
+int prof_counters_series(double from_unix, double to_unix, struct prof_counter_point **out,
+                         size_t *n)
+{
+    *out = NULL;
+    *n = 0;
+    pthread_mutex_lock(&series.lock);
+    size_t total = 0;
+    for (int i = 0; i < PROF_COUNTERS_MAX; i++)
+        total += series.pts[i] ? (series.n[i] < series.cap ? series.n[i] : series.cap) : 0;
+    struct prof_counter_point *p = total ? malloc(total * sizeof *p) : NULL;
+    if (total && !p) {
+        pthread_mutex_unlock(&series.lock);
+        return -1;
+    }
+    size_t k = 0;
+    for (int i = 0; i < PROF_COUNTERS_MAX; i++) {
+        if (!series.pts[i])
+            continue;
+        uint64_t end = series.n[i], begin = end > series.cap ? end - series.cap : 0;
+        for (uint64_t j = begin; j < end; j++) {
+            const struct series_point *s = &series.pts[i][j % series.cap];
+            if (s->t < from_unix || s->t >= to_unix)
+                continue;
+            p[k++] = (struct prof_counter_point){
+                .name = counters.e[i].v.name, /* written before the entry was named, never after */
+                .units = series.units[i],
+                .incrementing = series.incrementing[i],
+                .t_unix = s->t, .value = s->v, .interval_s = series.iv[i][j % series.cap]};
+        }
+    }
+    pthread_mutex_unlock(&series.lock);
+    if (!k) {
+        free(p);
+        p = NULL;
+    }
+    *out = p;
+    *n = k;
+    return 0;
+}
+
+size_t prof_counters_mem_bytes(void)
+{
+    pthread_mutex_lock(&series.lock);
+    size_t b = series.bytes;
+    pthread_mutex_unlock(&series.lock);
+    return b;
+}
+
 void prof_counters_tick(double now)
 {
+    series_record();
     if (!__atomic_load_n(&counters.enabled, __ATOMIC_RELAXED))
         return;
     if (!counters.silent && !__atomic_load_n(&counters.events, __ATOMIC_RELAXED) &&
@@ -357,24 +488,8 @@ double prof_counters_alloc_interval_s(void)
 int prof_counters_snapshot(struct prof_counter *out, int max)
 {
     int n = 0;
-    for (int i = 0; i < PROF_COUNTERS_MAX && n < max; i++) {
-        struct entry *e = &counters.e[i];
-        if (__atomic_load_n(&e->state, __ATOMIC_ACQUIRE) != 2)
-            continue;
-        for (int tries = 0; tries < 4; tries++) {
-            uint32_t s1 = __atomic_load_n(&e->seq, __ATOMIC_ACQUIRE);
-            if (s1 & 1)
-                continue;
-            memcpy(&out[n], &e->v, sizeof out[n]);
-            __atomic_thread_fence(__ATOMIC_ACQUIRE);
-            if (__atomic_load_n(&e->seq, __ATOMIC_RELAXED) == s1) {
-                out[n].name[sizeof out[n].name - 1] = 0;
-                out[n].units[sizeof out[n].units - 1] = 0;
-                n++;
-                break;
-            }
-        }
-    }
+    for (int i = 0; i < PROF_COUNTERS_MAX && n < max; i++)
+        n += read_entry(i, &out[n]);
     return n;
 }
 
@@ -394,4 +509,6 @@ void prof_counters_get_stats(struct prof_counters_stats *out)
 const struct prof_kind prof_counters_kind = {
     .name = "counters",
     .tick = prof_counters_tick,
+    .mem_bytes = prof_counters_mem_bytes,
+    .mem_name = "runtime_counters",
 };

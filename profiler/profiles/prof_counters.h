@@ -6,13 +6,16 @@
  *
  * clrscope uses them as an independent ground truth: alloc-rate is GC.GetTotalAllocatedBytes()
  * per interval, the exact total the allocation estimate is checked against (the "upscaling
- * self-check"), and the latest value of every counter is served by GET /api/v1/counters.
+ * self-check"), and the latest value of every counter is served by GET /api/v1/counters. Each
+ * counter's values over the last CLRSCOPE_HISTORY_S are kept as a series (prof_counters_series,
+ * recorded by prof_counters_tick), which the history on disk keeps too.
  *
  * ctx: prof_counters_start once at Initialize (from prof_events_start, which routes the events);
  * prof_counters_on_event on the runtime's poller thread inside EventPipeEventDelivered (no
  * malloc, no locks, no I/O); prof_counters_gc_finished in the runtime's GC-finished callback;
  * prof_counters_tick on clrscope-agg; the getters on any thread, never blocking the writer
- * (per-entry sequence counters).
+ * (per-entry sequence counters); prof_counters_series on any thread but a runtime callback (it
+ * takes the series' lock, which only clrscope-agg's tick takes besides).
  * CLRSCOPE_RUNTIME_COUNTERS is the polling interval in seconds (1, the default, to 60); 0 turns
  * the subscription off. While they are on the runtime wakes its finalizer thread after every GC
  * (measured: ~30 % of the throughput of an app collecting 4,900 times a second, about 100 us of
@@ -67,6 +70,21 @@ struct prof_counter {
 };
 /* Copies the latest value of each counter seen (at most max); returns how many. */
 int prof_counters_snapshot(struct prof_counter *out, int max);
+
+/* One value of a counter's series, as the runtime delivered it at t_unix. */
+struct prof_counter_point {
+    const char *name, *units; /* strings that outlive the point's array (the module's own, or
+                               * the history reader's accumulator's) */
+    int incrementing;         /* a rate: value is the increase over interval_s */
+    double t_unix, value, interval_s;
+};
+/* The points of every counter that arrived in [from_unix, to_unix), counter by counter in the
+ * order they were first seen, each in time order: a malloc'd array (NULL when none) in *out,
+ * its length in *n. 0, or -1 out of memory. */
+int prof_counters_series(double from_unix, double to_unix, struct prof_counter_point **out,
+                         size_t *n);
+/* Bytes the series hold. */
+size_t prof_counters_mem_bytes(void);
 
 struct prof_counters_stats {
     int enabled;        /* the counters' session runs */

@@ -6,6 +6,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -14,7 +15,8 @@
 #include <zlib.h>
 
 static const char MAGIC[8] = {'c', 'l', 'r', 's', 'h', 'i', 's', 't'};
-#define HSEG_VERSION 1
+#define HSEG_VERSION 2
+#define HSEG_OLDEST_VERSION 1 /* without the counters */
 #define MAX_STRING (64u << 10)
 
 /* ---- hashing ---- */
@@ -303,6 +305,26 @@ int prof_hacc_add_gc(struct prof_hacc *a, const struct prof_gc_second *s, size_t
     return 0;
 }
 
+int prof_hacc_add_counters(struct prof_hacc *a, const struct prof_counter_point *p, size_t n)
+{
+    if (n > UINT32_MAX - a->ncpt ||
+        grow_array(&a->mem, (void **)&a->cpt, &a->capcpt, a->ncpt + (uint32_t)n, sizeof *a->cpt)) {
+        a->oom = 1;
+        return -1;
+    }
+    for (size_t i = 0; i < n; i++) {
+        struct prof_counter_point q = p[i];
+        const char *name = p[i].name ? p[i].name : "", *units = p[i].units ? p[i].units : "";
+        if (!(q.name = intern(a, name, strnlen(name, MAX_STRING))) ||
+            !(q.units = intern(a, units, strnlen(units, MAX_STRING)))) {
+            a->oom = 1;
+            return -1;
+        }
+        a->cpt[a->ncpt++] = q;
+    }
+    return 0;
+}
+
 int prof_hacc_take_view(struct prof_hacc *a, int kind, struct prof_view *out)
 {
     memset(out, 0, sizeof *out);
@@ -384,6 +406,16 @@ static uint64_t scaled(double v, double k)
 {
     double x = v * k + 0.5;
     return x > 0 ? (x < 9e18 ? (uint64_t)x : (uint64_t)9e18) : 0;
+}
+
+static uint64_t zigzag(int64_t x)
+{
+    return ((uint64_t)x << 1) ^ (uint64_t)(x >> 63);
+}
+
+static int64_t unzigzag(uint64_t x)
+{
+    return (int64_t)(x >> 1) ^ -(int64_t)(x & 1);
 }
 
 static uint64_t ms(double s)
@@ -486,6 +518,29 @@ int prof_hseg_encode(const struct prof_hacc *a, int64_t t_from, int64_t t_to, ui
         put_u(&b, c->heap_before);
         put_u(&b, c->heap_after);
         put_u(&b, c->promoted);
+    }
+    /* a counter's points one after another: a second apart, often the same value, so the
+     * deltas and integers repeat and deflate to little */
+    put_u(&b, a->ncpt);
+    int64_t prev_ms = (t_from < 0 ? 0 : t_from) * 1000;
+    for (uint32_t i = 0; i < a->ncpt; i++) {
+        const struct prof_counter_point *c = &a->cpt[i];
+        double v = isfinite(c->value) ? c->value : 0;
+        int integral = v == trunc(v) && fabs(v) < 9007199254740992.0; /* 2^53 */
+        int64_t t = (int64_t)ms(c->t_unix);
+        put_u(&b, (uint64_t)str_index(a, c->name) + 1);
+        put_u(&b, (uint64_t)str_index(a, c->units) + 1);
+        put_u(&b, (uint64_t)(c->incrementing != 0) | (uint64_t)integral << 1);
+        put_u(&b, zigzag(t - prev_ms));
+        put_u(&b, ms(c->interval_s));
+        if (integral) {
+            put_u(&b, zigzag((int64_t)v));
+        } else {
+            uint64_t bits;
+            memcpy(&bits, &v, sizeof bits);
+            put_u(&b, bits);
+        }
+        prev_ms = t;
     }
     if (b.oom || b.n > PROF_HSEG_MAX_PAYLOAD) {
         prof_scratch_free(mem, b.p);
@@ -702,6 +757,40 @@ static int decode_pass(const unsigned char *p, size_t n, int kind, const char *f
         if (take_gc && prof_hacc_add_gc(a, NULL, 0, &c, 1))
             FAIL("out of memory");
     }
+    /* the counters (a version 1 payload ends here) */
+    int take_c = a && (kind == PROF_HSEG_ALL || kind == PROF_HSEG_COUNTERS);
+    uint64_t ncp = b.at < b.n ? get_u(&b) : 0;
+    if (b.bad || ncp > b.n)
+        FAIL("bad counter count");
+    int64_t prev_ms = in.t_from > INT64_MAX / 1000 ? 0 : in.t_from * 1000;
+    for (uint64_t i = 0; i < ncp; i++) {
+        uint64_t name = get_u(&b), units = get_u(&b), flags = get_u(&b), dt = get_u(&b),
+                 iv = get_u(&b), x = get_u(&b);
+        int64_t d = unzigzag(dt);
+        double v;
+        if (flags & 2) {
+            v = (double)unzigzag(x);
+        } else {
+            memcpy(&v, &x, sizeof v);
+        }
+        if (b.bad || name >= nstr || units >= nstr || flags > 3 || !isfinite(v) ||
+            (d > 0 && prev_ms > INT64_MAX - d) || prev_ms + d < 0)
+            FAIL("bad counter value %" PRIu64, i);
+        prev_ms += d;
+        int inc = (int)(flags & 1);
+        uint64_t t = (uint64_t)prev_ms;
+        if (!take_c)
+            continue;
+        if ((!sp[name] && !(sp[name] = intern(a, (const char *)p + soff[name], slen[name]))) ||
+            (!sp[units] && !(sp[units] = intern(a, (const char *)p + soff[units], slen[units]))))
+            FAIL("out of memory");
+        struct prof_counter_point q = {.name = sp[name], .units = sp[units],
+                                       .incrementing = (int)inc, .t_unix = (double)t / 1e3,
+                                       .value = v, .interval_s = (double)iv / 1e3};
+        if (grow_array(&a->mem, (void **)&a->cpt, &a->capcpt, a->ncpt + 1, sizeof *a->cpt))
+            FAIL("out of memory");
+        a->cpt[a->ncpt++] = q;
+    }
     if (b.at != b.n)
         FAIL("%zu bytes after the end", b.n - b.at);
     if (a && (kind == PROF_HSEG_ALL || (kind >= 0 && kind < PK_COUNT)))
@@ -743,8 +832,9 @@ int prof_hseg_decode(const unsigned char *buf, size_t len, int kind, const char 
         *nmarks = 0;
     if (len < PROF_HSEG_HEADER || memcmp(buf, MAGIC, 8))
         FAIL("not a clrscope history segment");
-    if (buf[8] != HSEG_VERSION)
-        FAIL("segment version %u (this build reads %u)", buf[8], HSEG_VERSION);
+    if (buf[8] < HSEG_OLDEST_VERSION || buf[8] > HSEG_VERSION)
+        FAIL("segment version %u (this build reads %u to %u)", buf[8], HSEG_OLDEST_VERSION,
+             HSEG_VERSION);
     uint32_t raw = get_le32(buf + 12), zn = get_le32(buf + 16), crc = get_le32(buf + 20);
     if ((uint64_t)zn != len - PROF_HSEG_HEADER)
         FAIL("torn: %zu of %u compressed bytes", len - PROF_HSEG_HEADER, zn);

@@ -3,7 +3,7 @@
  * time (cpu, wall, allocations, exceptions, locks), its marks, and how to read it back.
  *
  * A segment is a 24-byte header, then its payload compressed by zlib:
- *   "clrshist" | u8 version (1) | 3 bytes 0 | u32 payload bytes | u32 compressed bytes |
+ *   "clrshist" | u8 version (2; 1 is read) | 3 bytes 0 | u32 payload bytes | u32 compressed bytes |
  *   u32 CRC-32 of the compressed bytes                                (integers little-endian)
  * The payload is a sequence of unsigned LEB128 numbers and byte strings:
  *   t_from t_to pid                      the span [t_from, t_to) in unix seconds, the writer's pid
@@ -14,6 +14,11 @@
  *            heap0..heap4 collections0..collections2 }       the GC's per-second records
  *   ngc { number generation reason type complete t_ms duration_us pause_us heap_before
  *         heap_after promoted }                              and its collections
+ *   ncounter { name units flags dt_ms interval_ms value }  the runtime counters' values
+ *            (name, units: string indexes; flags: 1 a rate, 2 an integer value; dt_ms: the
+ *            time after the previous point's, the first's after t_from, zigzag; value: zigzag
+ *            for an integer, else the IEEE-754 bits of the double; version 2: a version 1
+ *            payload ends before it)
  * A node's parent is an earlier node (node 0 is the root, "all"); every index is checked. A
  * segment that is torn (a crash mid-write, a full disk), cut or altered fails its lengths or its
  * CRC and is refused as a whole, with the reason; nothing in it is trusted before that.
@@ -33,6 +38,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "prof_counters.h"
 #include "prof_gc.h"
 #include "prof_marks.h"
 #include "prof_scratch.h"
@@ -65,6 +71,8 @@ struct prof_hacc {
     uint32_t ngsec, capgsec;
     struct prof_gc_collection *gcoll; /* its collections, in the order added */
     uint32_t ngcoll, capgcoll;
+    struct prof_counter_point *cpt; /* the runtime counters' points (interned strings) */
+    uint32_t ncpt, capcpt;
     uint32_t max_nodes;     /* per kind */
     uint64_t cut_paths;     /* paths cut at max_nodes */
     int oom;                /* an allocation failed: what is held is incomplete */
@@ -80,6 +88,8 @@ int prof_hacc_add_view(struct prof_hacc *a, const struct prof_view *v, const cha
 /* Adds the GC's per-second records and collections (copied). 0, or -1 out of memory. */
 int prof_hacc_add_gc(struct prof_hacc *a, const struct prof_gc_second *s, size_t ns,
                      const struct prof_gc_collection *c, size_t nc);
+/* Adds the runtime counters' points (their strings interned). 0, or -1 out of memory. */
+int prof_hacc_add_counters(struct prof_hacc *a, const struct prof_counter_point *p, size_t n);
 /* Turns kind `kind` of the accumulator into a view: the view takes the accumulator's memory (the
  * accumulator is empty afterwards; prof_view_free gives the memory back). 0, or -1. */
 int prof_hacc_take_view(struct prof_hacc *a, int kind, struct prof_view *out);
@@ -96,8 +106,9 @@ struct prof_hseg_info {
     uint32_t nkinds, nmarks;
 };
 
-#define PROF_HSEG_ALL (-2) /* a `kind` that takes every kind and the GC's records */
+#define PROF_HSEG_ALL (-2) /* a `kind` that takes every kind, the GC's records and the counters */
 #define PROF_HSEG_GC (-3)  /* a `kind` that takes the GC's records alone */
+#define PROF_HSEG_COUNTERS (-4) /* a `kind` that takes the runtime counters' points alone */
 
 /* Checks a segment's header and CRC and decodes it, adding kind `kind` (-1: none; PROF_HSEG_ALL:
  * every kind) to `a` (may be

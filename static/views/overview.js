@@ -180,11 +180,27 @@ export function create() {
     return c.kind === 'rate' ? txt + '/s' : txt;
   }
 
+  /* A series' points as the sparkline draws them, and a tooltip of their range. */
+  function seriesText(c, pts) {
+    var vals = pts.map(function (p) { return p[1]; });
+    var lo = Math.min.apply(null, vals), hi = Math.max.apply(null, vals);
+    function one(v) {
+      var u = c.units || '';
+      if (u === 'MB') { v = v * 1e6; u = 'B'; }
+      var txt = u === 'B' ? F.bytes(v) : F.sig(v) + (u ? ' ' + u : '');
+      return c.kind === 'rate' ? txt + '/s' : txt;
+    }
+    return 'over ' + windowText() + ': ' + one(lo) + ' to ' + one(hi);
+  }
+
   function loadCounters() {
-    return api('api/v1/counters', {quiet: true}).then(function (r) {
+    var pm = postMortem();
+    return api('api/v1/counters?' + qs({seconds: state.seconds, points: 120}), {quiet: true}).then(function (r) {
       if (r.aborted) return;
       clear(counters.body);
-      if (!r.ok || !r.data.enabled) {
+      if (r.ok && pm) {
+        counters.sub('System.Runtime, the values the process last recorded, and over ' + windowText());
+      } else if (!r.ok || !r.data.enabled) {
         var st = r.ok && r.data.stopped;
         counters.body.appendChild(unavailable(!r.ok ? notAvailableText(r)
           : st ? 'Stopped at ' + Math.round(st.gc_rate) + ' GCs/s (limit ' + st.max_gc_rate + '): ' + st.reason + '.'
@@ -193,16 +209,30 @@ export function create() {
       }
       var list = r.data.counters || [];
       if (!list.length) {
-        counters.body.appendChild(unavailable(r.data.note ? r.data.note + '.'
-          : 'Waiting for the runtime (once a second).'));
+        counters.body.appendChild(unavailable(pm ? 'The history holds no runtime counters.'
+          : r.data.note ? r.data.note + '.' : 'Waiting for the runtime (once a second).'));
         return;
       }
+      var series = {};
+      (r.data.series || []).forEach(function (sr) { series[sr.name] = sr.points || []; });
+      var sparks = [];
       counters.body.appendChild(h('div', {'class': 'counters'}, list.map(function (c) {
-        return h('div', {'class': 'cell', title: c.name + (c.kind === 'rate' ? ': increase per second over the last interval' : ': latest value')}, [
+        var pts = series[c.name] || [];
+        var canvas = h('canvas', {'class': 'cspark'});
+        if (pts.length > 1) sparks.push([canvas, pts]);
+        return h('div', {'class': 'cell', title: c.name + (c.kind === 'rate' ? ': increase per second over the last interval' : ': latest value') +
+            (pts.length > 1 ? '; ' + seriesText(c, pts) : '')}, [
           h('span', {'class': 'n', text: c.name}),
+          canvas,
           h('span', {'class': 'v', text: counterText(c)})
         ]);
       })));
+      /* drawn once they are laid out; each scaled to its own range */
+      sparks.forEach(function (sp) {
+        var vals = sp[1].map(function (p) { return p[1]; });
+        var lo = Math.min.apply(null, vals);
+        Charts.sparkline(sp[0], vals.map(function (v) { return v - lo; }), {height: 18});
+      });
     });
   }
 

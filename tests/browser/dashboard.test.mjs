@@ -389,6 +389,20 @@ test('runtime counters on the overview and the allocation self-check', async () 
     return el ? el.parentElement.querySelector('.v').textContent : 'missing';
   });
   assert.match(ws, /^[\d.,]+ (KiB|MiB|GiB)$/, 'working-set in the dashboard\'s units: ' + ws);
+  // beside each value its series over the window: a sparkline drawn, the range in the title
+  await page.waitForFunction(() => {
+    const el = Array.from(document.querySelectorAll('main .counters .n')).find((x) => x.textContent.trim() === 'working-set');
+    const c = el && el.parentElement.querySelector('canvas.cspark');
+    if (!c || !c.width || !c.height) return false;
+    const d = c.getContext('2d').getImageData(0, 0, c.width, c.height).data;
+    for (let i = 3; i < d.length; i += 4) if (d[i]) return true;
+    return false;
+  }, null, {timeout: TIMEOUT});
+  const range = await page.evaluate(() => {
+    const el = Array.from(document.querySelectorAll('main .counters .n')).find((x) => x.textContent.trim() === 'working-set');
+    return el.parentElement.title;
+  });
+  assert.match(range, /over .*: [\d.,]+ (KiB|MiB|GiB) to [\d.,]+ (KiB|MiB|GiB)$/, 'the series\' range: ' + range);
   await openTab('alloc', 'Allocations');
   await page.waitForFunction(() => {
     const el = document.querySelector('main .selfcheck');

@@ -6,6 +6,7 @@
  * refused payload adds nothing; an accepted one gives a view whose every parent comes before its
  * node, whose rows point at its nodes, and which encodes and decodes again to the same sums.
  */
+#include <math.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -80,6 +81,42 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         prof_scratch_release(&m);
         prof_hacc_free(&again);
         prof_view_free(&v);
+        prof_hacc_free(&acc);
+    }
+    /* the runtime counters' points: finite values, strings of their own; encoded again and
+     * read back, the same points */
+    {
+        struct prof_hacc acc;
+        prof_hacc_init(&acc, 64);
+        if (prof_hseg_decode_payload(p, size, PROF_HSEG_COUNTERS, NULL, &acc, NULL, 0, NULL, NULL,
+                                     why, sizeof why)) {
+            FUZZ_CHECK(acc.ncpt == 0 || acc.oom, "a refused payload added counter points");
+        } else {
+            for (uint32_t i = 0; i < acc.ncpt; i++)
+                FUZZ_CHECK(acc.cpt[i].name && acc.cpt[i].units && isfinite(acc.cpt[i].value),
+                           "counter point %u", i);
+            struct prof_hacc again;
+            prof_hacc_init(&again, 64);
+            prof_hacc_add_counters(&again, acc.cpt, acc.ncpt);
+            struct prof_scratch m = {0};
+            unsigned char *seg;
+            size_t len;
+            if (!again.oom && !prof_hseg_encode(&again, 1, 2, 3, NULL, 0, &m, &seg, &len)) {
+                struct prof_hacc back;
+                prof_hacc_init(&back, 64);
+                FUZZ_CHECK(!prof_hseg_decode(seg, len, PROF_HSEG_COUNTERS, NULL, &back, NULL, 0,
+                                             NULL, NULL, why, sizeof why),
+                           "own segment refused: %s", why);
+                FUZZ_CHECK(back.ncpt == acc.ncpt, "%u points back of %u", back.ncpt, acc.ncpt);
+                for (uint32_t i = 0; i < back.ncpt && i < acc.ncpt; i++)
+                    FUZZ_CHECK(back.cpt[i].value == acc.cpt[i].value &&
+                               !strcmp(back.cpt[i].name, acc.cpt[i].name),
+                               "counter point %u changed", i);
+                prof_hacc_free(&back);
+            }
+            prof_scratch_release(&m);
+            prof_hacc_free(&again);
+        }
         prof_hacc_free(&acc);
     }
     /* the same bytes as a file */

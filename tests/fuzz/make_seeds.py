@@ -128,8 +128,21 @@ def uv(x):
 
 
 def hseg():
-    """fuzz_hseg: a segment's payload (prof_hseg.h): a cpu and an alloc kind, a mark."""
-    strs = [b"", b"all", b"Main", b"Work", b"a", b"System.String"]
+    """fuzz_hseg: a segment's payload (prof_hseg.h): a cpu and an alloc kind, a mark, the GC's
+    records; and the same with two runtime counters' points (version 2)."""
+    v1 = hseg_payload([b"", b"all", b"Main", b"Work", b"a", b"System.String"])
+    v2 = hseg_payload([b"", b"all", b"Main", b"Work", b"a", b"System.String", b"alloc-rate",
+                       b"B", b"working-set", b"MB"])
+    v2 += uv(2)
+    # alloc-rate, a rate with an integer value (zigzag), 1 s after t_from; working-set 10 ms
+    # later, a double's bits
+    v2 += uv(6) + uv(7) + uv(3) + uv(2 * 1000) + uv(1000) + uv(2 * 1048576)
+    v2 += uv(8) + uv(9) + uv(0) + uv(2 * 10) + uv(1000) + \
+        uv(struct.unpack("<Q", struct.pack("<d", 61.5))[0])
+    return {"payload": v1, "payload_counters": v2}
+
+
+def hseg_payload(strs):
     p = uv(1796041722) + uv(1796041782) + uv(4242) + uv(len(strs))
     for t in strs:
         p += uv(len(t)) + t
@@ -147,7 +160,7 @@ def hseg():
         uv(50000) + uv(12000) + b"".join(uv(x) for x in (1, 2, 3, 4, 5, 7, 1, 0))
     p += uv(1) + b"".join(uv(x) for x in (42, 2, 1, 1, 1, 1796041722500, 12500, 3250, 1000, 600,
                                           300))
-    return {"payload": p}
+    return p
 
 
 def main():

@@ -32,7 +32,8 @@ class Reader:
 
 def read_segment(data):
     """{"t_from", "t_to", "pid", "kinds": {name: [(path tuple, tid, label, [v0, v1, v2])]},
-    "marks": [(t, label)], "gc_seconds": [{...}], "gc_collections": [{...}]}; raises ValueError
+    "marks": [(t, label)], "gc_seconds": [{...}], "gc_collections": [{...}],
+    "counters": [{name, units, incrementing, t, interval_s, value}]}; raises ValueError
     for a torn or altered file."""
     if len(data) < 24 or data[:8] != b"clrshist":
         raise ValueError("not a segment")
@@ -74,6 +75,16 @@ def read_segment(data):
                                        "t_ms", "duration_us", "pause_us", "heap_before",
                                        "heap_after", "promoted"), [r.u() for _ in range(11)]))
                              for _ in range(r.u())]
+    seg["counters"] = []
+    if data[8] >= 2:
+        t_ms = seg["t_from"] * 1000
+        for _ in range(r.u()):
+            name, units, flags, dt, iv_ms, x = strs[r.u()], strs[r.u()], r.u(), r.u(), r.u(), r.u()
+            t_ms += (dt >> 1) ^ -(dt & 1)
+            value = float((x >> 1) ^ -(x & 1)) if flags & 2 else \
+                struct.unpack("<d", struct.pack("<Q", x))[0]
+            seg["counters"].append({"name": name, "units": units, "incrementing": flags & 1,
+                                    "t": t_ms / 1e3, "interval_s": iv_ms / 1e3, "value": value})
     if r.i != len(p):
         raise ValueError("trailing bytes")
     return seg

@@ -229,9 +229,13 @@ class History(unittest.TestCase):
             app.wait_ready()
             capped.wait_ready()
             deadline = time.monotonic() + 30
+            # the runtime counters' latest values as they come, to find again on disk later
+            cls.counters_seen = {}
             while not any(l.startswith("switched at") for l in app.stdout_lines):
                 if time.monotonic() > deadline:
                     raise AssertionError("the app never switched")
+                for c in app.json("/api/v1/counters")["counters"]:
+                    cls.counters_seen[(c["name"], round(c["t"], 3))] = c
                 time.sleep(0.2)
             line = next(l for l in app.stdout_lines if l.startswith("switched at"))
             t = int(float(line.split()[-1]))
@@ -246,6 +250,10 @@ class History(unittest.TestCase):
             cls.by_seconds = app.json("/api/v1/flamegraph?type=cpu&seconds=30")
             cls.gc_memory = app.json("/api/v1/gc?seconds=10")
             cls.gc_30 = app.json("/api/v1/gc?seconds=30")
+            cls.counters_asked = time.time()
+            cls.counters_30 = app.json("/api/v1/counters?seconds=30&points=10000")
+            cls.counters_bad = {q: app.request("/api/v1/counters?" + q)
+                                for q in ("points=1", "seconds=abc", "points=x", "seconds=0")}
             cls.diff = app.json(f"/api/v1/flamegraph/diff?type=cpu&a={cls.a0},{cls.a0 + 4}"
                                 f"&b=-4,now&limit=10")
             cls.pa = app.pprof(f"/debug/pprof/profile?from={cls.a0}&to={cls.a0 + 4}",
@@ -289,10 +297,11 @@ class History(unittest.TestCase):
                 cls.pm_diff = srv.json(f"/api/v1/flamegraph/diff?type=cpu&a={cls.a0},"
                                        f"{cls.a0 + 4}&b=-6,now&limit=10")
                 cls.pm_gc = srv.json("/api/v1/gc?seconds=900")
+                cls.pm_counters = srv.json("/api/v1/counters?seconds=900&points=10000")
                 cls.pm_pprof = srv.pprof("/debug/pprof/profile?seconds=6",
                                          out_path=app.tmp + "/pm.pb.gz")
                 cls.pm_refused = {p: srv.request(p)[0] for p in
-                                  ("/api/v1/threads", "/api/v1/live", "/api/v1/counters", "/metrics",
+                                  ("/api/v1/threads", "/api/v1/live", "/metrics",
                                    "/debug/pprof/heap", "/api/v1/gcdump")}
                 cls.pm_refused["POST /api/v1/marks"] = srv.request(
                     "/api/v1/marks", method="POST", data=b'{"label": "x"}',
@@ -348,6 +357,34 @@ class History(unittest.TestCase):
         busy = [s["process_cpu_s"] for s in far[2:]]
         self.assertGreater(sum(busy) / len(busy), 0.3, busy)  # one busy thread
 
+    def test_the_counters_series_reaches_back_to_disk(self):
+        """Each runtime counter's value seen live (the latest, polled) in the app's first seconds
+        is in the series read back from disk once the memory let it go: same time, same value (a
+        rate per second)."""
+        series = {s["name"]: s for s in self.counters_30["series"]}
+        self.assertIn("cpu-usage", series, list(series))
+        memory_from = self.counters_asked - 10 - 2  # the memory's seconds, and a segment's
+        matched = 0
+        for (name, t), c in self.counters_seen.items():
+            if t >= memory_from:
+                continue
+            near = [p for p in series[name]["points"] if abs(p[0] - c["t"]) < 0.0015]
+            self.assertEqual(len(near), 1, (name, c["t"], series[name]["points"][:5]))
+            want = c["value"] / c["interval_s"] if c["kind"] == "rate" else c["value"]
+            self.assertAlmostEqual(near[0][1], want, delta=2e-3 * abs(want) + 1e-9, msg=(name, t))
+            matched += 1
+        self.assertGreater(matched, 20, "values from the disk's seconds compared")
+        for s in series.values():
+            ts = [p[0] for p in s["points"]]
+            self.assertEqual(ts, sorted(ts), s["name"])
+            self.assertEqual(len(set(ts)), len(ts), f"{s['name']}: a point read twice")
+        # cpu-usage over the window: one busy thread of the machine's cores, by the runtime
+        cpu = [p[1] for p in series["cpu-usage"]["points"][2:]]
+        self.assertGreater(sum(cpu) / len(cpu), 100 / os.cpu_count() * 0.3, cpu)
+        for q, (st, _, body) in self.counters_bad.items():
+            self.assertEqual(st, 400, q)
+            self.assertIn("error", json.loads(body), q)
+
     def test_the_diff_reaches_back_to_disk(self):
         fns = self.diff["functions"]
         top2 = {fns[0]["name"], fns[1]["name"]}
@@ -394,6 +431,11 @@ class History(unittest.TestCase):
         total = sum(v[1] for _, _, _, v in rows)
         self.assertGreater(two, 0.4 * total, rows[:5])
         self.assertGreater(total, 0.2e9 * (last["t_to"] - last["t_from"]))  # one busy thread
+        # the runtime counters of its seconds (once a second each)
+        names = {c["name"] for c in last["counters"]}
+        self.assertIn("cpu-usage", names)
+        for c in last["counters"]:
+            self.assertTrue(last["t_from"] <= c["t"] < last["t_to"], (c, last["t_from"]))
 
     def test_the_byte_cap_holds(self):
         st = self.cap_status
@@ -430,6 +472,31 @@ class History(unittest.TestCase):
         self.assertGreater(len(series), 8, len(series))
         self.assertLessEqual(series[-1]["t"], last + 0.01)
         self.assertGreater(series[-1]["t"], last - 6, (series[-1]["t"], last))
+
+    def test_serve_shows_the_counters(self):
+        """A post-mortem server's counters are the last values the process recorded (read by
+        histdec from the segments, the torn one aside), and their series."""
+        last = {}
+        for seg in self.segments.values():
+            for c in seg["counters"]:
+                if c["name"] not in last or c["t"] > last[c["name"]]["t"]:
+                    last[c["name"]] = c
+        got = {c["name"]: c for c in self.pm_counters["counters"]}
+        self.assertIn("cpu-usage", got, list(got))
+        self.assertEqual(set(got), set(last))
+        for name, c in last.items():
+            self.assertAlmostEqual(got[name]["t"], c["t"], delta=0.0015, msg=name)
+            # (cJSON writes 15 significant digits where they read back within its epsilon)
+            self.assertAlmostEqual(got[name]["value"], c["value"], delta=1e-12 * abs(c["value"]),
+                                   msg=name)
+        self.assertFalse(self.pm_counters["enabled"])
+        series = {s["name"]: s["points"] for s in self.pm_counters["series"]}
+        on_disk = sorted(c["t"] for seg in self.segments.values() for c in seg["counters"]
+                         if c["name"] == "cpu-usage")
+        self.assertGreater(len(on_disk), 4)
+        self.assertEqual(len(series["cpu-usage"]), len(on_disk))
+        for (t, _), want in zip(series["cpu-usage"], on_disk):
+            self.assertAlmostEqual(t, want, delta=0.0015)
 
     def test_serve_refuses_what_needs_the_running_process(self):
         for path, status in self.pm_refused.items():

@@ -16,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <zlib.h>
 
 #include "prof_hseg.h"
 #include "prof_store.h"
@@ -167,6 +168,137 @@ static void test_gc_records(void)
     prof_scratch_release(&m);
 }
 
+static uint32_t get32(const unsigned char *b)
+{
+    return (uint32_t)b[0] | (uint32_t)b[1] << 8 | (uint32_t)b[2] << 16 | (uint32_t)b[3] << 24;
+}
+
+static void put32(unsigned char *b, uint32_t x)
+{
+    for (int i = 0; i < 4; i++)
+        b[i] = (unsigned char)(x >> (8 * i));
+}
+
+/* Adds the store's one CPU row of T0 + 12 (main > later) to a fresh accumulator. */
+static void add_one_cpu_row(struct prof_hacc *acc)
+{
+    prof_hacc_init(acc, 100);
+    struct prof_view v;
+    CHECK(!prof_store_view_range(PK_CPU, T0 + 12, T0 + 12, NULL, &v) && v.nrows == 1,
+          "one row at T0 + 12");
+    prof_hacc_add_view(acc, &v, NULL);
+    prof_view_free(&v);
+}
+
+/* The segment in buf re-made as version 1: its payload without the counters' section (the
+ * last byte, a count of 0), the header's version 1. The bytes in *out (malloc'd). */
+static size_t as_version_1(const unsigned char *buf, size_t len, unsigned char **out)
+{
+    uLongf raw = get32(buf + 12);
+    unsigned char *p = malloc(raw), *z = malloc(compressBound(raw) + PROF_HSEG_HEADER);
+    CHECK(p && z && uncompress(p, &raw, buf + PROF_HSEG_HEADER, len - PROF_HSEG_HEADER) == Z_OK &&
+              raw > 0 && p[raw - 1] == 0, "inflate");
+    uLongf zn = compressBound(raw);
+    CHECK(compress2(z + PROF_HSEG_HEADER, &zn, p, raw - 1, 6) == Z_OK, "deflate");
+    memcpy(z, buf, PROF_HSEG_HEADER);
+    z[8] = 1;
+    put32(z + 12, (uint32_t)(raw - 1));
+    put32(z + 16, (uint32_t)zn);
+    put32(z + 20, (uint32_t)crc32(0L, z + PROF_HSEG_HEADER, (uInt)zn));
+    free(p);
+    *out = z;
+    return PROF_HSEG_HEADER + zn;
+}
+
+static void test_counters(void)
+{
+    struct prof_hacc acc;
+    struct prof_counter_point pt[3] = {
+        {.name = "alloc-rate", .units = "B", .incrementing = 1, .t_unix = (double)T0 + 1.25,
+         .value = 123456789.0, .interval_s = 1},
+        {.name = "alloc-rate", .units = "B", .incrementing = 1, .t_unix = (double)T0 + 2.25,
+         .value = 0.5, .interval_s = 1},
+        {.name = "working-set", .units = "MB", .incrementing = 0, .t_unix = (double)T0 + 1.3,
+         .value = 61.75, .interval_s = 1}};
+    add_one_cpu_row(&acc);
+    CHECK(!prof_hacc_add_counters(&acc, pt, 3) && acc.ncpt == 3, "add");
+    struct prof_scratch m = {0};
+    unsigned char *buf;
+    size_t len;
+    CHECK(!prof_hseg_encode(&acc, T0, T0 + 10, 1, NULL, 0, &m, &buf, &len), "encode");
+    prof_hacc_free(&acc);
+    char why[120] = "";
+    prof_hacc_init(&acc, 100);
+    CHECK(!prof_hseg_decode(buf, len, PK_CPU, NULL, &acc, NULL, 0, NULL, NULL, why, sizeof why) &&
+              acc.ncpt == 0 && acc.k[PK_CPU].nrows == 1, "cpu takes no counter: %s", why);
+    prof_hacc_free(&acc);
+    prof_hacc_init(&acc, 100);
+    CHECK(!prof_hseg_decode(buf, len, PROF_HSEG_COUNTERS, NULL, &acc, NULL, 0, NULL, NULL, why,
+                            sizeof why), "decode counters: %s", why);
+    CHECK(acc.ncpt == 3 && acc.k[PK_CPU].nnodes == 0, "counters only: %u", acc.ncpt);
+    for (int i = 0; i < 3 && i < (int)acc.ncpt; i++)
+        CHECK(!strcmp(acc.cpt[i].name, pt[i].name) && !strcmp(acc.cpt[i].units, pt[i].units) &&
+                  acc.cpt[i].incrementing == pt[i].incrementing &&
+                  acc.cpt[i].value == pt[i].value && acc.cpt[i].t_unix == pt[i].t_unix &&
+                  acc.cpt[i].interval_s == pt[i].interval_s,
+              "point %d back: %s %f at %f", i, acc.cpt[i].name, acc.cpt[i].value, acc.cpt[i].t_unix);
+    prof_hacc_free(&acc);
+    /* PROF_HSEG_ALL takes them with the rest */
+    prof_hacc_init(&acc, 100);
+    CHECK(!prof_hseg_decode(buf, len, PROF_HSEG_ALL, NULL, &acc, NULL, 0, NULL, NULL, why,
+                            sizeof why) && acc.ncpt == 3 && acc.k[PK_CPU].nrows == 1,
+          "all: %u points", acc.ncpt);
+    prof_hacc_free(&acc);
+    prof_scratch_release(&m);
+    /* a version 1 segment (no counters' section) is read, with none */
+    add_one_cpu_row(&acc);
+    CHECK(!prof_hseg_encode(&acc, T0, T0 + 10, 1, NULL, 0, &m, &buf, &len), "encode cpu");
+    prof_hacc_free(&acc);
+    unsigned char *old;
+    size_t olen = as_version_1(buf, len, &old);
+    prof_hacc_init(&acc, 100);
+    CHECK(!prof_hseg_decode(old, olen, PROF_HSEG_ALL, NULL, &acc, NULL, 0, NULL, NULL, why,
+                            sizeof why) && acc.ncpt == 0 && acc.k[PK_CPU].nrows == 1,
+          "version 1 read: %s", why);
+    prof_hacc_free(&acc);
+    old[8] = 3;
+    CHECK(prof_hseg_decode(old, olen, PROF_HSEG_ALL, NULL, NULL, NULL, 0, NULL, NULL, why,
+                           sizeof why) && strstr(why, "version 3"), "version 3 refused: '%s'", why);
+    free(old);
+    prof_scratch_release(&m);
+    /* a value that is not a number is refused, the whole segment with it */
+    prof_hacc_init(&acc, 100);
+    struct prof_counter_point bad = pt[2];
+    CHECK(!prof_hacc_add_counters(&acc, &bad, 1), "add");
+    CHECK(!prof_hseg_encode(&acc, T0, T0 + 10, 1, NULL, 0, &m, &buf, &len), "encode");
+    prof_hacc_free(&acc);
+    unsigned char *nan;
+    {
+        /* the value's bits are the payload's last LEB128 number: replace them with a NaN's */
+        uLongf raw = get32(buf + 12);
+        unsigned char *p = malloc(raw + 16);
+        CHECK(p && uncompress(p, &raw, buf + PROF_HSEG_HEADER, len - PROF_HSEG_HEADER) == Z_OK,
+              "inflate");
+        size_t end = raw - 1;
+        while (end > 0 && (p[end - 1] & 0x80))
+            end--;
+        uint64_t bits = 0x7ff8000000000001ull;
+        size_t at = end;
+        do {
+            p[at++] = (unsigned char)((bits & 0x7f) | (bits > 0x7f ? 0x80 : 0));
+            bits >>= 7;
+        } while (bits);
+        prof_hacc_init(&acc, 100);
+        CHECK(prof_hseg_decode_payload(p, at, PROF_HSEG_COUNTERS, NULL, &acc, NULL, 0, NULL, NULL,
+                                       why, sizeof why) && acc.ncpt == 0 &&
+                  strstr(why, "counter"), "a NaN accepted: '%s'", why);
+        prof_hacc_free(&acc);
+        nan = p;
+    }
+    free(nan);
+    prof_scratch_release(&m);
+}
+
 static void test_merge_with_memory(void)
 {
     struct prof_scratch m = {0};
@@ -275,9 +407,11 @@ static void test_lying_payloads(void)
         why[0] = 0;
         CHECK(decode_payload(bad, sizeof bad, why, sizeof why) < 0, "%s accepted", lies[i].what);
     }
-    unsigned char longer[sizeof good + 1];
+    /* one byte more is the counters' section (none); two are one too many */
+    unsigned char longer[sizeof good + 2];
     memcpy(longer, good, sizeof good);
-    longer[sizeof good] = 0;
+    longer[sizeof good] = longer[sizeof good + 1] = 0;
+    CHECK(decode_payload(longer, sizeof good + 1, why, sizeof why) == 1, "no counters: %s", why);
     CHECK(decode_payload(longer, sizeof longer, why, sizeof why) < 0 && strstr(why, "after"),
           "trailing bytes: '%s'", why);
     for (size_t cut = 0; cut < sizeof good; cut++)
@@ -345,6 +479,7 @@ int main(void)
     add(PK_EXC, T0 + 1, "main", "throw", 7, "System.Exception", 1);
     test_round_trip();
     test_gc_records();
+    test_counters();
     test_merge_with_memory();
     test_torn_and_altered();
     test_lying_payloads();
