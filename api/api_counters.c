@@ -154,6 +154,7 @@ int api_counters(const struct api_req *q, struct api_reply *out)
     cJSON_AddNumberToObject(o, "events", (double)st.events);
     cJSON_AddNumberToObject(o, "malformed", (double)st.malformed);
     cJSON_AddNumberToObject(o, "dropped", (double)st.dropped);
+    cJSON_AddNumberToObject(o, "series_dropped", (double)st.series_dropped);
     free(c);
     if (with_series) {
         struct jbuf b;

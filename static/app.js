@@ -14,7 +14,7 @@
 import {hook, noteError} from './hook.js';
 import * as Charts from './charts.js';
 import {$, clear, panel, unavailable} from './dom.js';
-import {SECONDS, state, status, setStatus, profileOn, readHash, hashIsCurrent, afterSave, saveHash} from './state.js';
+import {SECONDS, state, status, setStatus, profileOn, readHash, hashIsCurrent, afterSave, saveHash, reach, windowText, parseWindow} from './state.js';
 import {tabInfo} from './tabs.js';
 import {setError, clearViewErrors, dismissErrors} from './banner.js';
 import {api, connectionBack, isDown, retryDelay, backOff, abortViewRequests, tokenDownloads} from './requests.js';
@@ -170,16 +170,51 @@ function init() {
   tokenDownloads();
   afterSave(renderChrome);
   window.addEventListener('hashchange', function () { guard(onHash); });
-  Array.prototype.forEach.call($('window').querySelectorAll('button'), function (b) {
+  function setWindow(s) {
+    if (s === state.seconds) return;
+    state.seconds = s;
+    saveHash();
+    refreshView();
+  }
+  Array.prototype.forEach.call($('window').querySelectorAll('button[data-seconds]'), function (b) {
     b.addEventListener('click', function () {
       if (tabInfo(state.tab).nowindow) return;
-      var s = +b.getAttribute('data-seconds');
-      if (s === state.seconds) return;
-      state.seconds = s;
-      saveHash();
-      refreshView();
+      setWindow(+b.getAttribute('data-seconds'));
     });
   });
+  /* a window of one's own: the button gives way to a field; Enter takes it, Escape or leaving
+   * it puts the button back */
+  var custom = $('window-custom'), input = $('window-input');
+  function closeInput() {
+    input.hidden = true;
+    input.classList.remove('bad');
+    custom.hidden = false;
+  }
+  custom.addEventListener('click', function () {
+    if (tabInfo(state.tab).nowindow) return;
+    custom.hidden = true;
+    input.hidden = false;
+    input.value = custom.classList.contains('on') ? windowText() : '';
+    input.focus();
+    input.select();
+  });
+  input.addEventListener('keydown', function (e) {
+    if (e.key === 'Escape') {
+      closeInput();
+      return;
+    }
+    if (e.key !== 'Enter') return;
+    var s = parseWindow(input.value, reach());
+    if (typeof s === 'string') {
+      input.classList.add('bad');
+      input.title = s;
+      return;
+    }
+    closeInput();
+    setWindow(s);
+    renderChrome();
+  });
+  input.addEventListener('blur', closeInput);
   $('pause').addEventListener('click', function () {
     state.paused = !state.paused;
     hook.paused = state.paused;

@@ -9,7 +9,7 @@
 import {hook} from './hook.js';
 import * as F from './fmt.js';
 import {h, $, clear} from './dom.js';
-import {state, profileOn, postMortem, reach, hashFor} from './state.js';
+import {state, profileOn, postMortem, reach, hashFor, windowText} from './state.js';
 import {TABS, tabInfo} from './tabs.js';
 
 var heapSnapDone = false;   // the selected heap snapshot can be downloaded
@@ -41,13 +41,19 @@ export function renderChrome() {
   seg.classList.toggle('disabled', !!info.nowindow);
   seg.title = info.nowindow ? 'this view is not windowed' : 'time window';
   var far = reach();
-  Array.prototype.forEach.call(seg.querySelectorAll('button'), function (b) {
+  var preset = false;
+  Array.prototype.forEach.call(seg.querySelectorAll('button[data-seconds]'), function (b) {
     var secs = +b.getAttribute('data-seconds');
+    preset = preset || secs === state.seconds;
     b.hidden = secs > far; // the hour buttons: only while the history on disk reaches that far
     var on = secs === state.seconds;
     b.classList.toggle('on', on);
     b.setAttribute('aria-pressed', String(on));
   });
+  var custom = $('window-custom');
+  custom.textContent = preset ? '…' : windowText();
+  custom.classList.toggle('on', !preset);
+  custom.setAttribute('aria-pressed', String(!preset));
   var pause = $('pause');
   pause.textContent = state.paused ? 'Paused · resume' : 'Pause';
   pause.classList.toggle('on', state.paused);

@@ -47,7 +47,7 @@ export function readHash() {
   var tab = p.get('tab') || 'overview';
   state.tab = TABS.some(function (t) { return t.id === tab; }) ? tab : 'overview';
   var s = parseInt(p.get('seconds'), 10);
-  state.seconds = s > 0 && s <= 86400 ? s : 60;
+  state.seconds = s > 0 && s <= MAX_WINDOW_S ? s : 60;
   state.type = p.get('type') || '';
   state.q = p.get('q') || '';
   state.zoom = p.get('zoom') ? p.get('zoom').split(';') : [];
@@ -106,9 +106,25 @@ export function go(tab, extra) {
   location.hash = hashFor(st);
 }
 
-export function windowText() {
-  var s = state.seconds;
-  return s < 60 ? s + ' s' : s % 60 === 0 ? s / 60 + ' min' : s + ' s';
+/* The longest window a URL may ask for (the server says 400 past its reach) */
+export var MAX_WINDOW_S = 30 * 86400;
+
+export function windowText(s) {
+  if (s == null) s = state.seconds;
+  return s < 60 ? s + ' s' : s % 86400 === 0 ? s / 86400 + ' d' : s % 3600 === 0 ? s / 3600 + ' h'
+    : s % 60 === 0 ? s / 60 + ' min' : s + ' s';
+}
+
+/* A window typed by hand: "90", "90s", "45m", "3h", "2d" (a number, optionally with a unit)
+ * into seconds, or a string that says what is wrong. */
+export function parseWindow(text, most) {
+  var m = /^\s*(\d+(?:\.\d+)?)\s*(s|sec|m|min|h|d)?\s*$/i.exec(text || '');
+  if (!m) return 'a number of seconds, or with s, m, h or d: 90s, 45m, 3h';
+  var k = {s: 1, sec: 1, m: 60, min: 60, h: 3600, d: 86400}[(m[2] || 's').toLowerCase()];
+  var s = Math.round(parseFloat(m[1]) * k);
+  if (s < 1) return 'at least a second';
+  if (s > most) return 'at most ' + windowText(most) + ' (what the history reaches)';
+  return s;
 }
 
 /* Seconds of data behind a windowed answer, for rates: the span it reports covering (t_from ..

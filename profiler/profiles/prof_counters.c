@@ -21,10 +21,20 @@
 #define VALUE_MASK ((1ull << VALUE_BITS) - 1)
 #define TAG_MASK ((1ull << TAG_BITS) - 1)
 
+/* Values on their way from the poller to the series (clrscope-agg), each counter's own: the
+ * poller writes slot head % ENTRY_QUEUE and then publishes head, clrscope-agg reads up to it and
+ * publishes tail; a value that finds the queue full is counted as dropped. */
+#define ENTRY_QUEUE 8
+struct queued {
+    double t, v, interval_s;
+};
+
 struct entry {
     int state;          /* 0 free, 1 being claimed, 2 named */
     uint32_t seq;       /* odd while the value is being written */
     struct prof_counter v;
+    struct queued q[ENTRY_QUEUE];
+    uint32_t head, tail; /* atomic: head the poller's, tail clrscope-agg's */
 };
 
 /* The guard: the runtime wakes its finalizer thread after every GC while these counters are on
@@ -68,12 +78,13 @@ static struct counters_state {
     uint64_t iv_n;
     int64_t first_full_s, last_full_s; /* atomic; 0 = none yet */
     uint64_t events, malformed, dropped; /* atomic */
+    uint64_t series_dropped; /* atomic: values the series missed (clrscope-agg 8 s behind) */
     struct entry e[PROF_COUNTERS_MAX];   /* claimed by CAS, values under their `seq` */
 } counters;
 
-/* The series: each counter's values as they came, the newest `cap` of each in a ring, recorded
- * by clrscope-agg's tick from the latest values (the poller's thread is the runtime's: no
- * malloc, no lock there); read under `lock`. */
+/* The series: each counter's values as they came, the newest `cap` of each in a ring, filled by
+ * clrscope-agg's tick from the entries' queues (the poller's thread is the runtime's: no malloc,
+ * no lock there); read under `lock`. */
 struct series_point {
     double t, v;
 };
@@ -191,44 +202,62 @@ static int read_entry(int i, struct prof_counter *out)
     return 0;
 }
 
-/* clrscope-agg: appends each counter's value that came since the last tick to its series. */
+/* Appends value v of counter i to its series (its ring made at its first value). */
+static void series_add(int i, const struct prof_counter *vp)
+{
+    struct prof_counter v = *vp;
+    if (!(v.t_unix > series.last_t[i]))
+        return;
+    pthread_mutex_lock(&series.lock);
+    if (!series.pts[i] && !series.oom) {
+        series.pts[i] = calloc(series.cap, sizeof *series.pts[i]);
+        series.iv[i] = calloc(series.cap, sizeof *series.iv[i]);
+        if (!series.pts[i] || !series.iv[i]) {
+            free(series.pts[i]);
+            free(series.iv[i]);
+            series.pts[i] = NULL;
+            series.iv[i] = NULL;
+        }
+        if (series.pts[i]) {
+            series.bytes += series.cap * (sizeof *series.pts[i] + sizeof *series.iv[i]);
+            memcpy(series.units[i], v.units, sizeof series.units[i]);
+            series.incrementing[i] = v.incrementing;
+        } else {
+            series.oom = 1;
+            prof_log(LOG_WARN, "runtime counters: out of memory for their series; the "
+                     "latest values go on");
+        }
+    }
+    if (series.pts[i]) {
+        struct series_point *p = &series.pts[i][series.n[i] % series.cap];
+        p->t = v.t_unix;
+        p->v = v.value;
+        series.iv[i][series.n[i] % series.cap] = (float)v.interval_s;
+        series.n[i]++;
+        series.last_t[i] = v.t_unix;
+    }
+    pthread_mutex_unlock(&series.lock);
+}
+
+/* clrscope-agg: appends the values each counter's queue holds to its series. */
 static void series_record(void)
 {
     if (!series.cap)
         series.cap = (uint32_t)g_cfg.history_s + 2; /* at most a value a second */
     for (int i = 0; i < PROF_COUNTERS_MAX; i++) {
+        struct entry *e = &counters.e[i];
         struct prof_counter v;
-        if (!read_entry(i, &v) || !(v.t_unix > series.last_t[i]))
+        if (!read_entry(i, &v))
             continue;
-        pthread_mutex_lock(&series.lock);
-        if (!series.pts[i] && !series.oom) {
-            series.pts[i] = calloc(series.cap, sizeof *series.pts[i]);
-            series.iv[i] = calloc(series.cap, sizeof *series.iv[i]);
-            if (!series.pts[i] || !series.iv[i]) {
-                free(series.pts[i]);
-                free(series.iv[i]);
-                series.pts[i] = NULL;
-                series.iv[i] = NULL;
-            }
-            if (series.pts[i]) {
-                series.bytes += series.cap * (sizeof *series.pts[i] + sizeof *series.iv[i]);
-                memcpy(series.units[i], v.units, sizeof series.units[i]);
-                series.incrementing[i] = v.incrementing;
-            } else {
-                series.oom = 1;
-                prof_log(LOG_WARN, "runtime counters: out of memory for their series; the "
-                         "latest values go on");
-            }
+        uint32_t tail = e->tail, head = __atomic_load_n(&e->head, __ATOMIC_ACQUIRE);
+        for (; tail != head; tail++) {
+            const struct queued *q = &e->q[tail % ENTRY_QUEUE];
+            v.t_unix = q->t;
+            v.value = q->v;
+            v.interval_s = q->interval_s;
+            series_add(i, &v);
         }
-        if (series.pts[i]) {
-            struct series_point *p = &series.pts[i][series.n[i] % series.cap];
-            p->t = v.t_unix;
-            p->v = v.value;
-            series.iv[i][series.n[i] % series.cap] = (float)v.interval_s;
-            series.n[i]++;
-            series.last_t[i] = v.t_unix;
-        }
-        pthread_mutex_unlock(&series.lock);
+        __atomic_store_n(&e->tail, tail, __ATOMIC_RELEASE);
     }
 }
 
@@ -417,6 +446,15 @@ void prof_counters_on_event(const BYTE *meta, ULONG meta_len, const BYTE *data, 
     e->v.incrementing = v.incrementing;
     e->v.t_unix = now;
     __atomic_fetch_add(&e->seq, 1, __ATOMIC_RELEASE);
+    /* to the series: the runtime's one poller thread is the queue's only writer (after the
+     * entry's units, which the series takes from it) */
+    uint32_t head = __atomic_load_n(&e->head, __ATOMIC_RELAXED);
+    if (head - __atomic_load_n(&e->tail, __ATOMIC_ACQUIRE) < ENTRY_QUEUE) {
+        e->q[head % ENTRY_QUEUE] = (struct queued){now, v.value, v.interval_s};
+        __atomic_store_n(&e->head, head + 1, __ATOMIC_RELEASE);
+    } else {
+        __atomic_fetch_add(&counters.series_dropped, 1, __ATOMIC_RELAXED);
+    }
 }
 
 int prof_counters_allocated(int64_t *from_s, int64_t *to_s, int64_t *bytes)
@@ -504,6 +542,7 @@ void prof_counters_get_stats(struct prof_counters_stats *out)
     out->silent = out->events == 0 && __atomic_load_n(&counters.silent, __ATOMIC_RELAXED);
     out->malformed = __atomic_load_n(&counters.malformed, __ATOMIC_RELAXED);
     out->dropped = __atomic_load_n(&counters.dropped, __ATOMIC_RELAXED);
+    out->series_dropped = __atomic_load_n(&counters.series_dropped, __ATOMIC_RELAXED);
 }
 
 const struct prof_kind prof_counters_kind = {

@@ -95,6 +95,7 @@ struct prof_counters_stats {
     int silent;         /* none yet, PROF_COUNTERS_SILENT_NOTE after start: none will come */
     uint64_t malformed; /* System.Runtime events that could not be read */
     uint64_t dropped;   /* values of counters past PROF_COUNTERS_MAX */
+    uint64_t series_dropped; /* values the series missed (clrscope-agg seconds behind) */
 };
 void prof_counters_get_stats(struct prof_counters_stats *out);
 #define PROF_COUNTERS_SILENT_NOTE                                                                \

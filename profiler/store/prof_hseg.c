@@ -519,6 +519,7 @@ int prof_hseg_encode(const struct prof_hacc *a, int64_t t_from, int64_t t_to, ui
         put_u(&b, c->heap_after);
         put_u(&b, c->promoted);
     }
+    put_u(&b, a->gcoll_omitted);
     /* a counter's points one after another: a second apart, often the same value, so the
      * deltas and integers repeat and deflate to little */
     put_u(&b, a->ncpt);
@@ -757,11 +758,17 @@ static int decode_pass(const unsigned char *p, size_t n, int kind, const char *f
         if (take_gc && prof_hacc_add_gc(a, NULL, 0, &c, 1))
             FAIL("out of memory");
     }
-    /* the counters (a version 1 payload ends here) */
-    int take_c = a && (kind == PROF_HSEG_ALL || kind == PROF_HSEG_COUNTERS);
-    uint64_t ncp = b.at < b.n ? get_u(&b) : 0;
+    /* what the list left out, and the counters (a version 1 payload ends before them) */
+    uint64_t omitted = 0, ncp = 0;
+    if (b.at < b.n) {
+        omitted = get_u(&b);
+        ncp = get_u(&b);
+    }
     if (b.bad || ncp > b.n)
         FAIL("bad counter count");
+    if (take_gc)
+        a->gcoll_omitted += omitted;
+    int take_c = a && (kind == PROF_HSEG_ALL || kind == PROF_HSEG_COUNTERS);
     int64_t prev_ms = in.t_from > INT64_MAX / 1000 ? 0 : in.t_from * 1000;
     for (uint64_t i = 0; i < ncp; i++) {
         uint64_t name = get_u(&b), units = get_u(&b), flags = get_u(&b), dt = get_u(&b),

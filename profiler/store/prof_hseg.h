@@ -14,11 +14,12 @@
  *            heap0..heap4 collections0..collections2 }       the GC's per-second records
  *   ngc { number generation reason type complete t_ms duration_us pause_us heap_before
  *         heap_after promoted }                              and its collections
+ *   gc_omitted                           collections left out of the list (version 2)
  *   ncounter { name units flags dt_ms interval_ms value }  the runtime counters' values
  *            (name, units: string indexes; flags: 1 a rate, 2 an integer value; dt_ms: the
  *            time after the previous point's, the first's after t_from, zigzag; value: zigzag
  *            for an integer, else the IEEE-754 bits of the double; version 2: a version 1
- *            payload ends before it)
+ *            payload ends before gc_omitted)
  * A node's parent is an earlier node (node 0 is the root, "all"); every index is checked. A
  * segment that is torn (a crash mid-write, a full disk), cut or altered fails its lengths or its
  * CRC and is refused as a whole, with the reason; nothing in it is trusted before that.
@@ -71,6 +72,7 @@ struct prof_hacc {
     uint32_t ngsec, capgsec;
     struct prof_gc_collection *gcoll; /* its collections, in the order added */
     uint32_t ngcoll, capgcoll;
+    uint64_t gcoll_omitted;           /* collections the writer left out of the list */
     struct prof_counter_point *cpt; /* the runtime counters' points (interned strings) */
     uint32_t ncpt, capcpt;
     uint32_t max_nodes;     /* per kind */

@@ -274,7 +274,22 @@ test('window selector and pprof download link follow the state', async () => {
   assert.match(page.url(), /seconds=300/);
   const href = await page.getAttribute('#downloads a', 'href');
   assert.match(href, /debug\/pprof\/profile\?seconds=300/);
+  // a window of one's own: typed, refused with the reason when it is not one, taken on Enter
+  await page.click('#window-custom');
+  await page.fill('#window-input', 'soon');
+  await page.press('#window-input', 'Enter');
+  assert.ok(await page.evaluate(() => document.getElementById('window-input').classList.contains('bad')));
+  assert.match(await page.getAttribute('#window-input', 'title'), /90s, 45m, 3h/);
+  const before2 = await page.evaluate(() => window.__clrscope.refreshes || 0);
+  await page.fill('#window-input', '2m');
+  await page.press('#window-input', 'Enter');
+  await waitRefreshed('cpu', before2);
+  assert.match(page.url(), /seconds=120/);
+  assert.equal((await page.textContent('#window-custom')).trim(), '2 min');
+  assert.match(await page.getAttribute('#window-custom', 'class'), /\bon\b/);
+  assert.match(await page.getAttribute('#downloads a', 'href'), /debug\/pprof\/profile\?seconds=120/);
   await page.click('#window button[data-seconds="60"]');
+  assert.equal((await page.textContent('#window-custom')).trim(), '…');
   await page.click('#pause');
   assert.equal(await page.evaluate(() => window.__clrscope.paused), true);
   await page.click('#pause');

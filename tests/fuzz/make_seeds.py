@@ -129,10 +129,12 @@ def uv(x):
 
 def hseg():
     """fuzz_hseg: a segment's payload (prof_hseg.h): a cpu and an alloc kind, a mark, the GC's
-    records; and the same with two runtime counters' points (version 2)."""
+    records; and the same with collections left out and two runtime counters' points (version
+    2)."""
     v1 = hseg_payload([b"", b"all", b"Main", b"Work", b"a", b"System.String"])
     v2 = hseg_payload([b"", b"all", b"Main", b"Work", b"a", b"System.String", b"alloc-rate",
                        b"B", b"working-set", b"MB"])
+    v2 += uv(17)  # collections the list left out
     v2 += uv(2)
     # alloc-rate, a rate with an integer value (zigzag), 1 s after t_from; working-set 10 ms
     # later, a double's bits

@@ -33,7 +33,8 @@ class Reader:
 def read_segment(data):
     """{"t_from", "t_to", "pid", "kinds": {name: [(path tuple, tid, label, [v0, v1, v2])]},
     "marks": [(t, label)], "gc_seconds": [{...}], "gc_collections": [{...}],
-    "counters": [{name, units, incrementing, t, interval_s, value}]}; raises ValueError
+    "gc_omitted": collections left out, "counters": [{name, units, incrementing, t, interval_s,
+    value}]}; raises ValueError
     for a torn or altered file."""
     if len(data) < 24 or data[:8] != b"clrshist":
         raise ValueError("not a segment")
@@ -75,8 +76,9 @@ def read_segment(data):
                                        "t_ms", "duration_us", "pause_us", "heap_before",
                                        "heap_after", "promoted"), [r.u() for _ in range(11)]))
                              for _ in range(r.u())]
-    seg["counters"] = []
+    seg["counters"], seg["gc_omitted"] = [], 0
     if data[8] >= 2:
+        seg["gc_omitted"] = r.u()
         t_ms = seg["t_from"] * 1000
         for _ in range(r.u()):
             name, units, flags, dt, iv_ms, x = strs[r.u()], strs[r.u()], r.u(), r.u(), r.u(), r.u()

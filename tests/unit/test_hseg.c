@@ -138,6 +138,7 @@ static void test_gc_records(void)
                                    .pause_ms = 3.25, .heap_before = 1000, .heap_after = 600,
                                    .promoted = 300};
     CHECK(!prof_hacc_add_gc(&acc, g, 2, &c, 1), "add");
+    acc.gcoll_omitted = 1234;
     struct prof_scratch m = {0};
     unsigned char *buf;
     size_t len;
@@ -147,13 +148,15 @@ static void test_gc_records(void)
     /* a profile kind does not take them; PROF_HSEG_GC takes them alone */
     prof_hacc_init(&acc, 100);
     CHECK(!prof_hseg_decode(buf, len, PK_CPU, NULL, &acc, NULL, 0, NULL, NULL, why, sizeof why) &&
-              acc.ngsec == 0, "cpu takes no GC record: %s", why);
+              acc.ngsec == 0 && acc.gcoll_omitted == 0, "cpu takes no GC record: %s", why);
     prof_hacc_free(&acc);
     prof_hacc_init(&acc, 100);
     CHECK(!prof_hseg_decode(buf, len, PROF_HSEG_GC, NULL, &acc, NULL, 0, NULL, NULL, why,
                             sizeof why), "decode gc: %s", why);
     CHECK(acc.ngsec == 2 && acc.ngcoll == 1 && acc.k[PK_CPU].nnodes == 0, "gc only: %u %u %u",
           acc.ngsec, acc.ngcoll, acc.k[PK_CPU].nnodes);
+    CHECK(acc.gcoll_omitted == 1234, "omitted collections back: %llu",
+          (unsigned long long)acc.gcoll_omitted);
     const struct prof_gc_second *b = acc.gsec;
     CHECK(b[0].t == (double)T0 + 1 && b[0].process_cpu_s == 0.9 && b[0].gc_cpu_s == 0.25 &&
               b[0].gc_user_cpu_s == 0.05 && b[0].pause_s == 0.012 && b[0].heap[4] == 5 &&
@@ -190,19 +193,20 @@ static void add_one_cpu_row(struct prof_hacc *acc)
     prof_view_free(&v);
 }
 
-/* The segment in buf re-made as version 1: its payload without the counters' section (the
- * last byte, a count of 0), the header's version 1. The bytes in *out (malloc'd). */
+/* The segment in buf re-made as version 1: its payload without version 2's end (the last two
+ * bytes: no collection omitted, no counters), the header's version 1. The bytes in *out
+ * (malloc'd). */
 static size_t as_version_1(const unsigned char *buf, size_t len, unsigned char **out)
 {
     uLongf raw = get32(buf + 12);
     unsigned char *p = malloc(raw), *z = malloc(compressBound(raw) + PROF_HSEG_HEADER);
     CHECK(p && z && uncompress(p, &raw, buf + PROF_HSEG_HEADER, len - PROF_HSEG_HEADER) == Z_OK &&
-              raw > 0 && p[raw - 1] == 0, "inflate");
+              raw > 1 && p[raw - 1] == 0 && p[raw - 2] == 0, "inflate");
     uLongf zn = compressBound(raw);
-    CHECK(compress2(z + PROF_HSEG_HEADER, &zn, p, raw - 1, 6) == Z_OK, "deflate");
+    CHECK(compress2(z + PROF_HSEG_HEADER, &zn, p, raw - 2, 6) == Z_OK, "deflate");
     memcpy(z, buf, PROF_HSEG_HEADER);
     z[8] = 1;
-    put32(z + 12, (uint32_t)(raw - 1));
+    put32(z + 12, (uint32_t)(raw - 2));
     put32(z + 16, (uint32_t)zn);
     put32(z + 20, (uint32_t)crc32(0L, z + PROF_HSEG_HEADER, (uInt)zn));
     free(p);
@@ -407,11 +411,14 @@ static void test_lying_payloads(void)
         why[0] = 0;
         CHECK(decode_payload(bad, sizeof bad, why, sizeof why) < 0, "%s accepted", lies[i].what);
     }
-    /* one byte more is the counters' section (none); two are one too many */
-    unsigned char longer[sizeof good + 2];
+    /* two bytes more are version 2's end (no collection omitted, no counters); one is half of
+     * it, three one too many */
+    unsigned char longer[sizeof good + 3];
     memcpy(longer, good, sizeof good);
-    longer[sizeof good] = longer[sizeof good + 1] = 0;
-    CHECK(decode_payload(longer, sizeof good + 1, why, sizeof why) == 1, "no counters: %s", why);
+    longer[sizeof good] = longer[sizeof good + 1] = longer[sizeof good + 2] = 0;
+    CHECK(decode_payload(longer, sizeof good + 2, why, sizeof why) == 1, "version 2's end: %s",
+          why);
+    CHECK(decode_payload(longer, sizeof good + 1, why, sizeof why) < 0, "half of its end");
     CHECK(decode_payload(longer, sizeof longer, why, sizeof why) < 0 && strstr(why, "after"),
           "trailing bytes: '%s'", why);
     for (size_t cut = 0; cut < sizeof good; cut++)
