@@ -714,6 +714,18 @@ static int by_coll_t(const void *a, const void *b)
     return x->t < y->t ? -1 : x->t > y->t;
 }
 
+/* What a reader of the history needs, read under its lock: whether windows may read the disk,
+ * whether this is a post-mortem server, the segment length, this process's directory. */
+static void reader_state(int *reading, int *serving, int64_t *seg_s, char pdir[sizeof hist.pdir])
+{
+    pthread_mutex_lock(&hist.lock);
+    *reading = hist.reading;
+    *serving = hist.serving;
+    *seg_s = hist.st.segment_s > 0 ? hist.st.segment_s : 60;
+    memcpy(pdir, hist.pdir, sizeof hist.pdir);
+    pthread_mutex_unlock(&hist.lock);
+}
+
 static int by_counter_t(const void *a, const void *b)
 {
     const struct prof_counter_point *x = a, *y = b;
@@ -731,12 +743,10 @@ void prof_counters_view_free(struct prof_counters_view *v)
 
 int prof_history_counters_view(double seconds, struct prof_counters_view *out)
 {
-    pthread_mutex_lock(&hist.lock);
-    int reading = hist.reading, serving = hist.serving;
-    int64_t L = hist.st.segment_s > 0 ? hist.st.segment_s : 60;
+    int reading, serving;
+    int64_t L;
     char pdir[sizeof hist.pdir];
-    memcpy(pdir, hist.pdir, sizeof pdir);
-    pthread_mutex_unlock(&hist.lock);
+    reader_state(&reading, &serving, &L, pdir);
     memset(out, 0, sizeof *out);
     prof_hacc_init(&out->acc, 1);
     double now = prof_unix_now(), from = now - seconds;
@@ -784,12 +794,10 @@ int prof_history_counters_view(double seconds, struct prof_counters_view *out)
 
 int prof_history_gc_view(double seconds, size_t max_collections, struct prof_gc_view *out)
 {
-    pthread_mutex_lock(&hist.lock);
-    int reading = hist.reading, serving = hist.serving;
-    int64_t L = hist.st.segment_s > 0 ? hist.st.segment_s : 60;
+    int reading, serving;
+    int64_t L;
     char pdir[sizeof hist.pdir];
-    memcpy(pdir, hist.pdir, sizeof pdir);
-    pthread_mutex_unlock(&hist.lock);
+    reader_state(&reading, &serving, &L, pdir);
     if (!serving && (!reading || !(seconds > g_cfg.history_s)))
         return prof_gc_view(seconds, max_collections, out);
     memset(out, 0, sizeof *out);
