@@ -1,5 +1,6 @@
 /* prof_history.c - see prof_history.h. */
 #include "prof_history.h"
+#include "prof_history_read.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -171,7 +172,6 @@ static int write_atomically(const char *name, const unsigned char *buf, size_t l
  * and pause totals of all of them. */
 #define LISTED_COLLECTIONS_PER_S 2
 
-static int by_coll_t(const void *a, const void *b);
 
 static int by_pause_desc(const void *a, const void *b)
 {
@@ -209,7 +209,7 @@ static void add_collections(struct prof_hacc *acc, const struct prof_gc_collecti
         take = n - g0;
     memmove(keep + k, keep + g0, take * sizeof *keep);
     k += take;
-    qsort(keep, k, sizeof *keep, by_coll_t);
+    qsort(keep, k, sizeof *keep, prof_gc_collection_by_t);
     prof_hacc_add_gc(acc, NULL, 0, keep, k);
     acc->gcoll_omitted += n - k;
     free(keep);
@@ -634,39 +634,13 @@ int64_t prof_history_reach_s(void)
     return r;
 }
 
-int prof_history_view_range(int kind, int64_t from_s, int64_t to_s, const char *filter,
-                            struct prof_view *out, uint32_t *from_disk)
+uint32_t prof_history_read_segments(const char *pdir, int kind, int64_t from_s, int64_t to_s,
+                                    int64_t before, const char *filter, struct prof_hacc *a)
 {
-    if (from_disk)
-        *from_disk = 0;
-    int64_t now = (int64_t)floor(prof_unix_now());
-    int64_t oldest = now - g_cfg.history_s + 1;
-    pthread_mutex_lock(&hist.lock);
-    int reading = hist.reading;
-    int64_t L = hist.st.segment_s > 0 ? hist.st.segment_s : 60;
-    char pdir[sizeof hist.pdir];
-    memcpy(pdir, hist.pdir, sizeof pdir);
-    pthread_mutex_unlock(&hist.lock);
-    if (!reading || from_s >= oldest || kind < 0 || kind >= PK_COUNT)
-        return prof_store_view_range(kind, from_s, to_s, filter, out);
-    /* disk up to the first segment boundary the memory covers, memory after it */
-    int64_t cut = (oldest + L - 1) / L * L;
-    struct prof_hacc acc;
-    prof_hacc_init(&acc, (uint32_t)g_cfg.max_stack_nodes);
     struct prof_hseg_read_stats rs = {0};
-    int64_t disk_to = to_s < cut - 1 ? to_s : cut - 1;
     pthread_mutex_lock(&hist.read_lock);
-    prof_hseg_read_dir(pdir, kind, from_s, disk_to, cut, filter, &acc, NULL, 0, NULL, &rs);
+    prof_hseg_read_dir(pdir, kind, from_s, to_s, before, filter, a, NULL, 0, NULL, &rs);
     pthread_mutex_unlock(&hist.read_lock);
-    if (to_s >= cut) {
-        struct prof_view mv;
-        if (prof_store_view_range(kind, from_s > cut ? from_s : cut, to_s, filter, &mv)) {
-            prof_hacc_free(&acc);
-            return -1;
-        }
-        prof_hacc_add_view(&acc, &mv, NULL); /* filtered already */
-        prof_view_free(&mv);
-    }
     pthread_mutex_lock(&hist.lock);
     hist.st.read += rs.read;
     hist.st.skipped += rs.skipped;
@@ -676,8 +650,49 @@ int prof_history_view_range(int kind, int64_t from_s, int64_t to_s, const char *
     if (rs.skipped)
         prof_log_once(flag_read_refused, LOG_WARN, "history: a segment was refused and skipped "
                       "(%s); counted in /api/v1/status history.skipped", rs.last_skip);
+    return rs.read;
+}
+
+void prof_history_reader_state(struct prof_history_reader *r)
+{
+    pthread_mutex_lock(&hist.lock);
+    r->reading = hist.reading;
+    r->serving = hist.serving;
+    r->seg_s = hist.st.segment_s > 0 ? hist.st.segment_s : 60;
+    snprintf(r->pdir, sizeof r->pdir, "%s", hist.pdir);
+    pthread_mutex_unlock(&hist.lock);
+}
+
+int prof_history_view_range(int kind, int64_t from_s, int64_t to_s, const char *filter,
+                            struct prof_view *out, uint32_t *from_disk)
+{
     if (from_disk)
-        *from_disk = rs.read;
+        *from_disk = 0;
+    int64_t now = (int64_t)floor(prof_unix_now());
+    int64_t oldest = now - g_cfg.history_s + 1;
+    struct prof_history_reader r;
+    prof_history_reader_state(&r);
+    const char *pdir = r.pdir;
+    int64_t L = r.seg_s;
+    if (!r.reading || from_s >= oldest || kind < 0 || kind >= PK_COUNT)
+        return prof_store_view_range(kind, from_s, to_s, filter, out);
+    /* disk up to the first segment boundary the memory covers, memory after it */
+    int64_t cut = (oldest + L - 1) / L * L;
+    struct prof_hacc acc;
+    prof_hacc_init(&acc, (uint32_t)g_cfg.max_stack_nodes);
+    int64_t disk_to = to_s < cut - 1 ? to_s : cut - 1;
+    uint32_t nread = prof_history_read_segments(pdir, kind, from_s, disk_to, cut, filter, &acc);
+    if (to_s >= cut) {
+        struct prof_view mv;
+        if (prof_store_view_range(kind, from_s > cut ? from_s : cut, to_s, filter, &mv)) {
+            prof_hacc_free(&acc);
+            return -1;
+        }
+        prof_hacc_add_view(&acc, &mv, NULL); /* filtered already */
+        prof_view_free(&mv);
+    }
+    if (from_disk)
+        *from_disk = nread;
     int rc = prof_hacc_take_view(&acc, kind, out);
     prof_hacc_free(&acc);
     if (!rc && out->t_to <= out->t_from) { /* nothing anywhere: the window asked for */
@@ -700,180 +715,6 @@ int prof_history_view(int kind, double seconds, const char *filter, struct prof_
     if (!rc && out->t_to > prof_unix_now())
         out->t_to = prof_unix_now(); /* the current second so far, as prof_store_view says */
     return rc;
-}
-
-static int by_gc_t(const void *a, const void *b)
-{
-    const struct prof_gc_second *x = a, *y = b;
-    return x->t < y->t ? -1 : x->t > y->t;
-}
-
-static int by_coll_t(const void *a, const void *b)
-{
-    const struct prof_gc_collection *x = a, *y = b;
-    return x->t < y->t ? -1 : x->t > y->t;
-}
-
-/* What a reader of the history needs, read under its lock: whether windows may read the disk,
- * whether this is a post-mortem server, the segment length, this process's directory. */
-static void reader_state(int *reading, int *serving, int64_t *seg_s, char pdir[sizeof hist.pdir])
-{
-    pthread_mutex_lock(&hist.lock);
-    *reading = hist.reading;
-    *serving = hist.serving;
-    *seg_s = hist.st.segment_s > 0 ? hist.st.segment_s : 60;
-    memcpy(pdir, hist.pdir, sizeof hist.pdir);
-    pthread_mutex_unlock(&hist.lock);
-}
-
-static int by_counter_t(const void *a, const void *b)
-{
-    const struct prof_counter_point *x = a, *y = b;
-    int c = strcmp(x->name, y->name);
-    return c ? c : x->t_unix < y->t_unix ? -1 : x->t_unix > y->t_unix;
-}
-
-void prof_counters_view_free(struct prof_counters_view *v)
-{
-    free(v->pts);
-    v->pts = NULL;
-    v->n = 0;
-    prof_hacc_free(&v->acc);
-}
-
-int prof_history_counters_view(double seconds, struct prof_counters_view *out)
-{
-    int reading, serving;
-    int64_t L;
-    char pdir[sizeof hist.pdir];
-    reader_state(&reading, &serving, &L, pdir);
-    memset(out, 0, sizeof *out);
-    prof_hacc_init(&out->acc, 1);
-    double now = prof_unix_now(), from = now - seconds;
-    /* the disk's part: whole segments before the first boundary the memory covers */
-    int64_t cut = INT64_MIN / 2;
-    struct prof_hseg_read_stats rs = {0};
-    if (serving || (reading && seconds > g_cfg.history_s)) {
-        int64_t oldest = (int64_t)floor(now) - g_cfg.history_s + 1;
-        cut = serving ? INT64_MAX / 2 : (oldest + L - 1) / L * L;
-        pthread_mutex_lock(&hist.read_lock);
-        prof_hseg_read_dir(pdir, PROF_HSEG_COUNTERS, (int64_t)floor(from), cut - 1, cut, NULL,
-                           &out->acc, NULL, 0, NULL, &rs);
-        pthread_mutex_unlock(&hist.read_lock);
-    }
-    struct prof_counter_point *mem = NULL;
-    size_t nmem = 0;
-    if (!serving && prof_counters_series(cut > from ? (double)cut : from, now + 1, &mem, &nmem)) {
-        prof_counters_view_free(out);
-        return -1;
-    }
-    size_t n = nmem;
-    for (uint32_t i = 0; i < out->acc.ncpt; i++)
-        n += out->acc.cpt[i].t_unix >= from && out->acc.cpt[i].t_unix < (double)cut;
-    out->pts = n ? malloc(n * sizeof *out->pts) : NULL;
-    if (n && !out->pts) {
-        free(mem);
-        prof_counters_view_free(out);
-        return -1;
-    }
-    for (uint32_t i = 0; i < out->acc.ncpt; i++)
-        if (out->acc.cpt[i].t_unix >= from && out->acc.cpt[i].t_unix < (double)cut)
-            out->pts[out->n++] = out->acc.cpt[i];
-    if (nmem)
-        memcpy(out->pts + out->n, mem, nmem * sizeof *mem);
-    out->n += nmem;
-    free(mem);
-    if (out->n > 1)
-        qsort(out->pts, out->n, sizeof *out->pts, by_counter_t);
-    pthread_mutex_lock(&hist.lock);
-    hist.st.read += rs.read;
-    hist.st.skipped += rs.skipped;
-    pthread_mutex_unlock(&hist.lock);
-    return 0;
-}
-
-int prof_history_gc_view(double seconds, size_t max_collections, struct prof_gc_view *out)
-{
-    int reading, serving;
-    int64_t L;
-    char pdir[sizeof hist.pdir];
-    reader_state(&reading, &serving, &L, pdir);
-    if (!serving && (!reading || !(seconds > g_cfg.history_s)))
-        return prof_gc_view(seconds, max_collections, out);
-    memset(out, 0, sizeof *out);
-    double now = prof_unix_now(), from = now - seconds;
-    int64_t oldest = (int64_t)floor(now) - g_cfg.history_s + 1;
-    int64_t cut = serving ? INT64_MAX / 2 : (oldest + L - 1) / L * L;
-    struct prof_hacc acc;
-    prof_hacc_init(&acc, 1);
-    struct prof_hseg_read_stats rs = {0};
-    pthread_mutex_lock(&hist.read_lock);
-    prof_hseg_read_dir(pdir, PROF_HSEG_GC, (int64_t)floor(from), cut - 1, cut, NULL, &acc, NULL,
-                       0, NULL, &rs);
-    pthread_mutex_unlock(&hist.read_lock);
-    struct prof_gc_view mv;
-    memset(&mv, 0, sizeof mv);
-    if (!serving && prof_gc_view(now - (double)cut, (size_t)-1, &mv)) {
-        prof_hacc_free(&acc);
-        return -1;
-    }
-    /* the disk's part (older than the cut) in order, then the memory's */
-    if (acc.ngsec)
-        prof_scratch_sort(&acc.mem, acc.gsec, acc.ngsec, sizeof *acc.gsec, by_gc_t);
-    if (acc.ngcoll)
-        prof_scratch_sort(&acc.mem, acc.gcoll, acc.ngcoll, sizeof *acc.gcoll, by_coll_t);
-    size_t ns = mv.nseconds, nc = mv.ncollections;
-    for (uint32_t i = 0; i < acc.ngsec; i++)
-        ns += acc.gsec[i].t > from;
-    for (uint32_t i = 0; i < acc.ngcoll; i++)
-        nc += acc.gcoll[i].t > from;
-    out->seconds = ns ? malloc(ns * sizeof *out->seconds) : NULL;
-    struct prof_gc_collection *all = nc ? malloc(nc * sizeof *all) : NULL;
-    if ((ns && !out->seconds) || (nc && !all)) {
-        free(all);
-        prof_gc_view_free(out);
-        prof_gc_view_free(&mv);
-        prof_hacc_free(&acc);
-        return -1;
-    }
-    for (uint32_t i = 0; i < acc.ngsec; i++)
-        if (acc.gsec[i].t > from)
-            out->seconds[out->nseconds++] = acc.gsec[i];
-    for (size_t i = 0; i < mv.nseconds; i++)
-        out->seconds[out->nseconds++] = mv.seconds[i];
-    size_t k = 0;
-    for (uint32_t i = 0; i < acc.ngcoll; i++)
-        if (acc.gcoll[i].t > from)
-            all[k++] = acc.gcoll[i];
-    for (size_t i = 0; i < mv.ncollections; i++)
-        all[k++] = mv.collections[i];
-    for (size_t i = 0; i < k; i++) {
-        int g = all[i].generation < 0 ? 0 : all[i].generation > 2 ? 2 : all[i].generation;
-        out->window_by_gen[g]++;
-        if (all[i].pause_ms > out->window_max_pause_ms)
-            out->window_max_pause_ms = all[i].pause_ms;
-    }
-    size_t keep = k < max_collections ? k : max_collections; /* the newest */
-    if (keep)
-        memmove(all, all + (k - keep), keep * sizeof *all);
-    out->collections = all;
-    out->ncollections = keep;
-    out->collections_omitted = k - keep + mv.collections_omitted + acc.gcoll_omitted;
-    out->window_by_gen[0] += acc.gcoll_omitted; /* the segments leave out gen0 ones only */
-    out->totals = mv.totals;
-    if (serving && out->nseconds) /* an exited process's: what its last second said */
-        memcpy(out->totals.heap, out->seconds[out->nseconds - 1].heap, sizeof out->totals.heap);
-    out->t_to = now;
-    out->t_from = out->nseconds ? out->seconds[0].t - out->seconds[0].dt : now;
-    if (out->t_from < from)
-        out->t_from = from;
-    prof_gc_view_free(&mv);
-    prof_hacc_free(&acc);
-    pthread_mutex_lock(&hist.lock);
-    hist.st.read += rs.read;
-    hist.st.skipped += rs.skipped;
-    pthread_mutex_unlock(&hist.lock);
-    return 0;
 }
 
 /* ---- clrscope serve ---- */

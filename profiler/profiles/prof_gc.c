@@ -343,3 +343,9 @@ const struct prof_kind prof_gc_kind = {
     .profile = PROFILE_GC,
     .tick = prof_gc_tick,
 };
+
+int prof_gc_collection_by_t(const void *a, const void *b)
+{
+    const struct prof_gc_collection *x = a, *y = b;
+    return x->t < y->t ? -1 : x->t > y->t;
+}

@@ -113,6 +113,8 @@ void prof_gc_tick(double now_unix);
  * newest kept). 0 on success, -1 when out of memory. Free with prof_gc_view_free. */
 int prof_gc_view(double seconds, size_t max_collections, struct prof_gc_view *out);
 void prof_gc_view_free(struct prof_gc_view *v);
+/* qsort order of collections (struct prof_gc_collection) by time. */
+int prof_gc_collection_by_t(const void *a, const void *b);
 void prof_gc_get_totals(struct prof_gc_totals *out);
 /* Unix seconds at the start of the newest GC recorded, 0 when none is (or the gc profile is off). */
 double prof_gc_last_start(void);
