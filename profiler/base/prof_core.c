@@ -196,8 +196,16 @@ void prof_core_begin_stopping(void)
     bump_words();
 }
 
+static PROF_TLS int own_thread;
+
+int prof_core_on_own_thread(void)
+{
+    return own_thread;
+}
+
 void prof_name_thread(const char *what)
 {
+    own_thread = 1;
     char name[16];
     snprintf(name, sizeof name, "clrscope-%s", what);
     pthread_setname_np(pthread_self(), name);

@@ -78,8 +78,13 @@ int prof_core_nap_word(uint32_t *word, uint32_t seen, int64_t deadline_ns, uint3
 /* Wakes every clrscope thread napping in prof_core_nap_nudged (any thread; takes the nap lock,
  * which nappers hold only to enter and leave their wait). */
 void prof_core_nudge(void);
-/* Names the calling thread "clrscope-<what>" (max 15 chars in total). */
+/* Names the calling thread "clrscope-<what>" (max 15 chars in total) and marks it clrscope's
+ * (prof_core_on_own_thread). */
 void prof_name_thread(const char *what);
+/* 1 on a thread clrscope started (one that called prof_name_thread). Some of the runtime's calls
+ * run a managed callback on the calling thread and so make it a managed thread for good; the
+ * runtime's thread callbacks ask this to keep such a thread out of the app's threads. */
+int prof_core_on_own_thread(void);
 
 /* Initialize only (prof_entry.c), in this order. */
 /* pid, process name (the app's name for `dotnet app.dll`) and command line, made valid UTF-8. */

@@ -1,5 +1,6 @@
 /* prof_threads.c - see prof_threads.h. */
 #include "prof_threads.h"
+#include "prof_core.h"
 #include "prof_utf8.h"
 
 #include <pthread.h>
@@ -11,6 +12,7 @@
 struct thread_entry {
     ThreadID id; /* 0 = free */
     uint32_t os_tid;
+    int own; /* one of clrscope's threads that the runtime made managed: not the app's */
     char name[48];
 };
 
@@ -23,6 +25,8 @@ struct gone_entry {
     char name[48];
 };
 
+#define OWN_MAX 16 /* clrscope starts fewer threads than this */
+
 /* The module's state: written by the runtime's thread callbacks (any app thread), read by
  * clrscope's threads and API handlers, every field under `lock` (held for a table scan at most,
  * never by clrscope while the runtime is suspended). */
@@ -30,7 +34,9 @@ static struct threads_state {
     pthread_mutex_t lock;
     struct thread_entry *tab; /* cap entries, allocated at Initialize */
     int cap;
-    size_t count;
+    size_t count;         /* the app's managed threads */
+    size_t own;           /* clrscope's threads that the runtime made managed */
+    uint32_t own_tids[OWN_MAX]; /* their OS tids (0 = free): read without the lock */
     uint64_t dropped;
     struct gone_entry gone[GONE_MAX];
     uint32_t gone_next; /* total ever added; the ring holds the last GONE_MAX */
@@ -84,7 +90,13 @@ uint32_t prof_threads_destroyed(ThreadID t)
             memcpy(g->name, e->name, sizeof g->name);
         }
         e->id = 0;
-        threads.count--;
+        if (e->own) {
+            threads.own--;
+            for (int i = 0; i < OWN_MAX; i++)
+                if (threads.own_tids[i] == e->os_tid)
+                    __atomic_store_n(&threads.own_tids[i], 0, __ATOMIC_RELEASE);
+        } else
+            threads.count--;
     }
     pthread_mutex_unlock(&threads.lock);
     return os_tid;
@@ -95,8 +107,20 @@ void prof_threads_assigned(ThreadID t, DWORD os_tid)
     prof_threads_created(t);
     pthread_mutex_lock(&threads.lock);
     struct thread_entry *e = threads.tab ? find_locked(t) : NULL;
-    if (e)
+    if (e) {
         e->os_tid = os_tid;
+        /* the runtime tells on the thread itself (SetupThread, a thread's start) */
+        if (prof_core_on_own_thread() && !e->own) {
+            e->own = 1;
+            threads.count--;
+            threads.own++;
+            for (int i = 0; i < OWN_MAX; i++)
+                if (!threads.own_tids[i]) {
+                    __atomic_store_n(&threads.own_tids[i], os_tid, __ATOMIC_RELEASE);
+                    break;
+                }
+        }
+    }
     pthread_mutex_unlock(&threads.lock);
 }
 
@@ -144,6 +168,14 @@ const char *prof_threads_name_of(uint32_t os_tid, char *buf, size_t cap)
     return buf;
 }
 
+int prof_threads_is_own(uint32_t os_tid)
+{
+    for (int i = 0; i < OWN_MAX; i++)
+        if (os_tid && __atomic_load_n(&threads.own_tids[i], __ATOMIC_ACQUIRE) == os_tid)
+            return 1;
+    return 0;
+}
+
 size_t prof_threads_count(void)
 {
     pthread_mutex_lock(&threads.lock);
@@ -157,7 +189,7 @@ size_t prof_threads_tids(uint32_t *out, size_t cap)
     size_t n = 0;
     pthread_mutex_lock(&threads.lock);
     for (int i = 0; i < threads.cap && n < cap; i++)
-        if (threads.tab[i].id && threads.tab[i].os_tid)
+        if (threads.tab[i].id && threads.tab[i].os_tid && !threads.tab[i].own)
             out[n++] = threads.tab[i].os_tid;
     pthread_mutex_unlock(&threads.lock);
     return n;

@@ -142,8 +142,9 @@ int sampler_capture_all(ICorProfilerInfo15 *info, int *overflow, int read_cpu, i
                 continue;
             }
             DWORD os_tid = 0;
-            if (info->vt->GetThreadInfo(info, ids[i], &os_tid) != S_OK || !os_tid)
-                continue;
+            if (info->vt->GetThreadInfo(info, ids[i], &os_tid) != S_OK || !os_tid ||
+                prof_threads_is_own(os_tid))
+                continue; /* not started, or clrscope's own */
             struct cpu_seen *s = use_cache ? seen_find(os_tid) : NULL;
             if (only_marked && !(s && s->prep == sampler.prep && s->walk_prep == sampler.prep))
                 continue; /* recorded by sampler_wall_by_signal */

@@ -35,6 +35,7 @@ class Governor(unittest.TestCase):
             cls.table = app.json(f"/api/v1/allocations?seconds={cls.WINDOW}")
             cls.status = app.json("/api/v1/status")
             cls.metrics = app.request("/metrics")[2].decode()
+            cls.dump = app.request("/debug/pprof/goroutine?debug=2")[2].decode("utf-8", "replace")
             cls.truth = app.wait_truth(timeout=cls.RUN + 60)
         finally:
             app.stop()
@@ -53,6 +54,14 @@ class Governor(unittest.TestCase):
         # each switch is a few EventPipe calls on clrscope-gov, not a stop of the app
         per = b["sources"]["alloc"]["switch_cpu_s"] / b["sources"]["alloc"]["switches"]
         self.assertLess(per, 0.005, b["sources"]["alloc"])
+
+    def test_switching_thread_stays_clrscope_s(self):
+        # a switch runs NativeRuntimeEventSource's managed callback on clrscope-gov, and the
+        # runtime makes the thread a managed one: it is still clrscope's, not the app's (no
+        # thread dump entry, no CPU or wall samples of the app's)
+        self.assertGreater(self.budget["sources"]["alloc"]["switches"], 10, self.budget)
+        self.assertIn("threads dump", self.dump)
+        self.assertNotIn('"clrscope-', self.dump)
 
     @unittest.skipIf(os.environ.get("CLRSCOPE_TEST_APP_PRELOAD"),
                      "under AddressSanitizer clrscope's own threads run 2-3 times slower than "
