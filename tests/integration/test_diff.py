@@ -198,10 +198,6 @@ class Diff(unittest.TestCase):
         self.assertIn("cpu", self.alive["profiles"])
 
 
-if __name__ == "__main__":
-    unittest.main()
-
-
 class History(unittest.TestCase):
     """The history on disk (CLRSCOPE_HISTORY_DIR): with 10 s kept in memory and a segment every
     2 s, a window of phase one read back after the memory let it go is the same profile it was
@@ -573,3 +569,90 @@ class HistoryDirectory(unittest.TestCase):
         self.assertTrue(st["enabled"], st)
         self.assertEqual(mode, 0o700)
         self.assertTrue(files, st)
+
+
+class HistoryDiskFull(unittest.TestCase):
+    """A full disk turns the history off with the reason and nothing else: the history directory
+    on a small tmpfs (mounted by the test, as root), filled up by the test once the app has
+    written a segment. The next write meets ENOSPC: history is off, said once on stderr and in
+    the status, no temporary file is left behind, and the profiles go on in memory."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.mnt = tempfile.mkdtemp(prefix="clrscope-full-")
+        if os.geteuid() != 0 or subprocess.run(
+                ["mount", "-t", "tmpfs", "-o", "size=512k", "none", cls.mnt],
+                capture_output=True).returncode != 0:
+            os.rmdir(cls.mnt)
+            raise unittest.SkipTest("mounting a tmpfs needs root")
+        try:
+            hdir = os.path.join(cls.mnt, "history")
+            os.mkdir(hdir, 0o700)
+            app = ProfiledApp("wait", ["--seconds", "16"], env={
+                "CLRSCOPE_PROFILES": "wall", "CLRSCOPE_HISTORY_DIR": hdir,
+                "CLRSCOPE_HISTORY_S": "10", "CLRSCOPE_HISTORY_SEGMENT_S": "1"})
+            cls.app = app
+            app.start()
+            try:
+                app.wait_ready()
+                deadline = time.monotonic() + 20
+                while app.json("/api/v1/status")["history"]["written"] < 1:
+                    if time.monotonic() > deadline:
+                        raise AssertionError("no segment written")
+                    time.sleep(0.2)
+                cls.before = app.json("/api/v1/status")["history"]
+                # the disk fills up: every byte the tmpfs has left
+                fd = os.open(os.path.join(cls.mnt, "filler"), os.O_WRONLY | os.O_CREAT, 0o600)
+                try:
+                    while os.write(fd, b"\0" * 4096) > 0:
+                        pass
+                except OSError:
+                    pass
+                finally:
+                    os.close(fd)
+                deadline = time.monotonic() + 15
+                while app.json("/api/v1/status")["history"]["enabled"]:
+                    if time.monotonic() > deadline:
+                        break
+                    time.sleep(0.2)
+                cls.after = app.json("/api/v1/status")["history"]
+                cls.wall1 = app.json("/api/v1/flamegraph?type=wall&seconds=2")
+                time.sleep(2.5)
+                cls.wall2 = app.json("/api/v1/flamegraph?type=wall&seconds=2")
+                cls.later = app.json("/api/v1/status")["history"]
+                pdir = os.path.join(hdir, cls.before["process_dir"])
+                cls.files = sorted(os.listdir(pdir))
+                cls.truth = app.wait_truth(timeout=40)
+            finally:
+                cls.exit = app.stop()
+        finally:
+            subprocess.run(["umount", cls.mnt], capture_output=True)
+            shutil.rmtree(cls.mnt, ignore_errors=True)
+
+    def test_history_turns_off_with_the_reason(self):
+        st = self.after
+        self.assertFalse(st["enabled"], st)
+        self.assertIn("the disk is full", st["off_reason"])
+        self.assertIn("No space left", st["off_reason"])
+        self.assertGreaterEqual(st["write_failures"], 1, st)
+        self.assertIn("No space left", st["last_error"])
+        said = [l for l in self.app.stderr_lines if "history: the disk is full" in l]
+        self.assertEqual(len(said), 1, self.app.stderr_lines[-10:])
+
+    def test_nothing_half_written_is_left(self):
+        self.assertFalse([f for f in self.files if f.endswith(".tmp")], self.files)
+        self.assertTrue(all(f.endswith(".clrh") or f == "process.json" for f in self.files),
+                        self.files)
+
+    def test_the_profiles_go_on_in_memory(self):
+        self.assertGreater(self.wall1["total"], 0, self.wall1)
+        self.assertGreater(self.wall2["total"], 0, self.wall2)
+        self.assertGreater(self.wall2["t_to"], self.wall1["t_to"] + 2)
+        # nothing more is tried once off
+        self.assertEqual(self.later["write_failures"], self.after["write_failures"], self.later)
+        self.assertEqual(self.later["written"], self.after["written"], self.later)
+        self.assertTrue(self.truth, self.truth)
+
+
+if __name__ == "__main__":
+    unittest.main()
