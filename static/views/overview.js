@@ -249,6 +249,9 @@ export function create() {
   var budgetHistory = [];
 
   function loadBudget() {
+    // the governor ran in the process: its history is not on disk (asked once the status says
+    // which server this is)
+    if (!status || postMortem()) return null;
     return api('api/v1/budget', {quiet: true}).then(function (r) {
       if (r.aborted || !r.ok) return;
       budgetHistory = r.data.history || [];

@@ -256,16 +256,26 @@ def exceptions_reply(seconds):
     return {"total": sum(x["count"] for x in types), "types": types}
 
 
-def counters_reply():
-    """The runtime's System.Runtime counters, as /api/v1/counters relays them."""
+def counters_reply(seconds=None, points=600):
+    """The runtime's System.Runtime counters, as /api/v1/counters relays them; with `seconds`
+    their series, a point a second drifting around the latest value."""
     now = time.time()
     rows = [("alloc-rate", "rate", 39408648, "B"), ("cpu-usage", "gauge", 52.6, "%"),
             ("gc-heap-size", "gauge", 7.61, "MB"), ("gen-0-gc-count", "rate", 2, ""),
             ("working-set", "gauge", 67.2, "MB"), ("threadpool-thread-count", "gauge", 4, ""),
             ("exception-count", "rate", 194, ""), ("monitor-lock-contention-count", "rate", 190, "")]
-    return {"enabled": True, "provider": "System.Runtime",
-            "counters": [{"name": n, "kind": k, "value": v, "units": u, "interval_s": 1.0, "t": now,
-                          "age_s": 0.04} for n, k, v, u in rows]}
+    reply = {"enabled": True, "provider": "System.Runtime", "series_dropped": 0,
+             "counters": [{"name": n, "kind": k, "value": v, "units": u, "interval_s": 1.0,
+                           "t": now, "age_s": 0.04} for n, k, v, u in rows]}
+    if seconds:
+        n_pts = max(2, min(points, seconds))
+        step = seconds / n_pts
+        reply["seconds"] = seconds
+        reply["series"] = [{"name": n, "kind": k, "units": u, "interval_s": 1.0,
+                            "points": [[now - seconds + (i + 1) * step,
+                                        v * (1 + 0.1 * math.sin(i / 5.0))] for i in range(n_pts)]}
+                           for n, k, v, u in rows]
+    return reply
 
 
 DUMP_SEQ = itertools.count(1)  # each dump its own number, as the server's
@@ -526,7 +536,8 @@ class Handler(BaseHTTPRequestHandler):
         if path == "/api/v1/locks":
             return self.send(200, locks_reply(seconds))
         if path == "/api/v1/counters":
-            return self.send(200, counters_reply())
+            return self.send(200, counters_reply("seconds" in q and seconds,
+                                                 int(q.get("points", ["600"])[0] or 600)))
         if path == "/api/v1/threads":
             return self.send(200, threads_reply())
         if path == "/api/v1/gcdump":

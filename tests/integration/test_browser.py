@@ -10,11 +10,13 @@ committed picture is a PNG of a sane size.
 import os
 import shutil
 import struct
+import signal
 import subprocess
+import tempfile
 import time
 import unittest
 
-from harness import BUILD, REPO, ProfiledApp
+from harness import BUILD, LAUNCHER, REPO, ProfiledApp
 
 BROWSER_DIR = os.path.join(REPO, "tests", "browser")
 DOCS_IMG = os.path.join(REPO, "docs", "img", "dashboard.png")
@@ -129,6 +131,32 @@ class Browser(unittest.TestCase):
             self.assertEqual(r.returncode, 0, r.stdout[-4000:] + r.stderr[-2000:])
             self.assertIn("# pass 2", r.stdout)
 
+
+    def test_dashboard_of_an_exited_process(self):
+        """`clrscope serve` over the history a process killed with SIGKILL left
+        (tests/browser/postmortem.test.mjs)."""
+        hdir = tempfile.mkdtemp(prefix="clrscope-pm-history-")
+        try:
+            with ProfiledApp("phases", ["--seconds", "60", "--switch-s", "4"],
+                             env={"CLRSCOPE_HISTORY_DIR": hdir, "CLRSCOPE_HISTORY_SEGMENT_S": "2",
+                                  "CLRSCOPE_PROFILES": "cpu,gc"}) as app:
+                app.wait_ready()
+                app.wait_stdout("switched at", timeout=30)
+                time.sleep(6)  # segments of both phases on disk
+                pdir = os.path.join(hdir, app.json("/api/v1/status")["history"]["process_dir"])
+                app.proc.send_signal(signal.SIGKILL)
+                app.proc.wait()
+                pid = app.pid
+            with ProfiledApp(pdir, command=[LAUNCHER, "serve"], profile=False) as srv:
+                srv.wait_url(30)
+                env = dict(os.environ, BASE_URL=srv.url + "/", SERVED_PID=str(pid),
+                           EXPECT="PhaseOne,PhaseTwo")
+                r = subprocess.run(["node", "--test", "postmortem.test.mjs"], cwd=BROWSER_DIR,
+                                   env=env, capture_output=True, text=True, timeout=300)
+                self.assertEqual(r.returncode, 0, r.stdout[-4000:] + r.stderr[-2000:])
+                self.assertIn("# pass 5", r.stdout)
+        finally:
+            shutil.rmtree(hdir, ignore_errors=True)
 
 if __name__ == "__main__":
     unittest.main()
