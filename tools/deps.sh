@@ -39,6 +39,7 @@ if [ "$what" = test ]; then
   have_cmd wrk || need_pkgs+=(wrk)
   have_cmd dpkg-source || need_pkgs+=(dpkg-dev)
   have_cmd unshare || need_pkgs+=(util-linux)
+  have_cmd musl-gcc || need_pkgs+=(musl-tools)
 fi
 
 if [ "$what" = arm64 ]; then

@@ -15,6 +15,8 @@ CLRSCOPE_PACKAGE=ON.
   app keeps the tool's pid and its exit status.
 - An app referencing Clrscope.Native, published, runs under the library in its own output with
   only the runtime's variables set, and its dashboard answers.
+- Published for linux-musl-x64 it carries the musl stub instead, which a musl program loads as
+  the runtime would: one line saying clrscope needs glibc, and a refusal.
 - The launcher refuses, in one line, an app whose runtimeconfig.json asks for .NET 6 or 7, and
   runs it without the profiler's variables (no package needed).
 """
@@ -27,6 +29,7 @@ import subprocess
 import tempfile
 import time
 import unittest
+import zipfile
 
 from harness import BUILD, CLSID, LAUNCHER, LIB, ProfiledApp, app_command, available_runtimes
 from pprofdec import read_pprof
@@ -34,6 +37,7 @@ from pprofdec import read_pprof
 PKG = os.path.join(BUILD, "package")
 SHIPPED_LIB = os.path.join(PKG, "linux-x64", "libclrscope.so")
 SHIPPED_LAUNCHER = os.path.join(PKG, "linux-x64", "clrscope")
+MUSL_STUB = os.path.join(PKG, "linux-musl-x64", "libclrscope.so")
 NUPKGS = os.path.join(PKG, "nupkg")
 # what the shipped library may need: glibc's libraries and the loader
 GLIBC = {"libc.so.6", "libm.so.6", "libdl.so.2", "libpthread.so.0", "ld-linux-x86-64.so.2",
@@ -382,6 +386,26 @@ APP_CSPROJ = """<Project Sdk="Microsoft.NET.Sdk">
   </ItemGroup>
 </Project>
 """
+# dlopen and DllGetClassObject, as the runtime calls them (built with musl-gcc)
+MUSL_LOADER = r"""#include <dlfcn.h>
+#include <stdio.h>
+int main(int argc, char **argv)
+{
+    void *h = dlopen(argv[1], RTLD_NOW);
+    if (!h) {
+        printf("dlopen: %s\n", dlerror());
+        return 2;
+    }
+    int (*get)(const void *, const void *, void **) =
+        (int (*)(const void *, const void *, void **))dlsym(h, "DllGetClassObject");
+    if (!get)
+        return 3;
+    void *out = &out;
+    int hr = get(0, 0, &out);
+    printf("hr=0x%08x out=%s\n", (unsigned)hr, out ? "set" : "null");
+    return 0;
+}
+"""
 APP_MAIN = """System.Console.WriteLine($"ready pid={System.Environment.ProcessId}");
 System.Console.In.ReadToEnd();
 """
@@ -396,7 +420,9 @@ class NativePackage(unittest.TestCase):
         self.tmp = tempfile.mkdtemp(prefix="clrscope-nativepkg-")
         self.addCleanup(shutil.rmtree, self.tmp, True)
 
-    def test_published_app_is_profiled(self):
+    def publish(self, *args):
+        """Publishes an app that references the fresh Clrscope.Native into self.tmp/out with
+        `args`; returns (output directory, dotnet's stdout)."""
         nupkg = glob.glob(os.path.join(NUPKGS, "Clrscope.Native.*.nupkg"))
         self.assertEqual(len(nupkg), 1, nupkg)
         version = re.search(r"Clrscope\.Native\.(.+)\.nupkg$", nupkg[0]).group(1)
@@ -414,10 +440,14 @@ class NativePackage(unittest.TestCase):
                     f'<add key="clrscope" value="{NUPKGS}" /></packageSources></configuration>\n')
         out = os.path.join(self.tmp, "out")
         r = subprocess.run(["dotnet", "publish", proj, "-c", "Release", "-o", out,
-                            "--disable-build-servers", "-nologo"], capture_output=True, text=True,
-                           timeout=600, env=tool_env(self.tmp))
+                            "--disable-build-servers", "-nologo", *args], capture_output=True,
+                           text=True, timeout=600, env=tool_env(self.tmp))
         self.assertEqual(r.returncode, 0, r.stdout[-3000:] + r.stderr[-2000:])
-        self.assertNotIn("CLRSCOPE001", r.stdout)  # built for any runtime: no warning
+        return out, r.stdout
+
+    def test_published_app_is_profiled(self):
+        out, stdout = self.publish()
+        self.assertNotIn("CLRSCOPE001", stdout)  # built for any runtime: no warning
         lib = os.path.join(out, "runtimes", "linux-x64", "native", "libclrscope.so")
         self.assertTrue(os.path.exists(lib), sorted(os.listdir(out)))
         with open(lib, "rb") as a, open(SHIPPED_LIB, "rb") as b:
@@ -432,6 +462,63 @@ class NativePackage(unittest.TestCase):
             self.assertIn("app.dll", status["process"]["cmdline"])
             self.assertEqual(status["build"]["glibc_min"], glibc_min(SHIPPED_LIB))
             self.assertEqual(app.request("/")[0], 200)
+
+    def test_app_published_for_musl_carries_the_stub(self):
+        # framework-dependent, without the apphost: no runtime pack to fetch
+        out, stdout = self.publish("-r", "linux-musl-x64", "--self-contained", "false",
+                                   "-p:UseAppHost=false")
+        self.assertIn("CLRSCOPE001", stdout)
+        self.assertIn("says so when the app starts", stdout)
+        with open(os.path.join(out, "libclrscope.so"), "rb") as a, open(MUSL_STUB, "rb") as b:
+            self.assertEqual(a.read(), b.read(), "not the musl stub")
+
+
+class MuslStub(unittest.TestCase):
+    """The glibc library cannot load in a musl process, and the runtime does not say so: the
+    stub Clrscope.Native carries for linux-musl-x64 says why, in one line, and refuses. Loaded
+    here by a musl program (Debian's musl-tools) as the runtime would: dlopen, then
+    DllGetClassObject."""
+
+    def setUp(self):
+        need_package(self)
+        if not shutil.which("musl-gcc"):
+            self.skipTest("no musl-gcc (tools/deps.sh test installs musl-tools)")
+        self.tmp = tempfile.mkdtemp(prefix="clrscope-musl-")
+        self.addCleanup(shutil.rmtree, self.tmp, True)
+        self.loader = os.path.join(self.tmp, "load")
+        with open(self.loader + ".c", "w") as f:
+            f.write(MUSL_LOADER)
+        subprocess.run(["musl-gcc", "-O2", "-o", self.loader, self.loader + ".c"], check=True)
+
+    def test_stub_says_why_and_refuses(self):
+        r = subprocess.run([self.loader, MUSL_STUB], capture_output=True, text=True, timeout=30)
+        self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+        self.assertEqual(r.stdout.strip(), "hr=0x80040111 out=null")  # CLASS_E_CLASSNOTAVAILABLE
+        lines = r.stderr.splitlines()
+        self.assertEqual(len(lines), 1, r.stderr)
+        self.assertRegex(lines[0], r"^clrscope: warning: .*musl.*needs glibc.*unprofiled")
+
+    def test_the_glibc_library_cannot_load_there(self):
+        r = subprocess.run([self.loader, SHIPPED_LIB], capture_output=True, text=True, timeout=30)
+        self.assertEqual(r.returncode, 2, r.stdout + r.stderr)
+        self.assertIn("dlopen:", r.stdout)
+
+    def test_stub_needs_musl_alone(self):
+        out = subprocess.run(["readelf", "-d", MUSL_STUB], capture_output=True, text=True,
+                             check=True).stdout
+        self.assertEqual(re.findall(r"\(NEEDED\).*\[(.+)\]", out), ["libc.so"])
+        exports = subprocess.run(["nm", "-D", "--defined-only", MUSL_STUB], capture_output=True,
+                                 text=True, check=True).stdout.split()
+        self.assertIn("DllGetClassObject", exports)
+
+    def test_the_package_carries_it(self):
+        nupkg = glob.glob(os.path.join(NUPKGS, "Clrscope.Native.*.nupkg"))[0]
+        with zipfile.ZipFile(nupkg) as z:
+            names = z.namelist()
+            self.assertIn("runtimes/linux-musl-x64/native/libclrscope.so", names)
+            with open(MUSL_STUB, "rb") as f:
+                self.assertEqual(z.read("runtimes/linux-musl-x64/native/libclrscope.so"),
+                                 f.read())
 
 
 class RuntimeRefusal(unittest.TestCase):
