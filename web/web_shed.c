@@ -251,6 +251,7 @@ void web_shed_start(int port, const struct sockaddr_storage *listen_addr, int wo
 void web_shed_opened(void)
 {
     __atomic_fetch_add(&shed.busy, 1, __ATOMIC_RELAXED);
+    prof_agg_poll_often(); /* the guards' polls, 4 a second while the dashboard is used */
 }
 
 void web_shed_closed(void)

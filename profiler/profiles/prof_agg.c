@@ -22,9 +22,13 @@
 #define DRAIN_MAX_NS 50000000LL /* and at least (4096 slots: drops only above 80 k events/s) */
 /* While nothing comes, it naps longer, woken by the ring's doorbell once events come again (a
  * few: a lone event waits for the nap's end; a burst is named soon, as the allocation walk
- * learns from the first records it names); the pollers (the dashboard's descriptor guard and
- * shedding) are then looked at this often. */
+ * learns from the first records it names): to its next one-second tick, or, for POLL_OFTEN_NS
+ * after the dashboard last took a connection (prof_agg_poll_often), IDLE_NAP_NS, so that the
+ * pollers (the dashboard's descriptor guard and shedding) are looked at this often while it is
+ * used. (A connection the app's lack of descriptors keeps from being accepted is found by the
+ * guard within a second.) */
 #define IDLE_NAP_NS 250000000LL
+#define POLL_OFTEN_NS 10000000000LL
 #define IDLE_WAKE_RECORDS 32
 /* Our own threads (clrscope-*, and civetweb's before it names them), found by their names in
  * /proc/self/task every SELF_RESCAN_S seconds (or when one of them ended), their CPU clocks read
@@ -39,6 +43,7 @@ static struct agg_state {
     pthread_t thread;
     int running;
     int stop; /* atomic: Shutdown asks the loop to end */
+    int64_t poll_until; /* atomic: pollers looked at every IDLE_NAP_NS until then */
     /* The callback ring: made by prof_agg_start before the thread starts and never freed;
      * runtime callbacks (any thread) reserve and commit records in it, clrscope-agg alone
      * drains it. A plain pointer, written once: a producer that still reads NULL drops its
@@ -67,6 +72,16 @@ static struct agg_state {
         int64_t gone_ns;
     } own;
 } agg = {.kinds.lock = PTHREAD_MUTEX_INITIALIZER, .cost.lock = PTHREAD_MUTEX_INITIALIZER};
+
+void prof_agg_poll_often(void)
+{
+    int64_t now = prof_now_ns(), until = __atomic_load_n(&agg.poll_until, __ATOMIC_RELAXED);
+    if (until - now > POLL_OFTEN_NS / 2)
+        return;
+    __atomic_store_n(&agg.poll_until, now + POLL_OFTEN_NS, __ATOMIC_RELAXED);
+    if (until < now)
+        prof_core_nudge(); /* it may be in a nap of up to a second */
+}
 
 struct prof_ring *prof_agg_ring(void)
 {
@@ -317,7 +332,10 @@ static void *agg_main(void *arg)
         int idle = got == 0 && sleep_ns == DRAIN_MAX_NS && idle_drains++ > 0 && agg.ring;
         if (got)
             idle_drains = 0;
-        int64_t nap = idle ? IDLE_NAP_NS : sleep_ns;
+        int64_t nap = !idle ? sleep_ns
+                      : prof_now_ns() < __atomic_load_n(&agg.poll_until, __ATOMIC_RELAXED)
+                          ? IDLE_NAP_NS
+                          : next_tick - prof_now_ns();
         if (next_tick - prof_now_ns() < nap)
             nap = next_tick - prof_now_ns();
         if (nap < 1000000)

@@ -73,6 +73,10 @@ struct prof_ring *prof_agg_ring(void);
  * caller drains itself. */
 void prof_agg_use_ring(struct prof_ring *r);
 
+/* The dashboard took a connection: the pollers (its guards) are looked at 4 times a second for
+ * the next 10 s, not once a second as while nothing comes. Any thread (its workers). */
+void prof_agg_poll_often(void);
+
 int prof_agg_start(void);
 void prof_agg_stop(void);
 void prof_agg_self_stats(struct prof_self_stats *out);

@@ -418,6 +418,7 @@ static void *sampler_main(void *arg)
         if (wall_due)
             last = t0;
     }
+    sampler_flush_quiet();
     prof_unload_consumer(PROF_UNLOAD_SAMPLER, 0);
     return NULL;
 }

@@ -38,6 +38,8 @@ struct prof_sampler_stats {
     /* wall ticks recorded without suspending the runtime (no thread had run since its stack was
      * walked), and wall samples taken from a kept stack (in those ticks and beside walks) */
     uint64_t wall_cached_ticks, wall_cached_samples;
+    /* CPU clock reads a wall tick skipped for threads quiet for 5 s (read one tick in 5) */
+    uint64_t wall_quiet_skipped;
     /* wall ticks that asked the threads that had run for their stacks by a signal and needed
      * no suspension (CLRSCOPE_WALL_WALK=signal), and the wall samples those answers gave */
     uint64_t wall_signal_ticks, wall_signal_samples;

@@ -61,6 +61,13 @@ struct cpu_seen {
     /* where it was blocked when asked (kind 0: not blocked), and where its kept stack was when
      * it came from such an answer: found blocked there again, it has not moved */
     struct prof_wall_state asked_at, kept_at;
+    /* quiet: the wall ticks in a row that found its clock unmoved (up to QUIET_AFTER); a quiet
+     * thread's clock is read one tick in QUIET_EVERY and its kept stack stored as often
+     * (prof_sampler_wall.c), with the ticks in between: quiet_n of them, quiet_ns of wall time,
+     * not stored yet */
+    uint32_t quiet;
+    int32_t quiet_n;
+    int64_t quiet_ns;
 };
 
 /* Scratch space for naming one signal sample (sampler thread only). */
@@ -136,6 +143,8 @@ int sampler_ensure_capacity(int threads);
  * dead tids: every 64 ticks those older than 100, and when the table is full those not seen at
  * this tick or the last. */
 void sampler_seen_sweep(uint32_t max_age);
+/* Stores what quiet threads' kept stacks owe (at the sampler's end). */
+void sampler_flush_quiet(void);
 /* Walks all managed threads while the runtime is suspended; with use_cache, not those whose
  * stack the wall sampler kept and whose CPU clock has not moved since (sampler_wall_prepare read
  * it): they are captured as `cached`; with only_marked, only the threads sampler_wall_by_signal

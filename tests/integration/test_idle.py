@@ -4,9 +4,11 @@ sampler wakes for its wall ticks, the aggregator 4 times a second), and the work
 wakes them in time (a thread waking from sleep to burn CPU loses no sample).
 """
 import os
+import math
 import time
 import unittest
 
+from pprofdec import read_pprof
 from harness import ProfiledApp, tree_totals_by_name
 
 
@@ -28,22 +30,44 @@ def voluntary_switches(pid):
 class Idle(unittest.TestCase):
     def test_clrscope_naps_while_nothing_comes(self):
         """In an idle process clrscope's threads nap through their ticks: the sampler wakes for
-        its 5 wall ticks a second, the aggregator 4 times, not 20 times each. (The runtime's
-        counters are off here: their poller's code is compiled again at tier 1 in the first
-        ~35 s, CPU the sampler must stay awake for.)"""
+        its 5 wall ticks a second, the aggregator for its one-second tick (4 times a second for
+        10 s after the dashboard took a connection: here the last was wait_ready's), not 20
+        times each. (The runtime's counters are off here: their poller's code is compiled again
+        at tier 1 in the first ~35 s, CPU the sampler must stay awake for.)"""
         with ProfiledApp("threads", ["--threads", "50", "--seconds", "0"],
                          env={"CLRSCOPE_PROFILES": "cpu,wall", "CLRSCOPE_RUNTIME_COUNTERS": "0"}
                          ) as app:
             app.wait_ready()
-            time.sleep(6)  # (the app's first seconds still run code: its threads' start)
+            time.sleep(11)  # the app's first seconds (its threads' start), the last connection
             switches0, t0 = voluntary_switches(app.pid), time.monotonic()
             time.sleep(5)
             switches1, t1 = voluntary_switches(app.pid), time.monotonic()
+            status = app.json("/api/v1/status")
+            # 6 whole seconds past every thread's last store, the threads quiet since before
+            t = math.floor(time.time()) - 2
+            wall = read_pprof(app.pprof(f"/debug/pprof/wall?from={t - 6}&to={t}"))
         wakes = {name: (switches1[name] - switches0.get(name, 0)) / (t1 - t0)
                  for name in ("clrscope-sample", "clrscope-agg") if name in switches1}
         self.assertEqual(len(wakes), 2, switches1)
         for name, rate in wakes.items():
             self.assertLess(rate, 10, wakes)
+        self.assertLess(wakes["clrscope-agg"], 2.5, wakes)
+        # threads blocked for 5 s have their clocks read one tick in 5 and their kept stacks
+        # stored as often, with the ticks in between: every thread's wall time is all there
+        self.assertGreater(status["self"]["wall_quiet_skipped"], 25 * 5 * 4 // 2, status["self"])
+        by_thread = {}
+        for frames, vals, labels in wall.samples:
+            name = str(labels.get("thread name", ""))
+            if name.startswith("blocker-"):
+                by_thread[name] = by_thread.get(name, 0) + vals[-1] / 1e9
+        self.assertEqual(len(by_thread), 50, sorted(by_thread))
+        # (the edges of a 6 s window move up to 0.8 s of each thread's in or out: a few per cent
+        # of the sum, where a tick lost or stored twice would be a fifth or more)
+        self.assertLess(abs(sum(by_thread.values()) / 300 - 1), 0.1, by_thread)
+        # the even ones wait on one event for good: quiet, a store a second, each at its own
+        # tick of the five (a window's edge cuts up to 0.8 s of one thread's)
+        for i in range(0, 50, 2):
+            self.assertLess(abs(by_thread[f"blocker-{i}"] - 6), 1.0, by_thread)
 
     def test_work_after_idle_loses_no_sample(self):
         """A thread that sleeps 1.5 s and then burns 300 ms of CPU, again and again: the sampler,
