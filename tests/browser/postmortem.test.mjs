@@ -8,37 +8,24 @@
 //     node --test postmortem.test.mjs   (skipped without BASE_URL)
 import {test, before, after} from 'node:test';
 import assert from 'node:assert/strict';
-import fs from 'node:fs';
-import os from 'node:os';
-import path from 'node:path';
-import {chromium} from 'playwright-core';
+import {openBrowser} from './browser.mjs';
 
 const BASE = process.env.BASE_URL || '';
 const PID = process.env.SERVED_PID || '';
 const EXPECT = (process.env.EXPECT || '').split(',').filter(Boolean);
 const TIMEOUT = 30000;
-let context = null;
+let browser = null;
 let page = null;
-let dir = null;
-const bad = [];
+let bad = [];
 
 before(async () => {
   if (!BASE) return;
-  dir = fs.mkdtempSync(path.join(os.tmpdir(), 'clrscope-pm-'));
-  context = await chromium.launchPersistentContext(dir, {
-    executablePath: process.env.CHROMIUM || '/usr/bin/chromium', headless: true,
-    args: ['--headless', '--no-sandbox', '--disable-gpu', '--no-first-run'],
-    viewport: {width: 1366, height: 768}});
-  page = context.pages()[0] || await context.newPage();
-  page.on('response', (r) => {
-    if (r.status() >= 400 && !/favicon/.test(r.url())) bad.push(r.status() + ' ' + r.url());
-  });
-  page.on('pageerror', (e) => bad.push('page error: ' + e.message));
+  browser = await openBrowser('clrscope-pm-');
+  ({page, bad} = browser);
 });
 
 after(async () => {
-  if (context) await context.close();
-  if (dir) fs.rmSync(dir, {recursive: true, force: true});
+  if (browser) await browser.close();
 });
 
 async function open(tab) {
