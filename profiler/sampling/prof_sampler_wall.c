@@ -16,8 +16,8 @@
  * of an idle service's) costs less still: its clock is read at one tick in QUIET_EVERY (the
  * threads staggered over them) and its kept stack is stored as often, with the wall time of the
  * ticks in between. What that costs in accuracy: when such a thread starts to run, the up to
- * QUIET_EVERY - 1 ticks since its last read go to the stack it had (at 5 Hz, up to 0.8 s of
- * its wall time, once per wake-up after 5 s asleep); totals are unchanged.
+ * QUIET_EVERY - 1 ticks since its last read go to the stack it had (at 5 Hz, ticks 0.1-0.3 s
+ * apart: up to 1.2 s of its wall time, once per wake-up after 5 s asleep); totals unchanged.
  */
 #include <stdlib.h>
 #include <string.h>
