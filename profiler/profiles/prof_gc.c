@@ -115,7 +115,7 @@ void prof_gc_tick(double now_unix)
         return;
     int n_gc = 0, server = 0; /* dedicated GC threads, of which server GC threads */
     uint64_t untracked = 0;
-    int64_t threads = gc_cpu_scan(now_unix, &n_gc, &server, &untracked);
+    int64_t threads = gc_cpu_scan(now_unix, gc_events_last_started(), &n_gc, &server, &untracked);
     struct gc_event_counts ev;
     gc_events_counts(&ev);
     /* the process clock last: it then covers every GC CPU read before it */

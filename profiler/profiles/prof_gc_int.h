@@ -53,8 +53,10 @@ int gc_cpu_start(int max_threads);
 void gc_cpu_stop(void);
 /* Reads the CPU of every dedicated GC thread, adds the deltas to the CPU profile under a
  * "Garbage Collector" frame, and returns their sum (ns); *n_gc: GC threads found, *server_seen:
- * of which server GC threads, *untracked: threads left out of the table. */
-int64_t gc_cpu_scan(double now_unix, int *n_gc, int *server_seen, uint64_t *untracked);
+ * of which server GC threads, *untracked: threads left out of the table. gcs_started: the
+ * collections started so far (a new one makes the next call list the threads again). */
+int64_t gc_cpu_scan(double now_unix, uint64_t gcs_started, int *n_gc, int *server_seen,
+                    uint64_t *untracked);
 
 /* ---- prof_gc_clock.c ---- */
 
