@@ -27,6 +27,12 @@
 
 #define WRITE_DELAY_S 2 /* a second's samples reach the store within this after it ends */
 #define MAX_TIDY_FILES 200000
+/* The directory is tidied after the first segment, then every TIDY_EVERY_S, or sooner once this
+ * process has written TIDY_SHARE of the cap since: the tidy lists every process's segments (a
+ * root with thousands of exited processes' directories costs ~150 ms), and neither the age nor
+ * the cap needs minute precision. */
+#define TIDY_EVERY_S 600
+#define TIDY_SHARE 0.01
 
 static struct {
     pthread_mutex_t lock; /* st, and the fields below it that readers use */
@@ -42,6 +48,8 @@ static struct {
     int shared;           /* the directory is shared with other users: only ours are deleted */
     int64_t max_bytes;
     int64_t seg_from;     /* the start of the segment being filled (writer thread only) */
+    int64_t tidied_at;    /* unix s of the last tidy, 0 = none yet (writer thread only) */
+    uint64_t tidied_bytes; /* st.written_bytes at the last tidy (writer thread only) */
 } hist = {.lock = PTHREAD_MUTEX_INITIALIZER, .read_lock = PTHREAD_MUTEX_INITIALIZER, .dfd = -1,
           .pdfd = -1};
 
@@ -287,6 +295,8 @@ static void write_segment(int64_t from, int64_t to)
     if (!err) {
         hist.st.written++;
         hist.st.written_bytes += len;
+        hist.st.disk_segments++; /* counted again at the next tidy, other processes' too */
+        hist.st.disk_bytes += len;
         hist.st.last_to_s = to;
         if (!hist.st.oldest_s)
             hist.st.oldest_s = from;
@@ -503,7 +513,15 @@ static void *history_main(void *arg)
             continue;
         write_segment(hist.seg_from, end);
         hist.seg_from = end;
-        tidy();
+        pthread_mutex_lock(&hist.lock);
+        uint64_t written = hist.st.written_bytes;
+        pthread_mutex_unlock(&hist.lock);
+        if (!hist.tidied_at || now - hist.tidied_at >= TIDY_EVERY_S ||
+            (double)(written - hist.tidied_bytes) >= TIDY_SHARE * (double)hist.max_bytes) {
+            tidy();
+            hist.tidied_at = now;
+            hist.tidied_bytes = written;
+        }
         double cpu = thread_cpu_s();
         pthread_mutex_lock(&hist.lock);
         hist.st.write_cpu_s = cpu;

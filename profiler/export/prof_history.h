@@ -3,8 +3,9 @@
  * CLRSCOPE_HISTORY_SEGMENT_S (60) the clrscope-history thread writes the last segment of every
  * windowed profile (cpu, wall, allocations, exceptions, locks) and the marks made in it to
  * CLRSCOPE_HISTORY_DIR/<process>-<pid>-<start>/<from>-<to>.clrh (prof_hseg.h: compressed, with a
- * checksum; written to a temporary name, fsync'd, renamed), and then deletes the oldest segments
- * of the directory, this user's processes' alike, while they hold more than
+ * checksum; written to a temporary name, fsync'd, renamed), and then (after the first segment,
+ * then every 10 minutes or once it has written 1 % of the cap) deletes the oldest segments of
+ * the directory, this user's processes' alike, while they hold more than
  * CLRSCOPE_HISTORY_MAX_MB (200; 0 = no history) or are older than CLRSCOPE_HISTORY_MAX_AGE (24h).
  * A segment in which nothing was recorded is not written. At Shutdown the part of the segment
  * that had begun is written too.
@@ -41,7 +42,8 @@ struct prof_history_stats {
     int64_t max_age_s;
     uint64_t written, written_bytes, write_failures, empty_skipped;
     uint64_t deleted;         /* segments deleted for the caps */
-    uint64_t disk_bytes, disk_segments; /* the whole directory, at the last tidy */
+    uint64_t disk_bytes, disk_segments; /* the whole directory at the last tidy, plus this
+                                         * process's segments written since */
     int64_t oldest_s;         /* the oldest second this process's segments hold (0: none) */
     int64_t last_to_s;        /* the end of the last segment written */
     uint64_t read, skipped;   /* segments read back for windows; refused */
