@@ -95,37 +95,53 @@ def kind(frames):
     return "managed"
 
 
-def main():
-    build = os.path.abspath(sys.argv[1] if len(sys.argv) > 1 else "build")
-    files = int(sys.argv[2]) if len(sys.argv) > 2 else 20
+def csc_command(tmp, files):
+    """The SDK's compiler run directly on FILES generated sources in tmp (written here)."""
     root = os.path.dirname(os.path.realpath(os.popen("command -v dotnet").read().strip()))
     csc = sorted(glob.glob(os.path.join(root, "sdk", "*", "Roslyn", "bincore", "csc.dll")))[-1]
     refs = sorted(glob.glob(os.path.join(root, "packs", "Microsoft.NETCore.App.Ref", "*", "ref",
                                          "net*", "*.dll")))
+    generate(tmp, files)
+    return ["dotnet", "exec", csc, "-nologo", "-noconfig", "-t:library", "-nullable-",
+            "-out:" + os.path.join(tmp, "out.dll")] + ["-r:" + r for r in refs] + \
+        sorted(glob.glob(os.path.join(tmp, "Gen*.cs")))
+
+
+def profile_run(build, cmd, kinds=("profile",), env=None):
+    """Runs cmd under clrscope (every profile on unless env says otherwise) and reads the pprof
+    endpoints named in kinds (profile, wall) in whole seconds as it runs. Returns the App (exited),
+    {kind: [(frames, values, labels)]}, the last /api/v1/status and the program's output."""
+    app = App(build, cmd, env=dict({"CLRSCOPE_PROFILE_SDK": "1", "CLRSCOPE_LOG_LEVEL": "error"},
+                                   **(env or {})))
+    out = []  # the program's messages: read as they come, or it blocks on a full pipe
+    threading.Thread(target=lambda: out.extend(app.proc.stdout), daemon=True).start()
+    url = app.dashboard()
+    if not url:
+        sys.exit("no dashboard: " + " ".join(cmd[:4]))
+    samples = {k: [] for k in kinds}
+    last, status = int(time.time()), None
+    while app.proc.poll() is None:
+        time.sleep(2)
+        now = int(time.time()) - 1
+        try:
+            status = get_json(url + "api/v1/status")
+            if now > last:
+                for k in kinds:
+                    raw = get(url + f"debug/pprof/{k}?from={last}&to={now}&wait=0")
+                    samples[k] += Profile(gzip.decompress(raw)).samples
+                last = now
+        except OSError:
+            break
+    app.stop()
+    return app, samples, status, out
+
+
+def main():
+    build = os.path.abspath(sys.argv[1] if len(sys.argv) > 1 else "build")
+    files = int(sys.argv[2]) if len(sys.argv) > 2 else 20
     with tempfile.TemporaryDirectory() as tmp:
-        generate(tmp, files)
-        cmd = ["dotnet", "exec", csc, "-nologo", "-noconfig", "-t:library", "-nullable-",
-               "-out:" + os.path.join(tmp, "out.dll")] + ["-r:" + r for r in refs] + \
-              sorted(glob.glob(os.path.join(tmp, "Gen*.cs")))
-        app = App(build, cmd, env={"CLRSCOPE_PROFILE_SDK": "1", "CLRSCOPE_LOG_LEVEL": "error"})
-        errors = []  # the compiler's messages: read as they come, or it blocks on a full pipe
-        threading.Thread(target=lambda: errors.extend(app.proc.stdout), daemon=True).start()
-        url = app.dashboard()
-        if not url:
-            sys.exit("no dashboard: " + " ".join(cmd[:4]))
-        samples, last, status = [], int(time.time()), None
-        while app.proc.poll() is None:
-            time.sleep(2)
-            now = int(time.time()) - 1
-            try:
-                status = get_json(url + "api/v1/status")
-                if now > last:
-                    raw = get(url + f"debug/pprof/profile?from={last}&to={now}&wait=0")
-                    samples += Profile(gzip.decompress(raw)).samples
-                    last = now
-            except OSError:
-                break
-        app.stop()
+        app, got, status, errors = profile_run(build, csc_command(tmp, files))
+    samples = got["profile"]
     if app.proc.returncode:
         print(f"csc exited with {app.proc.returncode}: " + "".join(errors[:5]))
     by = {}
