@@ -8,7 +8,8 @@
 #          the packages' civetweb and cJSON sources: tools/packaging/debian-sources.sh)
 #   arm64: the above for build + the cross build for linux-arm64 (CMakePresets.json): the
 #          cross compiler, and arm64 civetweb, cJSON, zlib and libcurl headers from Debian's
-#          multiarch (which this adds the arm64 architecture to)
+#          multiarch (which this adds the arm64 architecture to); and what runs a linux-arm64
+#          app here (test_arm64): qemu-user-static and the arm64 C++ runtime
 # Says what it installs. The .NET SDK is not a Debian package: it must already be on PATH.
 set -euo pipefail
 what=${1:-test}
@@ -44,7 +45,8 @@ fi
 
 if [ "$what" = arm64 ]; then
   have_cmd aarch64-linux-gnu-gcc || need_pkgs+=(gcc-aarch64-linux-gnu)
-  for p in libcivetweb-dev libcjson-dev zlib1g-dev libcurl4-openssl-dev; do
+  have_cmd qemu-aarch64-static || need_pkgs+=(qemu-user-static)
+  for p in libcivetweb-dev libcjson-dev zlib1g-dev libcurl4-openssl-dev libstdc++6; do
     dpkg-query -W "$p:arm64" >/dev/null 2>&1 || need_pkgs+=("$p:arm64")
   done
   if ! dpkg --print-foreign-architectures | grep -qx arm64; then

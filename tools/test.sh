@@ -5,8 +5,9 @@
 # built in the same build directory: CLRSCOPE_PACKAGE=ON; test_packaging). Installs what a fresh
 # Debian machine lacks (tools/deps.sh). Then, in their own build directories, the suite again
 # under AddressSanitizer + UndefinedBehaviorSanitizer (build-asan) and a short run of every
-# libFuzzer target (build-fuzz, tools/fuzz.sh). This (no argument) is
-# what CI runs. Options: CLRSCOPE_BUILD_DIR (build), CTEST_ARGS (extra ctest arguments, e.g.
+# libFuzzer target (build-fuzz, tools/fuzz.sh). The linux-arm64 cross build (build-arm64) and
+# its test under qemu-user (integration.test_arm64) are in the first stage; CLRSCOPE_TEST_ARM64=0
+# leaves them out. This (no argument) is what CI runs. Options: CLRSCOPE_BUILD_DIR (build), CTEST_ARGS (extra ctest arguments, e.g.
 # "-L unit"), CLRSCOPE_TEST_ASAN=0 / CLRSCOPE_TEST_FUZZ=0 (skip those stages),
 # CLRSCOPE_FUZZ_SECONDS (10 per target), CLRSCOPE_TEST_JOBS (3: tests run side by side as their
 # weight in tests/CMakeLists.txt allows; 1 runs them one by one).
@@ -32,9 +33,18 @@ elif [ $# -gt 0 ]; then
 fi
 
 tools/deps.sh test
+# linux-arm64 (CLRSCOPE_TEST_ARM64=0 leaves it out): the cross build (build-arm64) and the test
+# app for linux-arm64, which integration.test_arm64 runs under qemu-user
+arm64=${CLRSCOPE_TEST_ARM64:-1}
+export CLRSCOPE_TEST_ARM64=$arm64
+[ "$arm64" != 1 ] || tools/deps.sh arm64
 cmake -S . -B "$build" -DCLRSCOPE_WERROR=ON -DCLRSCOPE_PACKAGE=ON >/dev/null
 cmake --build "$build" -j"$(nproc)"
-tests/apps/build.sh "$build/apps"
+if [ "$arm64" = 1 ]; then
+  cmake --preset linux-arm64 >/dev/null
+  cmake --build --preset linux-arm64 -j"$(nproc)"
+fi
+CLRSCOPE_APP_ARM64=$arm64 tests/apps/build.sh "$build/apps"
 if [ -f tests/browser/package-lock.json ]; then
   (cd tests/browser && npm ci --no-audit --no-fund --loglevel=error)
 fi
@@ -54,7 +64,8 @@ jobs=${CLRSCOPE_TEST_JOBS:-3}
 ctest --test-dir "$build" --output-on-failure -j"$jobs" ${CTEST_ARGS:-}
 
 # The same suite (but the browser test and the bench smoke run, whose apps get no sanitizer
-# preload) with ASan + UBSan. libclrscope.so is loaded into the
+# preload, test_arm64, whose library is the cross build's, and test_cpu, whose checks are
+# statistical and whose code paths every other test runs) with ASan + UBSan. libclrscope.so is loaded into the
 # uninstrumented dotnet: the app gets libasan.so preloaded and options that leave CoreCLR its
 # signals (it turns SIGSEGV into NullReferenceException) and skip the leak check (the runtime's own
 # allocations at exit are not ours) and the new[]/delete pairing (the .NET 9 runtime frees with
@@ -77,7 +88,9 @@ if [ "${CLRSCOPE_TEST_ASAN:-1}" = 1 ]; then
   ASAN_OPTIONS="detect_leaks=1:log_path=$logs/asan" \
   UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=${CLRSCOPE_UBSAN_HALT:-1}:log_path=$logs/ubsan" \
   CLRSCOPE_SANITIZER_LOGS="$logs" \
-    ctest --test-dir "$asan" --output-on-failure -j"$jobs" -E '^(integration\.test_browser|bench\.smoke)$' ${CTEST_ARGS:-}
+    ctest --test-dir "$asan" --output-on-failure -j"$jobs" \
+      -E '^(integration\.test_browser|integration\.test_cpu|integration\.test_arm64|bench\.smoke)$' \
+      ${CTEST_ARGS:-}
   if [ -n "$(ls -A "$logs")" ]; then
     cat "$logs"/*
     echo "sanitizer reports above (in $logs)" >&2

@@ -6,12 +6,15 @@
 #   OUT/net8/TestApp    self-contained .NET 8
 #   OUT/net10-single/TestApp  self-contained single-file .NET 10 (the runtime linked into the
 #                       app's executable, the assemblies in a bundle), when net10 is built
+#   OUT/net10-arm64/TestApp   self-contained .NET 10 for linux-arm64 (run under qemu-user by
+#                       test_arm64), with CLRSCOPE_APP_ARM64=1
 #
 # and writes OUT/versions.txt, one "netN RUNTIME_VERSION" line per version built.
 #
 # Usage: tests/apps/build.sh [OUT]        OUT defaults to build/apps under the repository root.
 # Environment: CLRSCOPE_APP_VERSIONS      versions to build, default "10 9 8".
 #              CLRSCOPE_APP_SINGLE_FILE   0 skips the single-file build (default 1).
+#              CLRSCOPE_APP_ARM64         1 adds the linux-arm64 build (default 0).
 #
 # net10 must build (exit 1 otherwise). net9/net8 are skipped, with a message and exit status 0,
 # when their targeting or runtime packs cannot be restored. A version whose sources, SDK and
@@ -118,6 +121,27 @@ if [[ " $versions " == *" 10 "* ]] && [ "${CLRSCOPE_APP_SINGLE_FILE:-1}" != 0 ];
             rm -rf "$dest"
             echo "net10-single: SKIPPED: the self-contained single-file publish failed; see $log"
             skipped+=("net10-single")
+        fi
+    fi
+fi
+
+# The linux-arm64 app (not in versions.txt: another architecture), for the tests under qemu-user.
+dest="$out/net10-arm64"
+if [ "${CLRSCOPE_APP_ARM64:-0}" = 1 ]; then
+    if [ -x "$dest/TestApp" ] && [ "$(cat "$dest/.stamp" 2>/dev/null)" = "$stamp" ]; then
+        echo "net10-arm64: up to date"
+    else
+        rm -rf "$dest"
+        echo "net10-arm64: publishing"
+        log="$work/net10-arm64.log"
+        if dotnet publish "$proj" "${quiet[@]}" -p:Configuration=Release -p:TargetFrameworks=net10.0 \
+                --artifacts-path "$work/net10-arm64" -f net10.0 -r linux-arm64 --self-contained \
+                -o "$dest" >"$log" 2>&1; then
+            echo "$stamp" >"$dest/.stamp"
+        else
+            rm -rf "$dest"
+            echo "net10-arm64: SKIPPED: the linux-arm64 publish failed; see $log"
+            skipped+=("net10-arm64")
         fi
     fi
 fi
