@@ -36,8 +36,13 @@ tools/deps.sh test
 # linux-arm64 (CLRSCOPE_TEST_ARM64=0 leaves it out): the cross build (build-arm64) and the test
 # app for linux-arm64, which integration.test_arm64 runs under qemu-user
 arm64=${CLRSCOPE_TEST_ARM64:-1}
+if [ "$arm64" = 1 ] && ! tools/deps.sh arm64; then
+  # (a machine whose package mirror has no arm64 packages: the rest of the suite goes on)
+  echo "tests: the linux-arm64 cross compiler and qemu-user could not be installed (above):" \
+       "integration.test_arm64 skips" >&2
+  arm64=0
+fi
 export CLRSCOPE_TEST_ARM64=$arm64
-[ "$arm64" != 1 ] || tools/deps.sh arm64
 cmake -S . -B "$build" -DCLRSCOPE_WERROR=ON -DCLRSCOPE_PACKAGE=ON >/dev/null
 cmake --build "$build" -j"$(nproc)"
 if [ "$arm64" = 1 ]; then
