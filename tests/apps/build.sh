@@ -103,47 +103,36 @@ for v in $versions; do
     built+=("net$v $rt")
 done
 
-# The single-file app (not in versions.txt: the same runtime as net10). Its `unload` mode cannot
-# work (a bundled assembly has no path to load again), hence IL3000 stays a warning.
-dest="$out/net10-single"
-if [[ " $versions " == *" 10 "* ]] && [ "${CLRSCOPE_APP_SINGLE_FILE:-1}" != 0 ]; then
+# A self-contained net10 publish beside the versions (not in versions.txt): NAME, then dotnet
+# publish's own options. Skipped, with the reason, when it fails.
+extra_publish() {
+    local name=$1 dest="$out/$1" log="$work/$1.log"
+    shift
     if [ -x "$dest/TestApp" ] && [ "$(cat "$dest/.stamp" 2>/dev/null)" = "$stamp" ]; then
-        echo "net10-single: up to date"
+        echo "$name: up to date"
+        return
+    fi
+    rm -rf "$dest"
+    echo "$name: publishing"
+    if dotnet publish "$proj" "${quiet[@]}" -p:Configuration=Release -p:TargetFrameworks=net10.0 \
+            --artifacts-path "$work/$name" -f net10.0 --self-contained "$@" -o "$dest" \
+            >"$log" 2>&1; then
+        echo "$stamp" >"$dest/.stamp"
     else
         rm -rf "$dest"
-        echo "net10-single: publishing"
-        log="$work/net10-single.log"
-        if dotnet publish "$proj" "${quiet[@]}" -p:Configuration=Release -p:TargetFrameworks=net10.0 \
-                --artifacts-path "$work/net10-single" -f net10.0 -r linux-x64 --self-contained \
-                -p:PublishSingleFile=true -p:WarningsNotAsErrors=IL3000 -o "$dest" >"$log" 2>&1; then
-            echo "$stamp" >"$dest/.stamp"
-        else
-            rm -rf "$dest"
-            echo "net10-single: SKIPPED: the self-contained single-file publish failed; see $log"
-            skipped+=("net10-single")
-        fi
+        echo "$name: SKIPPED: the publish ($*) failed; see $log"
+        skipped+=("$name")
     fi
-fi
+}
 
-# The linux-arm64 app (not in versions.txt: another architecture), for the tests under qemu-user.
-dest="$out/net10-arm64"
+# The single-file app (the same runtime as net10). Its `unload` mode cannot work (a bundled
+# assembly has no path to load again), hence IL3000 stays a warning.
+if [[ " $versions " == *" 10 "* ]] && [ "${CLRSCOPE_APP_SINGLE_FILE:-1}" != 0 ]; then
+    extra_publish net10-single -r linux-x64 -p:PublishSingleFile=true -p:WarningsNotAsErrors=IL3000
+fi
+# The linux-arm64 app, for the tests under qemu-user.
 if [ "${CLRSCOPE_APP_ARM64:-0}" = 1 ]; then
-    if [ -x "$dest/TestApp" ] && [ "$(cat "$dest/.stamp" 2>/dev/null)" = "$stamp" ]; then
-        echo "net10-arm64: up to date"
-    else
-        rm -rf "$dest"
-        echo "net10-arm64: publishing"
-        log="$work/net10-arm64.log"
-        if dotnet publish "$proj" "${quiet[@]}" -p:Configuration=Release -p:TargetFrameworks=net10.0 \
-                --artifacts-path "$work/net10-arm64" -f net10.0 -r linux-arm64 --self-contained \
-                -o "$dest" >"$log" 2>&1; then
-            echo "$stamp" >"$dest/.stamp"
-        else
-            rm -rf "$dest"
-            echo "net10-arm64: SKIPPED: the linux-arm64 publish failed; see $log"
-            skipped+=("net10-arm64")
-        fi
-    fi
+    extra_publish net10-arm64 -r linux-arm64
 fi
 
 printf '%s\n' "${built[@]}" >"$out/versions.txt"
