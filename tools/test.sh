@@ -43,12 +43,18 @@ if [ "$arm64" = 1 ] && ! tools/deps.sh arm64; then
   arm64=0
 fi
 export CLRSCOPE_TEST_ARM64=$arm64
-cmake -S . -B "$build" -DCLRSCOPE_WERROR=ON -DCLRSCOPE_PACKAGE=ON >/dev/null
-cmake --build "$build" -j"$(nproc)"
+# the arm64 build first: its shipped files (build-arm64/package/linux-arm64) go into the packages
+# the x86-64 build packs; both take civetweb's and cJSON's Debian sources from one place
+sources="$(pwd)/$build/debian-src"
+arm64_pkg=""
 if [ "$arm64" = 1 ]; then
-  cmake --preset linux-arm64 >/dev/null
-  cmake --build --preset linux-arm64 -j"$(nproc)"
+  cmake --preset linux-arm64 -DCLRSCOPE_PACKAGE=ON -DCLRSCOPE_DEBIAN_SOURCES="$sources" >/dev/null
+  cmake --build build-arm64 -j"$(nproc)" --target clrscope clrscope_launcher clrscope_package_files
+  arm64_pkg="$(pwd)/build-arm64/package/linux-arm64"
 fi
+cmake -S . -B "$build" -DCLRSCOPE_WERROR=ON -DCLRSCOPE_PACKAGE=ON \
+  -DCLRSCOPE_DEBIAN_SOURCES="$sources" -DCLRSCOPE_ARM64_PACKAGE="$arm64_pkg" >/dev/null
+cmake --build "$build" -j"$(nproc)"
 CLRSCOPE_APP_ARM64=$arm64 tests/apps/build.sh "$build/apps"
 if [ -f tests/browser/package-lock.json ]; then
   (cd tests/browser && npm ci --no-audit --no-fund --loglevel=error)

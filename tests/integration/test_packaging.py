@@ -15,6 +15,9 @@ CLRSCOPE_PACKAGE=ON.
   app keeps the tool's pid and its exit status.
 - An app referencing Clrscope.Native, published, runs under the library in its own output with
   only the runtime's variables set, and its dashboard answers.
+- Where tools/test.sh packed the linux-arm64 build beside (build-arm64/package/linux-arm64),
+  both packages carry it, it needs glibc alone, and an app published for linux-arm64 with
+  Clrscope.Native runs under it in qemu-user with the runtime's variables alone.
 - Published for linux-musl-x64 it carries the musl stub instead, which a musl program loads as
   the runtime would: one line saying clrscope needs glibc, and a refusal.
 - The launcher refuses, in one line, an app whose runtimeconfig.json asks for .NET 6 or 7, and
@@ -38,10 +41,15 @@ PKG = os.path.join(BUILD, "package")
 SHIPPED_LIB = os.path.join(PKG, "linux-x64", "libclrscope.so")
 SHIPPED_LAUNCHER = os.path.join(PKG, "linux-x64", "clrscope")
 MUSL_STUB = os.path.join(PKG, "linux-musl-x64", "libclrscope.so")
+# the linux-arm64 cross build's shipped library, which tools/test.sh packs beside linux-x64's
+ARM64_SHIPPED = os.path.join(os.environ.get("CLRSCOPE_ARM64_BUILD") or os.path.join(
+    os.path.dirname(os.path.abspath(__file__)), "..", "..", "build-arm64"), "package",
+    "linux-arm64", "libclrscope.so")
 NUPKGS = os.path.join(PKG, "nupkg")
 # what the shipped library may need: glibc's libraries and the loader
 GLIBC = {"libc.so.6", "libm.so.6", "libdl.so.2", "libpthread.so.0", "ld-linux-x86-64.so.2",
          "linux-vdso.so.1"}
+GLIBC_ARM64 = {"libc.so.6", "libm.so.6", "libdl.so.2", "libpthread.so.0", "ld-linux-aarch64.so.1"}
 # what the .NET runtime needs besides (its own libraries' ldd)
 RUNTIME_EXTRA = {"librt.so.1", "libstdc++.so.6", "libgcc_s.so.1"}
 # civetweb functions clrscope must not reach (tests/hardening/test_civetweb.py)
@@ -426,8 +434,8 @@ class NativePackage(unittest.TestCase):
         nupkg = glob.glob(os.path.join(NUPKGS, "Clrscope.Native.*.nupkg"))
         self.assertEqual(len(nupkg), 1, nupkg)
         version = re.search(r"Clrscope\.Native\.(.+)\.nupkg$", nupkg[0]).group(1)
-        major = subprocess.run(["dotnet", "--version"], capture_output=True, text=True,
-                               check=True).stdout.split(".")[0]
+        self.major = major = subprocess.run(["dotnet", "--version"], capture_output=True,
+                                            text=True, check=True).stdout.split(".")[0]
         proj = os.path.join(self.tmp, "app")
         os.makedirs(proj)
         with open(os.path.join(proj, "app.csproj"), "w") as f:
@@ -471,6 +479,75 @@ class NativePackage(unittest.TestCase):
         self.assertIn("says so when the app starts", stdout)
         with open(os.path.join(out, "libclrscope.so"), "rb") as a, open(MUSL_STUB, "rb") as b:
             self.assertEqual(a.read(), b.read(), "not the musl stub")
+
+
+    def test_app_published_for_arm64_is_profiled_under_qemu(self):
+        # the package carries the linux-arm64 build where tools/test.sh packed it with one
+        if not os.path.exists(ARM64_SHIPPED):
+            if os.environ.get("CLRSCOPE_TEST_ARM64") == "1":
+                self.fail(f"no linux-arm64 build at {ARM64_SHIPPED} to check the packages with")
+            self.skipTest(f"no linux-arm64 build at {ARM64_SHIPPED} (tools/test.sh builds it)")
+        qemu = shutil.which("qemu-aarch64-static")
+        if not qemu:
+            self.skipTest("no qemu-aarch64-static (tools/deps.sh arm64 installs it)")
+        # the runtime packs the machine already has (the test app's arm64 publish restored
+        # them): linked into this test's own package folder instead of fetched again
+        home = os.path.join(os.path.expanduser("~"), ".nuget", "packages")
+        mine = os.path.join(self.tmp, "nuget-packages")
+        os.makedirs(mine, exist_ok=True)
+        for pack in ("microsoft.netcore.app.runtime.linux-arm64",
+                     "microsoft.netcore.app.host.linux-arm64"):
+            if os.path.isdir(os.path.join(home, pack)):
+                os.symlink(os.path.join(home, pack), os.path.join(mine, pack))
+        out, stdout = self.publish("-r", "linux-arm64", "--self-contained", "true")
+        self.assertNotIn("CLRSCOPE001", stdout)  # the package runs there: no warning
+        lib = os.path.join(out, "libclrscope.so")
+        with open(lib, "rb") as a, open(ARM64_SHIPPED, "rb") as b:
+            self.assertEqual(a.read(), b.read(), "not the linux-arm64 build")
+        env = {"CORECLR_ENABLE_PROFILING": "1", "CORECLR_PROFILER": CLSID,
+               "CORECLR_PROFILER_PATH": lib, "CLRSCOPE_PORT": "0", "LD_PRELOAD": ""}
+        app = ProfiledApp("unused", command=[qemu, os.path.join(out, "app")], profile=False,
+                          port=None, env=env)
+        with app:
+            app.wait_ready(timeout=120)
+            status = app.json("/api/v1/status")
+            self.assertEqual(status["runtime"]["major"], int(self.major))
+            self.assertEqual(app.request("/")[0], 200)
+
+
+class Arm64Files(unittest.TestCase):
+    """The linux-arm64 build the packages carry: glibc's libraries alone, bound at load, and in
+    both packages."""
+
+    def setUp(self):
+        need_package(self)
+        if not os.path.exists(ARM64_SHIPPED):
+            if os.environ.get("CLRSCOPE_TEST_ARM64") == "1":
+                self.fail(f"no linux-arm64 build at {ARM64_SHIPPED}")
+            self.skipTest(f"no linux-arm64 build at {ARM64_SHIPPED} (tools/test.sh builds it)")
+
+    def test_needs_only_glibc(self):
+        for path in (ARM64_SHIPPED, os.path.join(os.path.dirname(ARM64_SHIPPED), "clrscope")):
+            with open(path, "rb") as f:
+                self.assertEqual(int.from_bytes(f.read(20)[18:20], "little"), 183, path)
+            dyn = subprocess.run(["readelf", "-d", path], capture_output=True, text=True,
+                                 check=True).stdout
+            needed = set(re.findall(r"\(NEEDED\)\s+Shared library: \[([^\]]+)\]", dyn))
+            self.assertTrue(needed and needed <= GLIBC_ARM64, (path, needed))
+            if path == ARM64_SHIPPED:  # (as linux-x64's: the library binds at load)
+                self.assertIn("BIND_NOW", dyn)
+
+    def test_both_packages_carry_it(self):
+        with open(ARM64_SHIPPED, "rb") as f:
+            lib = f.read()
+        native = glob.glob(os.path.join(NUPKGS, "Clrscope.Native.*.nupkg"))[0]
+        with zipfile.ZipFile(native) as z:
+            self.assertEqual(z.read("runtimes/linux-arm64/native/libclrscope.so"), lib)
+        tool = glob.glob(os.path.join(NUPKGS, "clrscope.*.nupkg"))[0]
+        with zipfile.ZipFile(tool) as z:
+            names = {n.split("/native/", 1)[-1]: n for n in z.namelist() if "/native/" in n}
+            self.assertIn("linux-arm64/clrscope", names)
+            self.assertEqual(z.read(names["linux-arm64/libclrscope.so"]), lib)
 
 
 class MuslStub(unittest.TestCase):

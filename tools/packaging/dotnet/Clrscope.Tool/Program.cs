@@ -1,8 +1,9 @@
-// Program.cs - the `clrscope` dotnet tool: runs the native launcher shipped beside it
-// (native/linux-x64/clrscope, tools/launcher.c) with the same arguments. The launcher replaces
-// this process (execv), so what it runs keeps this process's id, standard streams, signals and
-// exit status, exactly as when the launcher is started directly. Where clrscope cannot run (not
-// x86-64 Linux with glibc) it says so in one line and exits with status 1.
+// Program.cs - the `clrscope` dotnet tool: runs the native launcher shipped beside it for this
+// machine (native/linux-x64/clrscope or native/linux-arm64/clrscope, tools/launcher.c) with the
+// same arguments. The launcher replaces this process (execv), so what it runs keeps this
+// process's id, standard streams, signals and exit status, exactly as when the launcher is
+// started directly. Where clrscope cannot run (not x86-64 or arm64 Linux with glibc, or arm64
+// with a package packed without it) it says so in one line and exits with status 1.
 using System;
 using System.IO;
 using System.Runtime.InteropServices;
@@ -10,8 +11,6 @@ using System.Runtime.InteropServices;
 static class Program
 {
     const int SIGPIPE = 13;
-    // the x86-64 glibc dynamic loader, at the path the ABI fixes
-    const string Loader = "/lib64/ld-linux-x86-64.so.2";
     const int SIG_SETMASK = 2;
 
     [DllImport("libc", SetLastError = true)]
@@ -34,10 +33,11 @@ static class Program
         string? why = Unsupported();
         if (why != null)
         {
-            Console.Error.WriteLine($"clrscope: {why}; clrscope runs on x86-64 (linux-x64) Linux with glibc only");
+            Console.Error.WriteLine($"clrscope: {why}; clrscope runs on x86-64 (linux-x64) and arm64 (linux-arm64) Linux with glibc only");
             return 1;
         }
-        string launcher = Path.Combine(AppContext.BaseDirectory, "native", "linux-x64", "clrscope");
+        var (rid, loader) = Platform()!.Value;
+        string launcher = Launcher(rid);
         if (!File.Exists(launcher))
         {
             Console.Error.WriteLine($"clrscope: the launcher is missing from the tool's package ({launcher}); reinstall the tool");
@@ -54,7 +54,7 @@ static class Program
         const int X_OK = 1;
         if (access(launcher, X_OK) != 0)
         {
-            program = Loader;
+            program = loader;
             setenv("CLRSCOPE_LIB", Path.Combine(Path.GetDirectoryName(launcher)!, "libclrscope.so"), 0);
             argv = new string?[args.Length + 3];
             argv[0] = "clrscope";
@@ -71,17 +71,32 @@ static class Program
         return 126;
     }
 
+    // This machine's directory in the package and glibc's dynamic loader there (at the path each
+    // ABI fixes), or null for an architecture clrscope is not built for.
+    static (string Rid, string Loader)? Platform() => RuntimeInformation.OSArchitecture switch
+    {
+        Architecture.X64 => ("linux-x64", "/lib64/ld-linux-x86-64.so.2"),
+        Architecture.Arm64 => ("linux-arm64", "/lib/ld-linux-aarch64.so.1"),
+        _ => null,
+    };
+
+    static string Launcher(string rid) =>
+        Path.Combine(AppContext.BaseDirectory, "native", rid, "clrscope");
+
     // Why clrscope cannot run here, or null when it can.
     static string? Unsupported()
     {
         if (!OperatingSystem.IsLinux())
             return $"this is {RuntimeInformation.OSDescription}";
-        if (RuntimeInformation.OSArchitecture != Architecture.X64)
+        var p = Platform();
+        if (p == null)
             return $"this machine is {RuntimeInformation.OSArchitecture.ToString().ToLowerInvariant()}";
         if (RuntimeInformation.RuntimeIdentifier.Contains("musl"))
             return "this system's C library is musl (Alpine), not glibc";
-        if (!File.Exists(Loader))
-            return $"this system has no glibc ({Loader} is missing)";
+        if (p.Value.Rid != "linux-x64" && !File.Exists(Launcher(p.Value.Rid)))
+            return $"this package carries no {p.Value.Rid} build";
+        if (!File.Exists(p.Value.Loader))
+            return $"this system has no glibc ({p.Value.Loader} is missing)";
         return null;
     }
 }
