@@ -21,13 +21,14 @@ import shutil
 import time
 import unittest
 
-from harness import BUILD, CLSID, ProfiledApp, cpu_split, tree_totals_by_name
+from harness import BUILD, CLSID, ProfiledApp, cpu_split, find_paths, tree_totals_by_name
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 ARM64_BUILD = os.environ.get("CLRSCOPE_ARM64_BUILD") or os.path.join(ROOT, "build-arm64")
 LIB = os.path.join(ARM64_BUILD, "libclrscope.so")
 APP = os.path.join(BUILD, "apps", "net10-arm64", "TestApp")
 HEAVY, LIGHT = "TestApp.CpuWork.HeavyCaller", "TestApp.CpuWork.LightCaller"
+LEAF, WORK = "TestApp.CpuWork.SpinLeaf", "TestApp.CpuSplitMode.Work"
 QEMU = os.environ.get("CLRSCOPE_QEMU") or shutil.which("qemu-aarch64-static") or \
     shutil.which("qemu-aarch64")
 
@@ -64,8 +65,8 @@ def arm64_app(mode, args, env=None):
 
 class Arm64CpuSplit(unittest.TestCase):
     """cpu-split: the heavy caller's share of the two callers' CPU within 5 points of the
-    app's own thread clocks, from the arm64 library's sampler (CPU timers under qemu), and the
-    dashboard's pages and status answering."""
+    app's own thread clocks, from the arm64 library's sampler (CPU timers under qemu), its
+    stacks whole, and the dashboard's pages and status answering."""
 
     @classmethod
     def setUpClass(cls):
@@ -108,6 +109,16 @@ class Arm64CpuSplit(unittest.TestCase):
         self.assertGreater(samples, 400, "too few CPU samples to judge the split")
         self.assertAlmostEqual(measured, truth, delta=0.05,
                                msg=f"heavy share {measured:.3f}, truth {truth:.3f}")
+
+    def test_stacks_are_whole(self):
+        # arm64's frame records walked from the signal: the leaf under one of its two callers,
+        # and those under the thread's loop, in (nearly) every sample
+        paths = find_paths(self.cpu["root"], LEAF)
+        total = sum(v for p, v in paths)
+        self.assertGreater(total, 0)
+        whole = sum(v for p, v in paths if WORK in p and (HEAVY in p or LIGHT in p))
+        self.assertGreater(whole / total, 0.95,
+                           f"{whole}/{total}: {[p for p, v in paths if WORK not in p][:3]}")
 
     def test_dashboard_answers(self):
         self.assertEqual(self.page[0], 200)
