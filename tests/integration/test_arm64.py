@@ -3,8 +3,9 @@ test_arm64.py - the linux-arm64 library on a linux-arm64 app, under qemu-user: T
 self-contained for linux-arm64 (tests/apps/build.sh, CLRSCOPE_APP_ARM64=1) runs under
 `qemu-aarch64-static` with the cross build's libclrscope.so (`cmake --preset linux-arm64`) as its
 profiler. A small, representative set against the app's own truth: cpu-split's 3:1 CPU split
-between two callers within 5 points, the allocations by type of alloc-mix, a heap snapshot of
-`heap` with the exact counts the app made, and the dashboard answering.
+between two callers within 5 points and its stacks whole, the allocations by type of alloc-mix,
+a heap snapshot of `heap` with the exact counts the app made, the dashboard answering, and the
+arm64 launcher's refusal of an app that asks for .NET 7.
 
 Emulation is slow and has no perf events and no process_vm_readv: clrscope falls back to CPU
 timers and says so; the runs are shorter than the x86-64 tests' and the bounds say what they
@@ -18,6 +19,9 @@ CLRSCOPE_BUILD), CLRSCOPE_QEMU (default qemu-aarch64-static on PATH).
 import json
 import os
 import shutil
+import stat
+import subprocess
+import tempfile
 import time
 import unittest
 
@@ -198,6 +202,46 @@ class Arm64HeapSnapshot(unittest.TestCase):
             types = {t["type"]: t for t in d["types"]}
             self.assertEqual(types["TestApp.Heap.TreeNode"]["count"], 100000)
             self.assertEqual(types["TestApp.Heap.Leaf"]["count"], 12345)
+
+
+class Arm64Refusal(unittest.TestCase):
+    """The arm64 launcher (`clrscope run`, under qemu-user) refuses in one line an app whose
+    runtimeconfig.json asks for .NET 7, and runs it without the profiler's variables; it gives
+    them to one that asks for .NET 8. (No .NET 6 or 7 runtime for linux-arm64 is on the package
+    feed here: the library's own refusal of such a runtime is x86-64's test.) The "app" is
+    `env` under an apphost's name, so its variables can be read."""
+
+    @classmethod
+    def setUpClass(cls):
+        require(cls)
+        cls.launcher = os.path.join(ARM64_BUILD, "clrscope")
+
+    def run_as_app(self, version):
+        tmp = tempfile.mkdtemp(prefix="clrscope-rtcfg-")
+        self.addCleanup(shutil.rmtree, tmp, True)
+        app = os.path.join(tmp, "app")
+        shutil.copy(shutil.which("env"), app)
+        os.chmod(app, stat.S_IRWXU)
+        with open(app + ".runtimeconfig.json", "w") as f:
+            f.write('{"runtimeOptions": {"tfm": "net%s", "framework": {"name": '
+                    '"Microsoft.NETCore.App", "version": "%s"}}}' % (version[:3], version))
+        env = {k: v for k, v in os.environ.items()
+               if not k.startswith(("CORECLR_", "DOTNET_ROLL"))}
+        r = subprocess.run([QEMU, self.launcher, "run", "--", app], capture_output=True,
+                           text=True, timeout=60, env=env)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        return r.stdout, r.stderr
+
+    def test_net7_refused_in_one_line(self):
+        out, err = self.run_as_app("7.0.20")
+        self.assertNotIn("CORECLR_PROFILER", out)
+        self.assertRegex(err, r"clrscope: \S+app\.runtimeconfig\.json asks for \.NET 7; "
+                         r"clrscope needs \.NET 8 or newer, so the app runs unprofiled")
+        self.assertEqual(len(err.strip().splitlines()), 1, err)
+
+    def test_net8_profiled(self):
+        out, err = self.run_as_app("8.0.0")
+        self.assertIn(f"CORECLR_PROFILER={CLSID}", out, err)
 
 
 if __name__ == "__main__":
