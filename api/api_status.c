@@ -160,6 +160,7 @@ int api_status(const struct api_req *q, struct api_reply *out)
         cJSON *wk = cJSON_AddObjectToObject(sg, "walks");
         cJSON_AddNumberToObject(wk, "samples", (double)cm.named);
         cJSON_AddNumberToObject(wk, "cfi_leaf", (double)cm.cfi_leaf);
+        cJSON_AddNumberToObject(wk, "link_register", (double)cm.link_register);
         cJSON_AddNumberToObject(wk, "unrooted", (double)cm.unrooted);
         cJSON_AddNumberToObject(wk, "unrooted_native", (double)cm.unrooted_native);
         cJSON_AddNumberToObject(wk, "jit", (double)cm.jit);

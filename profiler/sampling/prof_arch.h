@@ -7,8 +7,9 @@
  * Both keep a frame record of two words where the frame pointer points (rbp / x29): the caller's
  * frame pointer, then the return address, so the frame-pointer walk is the same on both. On
  * arm64 a function that calls nothing may keep its return address in the link register (x30)
- * and make no record: the walk then starts from the caller's record and misses that caller (a
- * known gap on arm64: the link register is not used yet).
+ * and make no record: prof_arch_lr gives it to the walk (prof_sighandler.c), which puts that
+ * caller in where it can tell it apart from the function's own return addresses. x86-64's
+ * return address is on the stack: prof_arch_lr is 0 there.
  */
 #ifndef PROF_ARCH_H
 #define PROF_ARCH_H
@@ -60,6 +61,12 @@ static inline uintptr_t prof_arch_stack_pointer(void)
     return sp;
 }
 
+static inline uintptr_t prof_arch_lr(const ucontext_t *uc)
+{
+    (void)uc;
+    return 0;
+}
+
 /* The system call instruction (syscall: 0f 05) and its length. */
 #define PROF_ARCH_SYSCALL_LEN 2
 static inline int prof_arch_is_syscall(const volatile uint8_t *p)
@@ -84,6 +91,10 @@ static inline uintptr_t prof_arch_fp(const ucontext_t *uc)
 static inline long prof_arch_ret(const ucontext_t *uc)
 {
     return (long)uc->uc_mcontext.regs[0];
+}
+static inline uintptr_t prof_arch_lr(const ucontext_t *uc)
+{
+    return (uintptr_t)uc->uc_mcontext.regs[30];
 }
 
 static inline long prof_arch_syscall3(long n, long a, long b, long c)

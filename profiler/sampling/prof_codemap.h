@@ -89,7 +89,7 @@ struct prof_codemap_stats {
      * CFI, those whose walk stopped before the thread's first frame (neither reached it nor hit
      * CLRSCOPE_MAX_FRAMES), and of those the ones with no managed frame at all: CPU the profile
      * cannot give to the app's code */
-    uint64_t named, cfi_leaf, unrooted, unrooted_native;
+    uint64_t named, cfi_leaf, link_register, unrooted, unrooted_native;
     uint64_t jit; /* samples labelled with the method the JIT was compiling */
     /* inlining: (caller, callee) pairs the JIT reported and kept, notes or pairs lost (a full
      * queue or table), frames added for code the JIT inlined, addresses left to their method

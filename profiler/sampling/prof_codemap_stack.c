@@ -260,6 +260,7 @@ int prof_codemap_name_stack(const struct prof_sigsample *s, const char **names,
     }
     codemap.st.named++;
     codemap.st.cfi_leaf += (s->flags & PROF_SIG_F_CFI) != 0;
+    codemap.st.link_register += (s->flags & PROF_SIG_F_LR) != 0;
     if (!(s->flags & (PROF_SIG_F_ROOTED | PROF_SIG_F_TRUNCATED))) {
         codemap.st.unrooted++;
         codemap.st.unrooted_native += outer < 0;

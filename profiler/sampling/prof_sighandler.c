@@ -490,6 +490,22 @@ static uint32_t walk(struct prof_sig_entry *e, const ucontext_t *uc)
         e->window[w++] = load_word(a);
     e->nwindow = w;
     uintptr_t csp = sp, cbp = bp;
+    /* arm64: a function that calls nothing may keep its return address in the link register
+     * and make no frame record, so the record at fp is its caller's, whose own return address
+     * the chain reads next. A link register into another mapping than the pc's (the code that
+     * called into a library: managed code, or another library) is that missing caller, unless
+     * the record holds it already (the function made its record and has called nothing yet).
+     * One into the pc's own mapping is left alone: it may be the function's own, after a call. */
+    uintptr_t lr = prof_arch_lr(uc);
+    if (lr && n < max) {
+        const struct prof_sig_range *rp = find_range(m->exec, m->nexec, pc);
+        const struct prof_sig_range *rl = find_range(m->exec, m->nexec, lr);
+        uintptr_t ra0 = cbp >= sp && cbp <= top - 16 ? load_word(cbp + 8) : 0;
+        if (rp && rl && rp != rl && lr != ra0) {
+            e->ips[n++] = lr;
+            e->flags |= PROF_SIG_F_LR;
+        }
+    }
     if (cfi_frames(e->ips, &n, max, pc, 1, &csp, &cbp, top, m, &flags) >= 0)
         n = chain(e->ips, n, max, csp, cbp, top, m, NULL, &e->found, &flags);
     e->flags |= flags & (PROF_SIG_F_TRUNCATED | PROF_SIG_F_NEWCODE | PROF_SIG_F_CFI |

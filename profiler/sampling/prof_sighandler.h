@@ -62,6 +62,7 @@ enum prof_sig_flag {
                                  * CPU sample: entry->wall_seq says which ask */
     PROF_SIG_F_EINTR = 1 << 10, /* the signal cut a system call short: it returns EINTR to its
                                  * caller (pc right after a syscall instruction, rax -EINTR) */
+    PROF_SIG_F_LR = 1 << 11,    /* arm64: the leaf's caller came from the link register */
 };
 
 /* A wall ask's signal value: (gen << 32) | PROF_SIG_WALL_TAG | (seq << 13) | ring index (ring

@@ -3,7 +3,8 @@ test_arm64.py - the linux-arm64 library on a linux-arm64 app, under qemu-user: T
 self-contained for linux-arm64 (tests/apps/build.sh, CLRSCOPE_APP_ARM64=1) runs under
 `qemu-aarch64-static` with the cross build's libclrscope.so (`cmake --preset linux-arm64`) as its
 profiler. A small, representative set against the app's own truth: cpu-split's 3:1 CPU split
-between two callers within 5 points and its stacks whole, the allocations by type of alloc-mix,
+between two callers within 5 points and its stacks whole, a runtime helper's managed caller
+found from the link register, the allocations by type of alloc-mix,
 a heap snapshot of `heap` with the exact counts the app made, the dashboard answering, and the
 arm64 launcher's refusal of an app that asks for .NET 7.
 
@@ -202,6 +203,28 @@ class Arm64HeapSnapshot(unittest.TestCase):
             types = {t["type"]: t for t in d["types"]}
             self.assertEqual(types["TestApp.Heap.TreeNode"]["count"], 100000)
             self.assertEqual(types["TestApp.Heap.Leaf"]["count"], 12345)
+
+
+class Arm64NativeLeaf(unittest.TestCase):
+    """wall-mix's spinner calls `Thread.SpinWait`, whose loop is a leaf function of the runtime
+    that makes no frame record: its managed caller is found from the link register, in (nearly)
+    every CPU sample of that thread."""
+
+    @classmethod
+    def setUpClass(cls):
+        require(cls)
+        with arm64_app("wall-mix", ["--seconds", "20"]) as app:
+            app.wait_ready(timeout=120)
+            time.sleep(8)
+            cls.cpu = app.json("/api/v1/flamegraph?type=cpu&seconds=6")
+            cls.walks = app.json("/api/v1/status")["self"]["signal_sampler"]["walks"]
+
+    def test_spinner_keeps_its_method(self):
+        t = tree_totals_by_name(self.cpu["root"])
+        thread = t.get("TestApp.WallMix.WallMixMode.Spinner", 0)
+        self.assertGreater(thread, 0.5e9, "the spinner thread's CPU is missing")
+        self.assertGreater(t.get("TestApp.WallMix.WallMixMode.SpinnerSpin", 0) / thread, 0.95)
+        self.assertGreater(self.walks["link_register"], 0, self.walks)
 
 
 class Arm64Refusal(unittest.TestCase):
