@@ -144,7 +144,8 @@ class Arm64CpuSplit(unittest.TestCase):
 class Arm64Allocations(unittest.TestCase):
     """alloc-mix: every type the app allocates in the allocation table, the large ones' byte
     shares within 15 % of the app's own count (a short run under emulation: a few hundred
-    samples), and the runtime's allocation event the one of .NET 10."""
+    samples), the runtime's allocation event the one of .NET 10, and the allocation stacks
+    reaching the app's loop."""
 
     @classmethod
     def setUpClass(cls):
@@ -156,9 +157,18 @@ class Arm64Allocations(unittest.TestCase):
             cls.app.wait_ready(timeout=120)
             time.sleep(12)
             cls.table = cls.app.json("/api/v1/allocations?seconds=10")
+            cls.flame = cls.app.json("/api/v1/flamegraph?type=alloc-bytes&seconds=10")
             cls.truth = cls.app.wait_truth(timeout=120)
         finally:
             cls.app.stop()
+
+    def test_stacks_reach_the_app(self):
+        # the allocation callback's own walk (through the runtime's arm64 helpers) reaches the
+        # app's loop for (nearly) every sampled byte
+        t = tree_totals_by_name(self.flame["root"])
+        self.assertGreater(self.flame["total"], 0)
+        self.assertGreater(t.get("TestApp.Alloc.AllocMixMode.Work", 0) / self.flame["total"],
+                           0.95, sorted(t.items(), key=lambda kv: -kv[1])[:8])
 
     def test_types_and_shares(self):
         self.assertEqual(self.table["method"], "AllocationSampled")
