@@ -71,31 +71,40 @@ static const struct flame_type *parse_common(const struct api_req *q, struct api
     return t;
 }
 
-/* native=keep (the default) or fold: native frames folded into their managed callers
- * (prof_view_fold_native). 0, or -1 with a 400 in `out`. */
-static int parse_native(const struct api_req *q, int *fold, struct api_reply *out)
+/* native=keep (the default), fold (native frames folded into their managed callers:
+ * prof_view_fold_native) or group (native frames named by their group: prof_view_group_native).
+ * *mode: NATIVE_KEEP, NATIVE_FOLD or NATIVE_GROUP. 0, or -1 with a 400 in `out`. */
+enum { NATIVE_KEEP, NATIVE_FOLD, NATIVE_GROUP };
+static const char *const native_modes[] = {"keep", "fold", "group"};
+
+static int parse_native(const struct api_req *q, int *mode, struct api_reply *out)
 {
     char s[8];
     int rc = api_query_str(q, "native", s, sizeof s, out);
-    *fold = 0;
+    *mode = NATIVE_KEEP;
     if (rc < 0)
         return -1;
-    if (rc == 0 || !strcmp(s, "keep"))
+    if (rc == 0)
         return 0;
-    if (!strcmp(s, "fold")) {
-        *fold = 1;
-        return 0;
-    }
-    api_reply_error(out, 400, "native must be keep or fold");
+    for (int i = 0; i < 3; i++)
+        if (!strcmp(s, native_modes[i])) {
+            *mode = i;
+            return 0;
+        }
+    api_reply_error(out, 400, "native must be keep, fold or group");
     return -1;
 }
 
-/* Folds a view's native frames when asked; a view that cannot be folded (out of memory) stays
- * whole, which the reply says ("native": "keep"). */
-static int fold_view(struct prof_view *v, int fold)
+/* Folds or groups a view's native frames as asked; returns the mode applied: a view that
+ * cannot be rebuilt (out of memory) stays whole, which the reply says ("native": "keep"). */
+static int native_view(struct prof_view *v, int mode)
 {
-    size_t folded;
-    return fold && prof_view_fold_native(v, &folded) == 0;
+    size_t n;
+    if (mode == NATIVE_FOLD)
+        return prof_view_fold_native(v, &n) == 0 ? NATIVE_FOLD : NATIVE_KEEP;
+    if (mode == NATIVE_GROUP)
+        return prof_view_group_native(v, &n) == 0 ? NATIVE_GROUP : NATIVE_KEEP;
+    return NATIVE_KEEP;
 }
 
 static int get_view(const struct flame_type *t, double seconds, const char *filter,
@@ -217,9 +226,9 @@ int api_flamegraph(const struct api_req *q, struct api_reply *out)
         return api_reply_error(out, 503, "out of memory");
     const struct flame_type *t = parse_common(q, out, &seconds, filter, 512, &has_filter);
     long max_nodes;
-    int fold;
+    int native;
     if (!t || api_query_long(q, "max_nodes", 8192, 16, 200000, &max_nodes, out) < 0 ||
-        parse_native(q, &fold, out) < 0) {
+        parse_native(q, &native, out) < 0) {
         free(filter);
         return 400;
     }
@@ -230,7 +239,7 @@ int api_flamegraph(const struct api_req *q, struct api_reply *out)
         free(filter);
         return st;
     }
-    fold = fold_view(&v, fold);
+    native = native_view(&v, native);
     struct prof_tree tree; /* its names point into the view's: freed after the reply is written */
     int rc = prof_tree_build(&v, t->slot, (size_t)max_nodes, &tree);
     double t_from = v.t_from, t_to = v.t_to;
@@ -264,7 +273,7 @@ int api_flamegraph(const struct api_req *q, struct api_reply *out)
         jb_str(&b, filter);
     }
     jb_lit(&b, ",\"native\":");
-    jb_str(&b, fold ? "fold" : "keep");
+    jb_str(&b, native_modes[native]);
     jb_lit(&b, ",\"root\":");
     api_flame_emit(&b, &tree);
     jb_lit(&b, "}");
@@ -346,11 +355,11 @@ int api_flamegraph_diff(const struct api_req *q, struct api_reply *out)
                                "/api/v1/gcdump/diff)", tname);
     double now = prof_unix_now(), af, at, bf, bt;
     long max_nodes, limit;
-    int fold;
+    int native;
     if (diff_windows(q, out, now, &af, &at, &bf, &bt) < 0 ||
         api_query_long(q, "max_nodes", 8192, 16, 200000, &max_nodes, out) < 0 ||
         api_query_long(q, "limit", 20, 0, 10000, &limit, out) < 0 ||
-        parse_native(q, &fold, out) < 0)
+        parse_native(q, &native, out) < 0)
         return 400;
     char *filter = malloc(512);
     if (!filter)
@@ -374,11 +383,10 @@ int api_flamegraph_diff(const struct api_req *q, struct api_reply *out)
         free(filter);
         return api_reply_error(out, 503, "profile data unavailable (out of memory)");
     }
-    if (fold) { /* both or neither: the two trees must be cut alike */
-        size_t folded;
+    if (native != NATIVE_KEEP) { /* both or neither: the two trees must be cut alike */
         struct prof_view *vs[2] = {&va, &vb};
         for (int i = 0; i < 2; i++)
-            if (prof_view_fold_native(vs[i], &folded)) {
+            if (native_view(vs[i], native) != native) {
                 prof_view_free(&va);
                 prof_view_free(&vb);
                 free(filter);
@@ -456,9 +464,9 @@ int api_top(const struct api_req *q, struct api_reply *out)
         return api_reply_error(out, 503, "out of memory");
     const struct flame_type *t = parse_common(q, out, &seconds, filter, 512, &has_filter);
     long limit;
-    int fold;
+    int native;
     if (!t || api_query_long(q, "limit", 50, 1, 10000, &limit, out) < 0 ||
-        parse_native(q, &fold, out) < 0) {
+        parse_native(q, &native, out) < 0) {
         free(filter);
         return 400;
     }
@@ -469,7 +477,7 @@ int api_top(const struct api_req *q, struct api_reply *out)
         free(filter);
         return st;
     }
-    fold = fold_view(&v, fold);
+    native = native_view(&v, native);
     struct prof_top top;
     int rc = prof_tree_top(&v, t->slot, (size_t)limit, &top);
     int64_t total = 0;
@@ -488,7 +496,7 @@ int api_top(const struct api_req *q, struct api_reply *out)
     jb_lit(&b, ",\"from_disk\":");
     jb_int(&b, (int64_t)from_disk);
     jb_lit(&b, ",\"native\":");
-    jb_str(&b, fold ? "fold" : "keep");
+    jb_str(&b, native_modes[native]);
     jb_lit(&b, ",\"functions\":[");
     for (size_t i = 0; rc == 0 && i < top.n; i++) {
         if (i)

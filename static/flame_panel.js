@@ -44,15 +44,13 @@ export function FlamePanel(title, types, opts) {
     // the runtime's, the JIT's and system libraries' frames folded into the managed code above
     this.foldBtn = h('button', {type: 'button', 'class': 'btn fold', text: 'Fold native',
       title: 'fold native frames (the runtime, its stubs, system libraries) into the managed method that called them',
-      on: {click: function () {
-        state.fold = !state.fold;
-        state.zoom = [];
-        self.fg.setState({q: state.q, zoom: [], icicle: state.icicle});
-        saveHash();
-        self.syncControls();
-        self.refresh();
-      }}});
+      on: {click: function () { self.setNative(state.fold ? '' : 'fold'); }}});
+    // or kept, under the names of their groups: the runtime, the JIT, its stubs, the system
+    this.groupBtn = h('button', {type: 'button', 'class': 'btn fold group', text: 'Group native',
+      title: 'name native frames by group: [native runtime], [native JIT], [native GC], [native stubs], [native system]',
+      on: {click: function () { self.setNative(state.group ? '' : 'group'); }}});
     this.p.right.appendChild(this.foldBtn);
+    this.p.right.appendChild(this.groupBtn);
   }
   this.fg = new FlameGraph(this.p.body, {onChange: function (st) {
     state.q = st.q;
@@ -85,6 +83,17 @@ FlamePanel.prototype.type = function () {
   return this.types[0][0];
 };
 
+/* native frames: '' as they are, 'fold' or 'group' (one at a time) */
+FlamePanel.prototype.setNative = function (mode) {
+  state.fold = mode === 'fold';
+  state.group = mode === 'group';
+  state.zoom = [];
+  this.fg.setState({q: state.q, zoom: [], icicle: state.icicle});
+  saveHash();
+  this.syncControls();
+  this.refresh();
+};
+
 FlamePanel.prototype.syncControls = function () {
   var self = this;
   var cur = this.type();
@@ -92,6 +101,8 @@ FlamePanel.prototype.syncControls = function () {
   if (this.foldBtn) {
     this.foldBtn.classList.toggle('on', !!state.fold);
     this.foldBtn.setAttribute('aria-pressed', state.fold ? 'true' : 'false');
+    this.groupBtn.classList.toggle('on', !!state.group);
+    this.groupBtn.setAttribute('aria-pressed', state.group ? 'true' : 'false');
   }
   clear(this.filterBox);
   if (state.filter) {
@@ -116,7 +127,8 @@ FlamePanel.prototype.refresh = function () {
   var seq = ++this.seq; // a newer request (type or filter change) supersedes this one
   var type = this.type();
   var url = 'api/v1/flamegraph?' + qs({type: type, seconds: this.windowed ? state.seconds : '',
-    max_nodes: 8192, filter: state.filter, native: this.foldBtn && state.fold ? 'fold' : ''});
+    max_nodes: 8192, filter: state.filter,
+    native: !this.foldBtn ? '' : state.fold ? 'fold' : state.group ? 'group' : ''});
   return api(url).then(function (r) {
     if (r.aborted || seq !== self.seq) return;
     if (!r.ok) {

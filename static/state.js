@@ -1,6 +1,6 @@
 /* clrscope dashboard: the page's state.
  *
- * The view's state lives in the URL hash (#tab=cpu&seconds=60&q=…&zoom=a;b&icicle=1&native=fold&filter=…),
+ * The view's state lives in the URL hash (#tab=cpu&seconds=60&q=…&zoom=a;b&icicle=1&native=fold|group&filter=…),
  * so a link reproduces a view: `state` holds it parsed, readHash() fills it from the URL and
  * saveHash() writes it back. `status` is the process's last /api/v1/status reply (null until
  * the first), which says which profiles run.
@@ -12,7 +12,7 @@ import {TABS} from './tabs.js';
 
 export var SECONDS = [10, 60, 300, 900];
 export var state = {
-  tab: 'overview', seconds: 60, type: '', q: '', zoom: [], icicle: false, fold: false,
+  tab: 'overview', seconds: 60, type: '', q: '', zoom: [], icicle: false, fold: false, group: false,
   filter: '', sel: '', snap: '', a: '', b: '', paused: false
 };
 var lastHash = null;          // the hash readHash read or saveHash wrote last
@@ -53,6 +53,7 @@ export function readHash() {
   state.zoom = p.get('zoom') ? p.get('zoom').split(';') : [];
   state.icicle = p.get('icicle') === '1';
   state.fold = p.get('native') === 'fold';
+  state.group = p.get('native') === 'group';
   state.filter = p.get('filter') || '';
   state.sel = p.get('sel') || '';
   state.snap = p.get('snap') || '';
@@ -77,6 +78,7 @@ export function hashFor(st) {
   if (st.zoom && st.zoom.length) p.set('zoom', st.zoom.join(';'));
   if (st.icicle) p.set('icicle', '1');
   if (st.fold) p.set('native', 'fold');
+  else if (st.group) p.set('native', 'group');
   if (st.sel) p.set('sel', st.sel);
   if (st.snap) p.set('snap', st.snap);
   if (st.a) p.set('a', st.a);
@@ -101,7 +103,7 @@ export function saveHash() {
 /* Goes to another tab (a history entry, so Back works); view-specific state starts fresh. */
 export function go(tab, extra) {
   var st = {tab: tab, seconds: state.seconds, type: '', q: '', zoom: [], icicle: state.icicle,
-    fold: state.fold, filter: '', sel: '', snap: '', a: '', b: ''};
+    fold: state.fold, group: state.group, filter: '', sel: '', snap: '', a: '', b: ''};
   Object.keys(extra || {}).forEach(function (k) { st[k] = extra[k]; });
   location.hash = hashFor(st);
 }

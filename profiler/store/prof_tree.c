@@ -501,7 +501,33 @@ static int is_native(const char *name)
     return name && !strncmp(name, "[native ", 8);
 }
 
-int prof_view_fold_native(struct prof_view *v, size_t *folded)
+/* The group a native frame goes into with native=group, or NULL for one that keeps its name (an
+ * app's own library, clrscope's). */
+static const char *native_group(const char *f)
+{
+    static const char *const sys[] = {"libc.so", "libm.so", "ld-linux", "libpthread", "libdl.so",
+                                      "librt.so", "libstdc++", "libgcc_s", "linux-vdso",
+                                      "libSystem."};
+    if (!is_native(f))
+        return NULL;
+    const char *lib = f + 8; /* after "[native " */
+    if (!strncmp(lib, "code]", 5))
+        return "[native stubs]";
+    if (!strncmp(lib, "libcoreclr.so", 13))
+        return "[native runtime]";
+    if (!strncmp(lib, "libclrjit.so", 12))
+        return "[native JIT]";
+    if (!strncmp(lib, "libclrgc", 8))
+        return "[native GC]";
+    for (size_t i = 0; i < sizeof sys / sizeof sys[0]; i++)
+        if (!strncmp(lib, sys[i], strlen(sys[i])))
+            return "[native system]";
+    return NULL;
+}
+
+/* fold (group 0): a native frame under a frame that is not native goes into it. group: a
+ * native frame takes its group's name, and goes into its parent when that has the same. */
+static int rebuild(struct prof_view *v, int group, size_t *folded)
 {
     size_t n = v->nnodes;
     *folded = 0;
@@ -534,24 +560,33 @@ int prof_view_fold_native(struct prof_view *v, size_t *folded)
     for (size_t i = 1; i < n; i++) {
         uint32_t p = v->parent[i];
         int native = is_native(v->name[i]);
+        const char *nm = v->name[i];
         anchored[i] = anchored[p] || !native;
-        if (native && anchored[p]) {
+        if (group) {
+            const char *g = native_group(nm);
+            nm = g ? g : nm;
+            if (g && newid[p] && name[newid[p]] == g) {
+                newid[i] = newid[p];
+                (*folded)++;
+                continue;
+            }
+        } else if (native && anchored[p]) {
             newid[i] = newid[p];
             (*folded)++;
             continue;
         }
         uint32_t np = newid[p];
-        uint32_t h = (uint32_t)(name_hash(v->name[i]) ^ (np * 2654435761u)) & (uint32_t)(cap - 1);
+        uint32_t h = (uint32_t)(name_hash(nm) ^ (np * 2654435761u)) & (uint32_t)(cap - 1);
         for (;; h = (h + 1) & (uint32_t)(cap - 1)) {
             uint32_t id = slot[h];
             if (id == UINT32_MAX) {
                 slot[h] = (uint32_t)m;
                 parent[m] = np;
-                name[m] = v->name[i];
+                name[m] = nm;
                 newid[i] = (uint32_t)m++;
                 break;
             }
-            if (parent[id] == np && (name[id] == v->name[i] || !strcmp(name[id], v->name[i]))) {
+            if (parent[id] == np && (name[id] == nm || !strcmp(name[id], nm))) {
                 newid[i] = id;
                 break;
             }
@@ -559,6 +594,8 @@ int prof_view_fold_native(struct prof_view *v, size_t *folded)
     }
     for (size_t r = 0; r < v->nrows; r++)
         v->rows[r].node = newid[v->rows[r].node];
+    if (group)
+        *folded = n - m; /* into a parent of the same group, or a sibling that became one */
     memcpy(v->parent, parent, m * sizeof *parent);
     memcpy(v->name, name, m * sizeof *name);
     v->nnodes = m;
@@ -568,4 +605,14 @@ int prof_view_fold_native(struct prof_view *v, size_t *folded)
     prof_scratch_free(&v->mem, parent);
     prof_scratch_free(&v->mem, name);
     return 0;
+}
+
+int prof_view_fold_native(struct prof_view *v, size_t *folded)
+{
+    return rebuild(v, 0, folded);
+}
+
+int prof_view_group_native(struct prof_view *v, size_t *merged)
+{
+    return rebuild(v, 1, merged);
 }

@@ -46,6 +46,13 @@ struct prof_top {
  * nearer the root than any other (a thread's start, a runtime thread) stay. *folded counts the
  * nodes removed. 0, or -1 (out of memory: the view is unchanged). */
 int prof_view_fold_native(struct prof_view *v, size_t *folded);
+/* Groups native frames, in place: each takes the name of its group, "[native runtime]"
+ * (libcoreclr), "[native JIT]" (libclrjit), "[native GC]" (libclrgc), "[native stubs]" (the
+ * runtime's generated code, "[native code]") or "[native system]" (the C and C++ runtimes, the
+ * loader, the runtime's System.*.Native shims); other libraries (an app's own) keep their names.
+ * A frame whose parent has its group's name goes into it, and the paths that then meet are
+ * merged. *merged counts the nodes removed. 0, or -1 (out of memory: the view is unchanged). */
+int prof_view_group_native(struct prof_view *v, size_t *merged);
 /* value_slot selects v[value_slot] of each row. */
 int prof_tree_build(const struct prof_view *v, int value_slot, size_t max_nodes,
                     struct prof_tree *out);

@@ -248,10 +248,10 @@ test('Fold native folds the runtime frames into their managed callers', async ()
   await openTab('cpu', 'CPU');
   const reply = page.waitForResponse((r) => /api\/v1\/flamegraph\?.*native=fold/.test(r.url()),
     {timeout: TIMEOUT});
-  await page.click('main button.fold');
+  await page.click('main button.fold:not(.group)');
   const r = await reply;
   assert.match(page.url(), /native=fold/);
-  assert.equal(await page.getAttribute('main button.fold', 'aria-pressed'), 'true');
+  assert.equal(await page.getAttribute('main button.fold:not(.group)', 'aria-pressed'), 'true');
   if (process.env.BASE_URL) {  // the real profiler: no native frame left under a managed one
     const d = await r.json();
     assert.equal(d.native, 'fold');
@@ -263,8 +263,34 @@ test('Fold native folds the runtime frames into their managed callers', async ()
       for (const c of node.children) stack.push([c, anchored || (!native && node !== d.root)]);
     }
   }
-  await page.click('main button.fold');
+  await page.click('main button.fold:not(.group)');
   await page.waitForFunction(() => !/native=fold/.test(location.hash), null, {timeout: TIMEOUT});
+});
+
+test('Group native names the runtime frames by group', async () => {
+  await openTab('cpu', 'CPU');
+  const reply = page.waitForResponse((r) => /api\/v1\/flamegraph\?.*native=group/.test(r.url()),
+    {timeout: TIMEOUT});
+  await page.click('main button.group');
+  const r = await reply;
+  assert.match(page.url(), /native=group/);
+  assert.equal(await page.getAttribute('main button.group', 'aria-pressed'), 'true');
+  assert.equal(await page.getAttribute('main button.fold:not(.group)', 'aria-pressed'), 'false');
+  if (process.env.BASE_URL) {  // the real profiler: the runtime's frames under their group's name
+    const d = await r.json();
+    assert.equal(d.native, 'group');
+    const names = [];
+    const stack = [d.root];
+    while (stack.length) {
+      const node = stack.pop();
+      names.push(node.name);
+      for (const c of node.children) stack.push(c);
+    }
+    assert.ok(names.includes('[native runtime]'), 'no [native runtime] node');
+    assert.ok(!names.some((n) => n.startsWith('[native libcoreclr.so')), 'libcoreclr not grouped');
+  }
+  await page.click('main button.group');
+  await page.waitForFunction(() => !/native=group/.test(location.hash), null, {timeout: TIMEOUT});
 });
 
 test('window selector and pprof download link follow the state', async () => {

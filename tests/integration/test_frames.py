@@ -307,6 +307,8 @@ class JitCompilation(unittest.TestCase):
                     walks = app.json("/api/v1/status")["self"]["signal_sampler"]["walks"]
                     folded = app.json("/api/v1/flamegraph?type=cpu&seconds=4&native=fold")
                     top = app.json("/api/v1/top?type=cpu&seconds=4&native=fold&limit=10000")
+                    grouped = app.json("/api/v1/flamegraph?type=cpu&seconds=4&native=group")
+                    gtop = app.json("/api/v1/top?type=cpu&seconds=4&native=group&limit=10000")
                     bad = app.json("/api/v1/top?type=cpu&native=inline", expect=400)
                     truth = app.wait_truth(timeout=60)
                 finally:
@@ -361,6 +363,22 @@ class JitCompilation(unittest.TestCase):
                                if f["name"].startswith(self.LABEL + work))
                 self.assertGreaterEqual(jit_self / top["total"], 0.6 * share,
                                         (jit_self / top["total"], top["functions"][:5]))
+                # native=group: the runtime's, the JIT's, the stubs' and the system libraries'
+                # frames under their groups' names, none twice in a row; the JIT's time there
+                self.assertEqual((grouped["native"], gtop["native"]), ("group", "group"))
+                stack = [(grouped["root"], "")]
+                while stack:
+                    node, above = stack.pop()
+                    name = node["name"]
+                    self.assertFalse(name.startswith(("[native libcoreclr.so", "[native code]",
+                                                      "[native libclrjit.so", "[native libc.so")),
+                                     name)
+                    self.assertFalse(name.startswith("[native ") and name == above, name)
+                    for c in node["children"]:
+                        stack.append((c, name))
+                jit = sum(f["self"] for f in gtop["functions"] if f["name"] == "[native JIT]")
+                self.assertGreaterEqual(jit / gtop["total"], 0.4 * share,
+                                        (jit / gtop["total"], gtop["functions"][:5]))
 
 
 class NativeSymbols(unittest.TestCase):

@@ -7,6 +7,7 @@
  *     function never at the top of a stack is left out;
  *   - a tree trimmed so hard that a parent has no room left for its "[other]" node keeps every
  *     inclusive value what it is (the folded children go to the parent's self, counted once);
+ *   - native frames grouped by kind (the runtime, the JIT, stubs, system libraries);
  *   - native frames folded into their managed callers: their time becomes the caller's own,
  *     paths that then meet are merged, native frames nearer the root than any other stay.
  */
@@ -188,9 +189,54 @@ static void test_fold_native(void)
     prof_scratch_release(&v.mem);
 }
 
+static void test_group_native(void)
+{
+    /* 1 [native libcoreclr.so]
+     * 2   [native libcoreclr.so!Start]        (the same group as its parent: merged into it)
+     * 3     Main
+     * 4       Work                            5
+     * 5         [native libclrjit.so]
+     * 6           [native libc.so.6]          10
+     * 7           [native ld-linux-x86-64.so.2] 4  (both "system": one node of 14)
+     * 8       [native code]
+     * 9         Helper                        3
+     * 10        [native libnat.so]            2  (an app's own library keeps its name) */
+    uint32_t parent[] = {0, 0, 1, 2, 3, 4, 5, 5, 3, 8, 4};
+    const char *name[] = {"all", "[native libcoreclr.so]", "[native libcoreclr.so!Start]", "Main",
+                          "Work", "[native libclrjit.so]", "[native libc.so.6]",
+                          "[native ld-linux-x86-64.so.2]", "[native code]", "Helper",
+                          "[native libnat.so]"};
+    struct prof_row rows[] = {{.node = 4, .v = {5, 5}}, {.node = 6, .v = {10, 10}},
+                              {.node = 7, .v = {4, 4}}, {.node = 9, .v = {3, 3}},
+                              {.node = 10, .v = {2, 2}}};
+    struct prof_view v = view(11, parent, name, 5, rows);
+    size_t merged = 0;
+    CHECK(!prof_view_group_native(&v, &merged), "grouped");
+    CHECK(merged == 2, "2 nodes merged: %zu", merged);
+    CHECK(v.nnodes == 9, "9 nodes left: %zu", v.nnodes);
+    for (size_t i = 1; i < v.nnodes; i++)
+        CHECK(v.parent[i] < i, "node %zu: parent %u", i, v.parent[i]);
+    struct prof_tree t;
+    CHECK(!prof_tree_build(&v, 1, 100, &t), "tree built");
+    CHECK(t.total == 24, "total kept: %lld", (long long)t.total);
+    const char *sys[] = {"[native runtime]", "Main", "Work", "[native JIT]", "[native system]"};
+    long n = find(&t, sys, 5);
+    CHECK(n >= 0 && t.value[n] == 14, "libc and the loader in one system node: %lld",
+          n >= 0 ? (long long)t.value[n] : -1);
+    const char *stub[] = {"[native runtime]", "Main", "[native stubs]", "Helper"};
+    n = find(&t, stub, 4);
+    CHECK(n >= 0 && t.value[n] == 3, "the stub under its group");
+    const char *own[] = {"[native runtime]", "Main", "Work", "[native libnat.so]"};
+    n = find(&t, own, 4);
+    CHECK(n >= 0 && t.value[n] == 2, "the app's library keeps its name");
+    prof_tree_free(&t);
+    prof_scratch_release(&v.mem);
+}
+
 int main(void)
 {
     test_fold_native();
+    test_group_native();
     test_diff();
     test_no_room_for_other();
     printf("%d passed, %d failed\n", passed, failed);
