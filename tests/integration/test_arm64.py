@@ -150,14 +150,14 @@ class Arm64Allocations(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
         require(cls)
-        cls.app = arm64_app("alloc-mix", ["--seconds", "20", "--large-every", "3"],
+        cls.app = arm64_app("alloc-mix", ["--seconds", "16", "--large-every", "3"],
                             env={"CLRSCOPE_OVERHEAD_BUDGET": "0"})
         cls.app.start()
         try:
             cls.app.wait_ready(timeout=120)
-            time.sleep(12)
-            cls.table = cls.app.json("/api/v1/allocations?seconds=10")
-            cls.flame = cls.app.json("/api/v1/flamegraph?type=alloc-bytes&seconds=10")
+            time.sleep(9)
+            cls.table = cls.app.json("/api/v1/allocations?seconds=8")
+            cls.flame = cls.app.json("/api/v1/flamegraph?type=alloc-bytes&seconds=8")
             cls.truth = cls.app.wait_truth(timeout=120)
         finally:
             cls.app.stop()
@@ -225,8 +225,8 @@ class Arm64NativeLeaf(unittest.TestCase):
         require(cls)
         with arm64_app("wall-mix", ["--seconds", "20"]) as app:
             app.wait_ready(timeout=120)
-            time.sleep(8)
-            cls.cpu = app.json("/api/v1/flamegraph?type=cpu&seconds=6")
+            time.sleep(6)
+            cls.cpu = app.json("/api/v1/flamegraph?type=cpu&seconds=4")
             cls.walks = app.json("/api/v1/status")["self"]["signal_sampler"]["walks"]
 
     def test_spinner_keeps_its_method(self):
