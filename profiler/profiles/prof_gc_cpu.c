@@ -194,34 +194,33 @@ static int64_t list_threads(double now_unix, int *n_gc, int *server_seen, uint64
     return total;
 }
 
-/* Between listings: the GC threads of the last one. -1 when one of them is gone (the caller
- * lists then). */
-static int64_t read_known(double now_unix, int *n_gc, int *server_seen)
+/* Between listings: the GC threads of the last one, their CPU added to *total. -1 when one of
+ * them is gone (the caller lists then: the threads read before it have their new readings, so
+ * the listing finds nothing more of theirs to add). */
+static int read_known(double now_unix, int *n_gc, int *server_seen, int64_t *total)
 {
-    int64_t total = 0;
     int server = 0;
     for (int i = 0; i < gc_cpu.n_known; i++) {
         struct thr *t = tab_find(gc_cpu.tab, gc_cpu.known[i], 0);
         if (!t)
             return -1;
         server += t->kind == THR_SERVER_GC;
-        if (read_thread(t, now_unix, &total) < 0)
+        if (read_thread(t, now_unix, total) < 0)
             return -1;
     }
     *n_gc = gc_cpu.n_known;
     *server_seen = server;
-    return total;
+    return 0;
 }
 
 int64_t gc_cpu_scan(double now_unix, uint64_t gcs_started, int *n_gc, int *server_seen,
                     uint64_t *untracked)
 {
     *untracked = gc_cpu.untracked;
-    if (gc_cpu.n_known >= 0 && gcs_started == gc_cpu.gcs_listed && gc_cpu.ticks_to_list-- > 0) {
-        int64_t total = read_known(now_unix, n_gc, server_seen);
-        if (total >= 0)
-            return total;
-    }
+    int64_t known = 0;
+    if (gc_cpu.n_known >= 0 && gcs_started == gc_cpu.gcs_listed && gc_cpu.ticks_to_list-- > 0 &&
+        read_known(now_unix, n_gc, server_seen, &known) == 0)
+        return known;
     gc_cpu.gcs_listed = gcs_started;
-    return list_threads(now_unix, n_gc, server_seen, untracked);
+    return known + list_threads(now_unix, n_gc, server_seen, untracked);
 }

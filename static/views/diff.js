@@ -87,6 +87,7 @@ export function create() {
     title: 'fold native frames (the runtime, its stubs, system libraries) into the managed method that called them',
     on: {click: function () {
       state.fold = !state.fold;
+      state.group = false;
       saveHash();
       syncFold();
       view.refresh();
