@@ -20,7 +20,9 @@ import importlib
 import json
 import os
 import re
+import shutil
 import signal
+import stat
 import subprocess
 import sys
 import tempfile
@@ -79,6 +81,32 @@ def app_command(runtime=None):
     if os.path.exists(dll):
         return ["dotnet", dll]
     raise FileNotFoundError(f"test app for {runtime} not built: run tests/apps/build.sh {BUILD}/apps")
+
+
+def runtimeconfig(version, roll=""):
+    """An app's runtimeconfig.json asking for Microsoft.NETCore.App `version` (`roll`: more
+    runtimeOptions, e.g. ' "rollForward": "Major",')."""
+    return ('{"runtimeOptions": {"tfm": "net%s",%s "framework": {"name": '
+            '"Microsoft.NETCore.App", "version": "%s"}}}' % (version[:3], roll, version))
+
+
+def run_launcher_on(test, launcher, config, timeout=30):
+    """`clrscope run` (`launcher`: its command, e.g. with qemu in front) on an "app" that is `env`
+    under an apphost's name beside a runtimeconfig.json holding `config`, without the runtime's
+    profiling variables: (the app's output, which lists the variables it was given, the
+    launcher's stderr). Fails `test` unless it exits 0."""
+    tmp = tempfile.mkdtemp(prefix="clrscope-rtcfg-")
+    test.addCleanup(shutil.rmtree, tmp, True)
+    app = os.path.join(tmp, "app")
+    shutil.copy(shutil.which("env"), app)
+    os.chmod(app, stat.S_IRWXU)
+    with open(app + ".runtimeconfig.json", "w") as f:
+        f.write(config)
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("CORECLR_", "DOTNET_ROLL"))}
+    r = subprocess.run(list(launcher) + ["run", "--", app], capture_output=True, text=True,
+                       timeout=timeout, env=env)
+    test.assertEqual(r.returncode, 0, r.stderr)
+    return r.stdout, r.stderr
 
 
 def available_runtimes():

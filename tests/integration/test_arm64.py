@@ -20,13 +20,11 @@ CLRSCOPE_BUILD), CLRSCOPE_QEMU (default qemu-aarch64-static on PATH).
 import json
 import os
 import shutil
-import stat
-import subprocess
-import tempfile
 import time
 import unittest
 
-from harness import BUILD, CLSID, ProfiledApp, cpu_split, find_paths, tree_totals_by_name
+from harness import (BUILD, CLSID, ProfiledApp, cpu_split, find_paths, run_launcher_on,
+                     runtimeconfig, tree_totals_by_name)
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 ARM64_BUILD = os.environ.get("CLRSCOPE_ARM64_BUILD") or os.path.join(ROOT, "build-arm64")
@@ -251,20 +249,7 @@ class Arm64Refusal(unittest.TestCase):
         cls.launcher = os.path.join(ARM64_BUILD, "clrscope")
 
     def run_as_app(self, version):
-        tmp = tempfile.mkdtemp(prefix="clrscope-rtcfg-")
-        self.addCleanup(shutil.rmtree, tmp, True)
-        app = os.path.join(tmp, "app")
-        shutil.copy(shutil.which("env"), app)
-        os.chmod(app, stat.S_IRWXU)
-        with open(app + ".runtimeconfig.json", "w") as f:
-            f.write('{"runtimeOptions": {"tfm": "net%s", "framework": {"name": '
-                    '"Microsoft.NETCore.App", "version": "%s"}}}' % (version[:3], version))
-        env = {k: v for k, v in os.environ.items()
-               if not k.startswith(("CORECLR_", "DOTNET_ROLL"))}
-        r = subprocess.run([QEMU, self.launcher, "run", "--", app], capture_output=True,
-                           text=True, timeout=60, env=env)
-        self.assertEqual(r.returncode, 0, r.stderr)
-        return r.stdout, r.stderr
+        return run_launcher_on(self, [QEMU, self.launcher], runtimeconfig(version), timeout=60)
 
     def test_net7_refused_in_one_line(self):
         out, err = self.run_as_app("7.0.20")

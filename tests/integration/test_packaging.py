@@ -34,7 +34,8 @@ import time
 import unittest
 import zipfile
 
-from harness import BUILD, CLSID, LAUNCHER, LIB, ProfiledApp, app_command, available_runtimes
+from harness import (BUILD, CLSID, LAUNCHER, LIB, ProfiledApp, app_command, available_runtimes,
+                     run_launcher_on, runtimeconfig)
 from pprofdec import read_pprof
 
 PKG = os.path.join(BUILD, "package")
@@ -616,24 +617,9 @@ class RuntimeRefusal(unittest.TestCase):
     apphost, so the variables it is given can be read."""
 
     def run_as_app(self, config):
-        tmp = tempfile.mkdtemp(prefix="clrscope-rtcfg-")
-        self.addCleanup(shutil.rmtree, tmp, True)
-        app = os.path.join(tmp, "app")
-        shutil.copy(shutil.which("env"), app)
-        os.chmod(app, stat.S_IRWXU)
-        with open(app + ".runtimeconfig.json", "w") as f:
-            f.write(config)
-        env = {k: v for k, v in os.environ.items()
-               if not k.startswith(("CORECLR_", "DOTNET_ROLL"))}
-        r = subprocess.run([LAUNCHER, "run", "--", app], capture_output=True, text=True,
-                           timeout=30, env=env)
-        self.assertEqual(r.returncode, 0, r.stderr)
-        return r.stdout, r.stderr
+        return run_launcher_on(self, [LAUNCHER], config)
 
-    @staticmethod
-    def framework(version, roll=""):
-        return ('{"runtimeOptions": {"tfm": "net%s",%s "framework": {"name": '
-                '"Microsoft.NETCore.App", "version": "%s"}}}' % (version[:3], roll, version))
+    framework = staticmethod(runtimeconfig)
 
     def test_old_runtime_runs_unprofiled_with_a_line(self):
         for config, major in ((self.framework("6.0.0"), 6),
