@@ -151,6 +151,7 @@ int api_status(const struct api_req *q, struct api_reply *out)
             cJSON_AddNumberToObject(wa, "given_up", (double)ss.sig.wall.given_up);
             cJSON_AddNumberToObject(wa, "ring_full", (double)ss.sig.wall.ring_full);
             cJSON_AddNumberToObject(wa, "unproven", (double)ss.sig.wall.unproven);
+            cJSON_AddNumberToObject(wa, "by_cpu", (double)ss.sig.wall.by_cpu);
             cJSON_AddNumberToObject(wa, "interrupted", (double)ss.sig.wall.interrupted);
             cJSON_AddNumberToObject(wa, "interrupted_outside",
                                     (double)ss.sig.wall.interrupted_outside);

@@ -93,6 +93,8 @@ static void on_sig_sample(void *arg, const struct prof_sigsample *smp)
     int m = sampler_name_sample(sn, smp);
     int64_t v[PROF_NVALUES] = {1, smp->cpu_ns, 0};
     prof_store_add(PK_CPU, sample_unix(sn, smp), sn->root, m, smp->tid, NULL, v);
+    if (sampler.wall_by_cpu)
+        sampler_wall_cpu_sample(sample_unix(sn, smp), smp, sn->root, m);
 }
 
 static void sig_stop(const char *why)

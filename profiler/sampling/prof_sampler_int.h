@@ -58,6 +58,10 @@ struct cpu_seen {
     int64_t owed_ns;
     int64_t asked_cpu, asked_ns;
     uint32_t asked_seq, walk_prep;
+    /* by_cpu: not asked (running, not proven safe to ask yet): its first CPU sample taken after
+     * asked_cycles (prof_sig_cycles) carries owed_ns (sampler_wall_cpu_sample) */
+    int by_cpu;
+    uint64_t asked_cycles;
     /* where it was blocked when asked (kind 0: not blocked), and where its kept stack was when
      * it came from such an answer: found blocked there again, it has not moved */
     struct prof_wall_state asked_at, kept_at;
@@ -121,6 +125,7 @@ struct sampler_state {
      * (the code map's names last until its next refresh) */
     int wall_signal;
     uint32_t wall_seq;
+    uint32_t wall_by_cpu; /* threads whose next CPU sample stands for their wall sample */
     struct prof_intern wall_names;
     int wall_names_ready;
     uint64_t unload_acked; /* what the sampler last told prof_unload it had drained */
@@ -170,6 +175,11 @@ int sampler_wall_from_cache(double now_unix, int64_t wall_ns);
  * it marked; *answers, *cached: the samples it recorded from answers and from kept stacks. Takes
  * prof_codemap_lock. */
 int sampler_wall_by_signal(double now_unix, int64_t wall_ns, int *answers, int *cached);
+/* A CPU sample of a thread sampler_wall_by_signal left to its next CPU sample (sampler.wall_by_cpu
+ * says whether any is): recorded as its wall sample too, with what it owes; root[0..m) its names
+ * (clrscope-sampler, under prof_codemap_lock). */
+void sampler_wall_cpu_sample(double when_unix, const struct prof_sigsample *smp,
+                             const char **root, int m);
 
 /* prof_sampler_dump.c: serves dump request `want` (prof_tdump.h). */
 void sampler_dump_threads(ICorProfilerInfo15 *info, uint64_t want);

@@ -307,8 +307,10 @@ void sampler_record(int n, double now_unix, int64_t wall_ns, int do_cpu, int do_
             int64_t w = wall_ns;
             if (ws && ws->owed_ns > 0)
                 w = ws->owed_ns + (ws->walk_prep == sampler.prep ? 0 : wall_ns);
-            if (ws)
+            if (ws) {
                 ws->owed_ns = 0;
+                ws->by_cpu = 0;
+            }
             int64_t v[PROF_NVALUES] = {1, w, 0};
             prof_store_add(PK_WALL, now_unix, names, k, c->os_tid, NULL, v);
         }
@@ -476,6 +478,27 @@ static int wall_answer(void *arg, const struct prof_sigsample *smp)
     return 1;
 }
 
+void sampler_wall_cpu_sample(double when_unix, const struct prof_sigsample *smp,
+                             const char **root, int m)
+{
+    struct cpu_seen *s = seen_find(smp->tid);
+    if (!s || !s->by_cpu || s->owed_ns <= 0 || smp->cycles < s->asked_cycles)
+        return; /* not waited for, or taken before the tick that asked for it */
+    if (g_core.profiles & PROFILE_WALL) {
+        int64_t v[PROF_NVALUES] = {1, s->owed_ns, 0};
+        prof_store_add(PK_WALL, when_unix, root, m, smp->tid, NULL, v);
+    }
+    s->owed_ns = 0;
+    s->by_cpu = 0;
+    if (sampler.wall_by_cpu)
+        sampler.wall_by_cpu--;
+    prof_sigsample_wall_by_cpu();
+    pthread_mutex_lock(&sampler.st_lock);
+    sampler.st.samples++;
+    sampler.st.wall_signal_samples++;
+    pthread_mutex_unlock(&sampler.st_lock);
+}
+
 int sampler_wall_by_signal(double now_unix, int64_t wall_ns, int *answers, int *cached)
 {
     struct wall_answer_ctx c = {.now_unix = now_unix};
@@ -493,7 +516,12 @@ int sampler_wall_by_signal(double now_unix, int64_t wall_ns, int *answers, int *
         struct cpu_seen *s = seen_find(sampler.wall_tids[i]);
         if (!s || s->prep != sampler.prep || s->now_cpu < 0)
             continue;
-        if (s->owed_ns > 0) { /* its answer has not come yet */
+        if (s->owed_ns > 0 && s->by_cpu) {
+            /* no CPU sample since the last tick: it stopped running before its next one; what
+             * it owes goes with this tick's answer, asked as it is now */
+            s->owed_ns += wall_ns;
+            s->by_cpu = 0;
+        } else if (s->owed_ns > 0) { /* its answer has not come yet */
             s->owed_ns += wall_ns;
             if (now_ns - s->asked_ns < WALL_ASK_PATIENCE_NS)
                 continue;
@@ -525,19 +553,34 @@ int sampler_wall_by_signal(double now_unix, int64_t wall_ns, int *answers, int *
         }
         if (!read)
             readable = prof_sigsample_wall_state(s->tid, &st) == 0;
-        if (prof_sigsample_wall_ask(s->tid, seq, readable ? &st : NULL) == 1) {
+        int how = prof_sigsample_wall_ask(s->tid, seq, readable ? &st : NULL);
+        if (how == 1) {
             if (s->owed_ns <= 0)
                 s->owed_ns = wall_ns;
             s->asked_seq = seq;
             s->asked_cpu = s->now_cpu;
             s->asked_ns = now_ns;
             s->asked_at = st;
+            s->by_cpu = 0;
             asked++;
+        } else if (how == 2) { /* its next CPU sample stands for it (sampler_wall_cpu_sample) */
+            if (s->owed_ns <= 0)
+                s->owed_ns = wall_ns;
+            s->by_cpu = 1;
+            s->asked_cycles = prof_sig_cycles();
+            s->asked_ns = now_ns;
         } else {
+            s->by_cpu = 0;
             s->walk_prep = sampler.prep; /* the walk records what it owes, too */
             marked++;
         }
     }
+    uint32_t by_cpu = 0;
+    for (size_t i = 0; i < sampler.wall_ntids; i++) {
+        struct cpu_seen *s = seen_find(sampler.wall_tids[i]);
+        by_cpu += s && s->by_cpu && s->owed_ns > 0;
+    }
+    sampler.wall_by_cpu = by_cpu;
     if (asked) {
         prof_sigsample_wall_wait(WALL_ANSWER_WAIT_NS);
         prof_codemap_lock();

@@ -78,7 +78,9 @@ struct prof_sigsample_stats {
                                    * suspended that time */
         uint64_t ring_full;       /* answers that found the thread's ring full */
         uint64_t unproven;        /* not asked: running, and seen nowhere else yet (its first
-                                   * ticks; walked with the runtime suspended) */
+                                   * ticks; its next CPU sample stands for it) */
+        uint64_t by_cpu;          /* of those, wall samples taken from the thread's next CPU
+                                   * sample */
         uint64_t interrupted;     /* answers whose signal cut a system call short (EINTR) */
         uint64_t interrupted_outside; /* of them, calls code outside the runtime made: that
                                        * thread is walked with the runtime suspended from then */
@@ -171,8 +173,13 @@ struct prof_wall_state {
 };
 int prof_sigsample_wall_state(uint32_t tid, struct prof_wall_state *st);
 void prof_sigsample_wall_begin(void);
-/* st: the thread's state just read (NULL: unreadable, not asked). */
+/* st: the thread's state just read (NULL: unreadable, not asked). 1: asked; 2: not asked, running
+ * and not proven safe to ask yet: its next CPU sample stands for the wall sample (the CPU
+ * sampler's signal reaches it anyway); 0: to be walked with the runtime suspended; -1: not
+ * sampled. */
 int prof_sigsample_wall_ask(uint32_t tid, uint32_t seq, const struct prof_wall_state *st);
+/* Counts a wall sample taken from a thread's CPU sample (the stats' by_cpu). */
+void prof_sigsample_wall_by_cpu(void);
 /* Counts a thread found blocked where its last answer was (the stats' same_wait). */
 void prof_sigsample_wall_same(void);
 /* Counts an ask given up on after several ticks without an answer (the stats' given_up). */

@@ -27,6 +27,8 @@
  * For the same reason a thread found running is asked only once it has been seen elsewhere (in
  * user code, or blocked in a call the runtime made) or found running at WALL_PROOF_TICKS ticks:
  * a thread that blocks in a P/Invoke most of the time is found there before it is ever asked.
+ * Until then its next CPU sample stands for its wall sample: the CPU sampler's signal reaches a
+ * running thread anyway, so taking its stack from there adds no signal and no suspension.
  * What is left of the window is watched: an answer whose signal cut a call short (the handler
  * sees the call return EINTR, PROF_SIG_F_EINTR) and whose caller is not the runtime's code
  * makes that thread fragile at once (`interrupted_outside`): at most one such call per thread.
@@ -54,7 +56,7 @@
 
 static struct {
     uint64_t asked, answered, late, blocked_outside, fragile, no_ring, ask_failures, unreadable;
-    uint64_t same_wait, unknown, given_up, unproven, interrupted, interrupted_outside;
+    uint64_t same_wait, unknown, given_up, unproven, by_cpu, interrupted, interrupted_outside;
     int failure_logged, interrupted_logged; /* atomic (prof_log_once) */
 } wall;
 
@@ -207,6 +209,11 @@ void prof_sigsample_wall_give_up(void)
     wall.given_up++;
 }
 
+void prof_sigsample_wall_by_cpu(void)
+{
+    wall.by_cpu++;
+}
+
 void prof_sigsample_wall_same(void)
 {
     wall.same_wait++;
@@ -234,10 +241,10 @@ int prof_sigsample_wall_ask(uint32_t tid, uint32_t seq, const struct prof_wall_s
     }
     if (st->kind == PROF_WALL_RUNNING && !t->wall_proven) {
         /* it may be about to block in a call other code makes: not asked until seen elsewhere
-         * (or running at WALL_PROOF_TICKS ticks) */
+         * (or running at WALL_PROOF_TICKS ticks); its next CPU sample stands for it */
         if (++t->wall_running < WALL_PROOF_TICKS) {
             wall.unproven++;
-            return 0;
+            return 2;
         }
         t->wall_proven = 1;
     }
@@ -356,6 +363,7 @@ void prof_sigsample_wall_get_stats(struct prof_sigsample_wall_stats *out)
     out->unknown = wall.unknown;
     out->given_up = wall.given_up;
     out->unproven = wall.unproven;
+    out->by_cpu = wall.by_cpu;
     out->interrupted = wall.interrupted;
     out->interrupted_outside = wall.interrupted_outside;
     out->ring_full = __atomic_load_n(&g_sig.wall_full, __ATOMIC_RELAXED);

@@ -136,6 +136,19 @@ class WallBySignal(unittest.TestCase):
         self.assertGreater(moved, 1.5 * ticks, asks)
         self.assertEqual(asks["blocked_outside"], 0, asks)
 
+    def test_running_threads_in_their_first_ticks(self):
+        # a thread seen only running is not asked by signal in its first ticks (it could be
+        # entering a call that code outside the runtime makes): its next CPU sample stands for
+        # its wall sample, so those ticks suspend nothing either
+        asks = self.after["signal_sampler"]["wall_asks"]
+        self.assertGreater(asks["unproven"], 0, asks)
+        self.assertGreater(asks["by_cpu"], 0, asks)
+        self.assertLessEqual(asks["by_cpu"], asks["unproven"], asks)
+        # (the other reasons for a walk with the runtime suspended, from the start)
+        if not any(asks[k] for k in ("given_up", "no_ring", "unknown_caller", "blocked_outside",
+                                     "unreadable", "ask_failures")):
+            self.assertEqual(self.after["suspended_s"], 0, self.after)
+
     def share(self, name):
         totals = tree_totals_by_name(self.wall["root"])
         span = self.wall["t_to"] - self.wall["t_from"]

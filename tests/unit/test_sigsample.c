@@ -747,7 +747,11 @@ static void test_wall_interrupt(struct got *g)
     struct prof_sigsample_wall_stats s0, s1;
     prof_sigsample_wall_get_stats(&s0);
     struct prof_wall_state user = {.kind = PROF_WALL_USER};
+    struct prof_wall_state running = {.kind = PROF_WALL_RUNNING};
     prof_sigsample_wall_begin();
+    /* seen only running so far: not asked, its next CPU sample stands for it */
+    CHECK(prof_sigsample_wall_ask(p.tid, 1, &running) == 2, "left to its CPU samples");
+    CHECK(__atomic_load_n(&g_sig.wall_left, __ATOMIC_SEQ_CST) == 0, "no signal sent");
     CHECK(prof_sigsample_wall_ask(p.tid, 1, &user) == 1, "asked");
     prof_sigsample_wall_wait(500000000LL);
     struct wall_got w = {0};
