@@ -6,6 +6,7 @@
 #include "prof_agg.h"
 #include "prof_codemap.h"
 #include "prof_natsym.h"
+#include "prof_stubs.h"
 #include "prof_config.h"
 #include "prof_core.h"
 #include "prof_counters.h"
@@ -179,6 +180,12 @@ int api_status(const struct api_req *q, struct api_reply *out)
         cJSON_AddNumberToObject(nsy, "functions", (double)nst.functions);
         cJSON_AddNumberToObject(nsy, "bytes", (double)nst.bytes);
         cJSON_AddNumberToObject(nsy, "over_cap", (double)nst.over_cap);
+        struct prof_stubs_stats stb;
+        prof_stubs_get_stats(&stb);
+        cJSON *sto = cJSON_AddObjectToObject(sg, "stubs");
+        cJSON_AddNumberToObject(sto, "named", (double)stb.named);
+        cJSON_AddNumberToObject(sto, "unknown", (double)stb.unknown);
+        cJSON_AddNumberToObject(sto, "unread", (double)stb.unread);
         cJSON *inl = cJSON_AddObjectToObject(sg, "inlining");
         cJSON_AddNumberToObject(inl, "pairs", (double)cm.inline_pairs);
         cJSON_AddNumberToObject(inl, "dropped", (double)cm.inline_dropped);

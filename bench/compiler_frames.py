@@ -5,12 +5,13 @@ nobody here wrote, JIT-heavy and generics-heavy: the case where a profiler's nat
 
 Prints the share of CPU (self time: the sample's leaf frame) by kind — managed code, the JIT's
 work labelled with the method compiled (a `[JIT] compiling` frame anywhere in the sample),
-`[native libcoreclr.so]`, `[native code]` (the runtime's stubs), `[native libclrjit.so]` outside
-a label, native frames named by a symbol table (`[native lib!function]`), other native frames,
+`[native libcoreclr.so]`, `[native code]` (generated code no stub pattern named), the runtime's
+stubs named by kind (`[native stub …]`), `[native libclrjit.so]` outside a label, native frames named by a symbol table (`[native lib!function]`), other native frames,
 `Garbage Collector` — and the runtime's suspended time and how the wall ticks walked
 (CLRSCOPE_WALL_WALK from the environment: signal, the default, or suspend).
 
 Usage: python3 bench/compiler_frames.py BUILD [FILES]   (FILES of generated source, default 20)
+STUB_KINDS=1 lists the stubs' share by kind; CALLERS=1 what the unnamed frames sit under.
 The profile is read in whole seconds as the compiler runs (its last second is lost at its exit).
 """
 import glob
@@ -88,6 +89,8 @@ def kind(frames):
         return "gc"
     if leaf in ("[native libcoreclr.so]", "[native code]", "[native libclrjit.so]"):
         return leaf
+    if leaf.startswith("[native stub "):
+        return leaf if os.environ.get("STUB_KINDS") else "stubs, named by kind"
     if leaf.startswith("[native ") and "!" in leaf:
         return "native, named"
     if leaf.startswith("[native ") or leaf.startswith("["):

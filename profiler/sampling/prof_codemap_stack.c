@@ -13,6 +13,7 @@
 #include "prof_maps.h"
 #include "prof_natsym.h"
 #include "prof_sighandler.h"
+#include "prof_stubs.h"
 #include "prof_symbols.h"
 
 /* how prof_maps names the JIT's frames ("[native libclrjit.so]", with a function's name
@@ -102,6 +103,11 @@ static int leaf_fix(const struct prof_sigsample *s, struct frame *out, int cap)
         off = prof_frame_ra_offset(&c->shape, (uint32_t)(pc - c->lo), at, len);
     } else if (!fn && is_glibc(prof_maps_native_name(pc))) {
         off = 0; /* its hot leaves (memcpy, memset, syscall wrappers) push nothing */
+    } else if (!fn && !strcmp(prof_maps_native_name(pc), "[native code]") &&
+               prof_stubs_name(pc)) {
+        /* a runtime stub is jumped to: its caller's return address is on top of the stack, or
+         * a word further where the stub pushed a register (the resolve stub pushes rdx) */
+        off = prof_maps_is_code(s->window[0]) && codemap_after_call(s->window[0]) ? 0 : 8;
     } else {
         return 0;
     }

@@ -23,6 +23,7 @@
 
 #include "prof_intern.h"
 #include "prof_log.h"
+#include "prof_stubs.h"
 #include "prof_utf8.h"
 
 #define MAX_LIBS 512
@@ -584,7 +585,11 @@ const char *prof_natsym_name(uintptr_t ip, const char *module)
 {
     if (!ns.configured)
         configure();
-    if (!ns.cap_bytes || !module || strncmp(module, "[native ", 8) || !strcmp(module, "[native code]"))
+    if (module && !strcmp(module, "[native code]")) { /* no library's: a runtime stub's? */
+        const char *stub = prof_stubs_name(ip);
+        return stub ? stub : module;
+    }
+    if (!ns.cap_bytes || !module || strncmp(module, "[native ", 8))
         return module;
     struct lib *l = lib_of(ip);
     if (l && !names_module(l, module)) {

@@ -11,7 +11,8 @@
  * replaced on disk since it was loaded) is not used. Functions with a size only: an address between two functions keeps the
  * library's name, never the nearest name below it. C++ names are shown demangled, without their
  * parameters ("MethodDesc::DoPrestub"). The runtime ships without symbol tables: its frames stay
- * "[native libcoreclr.so]" until its debug files are there.
+ * "[native libcoreclr.so]" until its debug files are there. Executable memory of no library
+ * ("[native code]") is named by prof_stubs where it holds one of the runtime's stubs.
  *
  * Memory: the functions' addresses and names, CLRSCOPE_SYMBOLS_MAX_MB in all (past it a library
  * keeps its module name; counted). ctx: the clrscope-sampler thread, under prof_codemap_lock(),

@@ -511,7 +511,7 @@ static const char *native_group(const char *f)
     if (!is_native(f))
         return NULL;
     const char *lib = f + 8; /* after "[native " */
-    if (!strncmp(lib, "code]", 5))
+    if (!strncmp(lib, "code]", 5) || !strncmp(lib, "stub ", 5))
         return "[native stubs]";
     if (!strncmp(lib, "libcoreclr.so", 13))
         return "[native runtime]";

@@ -48,7 +48,7 @@ struct prof_top {
 int prof_view_fold_native(struct prof_view *v, size_t *folded);
 /* Groups native frames, in place: each takes the name of its group, "[native runtime]"
  * (libcoreclr), "[native JIT]" (libclrjit), "[native GC]" (libclrgc), "[native stubs]" (the
- * runtime's generated code, "[native code]") or "[native system]" (the C and C++ runtimes, the
+ * runtime's generated code, "[native code]" and "[native stub …]") or "[native system]" (the C and C++ runtimes, the
  * loader, the runtime's System.*.Native shims); other libraries (an app's own) keep their names.
  * A frame whose parent has its group's name goes into it, and the paths that then meet are
  * merged. *merged counts the nodes removed. 0, or -1 (out of memory: the view is unchanged). */

@@ -539,3 +539,48 @@ class InlinedCode(unittest.TestCase):
                 else:
                     unknown += o.get("wait_ns", 0)
         self.assertGreaterEqual(known, 0.95 * (known + unknown), self.locks)
+
+
+class StubFrames(unittest.TestCase):
+    """The runtime's generated stubs, named by kind (`stubs`): an interface call at a site that
+    sees one type goes through the runtime's dispatch stub, at one that sees four through its
+    resolve stub (with DOTNET_TieredPGO=0 the JIT does not guess the type). Their frames were
+    `[native code]`, next to the loop's caller; they read `[native stub VSD_DispatchStub]` and
+    `[native stub VSD_ResolveStub]` under the loops that call them (the stub is jumped to, so its
+    caller's return address is the word on top of the stack, or the next one)."""
+
+    @classmethod
+    def setUpClass(cls):
+        with ProfiledApp("stubs", ["--seconds", "9"],
+                         env={"CLRSCOPE_PROFILES": "cpu", "DOTNET_TieredPGO": "0"}) as app:
+            app.wait_ready()
+            time.sleep(7)
+            cls.cpu = app.json("/api/v1/flamegraph?type=cpu&seconds=5")
+            cls.grouped = app.json("/api/v1/flamegraph?type=cpu&seconds=5&native=group")
+            cls.stubs = app.json("/api/v1/status")["self"]["signal_sampler"]["stubs"]
+            cls.truth = app.wait_truth()
+        cls.frames = cls.truth["frames"]
+
+    def test_stubs_named_under_their_callers(self):
+        f = self.frames
+        for caller, stub in (("mono", "dispatch"), ("mega", "resolve")):
+            below = cpu_ms_below(self.cpu, f[caller])
+            total = sum(below.values())
+            self.assertGreater(total, 500, (caller, below))  # ms of the 5 s window
+            # the loop does nothing but the call: most of its time is in the stub
+            self.assertGreater(below.get(f[stub], 0), 0.3 * total, (caller, below, self.stubs))
+            self.assertLess(below.get("[native code]", 0), 0.05 * total, (caller, below))
+        totals = tree_totals_by_name(self.cpu["root"])
+        for stub in ("dispatch", "resolve"):  # not beside the caller
+            self.assertLess(totals.get(f[stub], 0) - sum(
+                cpu_ms_below(self.cpu, f[c]).get(f[stub], 0) * 1e6 for c in ("mono", "mega")),
+                0.05 * totals[f[stub]], (stub, totals))
+        self.assertGreaterEqual(self.stubs["named"], 2, self.stubs)
+
+    def test_grouped_with_the_runtimes_generated_code(self):
+        f = self.frames
+        for caller in ("mono", "mega"):
+            below = cpu_ms_below(self.grouped, f[caller])
+            self.assertGreater(below.get("[native stubs]", 0), 0.3 * sum(below.values()),
+                               (caller, below))
+            self.assertFalse([n for n in below if n.startswith("[native stub ")], below)

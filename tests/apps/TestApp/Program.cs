@@ -31,7 +31,7 @@ public static class Program
         "modes: hello, version, cpu-split, cpu-generic, gc-heavy, cpu-only, alloc-mix, leak, bgc-live, exceptions,\n" +
         "       contention, heap, threads, wait, unload, thread-churn, osr-loop,\n" +
         "       dynamic-code, bursts, pool-starve, phases, many-stacks, hostile,\n" +
-        "       jit-storm, native-burn, wall-mix, late-module, inlined   (see tests/apps/README.md)";
+        "       jit-storm, native-burn, wall-mix, late-module, inlined, stubs   (see tests/apps/README.md)";
 
     static readonly CancellationTokenSource StopSource = new();
     static readonly object TruthLock = new();
@@ -123,6 +123,7 @@ public static class Program
         "jit-storm" => new JitStorm.JitStormMode(),
         "native-burn" => new NativeBurn.NativeBurnMode(),
         "wall-mix" => new WallMix.WallMixMode(),
+        "stubs" => new Stubs.StubsMode(),
         _ => null,
     };
 
