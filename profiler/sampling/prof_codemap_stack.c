@@ -104,10 +104,14 @@ static int leaf_fix(const struct prof_sigsample *s, struct frame *out, int cap)
     } else if (!fn && is_glibc(prof_maps_native_name(pc))) {
         off = 0; /* its hot leaves (memcpy, memset, syscall wrappers) push nothing */
     } else if (!fn && !strcmp(prof_maps_native_name(pc), "[native code]") &&
-               prof_stubs_name(pc)) {
-        /* a runtime stub is jumped to: its caller's return address is on top of the stack, or
-         * a word further where the stub pushed a register (the resolve stub pushes rdx) */
-        off = prof_maps_is_code(s->window[0]) && codemap_after_call(s->window[0]) ? 0 : 8;
+               prof_maps_is_code(pc) && prof_stubs_name(pc)) {
+        /* a runtime stub makes no frame and leaves by a jump: its caller's return address is on
+         * top of the stack, or a word or two further where the stub pushed registers (the
+         * resolve stub pushes rdx, and rax on its way to the resolver) */
+        off = 0;
+        while (off < 16 && off / 8 + 1 < s->nwindow &&
+               !(prof_maps_is_code(s->window[off / 8]) && codemap_after_call(s->window[off / 8])))
+            off += 8;
     } else {
         return 0;
     }

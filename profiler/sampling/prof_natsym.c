@@ -23,6 +23,7 @@
 
 #include "prof_intern.h"
 #include "prof_log.h"
+#include "prof_maps.h"
 #include "prof_stubs.h"
 #include "prof_utf8.h"
 
@@ -586,7 +587,7 @@ const char *prof_natsym_name(uintptr_t ip, const char *module)
     if (!ns.configured)
         configure();
     if (module && !strcmp(module, "[native code]")) { /* no library's: a runtime stub's? */
-        const char *stub = prof_stubs_name(ip);
+        const char *stub = prof_maps_is_code(ip) ? prof_stubs_name(ip) : NULL;
         return stub ? stub : module;
     }
     if (!ns.cap_bytes || !module || strncmp(module, "[native ", 8))

@@ -484,6 +484,8 @@ void sampler_wall_cpu_sample(double when_unix, const struct prof_sigsample *smp,
     struct cpu_seen *s = seen_find(smp->tid);
     if (!s || !s->by_cpu || s->owed_ns <= 0 || smp->cycles < s->asked_cycles)
         return; /* not waited for, or taken before the tick that asked for it */
+    if (smp->flags & (PROF_SIG_F_NOMAPS | PROF_SIG_F_NOSTACK | PROF_SIG_F_ALTSTACK))
+        return; /* a leaf alone: the next one, or the next tick's ask */
     if (g_core.profiles & PROFILE_WALL) {
         int64_t v[PROF_NVALUES] = {1, s->owed_ns, 0};
         prof_store_add(PK_WALL, when_unix, root, m, smp->tid, NULL, v);
@@ -517,8 +519,8 @@ int sampler_wall_by_signal(double now_unix, int64_t wall_ns, int *answers, int *
         if (!s || s->prep != sampler.prep || s->now_cpu < 0)
             continue;
         if (s->owed_ns > 0 && s->by_cpu) {
-            /* no CPU sample since the last tick: it stopped running before its next one; what
-             * it owes goes with this tick's answer, asked as it is now */
+            /* no whole CPU sample since the last tick (it stopped running before its next one,
+             * or the sample was lost): what it owes goes with this tick's, asked as it is now */
             s->owed_ns += wall_ns;
             s->by_cpu = 0;
         } else if (s->owed_ns > 0) { /* its answer has not come yet */

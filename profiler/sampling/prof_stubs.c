@@ -9,6 +9,7 @@
 
 #define STUB_SLOT 24       /* a precode's or call counting stub's code, and its data's, size */
 #define STUB_BACK 128      /* how far before an address an interface stub may start */
+#define STUB_AHEAD 32      /* bytes read past the address: a stub's whole first 32 bytes */
 #define STUB_CACHE 1024    /* addresses whose answer is kept (a power of two) */
 
 enum {
@@ -72,7 +73,7 @@ static int precode_kind(const uint8_t *s, uint32_t page)
     return K_NONE;
 }
 
-/* The interface stub starting at p (with at least 16 bytes from p), and how long it is. */
+/* The interface stub starting at p (with at least STUB_AHEAD bytes from p), and how long it is. */
 static int vsd_at(const uint8_t *p, size_t *len)
 {
     /* mov rax, [rdi]; push rdx; mov r10, imm64 (the cache) */
@@ -88,8 +89,11 @@ static int vsd_at(const uint8_t *p, size_t *len)
         *len = 17;
         return K_VTABLE;
     }
-    /* mov rax, imm64 (the expected type); cmp [rdi], rax */
-    if (p[0] == 0x48 && p[1] == 0xB8 && p[10] == 0x48 && p[11] == 0x39 && p[12] == 0x07) {
+    /* mov rax, imm64 (the expected type); cmp [rdi], rax; nop; mov rax, imm64 (the target);
+     * jne rel32 (the resolve stub); jmp rax */
+    if (p[0] == 0x48 && p[1] == 0xB8 && p[10] == 0x48 && p[11] == 0x39 && p[12] == 0x07 &&
+        p[13] == 0x90 && p[14] == 0x48 && p[15] == 0xB8 && p[24] == 0x0F && p[25] == 0x85 &&
+        p[30] == 0xFF && p[31] == 0xE0) {
         *len = 32;
         return K_DISPATCH;
     }
@@ -114,7 +118,7 @@ static int classify(uintptr_t ip, const uint8_t *b, size_t n, uintptr_t at, cons
     size_t i = ip - at;
     for (size_t back = 0; back <= i && back < STUB_BACK; back++) {
         size_t o = i - back;
-        if (n - o < 16)
+        if (n - o < STUB_AHEAD)
             continue;
         size_t len;
         int kind = vsd_at(b + o, &len);
@@ -151,13 +155,13 @@ const char *prof_stubs_name(uintptr_t ip)
     struct stub_entry *e = &stubs.cache[(ip ^ (ip >> 12)) & (STUB_CACHE - 1)];
     if (e->used && e->ip == ip)
         return names[e->kind];
-    uint8_t s16[STUB_SLOT], s4[STUB_SLOT], win[STUB_BACK + 16];
+    uint8_t s16[STUB_SLOT], s4[STUB_SLOT], win[STUB_BACK + STUB_AHEAD];
     const uint8_t *p16 = read_slot(ip, 16384, s16), *p4 = read_slot(ip, 4096, s4);
     uintptr_t at = ip >= STUB_BACK ? ip - STUB_BACK : 0;
     size_t n = prof_codemap_read_code(at, win, sizeof win);
-    if (!n) { /* the page before may be unmapped: from ip's page on */
+    if (!n && (ip & 4095) < STUB_BACK) { /* the page before may be unmapped: from ip's on */
         at = ip & ~(uintptr_t)4095;
-        n = prof_codemap_read_code(at, win, (size_t)(ip - at) + 16);
+        n = prof_codemap_read_code(at, win, (size_t)(ip - at) + STUB_AHEAD);
     }
     int k = K_NONE;
     if (!p16 && !p4 && !n) {

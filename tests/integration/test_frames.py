@@ -544,10 +544,10 @@ class InlinedCode(unittest.TestCase):
 class StubFrames(unittest.TestCase):
     """The runtime's generated stubs, named by kind (`stubs`): an interface call at a site that
     sees one type goes through the runtime's dispatch stub, at one that sees four through its
-    resolve stub (with DOTNET_TieredPGO=0 the JIT does not guess the type). Their frames were
-    `[native code]`, next to the loop's caller; they read `[native stub VSD_DispatchStub]` and
-    `[native stub VSD_ResolveStub]` under the loops that call them (the stub is jumped to, so its
-    caller's return address is the word on top of the stack, or the next one)."""
+    resolve stub (with DOTNET_TieredPGO=0 the JIT does not guess the type). Unnamed, they would
+    read `[native code]`, and beside the loop, under its caller: a stub makes no frame. They read
+    `[native stub VSD_DispatchStub]` and `[native stub VSD_ResolveStub]`, under the loops that call
+    them (the caller's return address from the top of the stack)."""
 
     @classmethod
     def setUpClass(cls):

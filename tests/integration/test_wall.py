@@ -140,14 +140,11 @@ class WallBySignal(unittest.TestCase):
         # a thread seen only running is not asked by signal in its first ticks (it could be
         # entering a call that code outside the runtime makes): its next CPU sample stands for
         # its wall sample, so those ticks suspend nothing either
+        # (the spinner, at least, is seen running at its first ticks; the window after them is
+        # test_never_suspended's)
         asks = self.after["signal_sampler"]["wall_asks"]
         self.assertGreater(asks["unproven"], 0, asks)
         self.assertGreater(asks["by_cpu"], 0, asks)
-        self.assertLessEqual(asks["by_cpu"], asks["unproven"], asks)
-        # (the other reasons for a walk with the runtime suspended, from the start)
-        if not any(asks[k] for k in ("given_up", "no_ring", "unknown_caller", "blocked_outside",
-                                     "unreadable", "ask_failures")):
-            self.assertEqual(self.after["suspended_s"], 0, self.after)
 
     def share(self, name):
         totals = tree_totals_by_name(self.wall["root"])

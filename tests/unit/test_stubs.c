@@ -7,7 +7,10 @@
  */
 #include <stdint.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
+#include "prof_core.h"
 #include "prof_stubs.h"
 #include "unit_check.h"
 
@@ -66,6 +69,11 @@ int main(void)
           "its jmp rax");
     CHECK(is(code_at(dispatch, sizeof dispatch, 45), "[native stub VSD_DispatchStub]"),
           "the next one's nop");
+    /* the JIT's guess of a type (mov rax, MT; cmp [rdi], rax; jne; call) is no dispatch stub */
+    const uint8_t guess[48] = {0x48, 0xb8, 0xf0, 0xad, 0x2b, 0x2e, 0xb5, 0x7f, 0x00, 0x00, 0x48,
+                               0x39, 0x07, 0x0f, 0x85, 0x20, 0x00, 0x00, 0x00, 0xe8, 0x10, 0x20,
+                               0x30, 0x40};
+    CHECK(is(code_at(guess, sizeof guess, 15), NULL), "a guarded devirtualization");
 
     /* a resolve stub (112 bytes), then the next one's start */
     const uint8_t resolve[128] = {
@@ -101,6 +109,31 @@ int main(void)
     CHECK(is(code_at(managed, sizeof managed, 20), NULL), "managed code is no stub");
     CHECK(is(prof_stubs_classify(ip, NULL, 0, 0, managed, managed), NULL),
           "nor at a slot of either page");
+
+#if defined(__x86_64__) /* (elsewhere prof_stubs_name names nothing) */
+    /* prof_stubs_name on memory: a FixupPrecode at a slot of a 16 KB-aligned page */
+    g_core.pid = getpid();
+    size_t len = 3 * 16384;
+    uint8_t *m = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    CHECK(m != MAP_FAILED, "mmap");
+    if (m != MAP_FAILED) {
+        uint8_t *page = (uint8_t *)(((uintptr_t)m + 16383) & ~(uintptr_t)16383);
+        memcpy(page + 3 * 24, fixup, 19);
+        struct prof_stubs_stats s0, s1, s2;
+        prof_stubs_get_stats(&s0);
+        CHECK(is(prof_stubs_name((uintptr_t)page + 3 * 24 + 8), "[native stub FixupPrecode]"),
+              "a precode in memory");
+        CHECK(is(prof_stubs_name((uintptr_t)page + 3 * 24 + 8), "[native stub FixupPrecode]"),
+              "again, from the table");
+        prof_stubs_get_stats(&s1);
+        CHECK(s1.named - s0.named == 1, "looked at once: %llu",
+              (unsigned long long)(s1.named - s0.named));
+        CHECK(is(prof_stubs_name((uintptr_t)page + 200 * 24), NULL), "zeros are no stub");
+        prof_stubs_get_stats(&s2);
+        CHECK(s2.unknown - s1.unknown == 1, "counted as unknown");
+        munmap(m, len);
+    }
+#endif
 
     printf("%d passed, %d failed\n", passed, failed);
     return failed != 0;
