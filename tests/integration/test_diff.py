@@ -538,6 +538,8 @@ class HistoryDirectory(unittest.TestCase):
                 app.wait_ready()
             time.sleep(3)  # a segment a second: a few written where history is on
             for what, (rt, hdir, app) in apps.items():
+                if what == "ours, open to all":  # (a loaded machine: its first may take longer)
+                    app.wait_json("/api/v1/status", lambda j: j["history"]["written"] > 0, 30)
                 st = app.json("/api/v1/status")["history"]
                 files = []
                 if os.path.isdir(hdir) and not os.path.islink(hdir):
