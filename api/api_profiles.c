@@ -12,6 +12,7 @@
 #include "api.h"
 #include "api_flame.h"
 #include "api_json.h"
+#include "prof_alloc.h"
 #include "prof_config.h"
 #include "prof_core.h"
 #include "prof_history.h"
@@ -26,14 +27,15 @@ struct flame_type {
     int kind; /* PK_* or -1 = live objects */
     int slot;
     const char *unit;
+    int samples_slot; /* an estimate's samples (prof_store.h), each node's "samples"; -1: none */
 };
 
 static const struct flame_type g_types[] = {
-    {"cpu", PK_CPU, 1, "nanoseconds"},      {"wall", PK_WALL, 1, "nanoseconds"},
-    {"alloc-bytes", PK_ALLOC, 1, "bytes"},  {"alloc-count", PK_ALLOC, 0, "count"},
-    {"live-bytes", -1, 1, "bytes"},         {"live-count", -1, 0, "count"},
-    {"exceptions", PK_EXC, 0, "count"},     {"lock-time", PK_LOCK, 1, "nanoseconds"},
-    {"lock-count", PK_LOCK, 0, "count"},    {"cpu-samples", PK_CPU, 0, "count"},
+    {"cpu", PK_CPU, 1, "nanoseconds", -1},      {"wall", PK_WALL, 1, "nanoseconds", -1},
+    {"alloc-bytes", PK_ALLOC, 1, "bytes", 2},   {"alloc-count", PK_ALLOC, 0, "count", 2},
+    {"live-bytes", -1, 1, "bytes", -1},         {"live-count", -1, 0, "count", -1},
+    {"exceptions", PK_EXC, 0, "count", 1},      {"lock-time", PK_LOCK, 1, "nanoseconds", 2},
+    {"lock-count", PK_LOCK, 0, "count", 2},     {"cpu-samples", PK_CPU, 0, "count", -1},
 };
 
 static const struct flame_type *find_type(const char *name)
@@ -143,6 +145,10 @@ void api_flame_emit(struct jbuf *b, const struct prof_tree *t)
             jb_lit(b, ",\"base_self\":");
             jb_int(b, t->base_self[node]);
         }
+        if (t->samples) {
+            jb_lit(b, ",\"samples\":");
+            jb_int(b, t->samples[node]);
+        }
         jb_lit(b, ",\"children\":[");
         if (t->first_child[node] != UINT32_MAX) {
             stack[sp++] = t->next_sibling[t->first_child[node]];
@@ -241,7 +247,7 @@ int api_flamegraph(const struct api_req *q, struct api_reply *out)
     }
     native = native_view(&v, native);
     struct prof_tree tree; /* its names point into the view's: freed after the reply is written */
-    int rc = prof_tree_build(&v, t->slot, (size_t)max_nodes, &tree);
+    int rc = prof_tree_build_sampled(&v, t->slot, t->samples_slot, (size_t)max_nodes, &tree);
     double t_from = v.t_from, t_to = v.t_to;
     if (rc) {
         prof_view_free(&v);
@@ -274,6 +280,12 @@ int api_flamegraph(const struct api_req *q, struct api_reply *out)
     }
     jb_lit(&b, ",\"native\":");
     jb_str(&b, native_modes[native]);
+    if (t->kind == PK_ALLOC) {
+        /* the share of the window the overhead governor had the allocation events on (the
+         * values are already weighted by its inverse), as /api/v1/allocations says it */
+        jb_lit(&b, ",\"coverage\":");
+        jb_num(&b, prof_alloc_coverage((int64_t)floor(t_from), (int64_t)floor(t_to)));
+    }
     jb_lit(&b, ",\"root\":");
     api_flame_emit(&b, &tree);
     jb_lit(&b, "}");

@@ -545,6 +545,7 @@ FlameGraph.prototype._move = function (e) {
     var p = m.parent[i];
     rows.push(['of parent', F.pct(m.width[i] / (m.width[p] || 1))]);
   }
+  if (m.samples && !this.diff) rows.push(['95% interval', intervalText(m.width[i], m.samples[i], this.unit)]);
   rows.push(['depth', String(m.level[i])]);
   Charts.tooltip.show(e.clientX, e.clientY, {
     title: m.names[m.name[i]],
@@ -552,6 +553,15 @@ FlameGraph.prototype._move = function (e) {
     hint: i === this.z ? (i ? 'zoomed here' : '') : 'click to zoom'
   });
 };
+
+/* An estimate's 95% interval from the samples behind it: k samples are a Poisson count, off by
+ * about 1.96/√k (as /api/v1/allocations' bytes_ci95). */
+function intervalText(value, k, unit) {
+  if (!(k > 0)) return 'no samples';
+  var rel = 1.96 / Math.sqrt(k);
+  return F.unit(value * Math.max(0, 1 - rel), unit) + ' – ' + F.unit(value * (1 + rel), unit) +
+    '  ·  ±' + F.pct(rel) + ' (' + F.int(k) + (k === 1 ? ' sample)' : ' samples)');
+}
 
 /* ---------------------------------------------------------------- top table */
 

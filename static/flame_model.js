@@ -45,6 +45,8 @@ export function flatten(root) {
     m.a = new Float64Array(n);
     m.b = new Float64Array(n);
   }
+  // an estimated profile (allocations, exceptions, locks): the samples behind each value
+  if (typeof root.samples === 'number') m.samples = new Float64Array(n);
   var ids = new Map();
   // explicit DFS stack, preallocated: it never holds more than n entries
   var sNode = new Array(n);
@@ -85,6 +87,7 @@ export function flatten(root) {
       m.a[idx] = +node.a || 0;
       m.b[idx] = +node.b || 0;
     }
+    if (m.samples) m.samples[idx] = +node.samples || 0;
     if (lv > maxLevel) maxLevel = lv;
     kids = node.children;
     var childSum = 0;

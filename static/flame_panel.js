@@ -146,6 +146,10 @@ FlamePanel.prototype.refresh = function () {
       hook.perSecond = {type: type, value: per, span: span};
       sub += ' · ≈ ' + F.sig(per) + (type === 'cpu' ? ' cores busy' : ' threads');
     }
+    if (typeof d.coverage === 'number' && d.coverage < 0.999) {
+      sub += ' · allocations sampled ' + F.pct(d.coverage) + ' of this window (overhead budget; ' +
+        'weighted to stand for all of it)';
+    }
     self.p.sub(sub);
   });
 };

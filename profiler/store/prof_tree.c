@@ -50,6 +50,7 @@ struct trie_sums {
     const char *const *name;
     int nset;
     int64_t *self[2], *incl[2];
+    int64_t *samples; /* inclusive samples of set 0, or NULL */
     double *key;
 };
 
@@ -90,6 +91,8 @@ static int build(const struct trie_sums *s, size_t max_nodes, struct prof_tree *
         t->base = prof_scratch_calloc(&t->mem, cap, sizeof *t->base);
         t->base_self = prof_scratch_calloc(&t->mem, cap, sizeof *t->base_self);
     }
+    if (s->samples && !(t->samples = prof_scratch_calloc(&t->mem, cap, sizeof *t->samples)))
+        goto fail;
     t->first_child = prof_scratch_alloc(&t->mem, cap * sizeof *t->first_child);
     t->next_sibling = prof_scratch_alloc(&t->mem, cap * sizeof *t->next_sibling);
     parent = prof_scratch_alloc(&tmp, cap * sizeof *parent);
@@ -105,6 +108,8 @@ static int build(const struct trie_sums *s, size_t max_nodes, struct prof_tree *
         t->base[0] = s->incl[1][0];
         t->base_self[0] = s->self[1][0];
     }
+    if (t->samples)
+        t->samples[0] = s->samples[0];
     parent[0] = 0;
     other[0] = UINT32_MAX;
     map[0] = 0;
@@ -119,6 +124,8 @@ static int build(const struct trie_sums *s, size_t max_nodes, struct prof_tree *
                 t->base[n] = s->incl[1][i];
                 t->base_self[n] = s->self[1][i];
             }
+            if (t->samples)
+                t->samples[n] = s->samples[i];
             parent[n] = pk;
             other[n] = UINT32_MAX;
             n++;
@@ -142,6 +149,8 @@ static int build(const struct trie_sums *s, size_t max_nodes, struct prof_tree *
             t->value[o] += s->incl[0][i];
             if (two)
                 t->base[o] += s->incl[1][i];
+            if (t->samples)
+                t->samples[o] += s->samples[i];
         }
         t->self[o] += s->incl[0][i];
         if (two)
@@ -179,11 +188,21 @@ fail:
 
 int prof_tree_build(const struct prof_view *v, int slot, size_t max_nodes, struct prof_tree *t)
 {
+    return prof_tree_build_sampled(v, slot, -1, max_nodes, t);
+}
+
+int prof_tree_build_sampled(const struct prof_view *v, int slot, int samples_slot,
+                            size_t max_nodes, struct prof_tree *t)
+{
     memset(t, 0, sizeof *t);
     struct prof_scratch tmp = {0};
     struct trie_sums s = {.nnodes = v->nnodes, .parent = v->parent, .name = v->name, .nset = 1};
+    int64_t *samples_self = NULL;
     int rc = -1;
+    if (samples_slot >= PROF_NVALUES)
+        samples_slot = -1;
     if (v->nnodes && !sums(v, slot, &tmp, &s.self[0], &s.incl[0]) &&
+        (samples_slot < 0 || !sums(v, samples_slot, &tmp, &samples_self, &s.samples)) &&
         (s.key = prof_scratch_alloc(&tmp, v->nnodes * sizeof *s.key))) {
         for (size_t i = 0; i < v->nnodes; i++)
             s.key[i] = (double)s.incl[0][i];

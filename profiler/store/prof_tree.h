@@ -22,6 +22,8 @@ struct prof_tree {
     int64_t *value;           /* inclusive */
     int64_t *self;
     int64_t *base, *base_self; /* prof_tree_build_diff: the base window's values (else NULL) */
+    int64_t *samples;         /* prof_tree_build_sampled: the samples behind each inclusive
+                               * value (else NULL) */
     uint32_t *first_child;    /* UINT32_MAX = none; children sorted by name */
     uint32_t *next_sibling;
     int64_t total, base_total;
@@ -56,6 +58,11 @@ int prof_view_group_native(struct prof_view *v, size_t *merged);
 /* value_slot selects v[value_slot] of each row. */
 int prof_tree_build(const struct prof_view *v, int value_slot, size_t max_nodes,
                     struct prof_tree *out);
+/* The same, with each node's inclusive sum of v[samples_slot] too (out->samples): the samples
+ * an estimated value stands on, from which its interval follows (a node folded into "[other]"
+ * adds its samples there, as it adds its value). */
+int prof_tree_build_sampled(const struct prof_view *v, int value_slot, int samples_slot,
+                            size_t max_nodes, struct prof_tree *out);
 /* The tree of two windows of one profile: value/self are b's, base/base_self a's, over the union
  * of their call paths (matched by frame names from the root). Trimmed by the larger of a node's
  * two shares of its window's total, so paths that appeared or vanished stay. */

@@ -12,6 +12,12 @@ import {api, qs} from '../requests.js';
 import {DataTable} from '../table.js';
 import {FlamePanel} from '../flame_panel.js';
 
+function intervalCell(r) {
+  var ci = r.bytes_ci95;
+  if (!Array.isArray(ci) || ci.length !== 2 || !(r.bytes > 0)) return '–';
+  return h('span', {title: F.bytes(ci[0]) + ' – ' + F.bytes(ci[1]), text: '±' + F.pct((ci[1] - r.bytes) / r.bytes)});
+}
+
 export function create() {
   var p = panel('Allocations by type', '');
   var check = h('div', {'class': 'note'});
@@ -23,6 +29,10 @@ export function create() {
       {key: 'type', label: 'Type', cls: 'name'},
       {key: 'count', label: 'Est. count', num: true, render: function (r) { return F.int(r.count); }},
       {key: 'bytes', label: 'Est. bytes', num: true, render: function (r) { return F.bytes(r.bytes); }},
+      {key: 'ci', label: '95% interval', num: true,
+        value: function (r) { return Array.isArray(r.bytes_ci95) && r.bytes > 0 ? (r.bytes_ci95[1] - r.bytes) / r.bytes : Infinity; },
+        render: function (r) { return intervalCell(r); },
+        title: 'where the type\'s true bytes lie with 95% confidence, from its samples (about ±2/√samples)'},
       {key: 'share', label: 'Share of bytes', num: true, value: function (r) { return totalBytes ? r.bytes / totalBytes : 0; },
         render: function (r) { var s = totalBytes ? r.bytes / totalBytes : 0; return barCell(s, F.pct(s)); }},
       {key: 'samples', label: 'Samples', num: true, render: function (r) { return F.int(r.samples); },
@@ -60,6 +70,12 @@ export function create() {
         spanNote(tspan) + (tspan > 0 ? ' (' + F.bytes(totalBytes / tspan) + '/s)' : '') +
         (tot.samples != null ? ' · ' + F.int(tot.samples) + ' samples' : ''));
       clear(check);
+      if (typeof d.coverage === 'number' && d.coverage < 0.999) {
+        check.appendChild(h('div', {'class': 'coverage', title: d.coverage_note || '',
+          text: 'Allocations sampled ' + F.pct(d.coverage) + ' of this window: the overhead budget ' +
+            '(CLRSCOPE_OVERHEAD_BUDGET) turned the allocation events down; every sample counts for the ' +
+            'time they were off, so the figures stand for the whole window, with wider intervals.'}));
+      }
       var ci = tot.ci95;
       var ciText = Array.isArray(ci) && ci.length === 2 ? ' (95% interval ' + F.bytes(ci[0]) + ' – ' + F.bytes(ci[1]) + ')' : '';
       if (d.exact_bytes == null) {

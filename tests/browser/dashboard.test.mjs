@@ -399,6 +399,23 @@ test('threads: a dump groups the threads by stack; the filter and the button wor
   assert.match(link, /debug\/pprof\/threads$/);
 });
 
+// Hovers the open tab's flame graph one row above the root until a frame's tooltip shows;
+// returns its text ('' when none did).
+async function hoverFrameTooltip() {
+  const canvas = page.locator('main canvas.main').first();
+  const flame = await page.evaluate(() => window.__clrscope.flame);
+  const box = await canvas.boundingBox();
+  const y = flame.icicle ? flame.rowHeight * 1.5 : box.height - flame.rowHeight * 1.5;
+  for (const fx of [0.5, 0.3, 0.7, 0.1, 0.9, 0.02]) {
+    await canvas.hover({position: {x: box.width * fx, y}});
+    const tip = page.locator('#tooltip:not(.hidden)');
+    if (await tip.count() && ((await tip.locator('.tt-title').textContent()) || '')) {
+      return await page.textContent('#tooltip');
+    }
+  }
+  return '';
+}
+
 test('allocations: clicking a type filters the flame graph', async (t) => {
   await openTab('alloc', 'Allocations');
   const rows = page.locator('main tbody tr.click');
@@ -406,6 +423,18 @@ test('allocations: clicking a type filters the flame graph', async (t) => {
     t.skip('no allocation types reported');
     return;
   }
+  // the estimates with their 95% intervals: the table's column, each frame's tooltip
+  const ci = (await rows.first().locator('td:nth-child(4)').textContent()).trim();
+  assert.match(ci, /^±[\d.]+%$/, 'the first type\'s 95% interval: ' + ci);
+  await page.waitForFunction(() => window.__clrscope.framesDrawn > 0, null, {timeout: TIMEOUT});
+  const tip = await hoverFrameTooltip();
+  assert.match(tip, /95% interval.*±[\d.]+%.*samples?\)/, 'the frame\'s interval: ' + tip);
+  if (mock) { // the mock's governor had the events on a third of the window
+    const sub = await page.textContent('main');
+    assert.match(sub, /Allocations sampled 34\.0% of this window/, sub.slice(0, 600));
+    assert.match(sub, /allocations sampled 34\.0% of this window/, sub.slice(0, 600));
+  }
+  await shot('14a-alloc-interval');
   const type = (await rows.first().locator('td').first().textContent()).trim();
   await rows.first().click();
   await page.waitForFunction(() => /filter=/.test(location.hash));

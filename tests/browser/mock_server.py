@@ -129,8 +129,18 @@ class State:
         root, n = build_tree(nodes, seed, unit, leaf=flt or None)
         units = {"cpu": "nanoseconds", "wall": "nanoseconds", "lock-time": "nanoseconds",
                  "alloc-bytes": "bytes", "live-bytes": "bytes"}
-        body = json.dumps({"type": ftype, "unit": units.get(ftype, "count"), "total": root["value"],
-                           "seconds": 60, "nodes": n, "root": root}, separators=(",", ":")).encode()
+        reply = {"type": ftype, "unit": units.get(ftype, "count"), "total": root["value"],
+                 "seconds": 60, "nodes": n, "root": root}
+        if ftype.startswith("alloc-"):
+            # an estimate: the samples behind each node, and the governor's coverage (as
+            # clrscope gives them with CLRSCOPE_OVERHEAD_BUDGET turning allocations down)
+            stack = [root]
+            while stack:
+                node = stack.pop()
+                node["samples"] = max(1, node["value"] // unit)
+                stack.extend(node.get("children", []))
+            reply["coverage"] = ALLOC_COVERAGE
+        body = json.dumps(reply, separators=(",", ":")).encode()
         with self.lock:
             if len(self.trees) > 40:
                 self.trees.clear()
@@ -201,14 +211,21 @@ def gc_reply(seconds):
             "mode": "workstation", "concurrent": True, "series": series, "collections": cols}
 
 
+# the share of the window the mock's allocation events were on (the overhead governor)
+ALLOC_COVERAGE = 0.34
+
+
 def alloc_reply(seconds):
     rng = random.Random(int(time.time() // 5))
     types = []
     for i, t in enumerate(ALLOC_TYPES):
         size = [8200, 48, 120, 96, 56, 32, 4000, 64][i % 8]
         count = int(900000 / (i + 1) ** 1.3 * seconds / 60 * rng.uniform(0.8, 1.2))
-        types.append({"type": t, "count": count, "bytes": count * size,
-                      "samples": max(1, count * size // 102400)})
+        samples = max(1, count * size // 102400)
+        rel = 1.96 / samples ** 0.5
+        types.append({"type": t, "count": count, "bytes": count * size, "samples": samples,
+                      "bytes_ci95": [round(count * size * max(0, 1 - rel)),
+                                     round(count * size * (1 + rel))]})
     types.sort(key=lambda x: -x["bytes"])
     tot = {k: sum(x[k] for x in types) for k in ("count", "bytes", "samples")}
     now = time.time()
@@ -216,6 +233,9 @@ def alloc_reply(seconds):
     return {"method": "AllocationSampled", "bias_note": "Counts and bytes are upscaled from the runtime's "
             "AllocationSampled events (one sample per ~100 KiB on average); small totals are imprecise.",
             "seconds": seconds, "t_from": now - seconds, "t_to": now,
+            "coverage": ALLOC_COVERAGE,
+            "coverage_note": "the overhead governor (CLRSCOPE_OVERHEAD_BUDGET) had allocation events on "
+                             "for this share of the window (mock)",
             "types": types, "total": tot, "exact_bytes": exact,
             "estimate_ratio": tot["bytes"] / exact,
             "self_check": {"t_from": int(now - seconds + 2), "t_to": int(now), "estimated_bytes": tot["bytes"],

@@ -157,6 +157,10 @@ class ExceptionStorm(unittest.TestCase):
         f = self.got["flame"]
         self.assertEqual(f["unit"], "count")
         self.assertAlmostEqual(f["total"], self.truth["total"], delta=0.10 * self.truth["total"])
+        # an estimate from sampled throws: the samples behind it, each standing for one or more
+        self.assertGreater(f["root"]["samples"], 0)
+        self.assertLessEqual(f["root"]["samples"], f["total"])
+        self.assertLess(f["root"]["samples"], 0.5 * f["total"], "the storm is sampled")
         totals = tree_totals_by_name(f["root"])
         for name, t in self.kinds.items():
             self.assertIn(t["method"], totals, f"{t['method']} missing from the flame graph")

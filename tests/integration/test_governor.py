@@ -33,6 +33,7 @@ class Governor(unittest.TestCase):
             time.sleep(cls.RUN - 6)
             cls.budget = app.json("/api/v1/budget")
             cls.table = app.json(f"/api/v1/allocations?seconds={cls.WINDOW}")
+            cls.flame = app.json(f"/api/v1/flamegraph?type=alloc-bytes&seconds={cls.WINDOW}")
             cls.status = app.json("/api/v1/status")
             cls.metrics = app.request("/metrics")[2].decode()
             cls.dump = app.request("/debug/pprof/goroutine?debug=2")[2].decode("utf-8", "replace")
@@ -110,6 +111,29 @@ class Governor(unittest.TestCase):
             why = (ci, self.table["total"], self.table.get("dropped"))
             self.assertLess(ci[0], self.table["total"]["bytes"], why)
             self.assertGreater(ci[1], self.table["total"]["bytes"], why)
+
+    def test_flame_graph_says_its_coverage_and_samples(self):
+        """The allocation flame graph says how much of its window the events were on, as the
+        table does, and on every frame the samples its estimate stands on (its interval)."""
+        f = self.flame
+        self.assertLess(f["coverage"], 0.9, {k: v for k, v in f.items() if k != "root"})
+        self.assertAlmostEqual(f["coverage"], self.table["coverage"], delta=0.1)
+        nodes, stack = 0, [f["root"]]
+        while stack:
+            n = stack.pop()
+            nodes += 1
+            kids = n["children"]
+            self.assertGreater(n["samples"], 0, n["name"])
+            self.assertLessEqual(sum(k["samples"] for k in kids), n["samples"], n["name"])
+            stack.extend(kids)
+        self.assertGreater(nodes, 10)
+        # the root's interval (1.96/sqrt(samples)) holds the table's total: the same bytes,
+        # estimated from the walked samples the flame graph keeps and from every sample
+        root, total = f["root"], self.table["total"]["bytes"]
+        rel = 1.96 / root["samples"] ** 0.5
+        print(f"flame root {root['value']:.4g} from {root['samples']} samples (±{rel:.1%}), "
+              f"table {total:.4g}")
+        self.assertLess(abs(root["value"] / total - 1), rel + 0.05, (root["value"], total, rel))
 
     def test_status_and_metrics_show_the_budget(self):
         b = self.status["budget"]

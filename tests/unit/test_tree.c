@@ -138,6 +138,66 @@ static void test_no_room_for_other(void)
     prof_tree_free(&t);
 }
 
+static void test_samples(void)
+{
+    /* an estimated profile: v0 the estimate, v2 the samples behind it.
+     * 1 Main                       (self 0)
+     * 2   Big      900 from 30 samples
+     * 3   Small1     5 from  1
+     * ...
+     * 22  Small20    5 from  1     (20 small callees: too many to keep in 16 nodes) */
+    enum { N = 20 };
+    uint32_t parent[3 + N];
+    const char *name[3 + N];
+    char names[N][12];
+    struct prof_row rows[1 + N];
+    parent[0] = 0;
+    name[0] = "all";
+    parent[1] = 0;
+    name[1] = "Main";
+    parent[2] = 1;
+    name[2] = "Big";
+    rows[0] = (struct prof_row){.node = 2, .v = {900, 0, 30}};
+    for (int i = 0; i < N; i++) {
+        snprintf(names[i], sizeof names[i], "Small%02d", i);
+        parent[3 + i] = 1;
+        name[3 + i] = names[i];
+        rows[1 + i] = (struct prof_row){.node = 3 + (uint32_t)i, .v = {5, 0, 1}};
+    }
+    struct prof_view v = view(3 + N, parent, name, 1 + N, rows);
+    struct prof_tree t;
+    CHECK(!prof_tree_build(&v, 0, 16, &t), "tree built");
+    CHECK(t.samples == NULL, "no samples asked, none given");
+    prof_tree_free(&t);
+    CHECK(!prof_tree_build_sampled(&v, 0, 2, 16, &t), "sampled tree built");
+    CHECK(t.samples && t.samples[0] == 30 + N, "root: every sample, %lld",
+          t.samples ? (long long)t.samples[0] : -1);
+    const char *big[] = {"Main", "Big"}, *main_[] = {"Main"}, *other[] = {"Main", "[other]"};
+    long n = find(&t, big, 2);
+    CHECK(n >= 0 && t.samples[n] == 30 && t.value[n] == 900, "Big: its own 30 samples");
+    n = find(&t, main_, 1);
+    CHECK(n >= 0 && t.samples[n] == 30 + N, "Main: inclusive samples");
+    /* the kept small callees and "[other]" share the rest: samples follow values */
+    int64_t small_samples = 0, small_value = 0;
+    long m = find(&t, main_, 1);
+    for (uint32_t c = m >= 0 ? t.first_child[m] : UINT32_MAX; c != UINT32_MAX;
+         c = t.next_sibling[c]) {
+        if (!strcmp(t.name[c], "Big"))
+            continue;
+        small_samples += t.samples[c];
+        small_value += t.value[c];
+        CHECK(t.value[c] == 5 * t.samples[c], "%s: %lld for %lld samples", t.name[c],
+              (long long)t.value[c], (long long)t.samples[c]);
+    }
+    CHECK(find(&t, other, 2) >= 0, "the small callees folded into [other]");
+    CHECK(small_samples == N && small_value == 5 * N, "the folded callees' samples kept: %lld",
+          (long long)small_samples);
+    prof_tree_free(&t);
+    CHECK(!prof_tree_build_sampled(&v, 0, PROF_NVALUES, 16, &t) && !t.samples,
+          "a slot past the values: no samples");
+    prof_tree_free(&t);
+}
+
 static void test_fold_native(void)
 {
     /* 1 [native libcoreclr.so] (a thread's start)
@@ -239,6 +299,7 @@ int main(void)
     test_group_native();
     test_diff();
     test_no_room_for_other();
+    test_samples();
     printf("%d passed, %d failed\n", passed, failed);
     return failed != 0;
 }
