@@ -387,12 +387,29 @@ def find_paths(root, name):
     return [(p, v) for p, v, _ in find_nodes(root, name)]
 
 
+CPU_SPLIT_CALLERS = ("TestApp.CpuWork.HeavyCaller", "TestApp.CpuWork.LightCaller")
+
+
+def wait_split_samples(app, min_ns, within_s):
+    """cpu-split's CPU flame graph of the last 60 s once its two callers hold min_ns of CPU
+    between them (polled every 2 s), or the last one read when within_s has passed: on a busy
+    machine the app gets less of a core, and the split is judged on as many samples as on a
+    quiet one."""
+    deadline = time.monotonic() + within_s
+    while True:
+        cpu = app.json("/api/v1/flamegraph?type=cpu&seconds=60")
+        totals = tree_totals_by_name(cpu["root"])
+        if sum(totals.get(c, 0) for c in CPU_SPLIT_CALLERS) >= min_ns or \
+                time.monotonic() > deadline:
+            return cpu
+        time.sleep(2)
+
+
 def cpu_split(cpu, final):
     """cpu-split's heavy share of the two callers in a CPU flame graph, and the app's own
     (from its threads' CPU clocks); fails the test's assertion first when neither was seen."""
     totals = tree_totals_by_name(cpu["root"])
-    heavy = totals.get("TestApp.CpuWork.HeavyCaller", 0)
-    light = totals.get("TestApp.CpuWork.LightCaller", 0)
+    heavy, light = (totals.get(c, 0) for c in CPU_SPLIT_CALLERS)
     assert heavy + light > 0, sorted(totals)[:20]
     truth = final["heavy_cpu_ms"] / (final["heavy_cpu_ms"] + final["light_cpu_ms"])
     return heavy / (heavy + light), truth

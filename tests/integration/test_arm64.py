@@ -24,7 +24,7 @@ import time
 import unittest
 
 from harness import (BUILD, CLSID, ProfiledApp, cpu_split, find_paths, run_launcher_on,
-                     runtimeconfig, tree_totals_by_name)
+                     runtimeconfig, tree_totals_by_name, wait_split_samples)
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 ARM64_BUILD = os.environ.get("CLRSCOPE_ARM64_BUILD") or os.path.join(ROOT, "build-arm64")
@@ -79,14 +79,7 @@ class Arm64CpuSplit(unittest.TestCase):
         try:
             cls.app.wait_ready(timeout=120)
             # enough samples of the two callers to judge a 5-point split (>= 400)
-            deadline = time.monotonic() + 30
-            while True:
-                cls.cpu = cls.app.json("/api/v1/flamegraph?type=cpu&seconds=60")
-                t = tree_totals_by_name(cls.cpu["root"])
-                got = t.get(HEAVY, 0) + t.get(LIGHT, 0)
-                if got >= 5e9 or time.monotonic() > deadline:
-                    break
-                time.sleep(2)
+            cls.cpu = wait_split_samples(cls.app, 5e9, 30)
             cls.status = cls.app.json("/api/v1/status")
             cls.page = cls.app.request("/")
             cls.metrics = cls.app.request("/metrics")

@@ -10,7 +10,8 @@ import sys
 import time
 import unittest
 
-from harness import ProfiledApp, cpu_split, find_paths, go_pprof, tree_totals_by_name
+from harness import (ProfiledApp, cpu_split, find_paths, go_pprof, tree_totals_by_name,
+                     wait_split_samples)
 from pprofdec import read_pprof
 
 HEAVY = "TestApp.CpuWork.HeavyCaller"
@@ -34,16 +35,8 @@ class CpuSplit(unittest.TestCase):
         cls.app = ProfiledApp("cpu-split", ["--seconds", "40"], env=cls.ENV)
         cls.app.start()
         cls.app.wait_ready()
-        time.sleep(12)  # let enough samples accumulate (>= 1000 CPU samples at 100 Hz)
-        # on a busy machine the worker gets less of a core: wait (up to 16 s more) until its
-        # callers have 10 s of CPU, so the split is judged on as many samples as on a quiet one
-        for _ in range(8):
-            totals = tree_totals_by_name(cls.app.json("/api/v1/flamegraph?type=cpu&seconds=60")
-                                         ["root"])
-            if totals.get(HEAVY, 0) + totals.get(LIGHT, 0) >= 10e9:
-                break
-            time.sleep(2)
-        cls.cpu = cls.app.json("/api/v1/flamegraph?type=cpu&seconds=60")
+        # >= 1000 CPU samples at 100 Hz of the two callers (up to 28 s on a busy machine)
+        cls.cpu = wait_split_samples(cls.app, 10e9, 28)
         cls.wall = cls.app.json("/api/v1/flamegraph?type=wall&seconds=60")
         cls.top = cls.app.json("/api/v1/top?type=cpu&seconds=60&limit=20")
         cls.status = cls.app.json("/api/v1/status")
