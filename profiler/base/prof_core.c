@@ -203,12 +203,20 @@ int prof_core_on_own_thread(void)
     return own_thread;
 }
 
+static uint32_t own_threads_named;
+
 void prof_name_thread(const char *what)
 {
     own_thread = 1;
     char name[16];
     snprintf(name, sizeof name, "clrscope-%s", what);
     pthread_setname_np(pthread_self(), name);
+    __atomic_add_fetch(&own_threads_named, 1, __ATOMIC_RELEASE);
+}
+
+uint32_t prof_own_threads_named(void)
+{
+    return __atomic_load_n(&own_threads_named, __ATOMIC_ACQUIRE);
 }
 
 void prof_core_read_process_facts(void)

@@ -79,8 +79,10 @@ int prof_core_nap_word(uint32_t *word, uint32_t seen, int64_t deadline_ns, uint3
  * which nappers hold only to enter and leave their wait). */
 void prof_core_nudge(void);
 /* Names the calling thread "clrscope-<what>" (max 15 chars in total) and marks it clrscope's
- * (prof_core_on_own_thread). */
+ * (prof_core_on_own_thread). prof_own_threads_named: how many times a thread has been so
+ * named, so that whoever counts clrscope's threads' CPU looks for the new one at once. */
 void prof_name_thread(const char *what);
+uint32_t prof_own_threads_named(void);
 /* 1 on a thread clrscope started (one that called prof_name_thread). Some of the runtime's calls
  * run a managed callback on the calling thread and so make it a managed thread for good; the
  * runtime's thread callbacks ask this to keep such a thread out of the app's threads. */

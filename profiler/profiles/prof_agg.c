@@ -69,6 +69,7 @@ static struct agg_state {
         pid_t tid[SELF_MAX_THREADS];
         int64_t last_ns[SELF_MAX_THREADS];
         int n, ticks_to_rescan;
+        uint32_t named_seen; /* prof_own_threads_named at the last rescan */
         int64_t gone_ns;
     } own;
 } agg = {.kinds.lock = PTHREAD_MUTEX_INITIALIZER, .cost.lock = PTHREAD_MUTEX_INITIALIZER};
@@ -208,6 +209,13 @@ static void rescan_own_threads(void)
 
 static double self_cpu_seconds(void)
 {
+    /* a thread of clrscope's named since the last look: found now, not up to SELF_RESCAN_S
+     * later with all it has used since it started counted in one second */
+    uint32_t named = prof_own_threads_named();
+    if (named != agg.own.named_seen) {
+        agg.own.named_seen = named;
+        agg.own.ticks_to_rescan = 0;
+    }
     if (agg.own.ticks_to_rescan-- <= 0) {
         rescan_own_threads();
         agg.own.ticks_to_rescan = SELF_RESCAN_S - 1;
