@@ -48,6 +48,10 @@ static void budget_fields(cJSON *b, const struct prof_budget_view *v)
     int slow = v->wall_slowdown >= 1 ? v->wall_slowdown : 1;
     cJSON_AddNumberToObject(wall, "slowdown", slow);
     cJSON_AddNumberToObject(wall, "hz", ss.wall_hz > 0 ? (double)ss.wall_hz / slow : 0);
+    cJSON *cpu = cJSON_AddObjectToObject(src, "cpu");
+    int cslow = v->cpu_slowdown >= 1 ? v->cpu_slowdown : 1;
+    cJSON_AddNumberToObject(cpu, "slowdown", cslow);
+    cJSON_AddNumberToObject(cpu, "hz", (double)g_cfg.sampling_hz / cslow);
     if (v->over)
         cJSON_AddStringToObject(b, "over", v->over);
     else

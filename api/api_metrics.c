@@ -123,6 +123,9 @@ static void budget_metrics(struct jbuf *b)
     metric_d(b, "clrscope_budget_wall_slowdown", "gauge",
              "How many times further apart the governor keeps the wall sampler's ticks (1: as "
              "configured).", v->wall_slowdown >= 1 ? v->wall_slowdown : 1);
+    metric_d(b, "clrscope_budget_cpu_slowdown", "gauge",
+             "How many times further apart the governor keeps each thread's CPU samples (1: as "
+             "configured).", v->cpu_slowdown >= 1 ? v->cpu_slowdown : 1);
     free(v);
 }
 

@@ -97,6 +97,11 @@ int api_status(const struct api_req *q, struct api_reply *out)
     cJSON_AddStringToObject(so, "wall_walk", ss.wall_walk ? ss.wall_walk : "suspend");
     cJSON_AddNumberToObject(so, "wall_signal_ticks", (double)ss.wall_signal_ticks);
     cJSON_AddNumberToObject(so, "wall_signal_samples", (double)ss.wall_signal_samples);
+    cJSON *wsus = cJSON_AddObjectToObject(so, "wall_suspensions");
+    cJSON_AddNumberToObject(wsus, "unlisted", (double)ss.wall_walks_unlisted);
+    cJSON_AddNumberToObject(wsus, "unasked", (double)ss.wall_walks_unasked);
+    cJSON_AddNumberToObject(wsus, "leaf_only", (double)ss.wall_walks_leaf);
+    cJSON_AddNumberToObject(wsus, "deferred", (double)ss.wall_deferred);
     cJSON_AddStringToObject(so, "cpu_sampler", ss.cpu_sampler ? ss.cpu_sampler : "off");
     cJSON_AddNumberToObject(so, "wall_hz", ss.wall_hz);
     if (ss.sig.signo) {

@@ -161,7 +161,9 @@ def main():
         st = status["self"]
         print(f"wall walks: {st.get('wall_walk')}, {st.get('sampler_ticks')} ticks, "
               f"{st.get('wall_signal_ticks')} by signal alone, "
-              f"{st.get('wall_cached_ticks')} from kept stacks alone; asks "
+              f"{st.get('wall_cached_ticks')} from kept stacks alone; governor "
+              f"{ {k: v.get('slowdown', v.get('on_fraction')) for k, v in ((status.get('budget') or {}).get('sources') or {}).items()} }; suspended for "
+              f"{st.get('wall_suspensions')}; asks "
               f"{(st.get('signal_sampler') or {}).get('wall_asks')}")
     for k, v in sorted(by.items(), key=lambda kv: -kv[1]):
         print(f"  {v / total * 100:5.1f} %  {k}")

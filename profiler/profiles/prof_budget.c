@@ -65,12 +65,13 @@ static struct budget_state {
     struct prof_events_cost last_cost;
     double share;                     /* this second's */
     int wall_slowdown;                /* the wall sampler's divisor (prof_sampler) */
-    double wall_changed;              /* when it last changed (unix s) */
+    int cpu_slowdown;                 /* the CPU sampler's divisor (prof_sampler) */
+    double wall_changed;              /* when either last changed (unix s) */
     int64_t on_since_ns;              /* when the events were last turned on (0: off) */
     int64_t on_ns;                    /* how long they were on in this second so far */
     int64_t switch_cpu_ns, switch_wall_ns, switch_wall_max_ns;
     uint64_t rng;
-} gov = {.lock = PTHREAD_MUTEX_INITIALIZER, .share = 1, .wall_slowdown = 1};
+} gov = {.lock = PTHREAD_MUTEX_INITIALIZER, .share = 1, .wall_slowdown = 1, .cpu_slowdown = 1};
 
 double prof_budget_allowed(double budget, double floor_core, const struct prof_budget_window *w)
 {
@@ -105,6 +106,16 @@ int prof_budget_next_wall(int slowdown, double cost, double allowed, int alloc_s
         return slowdown >= 4 ? PROF_SAMPLER_MAX_WALL_SLOWDOWN : slowdown * 2;
     if (cost < 0.7 * allowed && slowdown > 1)
         return slowdown == PROF_SAMPLER_MAX_WALL_SLOWDOWN ? 4 : slowdown / 2;
+    return slowdown;
+}
+
+int prof_budget_next_cpu(int slowdown, double cost, double allowed, int wall_spent)
+{
+    if (cost > allowed && wall_spent)
+        return slowdown >= PROF_SAMPLER_MAX_CPU_SLOWDOWN / 2 ? PROF_SAMPLER_MAX_CPU_SLOWDOWN
+                                                            : slowdown * 2;
+    if (cost < 0.7 * allowed && slowdown > 1)
+        return slowdown / 2;
     return slowdown;
 }
 
@@ -279,15 +290,29 @@ static void *gov_main(void *arg)
          * one second of start-up (symbols read, the runtime's threads walked once) is not what
          * the wall sampler costs */
         int alloc_spent = !switchable || share <= PROF_BUDGET_MIN_SHARE || share >= 1;
-        int wall_before = gov.wall_slowdown;
+        int wall_before = gov.wall_slowdown, cpu_before = gov.cpu_slowdown;
         if (gov.nring >= PROF_BUDGET_WINDOW_S && sec - gov.wall_changed >= PROF_BUDGET_WINDOW_S &&
-            w.proc_s > 0 &&
-            (g_core.profiles & PROFILE_WALL)) {
-            int next = prof_budget_next_wall(gov.wall_slowdown, cost, allowed, alloc_spent);
-            if (next != gov.wall_slowdown) {
-                gov.wall_slowdown = next;
+            w.proc_s > 0) {
+            /* down: allocations, then the wall sampler, then the CPU sampler; back up in the
+             * reverse order, one step of one of them a window */
+            int has_wall = (g_core.profiles & PROFILE_WALL) != 0;
+            int has_cpu = (g_core.profiles & PROFILE_CPU) && prof_sampler_cpu_by_signal();
+            int wall_spent = !has_wall || gov.wall_slowdown >= PROF_SAMPLER_MAX_WALL_SLOWDOWN;
+            int cpu_next = has_cpu ? prof_budget_next_cpu(gov.cpu_slowdown, cost, allowed,
+                                                          alloc_spent && wall_spent)
+                                   : 1;
+            int wall_next = has_wall ? prof_budget_next_wall(gov.wall_slowdown, cost, allowed,
+                                                             alloc_spent)
+                                     : 1;
+            if (cpu_next != gov.cpu_slowdown) {
+                gov.cpu_slowdown = cpu_next;
                 gov.wall_changed = sec;
-                prof_sampler_set_wall_slowdown(next);
+                prof_sampler_set_cpu_slowdown(cpu_next);
+            } else if (wall_next != gov.wall_slowdown &&
+                       (wall_next > gov.wall_slowdown || gov.cpu_slowdown == 1)) {
+                gov.wall_slowdown = wall_next;
+                gov.wall_changed = sec;
+                prof_sampler_set_wall_slowdown(wall_next);
             }
         }
         struct prof_events_cost ec;
@@ -306,17 +331,22 @@ static void *gov_main(void *arg)
         v->over = NULL;
         v->allowed_s = allowed;
         if (cost > allowed && w.proc_s > 0) {
+            int wall_left = (g_core.profiles & PROFILE_WALL) &&
+                            gov.wall_slowdown < PROF_SAMPLER_MAX_WALL_SLOWDOWN;
+            int cpu_left = (g_core.profiles & PROFILE_CPU) && prof_sampler_cpu_by_signal() &&
+                           gov.cpu_slowdown < PROF_SAMPLER_MAX_CPU_SLOWDOWN;
             if (!switchable && (w.cb_alloc_s + w.runtime_s) > 0.1 * cost)
                 v->over = "allocation events cannot be switched on this runtime";
-            else if (share <= PROF_BUDGET_MIN_SHARE && gov.wall_slowdown < PROF_SAMPLER_MAX_WALL_SLOWDOWN)
-                v->over = "allocations at their least; slowing the wall sampler";
-            else if (share <= PROF_BUDGET_MIN_SHARE)
-                v->over = "allocations and wall samples at their least; the other sources are not "
-                          "governed";
-            else if (share >= 1)
-                v->over = "the sources the governor does not turn down cost more than the budget";
-            else
+            else if (!alloc_spent)
                 v->over = "turning the allocation events down";
+            else if (wall_left)
+                v->over = "allocations at their least or not worth turning down; slowing the "
+                          "wall sampler";
+            else if (cpu_left)
+                v->over = "allocations and wall samples at their least; slowing the CPU sampler";
+            else
+                v->over = "allocations, wall and CPU samples at their least; the other sources "
+                          "are not governed";
         }
         if (fabs(share - before) > 0.005) {
             v->changed_unix = sec;
@@ -325,11 +355,18 @@ static void *gov_main(void *arg)
             v->changed_to = share;
         }
         v->wall_slowdown = gov.wall_slowdown;
+        v->cpu_slowdown = gov.cpu_slowdown;
         if (gov.wall_slowdown != wall_before) {
             v->changed_unix = sec;
             v->changed_source = "wall";
             v->changed_from = wall_before;
             v->changed_to = gov.wall_slowdown;
+        }
+        if (gov.cpu_slowdown != cpu_before) {
+            v->changed_unix = sec;
+            v->changed_source = "cpu";
+            v->changed_from = cpu_before;
+            v->changed_to = gov.cpu_slowdown;
         }
         add_history(sec, measured, share);
         pthread_mutex_unlock(&gov.lock);
@@ -382,6 +419,8 @@ int prof_budget_start(void)
     gov.view.alloc_switchable = prof_events_alloc_switchable();
     gov.view.runtime_ns_per_event = RUNTIME_NS_PER_ALLOC_EVENT;
     gov.view.alloc_share = 1;
+    gov.view.wall_slowdown = 1;
+    gov.view.cpu_slowdown = 1;
     if (pthread_create(&gov.thread, NULL, gov_main, NULL)) {
         gov.view.enabled = 0;
         prof_log(LOG_WARN, "cannot start the overhead governor's thread; clrscope runs without "

@@ -14,8 +14,10 @@
  * matter, they stay on. When they have given what they can and the cost is still over, the wall
  * sampler's ticks go further apart (prof_sampler_set_wall_slowdown, a step a window, up to 5x;
  * each wall sample weighs the time since the last, so totals stay exact); the time the runtime
- * stays suspended for them, times the cores the app keeps busy, counts as their cost. The CPU
- * sampler, exceptions, locks and live checks are measured but not turned down.
+ * stays suspended for them, times the cores the app keeps busy, counts as their cost. Last,
+ * with the wall sampler at its least, the CPU sampler's rate (prof_sampler_set_cpu_slowdown, a
+ * step a window, 2x then 4x; each sample weighs the CPU time between two); coming back, the CPU
+ * sampler first. Exceptions, locks and live checks are measured but not turned down.
  *
  * ctx: prof_budget_start/stop from Initialize/Shutdown (after prof_events_start); the thread
  * is the only caller of prof_events_alloc_switch; prof_budget_read any thread (a lock held for
@@ -63,9 +65,10 @@ struct prof_budget_view {
     double switch_wall_s, switch_wall_max_s; /* the time they took, in all and at most */
     const char *over;       /* why measured stays over target (NULL when under) */
     double changed_unix;    /* when a source was last turned, which, from what to what */
-    const char *changed_source; /* "alloc" (a share) or "wall" (a divisor of the wall rate) */
+    const char *changed_source; /* "alloc" (a share), "wall" or "cpu" (a divisor of the rate) */
     double changed_from, changed_to;
     int wall_slowdown;      /* the wall sampler's rate divided by (1: as configured) */
+    int cpu_slowdown;       /* the CPU sampler's rate divided by (1: as configured) */
     struct prof_budget_point history[PROF_BUDGET_HISTORY]; /* oldest first */
     int nhistory;
 };
@@ -84,6 +87,10 @@ double prof_budget_allowed(double budget, double floor_core, const struct prof_b
 /* The wall sampler's next divisor (1, 2, 4, 5): up a step when the cost is over what is allowed
  * and the allocation events have given what they can (`alloc_spent`), down a step under 70 %. */
 int prof_budget_next_wall(int slowdown, double cost, double allowed, int alloc_spent);
+/* The CPU sampler's next divisor (1, 2, 4): up a step when the cost is over what is allowed and
+ * the wall sampler is at its least (`wall_spent`), down a step under 70 %. The wall sampler comes
+ * back only once this is 1 (prof_budget.c). */
+int prof_budget_next_cpu(int slowdown, double cost, double allowed, int wall_spent);
 
 int prof_budget_start(void);
 void prof_budget_stop(void);

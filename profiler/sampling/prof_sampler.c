@@ -149,6 +149,27 @@ static void signal_tick_locked(int64_t now, int64_t *last_sync)
     prof_sigsample_maintain(now);
 }
 
+static int cpu_slowdown(void)
+{
+    int f = __atomic_load_n(&sampler.cpu_slowdown, __ATOMIC_RELAXED);
+    return f >= 1 && f <= PROF_SAMPLER_MAX_CPU_SLOWDOWN ? f : 1;
+}
+
+void prof_sampler_set_cpu_slowdown(int factor)
+{
+    if (factor < 1)
+        factor = 1;
+    if (factor > PROF_SAMPLER_MAX_CPU_SLOWDOWN)
+        factor = PROF_SAMPLER_MAX_CPU_SLOWDOWN;
+    __atomic_store_n(&sampler.cpu_slowdown, factor, __ATOMIC_RELAXED);
+}
+
+int prof_sampler_cpu_by_signal(void)
+{
+    return __atomic_load_n(&sampler.running, __ATOMIC_ACQUIRE) &&
+           __atomic_load_n(&sampler.cpu_mode, __ATOMIC_RELAXED) == CPU_SIGNAL;
+}
+
 static void signal_tick(int64_t now, int64_t *last_sync)
 {
     prof_codemap_lock(); /* clrscope-agg resolves allocation stacks with the same tables */
@@ -159,6 +180,14 @@ static void signal_tick(int64_t now, int64_t *last_sync)
         prof_codemap_lock();
         sig_names_stamp(&sampler.sn, prof_now_ns());
         prof_sigsample_use_perf(perf, now, on_sig_sample, &sampler.sn);
+        prof_codemap_unlock();
+    }
+    /* the overhead governor's rate (its samples recorded at the rate they were taken at) */
+    int64_t interval = 1000000000LL / g_cfg.sampling_hz * cpu_slowdown();
+    if (sampler.cpu_mode == CPU_SIGNAL && interval != prof_sigsample_interval()) {
+        prof_codemap_lock();
+        sig_names_stamp(&sampler.sn, prof_now_ns());
+        prof_sigsample_set_interval(interval, on_sig_sample, &sampler.sn);
         prof_codemap_unlock();
     }
 }
@@ -371,8 +400,9 @@ static void *sampler_main(void *arg)
         if (use_cache && sampler.wall_signal && !sampler.wall_unlisted &&
             sampler.cpu_mode == CPU_SIGNAL && (g_core.profiles & PROFILE_CPU) &&
             prof_sigsample_wall_on()) {
-            int answers = 0, cached = 0;
-            int marked = sampler_wall_by_signal(prof_unix_now(), t0 - last, &answers, &cached);
+            int answers = 0, cached = 0, leaf = 0;
+            int marked =
+                sampler_wall_by_signal(prof_unix_now(), t0 - last, &answers, &cached, &leaf);
             pthread_mutex_lock(&sampler.st_lock);
             sampler.st.samples += (uint64_t)(answers + cached);
             sampler.st.wall_cached_samples += (uint64_t)cached;
@@ -380,6 +410,10 @@ static void *sampler_main(void *arg)
             if (!marked) {
                 sampler.st.ticks++;
                 sampler.st.wall_signal_ticks++;
+            } else if (marked > leaf) {
+                sampler.st.wall_walks_unasked++;
+            } else {
+                sampler.st.wall_walks_leaf++;
             }
             pthread_mutex_unlock(&sampler.st_lock);
             if (!marked) {
@@ -388,6 +422,11 @@ static void *sampler_main(void *arg)
                 continue;
             }
             only_marked = 1;
+        }
+        if (use_cache && !only_marked && sampler.wall_unlisted && sampler.wall_signal) {
+            pthread_mutex_lock(&sampler.st_lock);
+            sampler.st.wall_walks_unlisted++;
+            pthread_mutex_unlock(&sampler.st_lock);
         }
         uint32_t epoch = prof_unload_epoch(); /* the frames are alive from here to the walk */
         HRESULT hr = info->vt->SuspendRuntime(info);
@@ -581,6 +620,7 @@ void prof_sampler_get_stats(struct prof_sampler_stats *out)
                          ? "signal"
                          : "suspend";
     out->wall_slowdown = wall_slowdown();
+    out->cpu_slowdown = cpu_slowdown();
     out->tick_ns = !strcmp(out->cpu_sampler, "suspend") ? 1000000000LL / g_cfg.sampling_hz
                                                          : sampler.tick_ns;
     out->ring_entries = sampler.ring_entries;

@@ -43,11 +43,19 @@ struct prof_sampler_stats {
     /* wall ticks that asked the threads that had run for their stacks by a signal and needed
      * no suspension (CLRSCOPE_WALL_WALK=signal), and the wall samples those answers gave */
     uint64_t wall_signal_ticks, wall_signal_samples;
+    /* wall ticks that suspended the runtime all the same, by why: a walk had found a thread the
+     * runtime's list had not given (then every thread is walked); threads that could not be
+     * asked (wall_asks says why: no_ring, fragile, unreadable, unknown_caller, given_up); an
+     * answer that held a leaf alone (a stack newer than the maps snapshot, or a signal stack) */
+    uint64_t wall_walks_unlisted, wall_walks_unasked, wall_walks_leaf;
+    /* wall samples put off to the next tick instead (up to two ticks in a row a thread) */
+    uint64_t wall_deferred;
     const char *wall_walk;      /* "signal" or "suspend" */
     uint64_t last_thread_count;
     const char *cpu_sampler;    /* "signal", "suspend" or "off" */
     int wall_hz;                /* CLRSCOPE_WALL_HZ */
     int wall_slowdown;          /* the overhead governor's divisor of it now (1: none) */
+    int cpu_slowdown;           /* the governor's divisor of the CPU sampling rate (1: none) */
     int64_t tick_ns;            /* how far apart the sampler thread wakes */
     int ring_entries;           /* signal sampler: samples a thread's ring holds between drains */
     struct prof_sigsample_stats sig; /* signal sampler counters (refreshed 10 times a second) */
@@ -67,5 +75,14 @@ void prof_sampler_get_stats(struct prof_sampler_stats *out);
  * stop-the-world CPU sampler runs, which takes wall samples at no extra cost. Any thread. */
 #define PROF_SAMPLER_MAX_WALL_SLOWDOWN 5
 void prof_sampler_set_wall_slowdown(int factor);
+/* The overhead governor's last resort: each thread's CPU samples `factor` times further apart
+ * (1, 2 or 4: CLRSCOPE_SAMPLING_HZ 100 becomes 50 or 25; each sample weighs the CPU time
+ * between two, so CPU totals stay exact, only coarser). The signal sampler only; the
+ * clrscope-sampler thread re-arms the threads' clocks at its next tick. Any thread. */
+#define PROF_SAMPLER_MAX_CPU_SLOWDOWN 4
+void prof_sampler_set_cpu_slowdown(int factor);
+/* 1 while the CPU profile is taken by the signal sampler (whose rate the governor may lower);
+ * any thread. */
+int prof_sampler_cpu_by_signal(void);
 
 #endif

@@ -62,6 +62,10 @@ struct cpu_seen {
      * asked_cycles (prof_sig_cycles) carries owed_ns (sampler_wall_cpu_sample) */
     int by_cpu;
     uint64_t asked_cycles;
+    /* retry: asked again at the next tick with what it owes (its answer held a leaf alone, or
+     * where it blocked was not known); deferred: such ticks in a row, up to WALL_DEFER_TICKS
+     * before it is walked with the runtime suspended */
+    int retry, deferred;
     /* where it was blocked when asked (kind 0: not blocked), and where its kept stack was when
      * it came from such an answer: found blocked there again, it has not moved */
     struct prof_wall_state asked_at, kept_at;
@@ -100,6 +104,7 @@ struct sampler_state {
     int cpu_mode;  /* enum cpu_mode; atomic (the sampler thread falls back to CPU_SUSPEND) */
     int wall_hz;
     int wall_slowdown; /* atomic: the overhead governor's divisor of wall_hz (1..5) */
+    int cpu_slowdown;  /* atomic: the governor's divisor of the CPU sampling rate (1, 2, 4) */
     int64_t tick_ns;  /* how far apart the thread wakes (but in stop-the-world CPU mode) */
     int ring_entries; /* per-thread signal ring size */
     /* The allocation and live profiles walk stacks by frame pointers (prof_walk) with the signal
@@ -172,9 +177,10 @@ int sampler_wall_from_cache(double now_unix, int64_t wall_ns);
  * asks those that ran for their stacks by a signal and records the answers (waiting up to
  * WALL_ANSWER_WAIT_NS; a late answer is recorded at a later tick with the time it owes), and
  * marks the threads it could not ask for the stop-the-world walk (walk_prep). Returns how many
- * it marked; *answers, *cached: the samples it recorded from answers and from kept stacks. Takes
- * prof_codemap_lock. */
-int sampler_wall_by_signal(double now_unix, int64_t wall_ns, int *answers, int *cached);
+ * it marked; *answers, *cached: the samples it recorded from answers and from kept stacks;
+ * *leaf: of those marked, the answers that held a leaf alone. Takes prof_codemap_lock. */
+int sampler_wall_by_signal(double now_unix, int64_t wall_ns, int *answers, int *cached,
+                           int *leaf);
 /* A CPU sample of a thread sampler_wall_by_signal left to its next CPU sample (sampler.wall_by_cpu
  * says whether any is): recorded as its wall sample too, with what it owes; root[0..m) its names
  * (clrscope-sampler, under prof_codemap_lock). */

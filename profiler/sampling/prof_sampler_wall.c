@@ -310,6 +310,8 @@ void sampler_record(int n, double now_unix, int64_t wall_ns, int do_cpu, int do_
             if (ws) {
                 ws->owed_ns = 0;
                 ws->by_cpu = 0;
+                ws->retry = 0;
+                ws->deferred = 0;
             }
             int64_t v[PROF_NVALUES] = {1, w, 0};
             prof_store_add(PK_WALL, now_unix, names, k, c->os_tid, NULL, v);
@@ -403,6 +405,10 @@ int sampler_wall_from_cache(double now_unix, int64_t wall_ns)
  * runtime suspended that time): the answer lost, or the signal kept blocked; long enough for a
  * thread that waits for a CPU on a loaded machine. */
 #define WALL_ASK_PATIENCE_NS 1000000000LL
+/* Ticks in a row a thread may put off its wall sample (an answer that held a leaf alone, a wait
+ * whose caller is not known yet) before it is walked with the runtime suspended: most are a
+ * moment (a stack or a library mapped since the maps snapshot, which the deferral refreshes). */
+#define WALL_DEFER_TICKS 2
 /* Bytes of frame names the kept stacks of signal walks may hold. */
 #define WALL_NAMES_MAX (8u << 20)
 
@@ -415,7 +421,7 @@ static int same_place(const struct prof_wall_state *a, const struct prof_wall_st
 
 struct wall_answer_ctx {
     double now_unix;
-    int answers, cached, failed;
+    int answers, cached, failed, deferred;
 };
 
 /* Keeps the answer's names (root first) as thread s's stack; 0 when the names table is full. */
@@ -448,9 +454,17 @@ static int wall_answer(void *arg, const struct prof_sigsample *smp)
     if (!s || s->owed_ns <= 0 || smp->wall_seq != s->asked_seq)
         return 0; /* an answer to an ask given up on (asked again, walked, or gone) */
     if (smp->flags & (PROF_SIG_F_NOMAPS | PROF_SIG_F_NOSTACK | PROF_SIG_F_ALTSTACK)) {
-        /* a leaf alone (its stack newer than the maps snapshot, or on a signal stack): the
-         * walk with the runtime suspended, this once (it owes what the ask did) */
+        /* a leaf alone (its stack newer than the maps snapshot, or on a signal stack): asked
+         * again at the next tick with the snapshot refreshed, and after WALL_DEFER_TICKS such
+         * ticks walked with the runtime suspended (it owes what the ask did) */
         prof_maps_refresh(1);
+        s->asked_seq = 0; /* (no answer to this ask is waited for any more) */
+        if (s->deferred < WALL_DEFER_TICKS) {
+            s->deferred++;
+            s->retry = 1;
+            c->deferred++;
+            return 1;
+        }
         s->walk_prep = sampler.prep;
         c->failed++;
         return 1;
@@ -462,6 +476,7 @@ static int wall_answer(void *arg, const struct prof_sigsample *smp)
         prof_store_add(PK_WALL, c->now_unix, sn->root, m, smp->tid, NULL, v);
     }
     s->owed_ns = 0;
+    s->deferred = 0;
     /* kept with the CPU clock the handler read after its walk, and where the thread was
      * blocked when asked: taking the signal costs the thread CPU of its own (the return, the
      * wait begun again), so its clock moves; found blocked at the same place at the next tick,
@@ -501,7 +516,8 @@ void sampler_wall_cpu_sample(double when_unix, const struct prof_sigsample *smp,
     pthread_mutex_unlock(&sampler.st_lock);
 }
 
-int sampler_wall_by_signal(double now_unix, int64_t wall_ns, int *answers, int *cached)
+int sampler_wall_by_signal(double now_unix, int64_t wall_ns, int *answers, int *cached,
+                           int *leaf)
 {
     struct wall_answer_ctx c = {.now_unix = now_unix};
     int marked = 0, asked = 0;
@@ -518,11 +534,13 @@ int sampler_wall_by_signal(double now_unix, int64_t wall_ns, int *answers, int *
         struct cpu_seen *s = seen_find(sampler.wall_tids[i]);
         if (!s || s->prep != sampler.prep || s->now_cpu < 0)
             continue;
-        if (s->owed_ns > 0 && s->by_cpu) {
+        if (s->owed_ns > 0 && (s->by_cpu || s->retry)) {
             /* no whole CPU sample since the last tick (it stopped running before its next one,
-             * or the sample was lost): what it owes goes with this tick's, asked as it is now */
+             * or the sample was lost), or put off: what it owes goes with this tick's, asked as
+             * it is now */
             s->owed_ns += wall_ns;
             s->by_cpu = 0;
+            s->retry = 0;
         } else if (s->owed_ns > 0) { /* its answer has not come yet */
             s->owed_ns += wall_ns;
             if (now_ns - s->asked_ns < WALL_ASK_PATIENCE_NS)
@@ -571,6 +589,14 @@ int sampler_wall_by_signal(double now_unix, int64_t wall_ns, int *answers, int *
             s->by_cpu = 1;
             s->asked_cycles = prof_sig_cycles();
             s->asked_ns = now_ns;
+        } else if (how == 3 && s->deferred < WALL_DEFER_TICKS) {
+            /* where it waits is not known yet: asked again at the next tick */
+            if (s->owed_ns <= 0)
+                s->owed_ns = wall_ns;
+            s->by_cpu = 0;
+            s->retry = 1;
+            s->deferred++;
+            c.deferred++;
         } else {
             s->by_cpu = 0;
             s->walk_prep = sampler.prep; /* the walk records what it owes, too */
@@ -591,5 +617,11 @@ int sampler_wall_by_signal(double now_unix, int64_t wall_ns, int *answers, int *
     }
     *answers = c.answers;
     *cached = c.cached;
+    *leaf = c.failed;
+    if (c.deferred) {
+        pthread_mutex_lock(&sampler.st_lock);
+        sampler.st.wall_deferred += (uint64_t)c.deferred;
+        pthread_mutex_unlock(&sampler.st_lock);
+    }
     return marked + c.failed;
 }

@@ -139,6 +139,12 @@ int prof_sigsample_review(int64_t now_ns);
 /* Re-arms every sampled thread with perf events (on) or POSIX timers (off); its samples so far go
  * to fn. */
 void prof_sigsample_use_perf(int on, int64_t now_ns, prof_sigsample_fn fn, void *arg);
+/* Changes the CPU time between two samples of a thread (the overhead governor's slowdown of
+ * CLRSCOPE_SAMPLING_HZ): every thread's ring is recorded at the old interval through fn, then
+ * its clock armed again at the new one. The clrscope-sampler thread. prof_sigsample_interval:
+ * the interval in force. */
+void prof_sigsample_set_interval(int64_t interval_ns, prof_sigsample_fn fn, void *arg);
+int64_t prof_sigsample_interval(void);
 /* Housekeeping: keeps the maps snapshot current (prof_maps_maintain), recycles the rings and
  * closes the perf events the handler can no longer see. */
 void prof_sigsample_maintain(int64_t now_ns);
@@ -175,8 +181,9 @@ int prof_sigsample_wall_state(uint32_t tid, struct prof_wall_state *st);
 void prof_sigsample_wall_begin(void);
 /* st: the thread's state just read (NULL: unreadable, not asked). 1: asked; 2: not asked, running
  * and not proven safe to ask yet: its next CPU sample stands for the wall sample (the CPU
- * sampler's signal reaches it anyway); 0: to be walked with the runtime suspended; -1: not
- * sampled. */
+ * sampler's signal reaches it anyway); 3: not asked, blocked where the caller of the wait is not
+ * known (yet: a library mapped since the maps snapshot, which is refreshed): to be asked again
+ * at the next tick; 0: to be walked with the runtime suspended; -1: not sampled. */
 int prof_sigsample_wall_ask(uint32_t tid, uint32_t seq, const struct prof_wall_state *st);
 /* Counts a wall sample taken from a thread's CPU sample (the stats' by_cpu). */
 void prof_sigsample_wall_by_cpu(void);

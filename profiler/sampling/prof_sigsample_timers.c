@@ -299,6 +299,62 @@ void prof_sigsample_sync(uint32_t *tids, size_t n, prof_sigsample_fn fn, void *a
     sig.nth = k;
 }
 
+/* Stops thread t's clock and records what its ring holds (weighed at the interval it was taken
+ * at); returns its ring for the thread's next clock, or -1. */
+static int stop_clock(struct sthread *t, prof_sigsample_fn fn, void *arg)
+{
+    if (!sigsample_armed(t))
+        return -1;
+    /* the same ring again: a signal of the old clock still in flight can only write this
+     * thread's own sample into it (and arm's new generation stops the rest) */
+    int own = (int)t->ring;
+    /* late signals of the old clock miss from now on (arm bumps it again) */
+    __atomic_add_fetch(&sigsample_ring_at(own)->gen, 1, __ATOMIC_SEQ_CST);
+    if (t->timer >= 0)
+        syscall(SYS_timer_delete, t->timer);
+    t->timer = -1;
+    /* (a perf event's samples weighed while its fd is open) */
+    sigsample_drain_ring(t, fn, arg);
+    if (t->fd >= 0)
+        sigsample_close_perf(t);
+    return own;
+}
+
+static void start_clock(struct sthread *t, int own)
+{
+    t->cpu_seen = -1;
+    t->retry = 0;
+    int rc = arm(t, own);
+    if (rc && rc != -EINVAL && rc != -ESRCH) {
+        sig.timer_failures++;
+        t->retry = 1; /* the next sync tries again */
+    }
+}
+
+void prof_sigsample_set_interval(int64_t interval_ns, prof_sigsample_fn fn, void *arg)
+{
+    if (!sig.signo || sig.stopped || interval_ns <= 0 || interval_ns == sig.interval_ns)
+        return;
+    int *own = malloc((sig.nth ? sig.nth : 1) * sizeof *own);
+    if (!own)
+        return; /* (asked again at the governor's next step) */
+    /* every ring emptied at the old interval first: a sample weighs the interval it was taken
+     * at, and the drain weighs by the one in force */
+    for (size_t i = 0; i < sig.nth; i++)
+        own[i] = stop_clock(&sig.th[i], fn, arg);
+    sig.interval_ns = interval_ns;
+    __atomic_store_n(&g_sig.perf_period, (uint64_t)interval_ns, __ATOMIC_RELAXED);
+    for (size_t i = 0; i < sig.nth; i++)
+        start_clock(&sig.th[i], own[i]);
+    free(own);
+    prof_maps_refresh(1);
+}
+
+int64_t prof_sigsample_interval(void)
+{
+    return sig.interval_ns;
+}
+
 void prof_sigsample_use_perf(int on, int64_t now, prof_sigsample_fn fn, void *arg)
 {
     if (!sig.signo || sig.stopped || !sig.perf_usable || !on == !sig.perf)
@@ -308,28 +364,7 @@ void prof_sigsample_use_perf(int on, int64_t now, prof_sigsample_fn fn, void *ar
     sig.clock_changes++;
     for (size_t i = 0; i < sig.nth; i++) {
         struct sthread *t = &sig.th[i];
-        int own = -1;
-        if (sigsample_armed(t)) {
-            /* the same ring again: a signal of the old clock still in flight can only write
-             * this thread's own sample into it (and arm's new generation stops the rest) */
-            own = (int)t->ring;
-            /* late signals of the old clock miss from now on (arm bumps it again) */
-            __atomic_add_fetch(&sigsample_ring_at(own)->gen, 1, __ATOMIC_SEQ_CST);
-            if (t->timer >= 0)
-                syscall(SYS_timer_delete, t->timer);
-            t->timer = -1;
-            /* (a perf event's samples weighed while its fd is open) */
-            sigsample_drain_ring(t, fn, arg);
-            if (t->fd >= 0)
-                sigsample_close_perf(t);
-        }
-        t->cpu_seen = -1;
-        t->retry = 0;
-        int rc = arm(t, own);
-        if (rc && rc != -EINVAL && rc != -ESRCH) {
-            sig.timer_failures++;
-            t->retry = 1; /* the next sync tries again */
-        }
+        start_clock(t, stop_clock(t, fn, arg));
     }
     prof_maps_refresh(1);
     size_t perf_threads = 0, armed_now = 0;

@@ -251,9 +251,9 @@ int prof_sigsample_wall_ask(uint32_t tid, uint32_t seq, const struct prof_wall_s
     if (st->kind == PROF_WALL_BLOCKED) {
         const char *caller;
         int by = call_by_runtime(st->pc, st->sp, &caller);
-        if (by < 0) { /* not known: walked with the runtime suspended this time */
+        if (by < 0) { /* not known (yet: a library mapped since the snapshot): asked again */
             wall.unknown++;
-            return 0;
+            return 3;
         }
         if (!by) {
             prof_log(LOG_DEBUG, "wall sampler: thread %u is blocked in system call %ld made by "

@@ -7,7 +7,7 @@ import os
 import time
 import unittest
 
-from harness import ProfiledApp
+from harness import CPU_SPLIT_CALLERS, ProfiledApp, cpu_split, tree_totals_by_name
 
 class Governor(unittest.TestCase):
     """The overhead governor pushed: an allocation storm (alloc-mix unthrottled, ~10 GB/s and
@@ -144,13 +144,65 @@ class Governor(unittest.TestCase):
         # the allocation events change first; once they are at their least and the cost is still
         # over (this storm sits at the budget's edge there: 2.0-2.6 % measured with the events at
         # their least), the wall sampler is spaced out next, which the status says too
-        self.assertIn(b["last_change"]["source"], ("alloc", "wall"), b)
-        if b["last_change"]["source"] == "wall":
+        self.assertIn(b["last_change"]["source"], ("alloc", "wall", "cpu"), b)
+        if b["last_change"]["source"] == "cpu":  # the last resort, with the wall at its least
+            self.assertEqual(b["sources"]["wall"]["slowdown"], 5, b)
+        if b["last_change"]["source"] in ("wall", "cpu"):
             self.assertTrue(any(p["alloc_on"] <= 0.0201 for p in self.budget["history"]),
                             self.budget["history"][-10:])
         for m in ("clrscope_budget_target_ratio 0.02", "clrscope_budget_measured_ratio",
                   "clrscope_budget_alloc_on_ratio", "clrscope_budget_alloc_switches_total"):
             self.assertIn(m, self.metrics)
+
+
+class GovernorCpu(unittest.TestCase):
+    """The governor's last resort: with the CPU profile alone (no allocation events or wall
+    sampler to turn down) and a budget the CPU sampler alone exceeds, each thread's samples go
+    twice, then four times as far apart, a step a 10 s window; each sample weighs the CPU time
+    between two, so cpu-split's two callers keep their CPU totals and their split, measured
+    against the app's own thread clocks, across the changes."""
+    RUN = 34
+
+    @classmethod
+    def setUpClass(cls):
+        app = ProfiledApp("cpu-split", ["--seconds", str(cls.RUN)],
+                          env={"CLRSCOPE_PROFILES": "cpu", "CLRSCOPE_OVERHEAD_BUDGET": "0.01%",
+                               "CLRSCOPE_OVERHEAD_FLOOR": "0"})
+        app.start()
+        try:
+            app.wait_ready()
+            time.sleep(cls.RUN - 4)
+            cls.budget = app.json("/api/v1/budget")
+            cls.metrics = app.request("/metrics")[2].decode()
+            # the samples of the app's last seconds, then the whole run
+            time.sleep(3)
+            cls.cpu = app.json("/api/v1/flamegraph?type=cpu&seconds=60")
+            cls.truth = app.wait_truth(timeout=60)
+        finally:
+            app.stop()
+
+    def test_cpu_sampler_slowed_step_by_step(self):
+        b = self.budget
+        cpu = b["sources"]["cpu"]
+        self.assertEqual(cpu["slowdown"], 4, b)
+        self.assertEqual(cpu["hz"], 25, b)
+        self.assertEqual(b["last_change"]["source"], "cpu", b)
+        self.assertEqual(b["last_change"]["to"], 4, b)
+        self.assertIn("clrscope_budget_cpu_slowdown 4", self.metrics)
+        # over all the same: nothing else is left to turn down
+        self.assertIn("at their least", b["over"] or "", b)
+
+    def test_totals_and_split_hold(self):
+        measured, truth = cpu_split(self.cpu, self.truth)
+        self.assertAlmostEqual(measured, truth, delta=0.05,
+                               msg=f"heavy share {measured:.3f}, truth {truth:.3f}")
+        totals = tree_totals_by_name(self.cpu["root"])
+        got = sum(totals.get(c, 0) for c in CPU_SPLIT_CALLERS) / 1e6
+        want = self.truth["heavy_cpu_ms"] + self.truth["light_cpu_ms"]
+        # samples at 100, 50 and 25 Hz each weigh their own interval: the callers' CPU is the
+        # app's own (its last second may be lost at its exit)
+        self.assertGreater(got, 0.85 * want, (got, want))
+        self.assertLess(got, 1.10 * want, (got, want))
 
 
 if __name__ == "__main__":

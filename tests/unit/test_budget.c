@@ -108,6 +108,24 @@ static void test_wall_steps(void)
     }
 }
 
+static void test_cpu_steps(void)
+{
+    /* the last resort: 1 -> 2 -> 4, only with the wall sampler at its least */
+    int f = 1;
+    int want_up[] = {2, 4, 4};
+    for (int i = 0; i < 3; i++) {
+        f = prof_budget_next_cpu(f, 0.2, 0.1, 1);
+        CHECK(f == want_up[i], "cpu step %d up: %d, want %d", i, f, want_up[i]);
+    }
+    CHECK(prof_budget_next_cpu(1, 0.2, 0.1, 0) == 1, "the wall sampler first");
+    CHECK(prof_budget_next_cpu(4, 0.08, 0.1, 1) == 4, "holds at 80 percent");
+    int want_down[] = {2, 1, 1};
+    for (int i = 0; i < 3; i++) {
+        f = prof_budget_next_cpu(f, 0.05, 0.1, 1);
+        CHECK(f == want_down[i], "cpu step %d down: %d, want %d", i, f, want_down[i]);
+    }
+}
+
 static void test_second_factor(void)
 {
     g_core.runtime_major = 10; /* AllocationSampled: the per-second notes exist */
@@ -144,6 +162,7 @@ static void test_second_factor(void)
 int main(void)
 {
     test_wall_steps();
+    test_cpu_steps();
     test_second_factor();
     test_share_follows_the_budget();
     test_up_step_by_step_and_bounds();
