@@ -168,9 +168,11 @@ class Server:
         st = json.loads(get(self.base + "/stats"))
         st["switches"] = context_switches(self.proc.pid)
         if self.dash:
-            me = json.loads(get(self.dash + "api/v1/status"))["self"]
+            status = json.loads(get(self.dash + "api/v1/status"))
+            me = status["self"]
             st["self_cpu_s"] = me["cpu_s"]
             st["timer"] = me.get("signal_sampler", {}).get("timer", "-")
+            st["budget"] = status.get("budget")
         return st
 
     def stop(self):
@@ -225,6 +227,8 @@ def paired_run(cfg, script, flip):
             r["switches_per_req"] = (b["switches"] - a["switches"]) / max(1, b["served"] - a["served"])
             if b.get("timer"):
                 r["timer"] = b["timer"]
+            if (b.get("budget") or {}).get("enabled"):
+                r["budget"] = b["budget"]  # the governor's view of the measurement's last 10 s
             if "self_cpu_s" in a and "self_cpu_s" in b:
                 r["self_cpu_share"] = ((b["self_cpu_s"] - a["self_cpu_s"])
                                        / max(1e-9, b["cpu_s"] - a["cpu_s"]))
@@ -241,6 +245,44 @@ def quart(xs):
         return xs[0], xs[0], xs[0]
     q = statistics.quantiles(xs, n=4, method="inclusive")
     return q[1], q[0], q[2]
+
+
+BUDGET_SOURCES = ("threads", "callbacks", "runtime_events", "suspensions", "signal_handler",
+                  "perf_events")
+
+
+def budget_table(cfgs, runs, base_of):
+    """What the overhead governor counted, by source, in the last 10 s of each measurement
+    (/api/v1/status budget; medians over rounds), beside the paired CPU per request: the
+    governor's sum is a lower bound (docs/overhead-budget.md, "What is counted")."""
+    rows = [c for c in cfgs if any(x.get("budget") for x in runs[c])]
+    if not rows:
+        return
+    print()
+    print("What the governor counted in the last 10 s of each measurement, as shares of the "
+          "server's CPU (medians over rounds), beside the paired ratio of CPU per request:")
+    print()
+    print("| configuration | budget | counted | " + " | ".join(BUDGET_SOURCES) +
+          " | allocation events on | wall slowdown | server CPU per request |")
+    print("|---|---|---|" + "---|" * len(BUDGET_SOURCES) + "---|---|---|")
+    for cfg in rows:
+        bs = [x["budget"] for x in runs[cfg] if x.get("budget")]
+
+        def med(f):
+            return statistics.median(f(b) for b in bs)
+        cells = [f"{med(lambda b: b['target']) * 100:g} %",
+                 f"{med(lambda b: b['measured']) * 100:.2f} %"]
+        for src in BUDGET_SOURCES:
+            cells.append(f"{med(lambda b: b['by_source'].get(src, 0)) * 100:.2f} %")
+            emit(SECTION, f"{cfg}.budget.{src}", med(lambda b: b["by_source"].get(src, 0)) * 100,
+                 "%")
+        emit(SECTION, f"{cfg}.budget.measured", med(lambda b: b["measured"]) * 100, "%")
+        cells.append(f"{med(lambda b: b['sources']['alloc'].get('on_fraction_window', 1)):.2f}")
+        cells.append(f"{med(lambda b: b['sources']['wall'].get('slowdown', 1)):g}")
+        m, lo, hi = quart([a["cpu_per_1k"] / b["cpu_per_1k"]
+                           for a, b in zip(runs[cfg], base_of[cfg])])
+        cells.append(f"{m:.3f} ({lo:.3f}..{hi:.3f})")
+        print(f"| {cfg} | " + " | ".join(cells) + " |")
 
 
 def main():
@@ -317,6 +359,7 @@ def main():
                 "unprofiled": "unprofiled (A/A: a second server without profiler)",
                 "dotnet-trace": "dotnet-trace (sampled-thread-time + common)"}.get(cfg, cfg)
         print(f"| {name} | " + " | ".join(cells) + " |")
+    budget_table(cfgs, runs, base_of)
     errs = sum(x["errors"] for rs in runs.values() for x in rs)
     print()
     if not (DOTNET_TRACE and os.access(DOTNET_TRACE, os.X_OK)):
