@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "prof_core.h"
@@ -21,6 +22,7 @@
 #define MAPS_PERIOD_NS 10000000000LL /* refresh /proc/self/maps at least this often */
 #define MAPS_MIN_GAP_NS 100000000LL /* at most this often when a refresh is sure to help */
 #define MAPS_HINT_GAP_NS 1000000000LL /* and this often on a mere hint */
+#define MAPS_THREAD_CREDIT_NS 10000000LL /* CPU the refreshes for new threads may spend at once */
 #define PHANTOMS 8 /* pages remembered as holding no code after a refresh */
 
 /* Every field is written under prof_codemap_lock() by the clrscope-sampler thread, and by
@@ -42,6 +44,9 @@ struct maps_state {
     void **retired;
     size_t nretired, capretired;
     uint64_t refreshes;    /* snapshots taken (the sampler thread only) */
+    int64_t cost_ns;       /* the last one's CPU time (prof_maps_refresh_for_thread) */
+    int64_t credit_ns, credit_at; /* what refreshes for new threads may still spend, and when
+                                   * that was reckoned */
     size_t osr_returns;    /* in the published OSR table */
     int failure_logged;    /* atomic (prof_log_once) */
 };
@@ -162,8 +167,15 @@ static struct prof_sig_maps *build_maps(void)
 #else
     m->new_code_hi = (uintptr_t)1 << 47; /* x86-64's user space without a hint for more */
 #endif
+    /* The kernel's layouts keep every mapping below the main thread's stack, which then bounds
+     * where new code can appear. qemu-user places the guest's stack right above the program and
+     * maps the libraries and the JIT's code upward from there: a stack below any code bounds
+     * nothing (and taken as the bound it would call every newly mapped method a non-address). */
+    uintptr_t code_hi = 0;
+    for (uint32_t i = 0; i < nex; i++)
+        code_hi = ex[i].hi > code_hi ? ex[i].hi : code_hi;
     for (uint32_t i = 0; i < nrw; i++)
-        if (rw[i].flags & PROF_SIG_R_MAIN_STACK)
+        if ((rw[i].flags & PROF_SIG_R_MAIN_STACK) && rw[i].lo >= code_hi)
             m->new_code_hi = rw[i].lo;
     return m;
 }
@@ -209,7 +221,11 @@ static int refresh_maps(int64_t now)
 {
     maps.taken_at = now;
     __atomic_store_n(&maps.dirty, 0, __ATOMIC_RELAXED);
+    struct timespec c0, c1;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &c0);
     struct prof_sig_maps *m = build_maps();
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &c1);
+    maps.cost_ns = (int64_t)(c1.tv_sec - c0.tv_sec) * 1000000000 + (c1.tv_nsec - c0.tv_nsec);
     if (!m) {
         prof_log_once(maps.failure_logged, LOG_WARN, "cpu sampler: cannot read /proc/self/maps; "
                       "stacks keep the last known layout");
@@ -287,6 +303,30 @@ void prof_maps_refresh(int sure)
     __atomic_fetch_or(&maps.dirty, sure ? 2 : 1, __ATOMIC_RELAXED);
     if (sure)
         prof_sig_wake_sampler(); /* (napping through idle ticks, it would refresh only at the next) */
+}
+
+/* A new thread's first samples need its stack in the snapshot: a refresh at once while these
+ * refreshes have taken under 1 % of a core (a credit of 1 % of the time passed, up to 10 ms, that
+ * each refresh spends: ~0.2-0.4 ms for a small app, ~1.5 ms for an ASP.NET Core server, so an
+ * app's start-up burst of threads gets one each), else at the next prof_maps_maintain. Left to
+ * prof_maps_maintain alone, a new thread's walks found no stack and kept only their leaf until
+ * the refresh it asked for, up to MAPS_MIN_GAP_NS later. */
+void prof_maps_refresh_for_thread(void)
+{
+    int64_t now = prof_now_ns();
+    if (!maps.credit_at)
+        maps.credit_ns = MAPS_THREAD_CREDIT_NS;
+    else
+        maps.credit_ns += (now - maps.credit_at) / 100;
+    maps.credit_at = now;
+    if (maps.credit_ns > MAPS_THREAD_CREDIT_NS)
+        maps.credit_ns = MAPS_THREAD_CREDIT_NS;
+    if (maps.kept && maps.credit_ns >= maps.cost_ns) {
+        refresh_maps(now);
+        maps.credit_ns -= maps.cost_ns;
+    } else {
+        prof_maps_refresh(1);
+    }
 }
 
 /* ---- the walk tables ---- */

@@ -56,6 +56,10 @@ int prof_maps_is_code(uintptr_t ip);
  * is in no known mapping, a new thread's stack) at most 10 times a second, otherwise (a hint)
  * once a second. */
 void prof_maps_refresh(int sure);
+/* A thread's stack is about to be sampled: takes a snapshot now unless one was taken within the
+ * last 0.1 s (then asks for one as prof_maps_refresh(1) does), so that the first samples of a
+ * new thread find its stack. The sampler thread. */
+void prof_maps_refresh_for_thread(void);
 
 /* Publishes the frameless methods the handler may hop over: {lo, hi, frame} triples, copied. */
 void prof_maps_set_frameless(const uintptr_t (*ranges)[3], size_t n);

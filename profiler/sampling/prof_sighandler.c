@@ -150,13 +150,14 @@ static const struct prof_sig_hidden *find_hidden(const struct prof_sig_hiddens *
 
 /* Whether w could be the return address of a frame record: code the snapshot knows, or an
  * address no writable mapping holds (code mapped since the snapshot) at or above the lowest code
- * the snapshot knows and below the main thread's stack. A saved copy of rbp followed by a
- * register holding a stack or heap pointer or a number is no record: the runtime's allocation
- * helper on .NET 8 and 9 keeps such copies in its own frame (with byte counts such as 0x82ed6c
- * after them), and every walk through it doubted its leaf. New code cannot lie below all the code already mapped: the kernel places new
- * mappings next to the shared libraries' (top-down below them, toward the program's image and
- * heap far below, or bottom-up above them in the legacy layout), and both layouts stay below the
- * main thread's stack (which rules out hashes and other large numbers). */
+ * the snapshot knows and below m->new_code_hi. A saved copy of rbp followed by a register holding
+ * a stack or heap pointer or a number is no record: the runtime's allocation helper on .NET 8 and
+ * 9 keeps such copies in its own frame (with byte counts such as 0x82ed6c after them), and every
+ * walk through it doubted its leaf. New code cannot lie below all the code already mapped: the
+ * kernel places new mappings next to the shared libraries' (top-down below them, toward the
+ * program's image and heap far below, or bottom-up above them in the legacy layout), and both
+ * layouts stay below the main thread's stack (which rules out hashes and other large numbers);
+ * qemu-user's guests map upward from above their stack, bounded by user space alone. */
 static int could_return(const struct prof_sig_maps *m, uintptr_t w)
 {
     if (find_range(m->exec, m->nexec, w))
@@ -407,7 +408,24 @@ static uint32_t chain(uintptr_t *ips, uint32_t n, uint32_t max, uintptr_t sp, ui
                     return n;
             }
             leading = 0;
-            int hops = push(ips, &n, max, slot, ra, limit, top, m, codes, NULL, NULL, flags);
+            int hops;
+            if (!sw && ra && !find_range(m->exec, m->nexec, ra) && could_return(m, ra)) {
+                /* a return into code mapped since the snapshot (the JIT's, at start-up and on
+                 * tier-up): the record is kept and the chain goes on through it while the
+                 * sampler takes a new snapshot; the JIT's own table names the frame. Cut here,
+                 * every sample until the refresh would lose its callers (under qemu-user, where
+                 * code is mapped in small pieces, that was 2-6 % of a thread's first seconds) */
+                *flags |= PROF_SIG_F_NEWCODE;
+                __atomic_store_n(&g_sig.miss_ra, ra, __ATOMIC_RELAXED);
+                if (n >= max) {
+                    *flags |= PROF_SIG_F_TRUNCATED;
+                    return n;
+                }
+                ips[n++] = ra;
+                hops = 0; /* (and no CFI knows it: the chain goes on from next) */
+            } else {
+                hops = push(ips, &n, max, slot, ra, limit, top, m, codes, NULL, NULL, flags);
+            }
             if (hops < 0)
                 return n;
             if (!sw && !hops) {

@@ -51,9 +51,10 @@ enum prof_sig_flag {
                                        * runtime stub where the app's frames begin (or is unsure
                                        * of it, or a word there doubts "nothing hidden"): the
                                        * leaf may be missing */
-    PROF_SIG_F_NEWCODE = 1 << 6, /* with NOTCODE: that address could be code mapped since the
+    PROF_SIG_F_NEWCODE = 1 << 6, /* an address on the chain could be code mapped since the
                                   * snapshot (no writable mapping holds it, and it lies at or
-                                  * above the lowest code the snapshot knows) */
+                                  * above the lowest code the snapshot knows): the signal walk
+                                  * went on through it, a self-walk ended there (with NOTCODE) */
     PROF_SIG_F_CFI = 1 << 7, /* the leaf's first frames were unwound by their CFI (prof_cfi.h):
                               * ips[1] is the leaf's caller, however the leaf used its stack */
     PROF_SIG_F_ROOTED = 1 << 8, /* the walk reached the thread's first frame (a zero frame
@@ -137,7 +138,8 @@ struct prof_sig_maps {
     const struct prof_sig_range *rw;   /* readable and writable mappings (thread stacks) */
     const struct prof_sig_range *exec; /* executable mappings (return address check) */
     uint32_t nrw, nexec;
-    uintptr_t new_code_hi; /* code mapped later lies below this: the main thread's stack */
+    uintptr_t new_code_hi; /* code mapped later lies below this: the main thread's stack, when
+                            * it lies above all code; else the top of user space */
 };
 
 /* Return addresses a self-walk leaves out while they lead the stack: [lo, hi) ranges (unused

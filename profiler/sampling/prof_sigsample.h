@@ -42,7 +42,7 @@ struct prof_sigsample_stats {
     uint64_t altstack;         /* walks limited to the leaf: thread on its signal stack */
     uint64_t truncated;        /* walks stopped at CLRSCOPE_MAX_FRAMES */
     uint64_t maps_refreshes;   /* /proc/self/maps snapshots taken */
-    uint64_t new_code;         /* walks cut at code mapped since the snapshot (refresh asked) */
+    uint64_t new_code;         /* walks through code mapped since the snapshot (refresh asked) */
     uint64_t osr_returns;      /* return addresses of OSR frames the walk looks behind */
     const char *timer;         /* "perf" (task-clock events) or "posix" (CPU timers) */
     const char *timer_off;     /* why not perf events (NULL when they are used) */

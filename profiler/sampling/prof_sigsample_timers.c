@@ -258,6 +258,7 @@ void prof_sigsample_sync(uint32_t *tids, size_t n, prof_sigsample_fn fn, void *a
     if (!nt)
         return;
     size_t i = 0, j = 0, k = 0;
+    int fresh = 0; /* new threads armed */
     while (i < sig.nth || j < n) {
         if (j < n && j > 0 && tids[j] == tids[j - 1]) {
             j++;
@@ -269,6 +270,8 @@ void prof_sigsample_sync(uint32_t *tids, size_t n, prof_sigsample_fn fn, void *a
             struct sthread t = {.tid = tids[j++], .timer = -1, .fd = -1, .cpu_seen = -1};
             if (!t.tid)
                 continue;
+            if (!fresh++) /* their stacks may be newer than the snapshot: before any sample */
+                prof_maps_refresh_for_thread();
             int rc = arm(&t, -1);
             if (rc == -EINVAL || rc == -ESRCH)
                 continue; /* the thread exited before the runtime told us: no failure */
@@ -277,8 +280,6 @@ void prof_sigsample_sync(uint32_t *tids, size_t n, prof_sigsample_fn fn, void *a
                 prof_log_once(sig.timer_failure_logged, LOG_WARN,
                               "cpu sampler: cannot arm a CPU timer for thread %u (%s); "
                               "such threads are not CPU-sampled", t.tid, strerrordesc_np(-rc));
-            } else {
-                prof_maps_refresh(1); /* its stack may be newer than the snapshot */
             }
             nt[k++] = t;
         } else {

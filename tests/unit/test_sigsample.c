@@ -483,7 +483,8 @@ static void test_late_code(void)
     CHECK(refreshes >= 1 && refreshes <= 3, "refreshes while the phantom asks for them: %llu "
           "(its thread's stack, then one for the phantom)", (unsigned long long)refreshes);
 
-    /* code mapped after the snapshot: walked through once a refresh (asked by the walk) shows it */
+    /* code mapped after the snapshot: walked through at once (the walks ask for a refresh, and
+     * one follows within ~0.1 s), and after the refresh shows it */
     struct late_arg a = {0};
     pthread_t lt;
     pthread_create(&lt, NULL, late_thread, &a);
@@ -497,13 +498,16 @@ static void test_late_code(void)
     CHECK(mprotect(page, 4096, PROT_READ | PROT_EXEC) == 0, "make it executable");
     a.tramp = (tramp_fn)page;
     prof_sigsample_get_stats(&st1);
-    a.go = 1;
     struct got warm = {.lock = PTHREAD_MUTEX_INITIALIZER, .tid = a.tid};
-    pump(tid, 1, &warm, 400); /* the walks ask; a refresh follows within ~0.1 s */
-    struct got late = {.lock = PTHREAD_MUTEX_INITIALIZER, .tid = a.tid};
-    late.lo[0] = (uintptr_t)inner_spin, late.hi[0] = (uintptr_t)inner_spin + 256;
-    late.lo[1] = (uintptr_t)page, late.hi[1] = (uintptr_t)page + sizeof tramp_code;
-    late.lo[2] = (uintptr_t)late_caller, late.hi[2] = (uintptr_t)late_caller + 64;
+    warm.lo[0] = (uintptr_t)inner_spin, warm.hi[0] = (uintptr_t)inner_spin + 256;
+    warm.lo[1] = (uintptr_t)page, warm.hi[1] = (uintptr_t)page + sizeof tramp_code;
+    warm.lo[2] = (uintptr_t)late_caller, warm.hi[2] = (uintptr_t)late_caller + 64;
+    struct got late = warm;
+    a.go = 1;
+    for (int i = 0; i < 4; i++) { /* drained without prof_sigsample_maintain: no refresh */
+        sleep_ms(10);
+        prof_sigsample_drain(on_sample, &warm);
+    }
     pump(tid, 1, &late, 800);
     prof_sigsample_get_stats(&st2);
     a.stop = 1;
@@ -511,8 +515,10 @@ static void test_late_code(void)
     pump(NULL, 0, &g, 20);
     CHECK(st2.new_code > st1.new_code, "walks into the new page asked for a refresh: %llu",
           (unsigned long long)(st2.new_code - st1.new_code));
+    CHECK(warm.mine >= 3 && warm.complete * 10 >= warm.mine * 8, "inner <- new page <- caller in "
+          "%d of %d samples before a refresh could show the page", warm.complete, warm.mine);
     CHECK(late.mine >= 20 && late.complete * 10 >= late.mine * 8, "inner <- new page <- caller in "
-          "%d of %d samples from 0.4 s after the page was mapped", late.complete, late.mine);
+          "%d of %d samples after those", late.complete, late.mine);
     munmap(page, 4096);
     munmap(none, 4096);
 }
