@@ -68,6 +68,7 @@ void codemap_flush(int64_t now)
     codemap.ndyn = 0;
     memset(codemap.cache, 0, IPCACHE_SIZE * sizeof *codemap.cache);
     memset(codemap.callsites, 0, sizeof codemap.callsites);
+    memset(codemap.leafoffs, 0, sizeof codemap.leafoffs);
     codemap.flushed_at = now;
     codemap.frameless_dirty = 1;
     codemap_inline_flush();

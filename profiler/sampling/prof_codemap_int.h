@@ -22,6 +22,7 @@
 
 #define IPCACHE_SIZE 8192 /* direct-mapped ip -> method cache, power of two */
 #define CALLSITE_CACHE 1024 /* return address -> "follows a call" (power of two) */
+#define LEAFOFF_CACHE 1024  /* leaf pc -> where its return address is (power of two) */
 #define OSR_RETURNS 1024    /* return addresses of OSR frames into Tier0 code, at most */
 
 /* One method's code range (codemap.pool). */
@@ -147,6 +148,12 @@ struct callsite {
     int ok;
 };
 
+struct leafoff {
+    uintptr_t pc; /* 0 = empty */
+    int code;     /* the pool entry it was read for (a flush empties the cache) */
+    long off;     /* prof_frame_ra_offset's answer */
+};
+
 /* The code map's state. Everything but where noted is written and read under `lock`, by the
  * clrscope-sampler thread and clrscope-agg (prof_codemap_init's allocations happen before either
  * looks: prof_sampler_start); prof_codemap_get_stats and prof_codemap_mem_bytes read the
@@ -170,6 +177,7 @@ struct codemap_state {
     uint32_t epoch; /* prof_unload's epoch the tables were learned in */
     int no_code_reads; /* atomic, any thread: process_vm_readv is refused here */
     struct callsite callsites[CALLSITE_CACHE];
+    struct leafoff leafoffs[LEAFOFF_CACHE];
     struct codemap_dyn dyn;
     struct codemap_inl inl;
     struct prof_codemap_stats st;

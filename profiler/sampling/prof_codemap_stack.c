@@ -96,11 +96,19 @@ static int leaf_fix(const struct prof_sigsample *s, struct frame *out, int cap)
         return 0;
     long off;
     if (fn && code >= 0) {
-        const struct code *c = &codemap.pool[code];
-        uint8_t at[16];
-        size_t len =
-            prof_codemap_read_code(pc, at, c->hi - pc < sizeof at ? c->hi - pc : sizeof at);
-        off = prof_frame_ra_offset(&c->shape, (uint32_t)(pc - c->lo), at, len);
+        /* the code at pc stays as it is while its range is in the pool (a flush, which an
+         * unload forces, empties the cache): read and decoded once per hot pc, not per sample */
+        struct leafoff *e = &codemap.leafoffs[(pc ^ (pc >> 11)) & (LEAFOFF_CACHE - 1)];
+        if (e->pc == pc && e->code == code) {
+            off = e->off;
+        } else {
+            const struct code *c = &codemap.pool[code];
+            uint8_t at[16];
+            size_t len =
+                prof_codemap_read_code(pc, at, c->hi - pc < sizeof at ? c->hi - pc : sizeof at);
+            off = prof_frame_ra_offset(&c->shape, (uint32_t)(pc - c->lo), at, len);
+            *e = (struct leafoff){.pc = pc, .code = code, .off = off};
+        }
     } else if (!fn && is_glibc(prof_maps_native_name(pc))) {
         off = 0; /* its hot leaves (memcpy, memset, syscall wrappers) push nothing */
     } else if (!fn && !strcmp(prof_maps_native_name(pc), "[native code]") &&

@@ -74,6 +74,56 @@ static void add_lock(double t, const char *frame, const char *label, int64_t val
     prof_store_add(PK_LOCK, t, frames, 1, 1, label, v);
 }
 
+/* A thread's next stack takes its root side from the last one it added (the path cache): a path
+ * that leaves it (R>D>B after R>A>...) gets its own nodes, not those of the same names under the
+ * old prefix, interleaved threads do not mix theirs, and a compaction (new node ids) leaves no
+ * stale node behind. */
+static void add_path(double t, uint32_t tid, const char *path)
+{
+    const char *frames[8];
+    char buf[64];
+    int n = 0;
+    snprintf(buf, sizeof buf, "%s", path);
+    for (char *save = NULL, *f = strtok_r(buf, ">", &save); f && n < 8;
+         f = strtok_r(NULL, ">", &save))
+        frames[n++] = f;
+    int64_t v[PROF_NVALUES] = {1, 1, 0};
+    prof_store_add(PK_CPU, t, frames, n, tid, NULL, v);
+}
+
+static void test_thread_paths(void)
+{
+    CHECK(!prof_store_init(5, 1000, 1u << 20), "init (paths)");
+    double t = now();
+    static const struct {
+        uint32_t tid;
+        const char *path;
+    } seq[] = {{1, "R>A>B"}, {1, "R>A>C"}, {2, "R>A>B"}, {1, "R>A"},   {1, "R>D>B"},
+               {2, "R>A>B>E"}, {1, "R>A>B"}, {2, "R>D"}, {1, "R>D>B>E"}, {2, "R>A>B>E"}};
+    for (int round = 0; round < 2; round++)
+        for (size_t i = 0; i < sizeof seq / sizeof seq[0]; i++)
+            add_path(t, seq[i].tid, seq[i].path);
+    struct prof_view v;
+    CHECK(!prof_store_view(PK_CPU, 5, NULL, &v), "view (paths)");
+    static const struct {
+        const char *path[4];
+        int n;
+        int64_t want;
+    } rows[] = {{{"R", "A", "B"}, 3, 6}, {{"R", "A", "C"}, 3, 2}, {{"R", "A"}, 2, 2},
+                {{"R", "D", "B"}, 3, 2}, {{"R", "A", "B", "E"}, 4, 4}, {{"R", "D"}, 2, 2},
+                {{"R", "D", "B", "E"}, 4, 2}};
+    int64_t sum = 0;
+    for (size_t r = 0; r < sizeof rows / sizeof rows[0]; r++) {
+        int64_t got = at_path(&v, rows[r].path, rows[r].n);
+        sum += got;
+        CHECK(got == rows[r].want, "path %zu: %lld samples, %lld added", r, (long long)got,
+              (long long)rows[r].want);
+    }
+    CHECK(sum == 20, "every sample on its own path (%lld of 20)", (long long)sum);
+    prof_view_free(&v);
+    prof_store_free();
+}
+
 static void test_names(void)
 {
     CHECK(!prof_store_init(5, 100000, 64u << 10), "init with 64 KiB of names");
@@ -279,6 +329,7 @@ int main(void)
 
     test_names();
     test_scale();
+    test_thread_paths();
     printf("%d passed, %d failed\n", passed, failed);
     return failed != 0;
 }
