@@ -94,6 +94,7 @@ int api_status(const struct api_req *q, struct api_reply *out)
     cJSON_AddNumberToObject(so, "wall_cached_ticks", (double)ss.wall_cached_ticks);
     cJSON_AddNumberToObject(so, "wall_cached_samples", (double)ss.wall_cached_samples);
     cJSON_AddNumberToObject(so, "wall_quiet_skipped", (double)ss.wall_quiet_skipped);
+    cJSON_AddNumberToObject(so, "wall_stalled_s", (double)ss.wall_stalled_ns / 1e9);
     cJSON_AddStringToObject(so, "wall_walk", ss.wall_walk ? ss.wall_walk : "suspend");
     cJSON_AddNumberToObject(so, "wall_signal_ticks", (double)ss.wall_signal_ticks);
     cJSON_AddNumberToObject(so, "wall_signal_samples", (double)ss.wall_signal_samples);

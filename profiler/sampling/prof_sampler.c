@@ -349,8 +349,12 @@ static void *sampler_main(void *arg)
         }
         if (now - prev_tick > 10 * tick) /* we fell behind (suspended VM, debugger): resync */
             clock_gettime(CLOCK_MONOTONIC, &next);
-        if (now - last > 10 * wall_period * wall_slowdown()) /* a stall is not wall time */
+        if (now - last > 10 * wall_period * wall_slowdown()) { /* a stall is not wall time */
+            pthread_mutex_lock(&sampler.st_lock);
+            sampler.st.wall_stalled_ns += (uint64_t)(now - last - wall_period);
+            pthread_mutex_unlock(&sampler.st_lock);
             last = now - wall_period;
+        }
         if (advance)
             prev_tick = now;
         if (sampler.cpu_mode == CPU_SIGNAL && (g_core.profiles & PROFILE_CPU)) {

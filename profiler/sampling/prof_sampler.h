@@ -40,6 +40,9 @@ struct prof_sampler_stats {
     uint64_t wall_cached_ticks, wall_cached_samples;
     /* CPU clock reads a wall tick skipped for threads quiet for 5 s (read one tick in 5) */
     uint64_t wall_quiet_skipped;
+    /* wall time not given to any thread: the sampler thread was held back more than 10 wall
+     * periods (a suspended VM, a debugger, a starved machine) and took the gap for a stall */
+    uint64_t wall_stalled_ns;
     /* wall ticks that asked the threads that had run for their stacks by a signal and needed
      * no suspension (CLRSCOPE_WALL_WALK=signal), and the wall samples those answers gave */
     uint64_t wall_signal_ticks, wall_signal_samples;
