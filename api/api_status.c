@@ -172,6 +172,8 @@ int api_status(const struct api_req *q, struct api_reply *out)
         cJSON_AddNumberToObject(wk, "unrooted", (double)cm.unrooted);
         cJSON_AddNumberToObject(wk, "unrooted_native", (double)cm.unrooted_native);
         cJSON_AddNumberToObject(wk, "jit", (double)cm.jit);
+        cJSON_AddNumberToObject(wk, "new_code_named", (double)cm.new_code_named);
+        cJSON_AddNumberToObject(wk, "new_code_cut", (double)cm.new_code_cut);
         cJSON_AddStringToObject(wk, "native_unwind",
                                 ss.sig.native_unwind ? ss.sig.native_unwind : "cfi");
         cJSON_AddNumberToObject(wk, "cfi_libraries", ss.sig.cfi_libraries);

@@ -127,8 +127,11 @@ static int learn(FunctionID fn, UINT_PTR rejit, uintptr_t key)
     return -1;
 }
 
-/* The method of an address (fn 0: not managed code); *code = its range entry or -1. */
-FunctionID codemap_lookup(uintptr_t key, int *code)
+/* The method of an address (fn 0: not managed code); *code = its range entry or -1. `ask`: an
+ * address in no mapping of the snapshot asks for a new one (not for one a walk marked fresh,
+ * whose handler asked already, with the backoff of prof_maps_maintain for words that only look
+ * like code). */
+static FunctionID lookup(uintptr_t key, int *code, int ask)
 {
     uint32_t epoch = prof_unload_epoch();
     if (epoch != codemap.epoch) {
@@ -180,13 +183,24 @@ FunctionID codemap_lookup(uintptr_t key, int *code)
             idx = learn(fn, rejit, key);
     }
     if (!fn && !prof_maps_is_code(key)) {
-        prof_maps_refresh(1); /* code mapped after the snapshot: ask again later */
+        if (ask)
+            prof_maps_refresh(1); /* code mapped after the snapshot: ask again later */
         *code = -1;
         return 0;
     }
     *e = (struct ipc){.key = key, .fn = fn, .code = idx, .retry_s = fn ? 0 : retry_s};
     *code = idx;
     return fn;
+}
+
+FunctionID codemap_lookup(uintptr_t key, int *code)
+{
+    return lookup(key, code, 1);
+}
+
+FunctionID codemap_lookup_fresh(uintptr_t key, int *code)
+{
+    return lookup(key, code, 0);
 }
 
 void prof_codemap_lock(void)

@@ -91,6 +91,9 @@ struct prof_codemap_stats {
      * cannot give to the app's code */
     uint64_t named, cfi_leaf, link_register, unrooted, unrooted_native;
     uint64_t jit; /* samples labelled with the method the JIT was compiling */
+    /* return addresses the walk went on through in no mapping its snapshot knew: named as the
+     * JIT's code, or not code at all (the stack cut there) */
+    uint64_t new_code_named, new_code_cut;
     /* inlining: (caller, callee) pairs the JIT reported and kept, notes or pairs lost (a full
      * queue or table), frames added for code the JIT inlined, addresses left to their method
      * because more than one inlinee could hold them */

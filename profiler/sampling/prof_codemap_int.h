@@ -141,6 +141,7 @@ struct frame {
     uintptr_t ip;
     int ret;   /* a return address (looked up at ip - 1) */
     int found; /* read off the chain by the handler (an OSR method's Tier0 record) */
+    int fresh; /* in no mapping the handler's snapshot knew (struct prof_sig_entry) */
 };
 
 struct callsite {
@@ -189,6 +190,8 @@ extern struct codemap_state codemap;
 /* The method of an address (fn 0: not managed code); *code = its range entry or -1. Applies the
  * queued dynamic-method notes and an unload's flush first. */
 FunctionID codemap_lookup(uintptr_t key, int *code);
+/* The same for a return address a walk marked fresh (struct prof_sig_entry): asks no refresh. */
+FunctionID codemap_lookup_fresh(uintptr_t key, int *code);
 /* Whether the bytes before ra end with a call instruction (cached per address). */
 int codemap_after_call(uintptr_t ra);
 /* Forgets every learned range and the caches (OSR return addresses are kept); `now` becomes the

@@ -188,14 +188,27 @@ int prof_codemap_name_stack(const struct prof_sigsample *s, const char **names,
     }
     for (int i = 1; i < s->n && nf < codemap.max_frames + PROF_SIG_MAX_HOPS + 1; i++)
         codemap.frames[nf++] = (struct frame){.ip = s->ips[i], .ret = 1,
-                                        .found = i < 64 && (s->found >> i & 1)};
+                                        .found = i < 64 && (s->found >> i & 1),
+                                        .fresh = i < 64 && (s->fresh >> i & 1)};
 
     int k = 0, outer = -1, prev_code = -1;
     FunctionID prev_fn = 0, above = 0; /* above: the frame last written (0: native) */
     for (int i = 0; i < nf && k < cap; i++) {
         uintptr_t key = codemap.frames[i].ret ? codemap.frames[i].ip - 1 : codemap.frames[i].ip;
         int code;
-        FunctionID fn = codemap_lookup(key, &code);
+        FunctionID fn;
+        if (codemap.frames[i].fresh) {
+            /* the walk went on through an address its snapshot did not know: the JIT's new
+             * code, or a word that only looked like code (then what follows is no stack) */
+            fn = codemap_lookup_fresh(key, &code);
+            if (!fn && !prof_maps_is_code(key)) {
+                codemap.st.new_code_cut++;
+                break;
+            }
+            codemap.st.new_code_named += fn != 0;
+        } else {
+            fn = codemap_lookup(key, &code);
+        }
         /* a Tier0 record found behind an OSR frame is a frame only if it is managed code right
          * after a call instruction */
         if (codemap.frames[i].found && !(fn && codemap_after_call(codemap.frames[i].ip))) {

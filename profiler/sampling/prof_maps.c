@@ -306,9 +306,10 @@ void prof_maps_refresh(int sure)
 }
 
 /* A new thread's first samples need its stack in the snapshot: a refresh at once while these
- * refreshes have taken under 1 % of a core (a credit of 1 % of the time passed, up to 10 ms, that
- * each refresh spends: ~0.2-0.4 ms for a small app, ~1.5 ms for an ASP.NET Core server, so an
- * app's start-up burst of threads gets one each), else at the next prof_maps_maintain. Left to
+ * refreshes have taken under 0.1 % of a core (a credit of 0.1 % of the time passed, up to 10 ms,
+ * that each refresh spends: ~0.2-0.4 ms for a small app, ~1.5 ms for an ASP.NET Core server, so
+ * an app's start-up burst of threads gets one each, and a thread pool that keeps starting
+ * threads one every 1.5 s at most), else at the next prof_maps_maintain. Left to
  * prof_maps_maintain alone, a new thread's walks found no stack and kept only their leaf until
  * the refresh it asked for, up to MAPS_MIN_GAP_NS later. */
 void prof_maps_refresh_for_thread(void)
@@ -317,7 +318,7 @@ void prof_maps_refresh_for_thread(void)
     if (!maps.credit_at)
         maps.credit_ns = MAPS_THREAD_CREDIT_NS;
     else
-        maps.credit_ns += (now - maps.credit_at) / 100;
+        maps.credit_ns += (now - maps.credit_at) / 1000;
     maps.credit_at = now;
     if (maps.credit_ns > MAPS_THREAD_CREDIT_NS)
         maps.credit_ns = MAPS_THREAD_CREDIT_NS;

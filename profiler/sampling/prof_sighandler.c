@@ -380,7 +380,7 @@ static int cfi_frames(uintptr_t *ips, uint32_t *n, uint32_t max, uintptr_t pc, i
  * runtime stub the app's code called) and after each kept frame (OSR). */
 static uint32_t chain(uintptr_t *ips, uint32_t n, uint32_t max, uintptr_t sp, uintptr_t bp,
                       uintptr_t top, const struct prof_sig_maps *m, struct self_walk *sw,
-                      uint64_t *found, uint32_t *flags)
+                      uint64_t *found, uint64_t *fresh, uint32_t *flags)
 {
     const struct prof_sig_codes *codes = __atomic_load_n(&g_sig.codes, __ATOMIC_SEQ_CST);
     const struct prof_sig_osrs *osrs = __atomic_load_n(&g_sig.osr, __ATOMIC_SEQ_CST);
@@ -409,18 +409,22 @@ static uint32_t chain(uintptr_t *ips, uint32_t n, uint32_t max, uintptr_t sp, ui
             }
             leading = 0;
             int hops;
-            if (!sw && ra && !find_range(m->exec, m->nexec, ra) && could_return(m, ra)) {
+            if (fresh && n < 64 && ra && !find_range(m->exec, m->nexec, ra) &&
+                could_return(m, ra)) {
                 /* a return into code mapped since the snapshot (the JIT's, at start-up and on
-                 * tier-up): the record is kept and the chain goes on through it while the
-                 * sampler takes a new snapshot; the JIT's own table names the frame. Cut here,
-                 * every sample until the refresh would lose its callers (under qemu-user, where
-                 * code is mapped in small pieces, that was 2-6 % of a thread's first seconds) */
+                 * tier-up): the record is kept, marked, and the chain goes on through it while
+                 * the sampler takes a new snapshot; the naming keeps it (and what follows) if
+                 * the JIT's own table knows it, else cuts the stack there as a word that only
+                 * looked like code. Cut here, every sample until the refresh would lose its
+                 * callers (under qemu-user, where code is mapped in small pieces, that was 2-6 %
+                 * of a thread's first seconds) */
                 *flags |= PROF_SIG_F_NEWCODE;
                 __atomic_store_n(&g_sig.miss_ra, ra, __ATOMIC_RELAXED);
                 if (n >= max) {
                     *flags |= PROF_SIG_F_TRUNCATED;
                     return n;
                 }
+                *fresh |= 1ull << n;
                 ips[n++] = ra;
                 hops = 0; /* (and no CFI knows it: the chain goes on from next) */
             } else {
@@ -525,7 +529,7 @@ static uint32_t walk(struct prof_sig_entry *e, const ucontext_t *uc)
         }
     }
     if (cfi_frames(e->ips, &n, max, pc, 1, &csp, &cbp, top, m, &flags) >= 0)
-        n = chain(e->ips, n, max, csp, cbp, top, m, NULL, &e->found, &flags);
+        n = chain(e->ips, n, max, csp, cbp, top, m, NULL, &e->found, &e->fresh, &flags);
     e->flags |= flags & (PROF_SIG_F_TRUNCATED | PROF_SIG_F_NEWCODE | PROF_SIG_F_CFI |
                          PROF_SIG_F_ROOTED);
     if (flags & PROF_SIG_F_NEWCODE) { /* the JIT may have mapped code since the snapshot */
@@ -561,7 +565,7 @@ __attribute__((noinline)) uint32_t prof_sig_walk_self(uintptr_t *ips, uint32_t m
         uintptr_t sp = prof_arch_stack_pointer(), bp = (uintptr_t)__builtin_frame_address(0);
         uintptr_t top = stack_top(m, sp, flags);
         if (top)
-            n = chain(ips, 0, max, sp, bp, top, m, &sw, NULL, flags);
+            n = chain(ips, 0, max, sp, bp, top, m, &sw, NULL, NULL, flags);
         if (*flags & PROF_SIG_F_NOTCODE) {
             __atomic_add_fetch(&g_sig.maps_miss, 1, __ATOMIC_RELAXED); /* new code? */
             wake_sampler();
@@ -661,6 +665,7 @@ sample:;
     e->flags = wall ? PROF_SIG_F_WALL : 0;
     e->wall_seq = wall_seq;
     e->found = 0;
+    e->fresh = 0;
     e->nwindow = 0;
     e->epoch = __atomic_load_n(&g_sig.unload_epoch, __ATOMIC_ACQUIRE);
     e->overrun = expirations - 1;

@@ -80,6 +80,9 @@ struct prof_sig_entry {
     uint32_t nwindow; /* window[0..nwindow) = the words at sp, sp + 8, ... */
     uint32_t epoch;   /* g_sig.unload_epoch when the sample was taken (prof_unload.h) */
     uint64_t found;   /* bit i: ips[i] was read off the chain (an OSR method's Tier0 record) */
+    uint64_t fresh;   /* bit i: ips[i] is in no mapping the snapshot knows, where code mapped
+                       * since could be (PROF_SIG_F_NEWCODE): the naming keeps it and the frames
+                       * after it only if it is the JIT's code */
     uintptr_t jit;    /* the method the thread's JIT was compiling (prof_sig_jit_top), or 0 */
     uint64_t cycles;  /* prof_sig_cycles() when the handler began: when the sample was taken */
     uint32_t wall_seq; /* PROF_SIG_F_WALL: the ask's sequence number (PROF_SIG_WALL_SEQ_MASK) */

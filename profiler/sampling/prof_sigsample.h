@@ -108,6 +108,7 @@ struct prof_sigsample {
     int64_t cpu_ns;         /* the CPU time this sample stands for */
     uint32_t epoch;         /* the unload epoch it was taken in (prof_unload.h) */
     uint64_t found;         /* bit i: ips[i] was read off the chain (an OSR Tier0 record) */
+    uint64_t fresh;         /* bit i: ips[i] in no mapping the snapshot knew (prof_sig_entry) */
     uintptr_t jit;          /* the method the thread's JIT was compiling (prof_sig_jit_top) */
     uint32_t wall_seq;      /* a wall answer: the ask's sequence number (PROF_SIG_WALL_SEQ_MASK) */
     int64_t cpu_end;        /* a wall answer: the thread's CPU clock after its walk, or -1 */

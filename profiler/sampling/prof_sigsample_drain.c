@@ -57,7 +57,7 @@ int sigsample_drain_ring(struct sthread *t, prof_sigsample_fn fn, void *arg)
             sig.interrupted_outside++;
         struct prof_sigsample smp = {.tid = t->tid, .flags = (int)e->flags, .n = (int)n,
                                      .nwindow = (int)nw, .ips = e->ips, .window = e->window,
-                                     .cpu_ns = cpu, .epoch = e->epoch, .found = e->found,
+                                     .cpu_ns = cpu, .epoch = e->epoch, .found = e->found, .fresh = e->fresh,
                                      .jit = e->jit, .cycles = e->cycles};
         fn(arg, &smp);
         __atomic_store_n(&e->state, PROF_SIG_EMPTY, __ATOMIC_RELEASE);

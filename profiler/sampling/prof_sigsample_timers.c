@@ -270,8 +270,6 @@ void prof_sigsample_sync(uint32_t *tids, size_t n, prof_sigsample_fn fn, void *a
             struct sthread t = {.tid = tids[j++], .timer = -1, .fd = -1, .cpu_seen = -1};
             if (!t.tid)
                 continue;
-            if (!fresh++) /* their stacks may be newer than the snapshot: before any sample */
-                prof_maps_refresh_for_thread();
             int rc = arm(&t, -1);
             if (rc == -EINVAL || rc == -ESRCH)
                 continue; /* the thread exited before the runtime told us: no failure */
@@ -280,6 +278,12 @@ void prof_sigsample_sync(uint32_t *tids, size_t n, prof_sigsample_fn fn, void *a
                 prof_log_once(sig.timer_failure_logged, LOG_WARN,
                               "cpu sampler: cannot arm a CPU timer for thread %u (%s); "
                               "such threads are not CPU-sampled", t.tid, strerrordesc_np(-rc));
+            } else if (!fresh++) {
+                /* its stack may be newer than the snapshot: taken again before its first sample,
+                 * 10 ms of its CPU away (once a sync: the others' stacks are in it too). Not for
+                 * a thread that could not be armed: one the runtime still lists after it exited
+                 * fails at every sync */
+                prof_maps_refresh_for_thread();
             }
             nt[k++] = t;
         } else {

@@ -333,7 +333,7 @@ int prof_sigsample_wall_collect(prof_sigsample_wall_fn fn, void *arg)
             uint32_t nw = e->nwindow <= PROF_SIG_WINDOW ? e->nwindow : PROF_SIG_WINDOW;
             struct prof_sigsample smp = {.tid = t->tid, .flags = (int)e->flags, .n = (int)n,
                                          .nwindow = (int)nw, .ips = e->ips, .window = e->window,
-                                         .epoch = e->epoch, .found = e->found, .jit = e->jit,
+                                         .epoch = e->epoch, .found = e->found, .fresh = e->fresh, .jit = e->jit,
                                          .wall_seq = e->wall_seq, .cpu_end = e->cpu_end};
             if (e->flags & PROF_SIG_F_EINTR)
                 interrupted(t, e->ips, n);
