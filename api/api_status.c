@@ -124,7 +124,7 @@ int api_status(const struct api_req *q, struct api_reply *out)
                 cJSON_AddNumberToObject(pc, "share", ss.sig.perf_cost);
             else
                 cJSON_AddNullToObject(pc, "share");
-            cJSON_AddNumberToObject(pc, "budget", g_cfg.cpu_timer_budget);
+            cJSON_AddNumberToObject(pc, "budget", ss.sig.timer_budget);
             cJSON_AddNumberToObject(pc, "clock_changes", (double)ss.sig.clock_changes);
         }
         cJSON_AddNumberToObject(sg, "perf_rearm_failures", (double)ss.sig.rearm_failures);

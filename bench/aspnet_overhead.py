@@ -263,8 +263,8 @@ def budget_table(cfgs, runs, base_of):
           "server's CPU (medians over rounds), beside the paired ratio of CPU per request:")
     print()
     print("| configuration | budget | counted | " + " | ".join(BUDGET_SOURCES) +
-          " | allocation events on | wall slowdown | server CPU per request |")
-    print("|---|---|---|" + "---|" * len(BUDGET_SOURCES) + "---|---|---|")
+          " | allocation events on | wall slowdown | cpu slowdown | server CPU per request |")
+    print("|---|---|---|" + "---|" * len(BUDGET_SOURCES) + "---|---|---|---|")
     for cfg in rows:
         bs = [x["budget"] for x in runs[cfg] if x.get("budget")]
 
@@ -279,6 +279,7 @@ def budget_table(cfgs, runs, base_of):
         emit(SECTION, f"{cfg}.budget.measured", med(lambda b: b["measured"]) * 100, "%")
         cells.append(f"{med(lambda b: b['sources']['alloc'].get('on_fraction_window', 1)):.2f}")
         cells.append(f"{med(lambda b: b['sources']['wall'].get('slowdown', 1)):g}")
+        cells.append(f"{med(lambda b: b['sources'].get('cpu', {}).get('slowdown', 1)):g}")
         m, lo, hi = quart([a["cpu_per_1k"] / b["cpu_per_1k"]
                            for a, b in zip(runs[cfg], base_of[cfg])])
         cells.append(f"{m:.3f} ({lo:.3f}..{hi:.3f})")

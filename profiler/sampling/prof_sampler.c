@@ -487,7 +487,13 @@ static void choose_modes(void)
     else if (tm && *tm && strcmp(tm, "auto"))
         prof_log(LOG_WARN, "CLRSCOPE_CPU_TIMER=\"%.40s\" is not auto, perf or posix; using auto",
                  tm);
-    prof_sigsample_set_timer(timer, g_cfg.cpu_timer_budget);
+    /* perf events' cost is per context switch, whatever the rate: slowing the CPU sampler does
+     * not lower it, so under a governor they may take at most half of the overhead budget, and
+     * POSIX timers (a coarser clock, the same samples) stand in past it */
+    double timer_budget = g_cfg.cpu_timer_budget;
+    if (g_cfg.overhead_budget > 0 && g_cfg.overhead_budget / 2 < timer_budget)
+        timer_budget = g_cfg.overhead_budget / 2;
+    prof_sigsample_set_timer(timer, timer_budget);
     const char *nu = getenv("CLRSCOPE_NATIVE_UNWIND");
     if (nu && *nu && strcmp(nu, "cfi") && strcmp(nu, "fp"))
         prof_log(LOG_WARN, "CLRSCOPE_NATIVE_UNWIND=\"%.40s\" is neither cfi nor fp; using cfi", nu);

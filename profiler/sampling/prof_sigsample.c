@@ -281,6 +281,7 @@ void prof_sigsample_get_stats(struct prof_sigsample_stats *out)
     out->switch_cost_ns = sig.switch_cost_ns;
     out->switch_rate = sig.switch_rate;
     out->perf_cost = sig.perf_cost;
+    out->timer_budget = sig.budget;
     out->clock_changes = sig.clock_changes;
     out->clock_misses = sig.clock_misses;
     out->rearm_failures = __atomic_load_n(&g_sig.rearm_failures, __ATOMIC_RELAXED);

@@ -54,6 +54,7 @@ struct prof_sigsample_stats {
     int64_t switch_cost_ns;    /* what a perf event adds to a context switch (-1: not measured) */
     double switch_rate;        /* the app's context switches per CPU-second (last window) */
     double perf_cost;          /* their product: perf events' share of the app's CPU */
+    double timer_budget;       /* the share they may cost (prof_sigsample_set_timer) */
     uint64_t clock_changes;    /* times auto changed the clock */
     uint64_t handler_cycles;   /* time spent in the handler (prof_sig_cycles units) */
     const char *native_unwind; /* CLRSCOPE_NATIVE_UNWIND: "cfi" or "fp" */

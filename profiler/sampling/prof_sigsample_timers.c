@@ -378,8 +378,8 @@ void prof_sigsample_use_perf(int on, int64_t now, prof_sigsample_fn fn, void *ar
         perf_threads += sig.th[i].fd >= 0;
     }
     sig.perf_off = sig.perf ? NULL : !on ? "auto: perf events would cost more than "
-                                       "CLRSCOPE_CPU_TIMER_BUDGET of the app's CPU here "
-                                       "(perf_cost)"
+                                       "their budget of the app's CPU here (perf_cost.share "
+                                       "over perf_cost.budget)"
                                      : sig.perf_off; /* (refused meanwhile: arm said why) */
     prof_log(LOG_INFO, "cpu sampler: %s (%zu of %zu threads on perf events): they would cost "
              "~%.2f %% of the app's CPU here (%lld ns per context switch, %.0f switches per "

@@ -173,6 +173,7 @@ class GovernorCpu(unittest.TestCase):
             app.wait_ready()
             time.sleep(cls.RUN - 4)
             cls.budget = app.json("/api/v1/budget")
+            cls.status = app.json("/api/v1/status")
             cls.metrics = app.request("/metrics")[2].decode()
             # the samples of the app's last seconds, then the whole run
             time.sleep(3)
@@ -191,6 +192,14 @@ class GovernorCpu(unittest.TestCase):
         self.assertIn("clrscope_budget_cpu_slowdown 4", self.metrics)
         # over all the same: nothing else is left to turn down
         self.assertIn("at their least", b["over"] or "", b)
+
+    def test_perf_events_held_to_half_the_budget(self):
+        # their cost is per context switch, not per sample: the CPU sampler's steps cannot
+        # lower it, so they may take half of the budget at most (CLRSCOPE_CPU_TIMER_BUDGET 0.5 %)
+        sig = self.status["self"]["signal_sampler"]
+        if "perf_cost" not in sig:
+            self.skipTest(f"no perf events here: {sig.get('timer_note')}")
+        self.assertAlmostEqual(sig["perf_cost"]["budget"], 0.0001 / 2, delta=1e-9, msg=sig)
 
     def test_totals_and_split_hold(self):
         measured, truth = cpu_split(self.cpu, self.truth)
