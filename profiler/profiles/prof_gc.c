@@ -9,6 +9,7 @@
 
 #include <assert.h>
 #include <errno.h>
+#include <math.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -28,7 +29,12 @@ static struct gc_state {
     int gc_threads, server_threads, server_seen;
     /* baselines */
     int64_t prev_proc, prev_mono;
-    uint64_t prev_user_cpu;
+    uint64_t prev_user_cpu, prev_user_wall, prev_user_wall_clocked, prev_user_pauses;
+    /* app threads' GC pauses: CPU over wall time at the pauses whose clocks were read, for
+     * those that were not (gc_events_set_clock_every) */
+    double user_ratio;
+    uint32_t clock_every;
+    int sampling_logged;
     /* GC CPU not booked yet because its second's process CPU was already all GC's (ns): a GC
      * that an app thread started before a tick is booked whole in the second it ends */
     int64_t carry_threads, carry_user;
@@ -109,6 +115,37 @@ static void log_clock_once(void)
                       refused ? strerror(refused) : "no descriptor for it");
 }
 
+/* The app threads' GC CPU since the last tick: what their clocks counted, and for the pauses
+ * whose clocks were not read their wall time at the CPU/wall ratio of those that were (the
+ * last second's, or the last known; at first 1). Sets how many pauses the next second reads,
+ * for at most PROF_GC_CLOCKED_PER_S reads a second. */
+static int64_t user_cpu_delta(const struct gc_event_counts *ev, double dt)
+{
+    double cpu = (double)(ev->user_cpu_ns - gc.prev_user_cpu);
+    double clocked = (double)(ev->user_wall_clocked_ns - gc.prev_user_wall_clocked);
+    double wall = (double)(ev->user_wall_ns - gc.prev_user_wall);
+    if (clocked > 0)
+        gc.user_ratio = cpu / clocked;
+    double est = cpu + (wall > clocked ? (wall - clocked) * gc.user_ratio : 0);
+    uint64_t pauses = ev->user_pauses - gc.prev_user_pauses;
+    gc.prev_user_pauses = ev->user_pauses;
+    double rate = (double)pauses / (dt > 1 ? dt : 1); /* (ticks come a second apart) */
+    uint32_t every = rate > PROF_GC_CLOCKED_PER_S
+                         ? (uint32_t)ceil(rate / PROF_GC_CLOCKED_PER_S)
+                         : 1;
+    if (every != gc.clock_every) {
+        gc.clock_every = every;
+        gc_events_set_clock_every(every);
+        if (every > 1)
+            prof_log_once(gc.sampling_logged, LOG_INFO,
+                          "gc: app threads pause for %llu GCs a second: their CPU clocks are "
+                          "read at one pause in %u (over %d a second), the others' CPU "
+                          "estimated from their wall time", (unsigned long long)pauses, every,
+                          PROF_GC_CLOCKED_PER_S);
+    }
+    return est > 0 ? (int64_t)est : 0;
+}
+
 void prof_gc_tick(double now_unix)
 {
     if (!gc.ready)
@@ -131,7 +168,7 @@ void prof_gc_tick(double now_unix)
      * second holds more GC CPU than the process used in it */
     int64_t proc_ns = proc - gc.prev_proc > 0 ? proc - gc.prev_proc : 0;
     int64_t threads_ns = book(threads, &gc.carry_threads, proc_ns);
-    int64_t user_ns = book((int64_t)(ucpu - gc.prev_user_cpu), &gc.carry_user, proc_ns - threads_ns);
+    int64_t user_ns = book(user_cpu_delta(&ev, (double)(mono - gc.prev_mono) / 1e9), &gc.carry_user, proc_ns - threads_ns);
     assert(threads_ns >= 0 && user_ns >= 0 && threads_ns + user_ns <= proc_ns);
 
     struct prof_gc_second s = {0};
@@ -158,6 +195,8 @@ void prof_gc_tick(double now_unix)
     gc.prev_mono = mono;
     gc.prev_proc = proc;
     gc.prev_user_cpu = ucpu;
+    gc.prev_user_wall = ev.user_wall_ns;
+    gc.prev_user_wall_clocked = ev.user_wall_clocked_ns;
     gc.prev_pause = pause;
     memcpy(gc.prev_depth, depth, sizeof depth);
     gc.secs[(gc.sec_head + gc.sec_n) % gc.sec_cap] = s;
@@ -189,6 +228,8 @@ void prof_gc_init(void)
     gc_clock_init();
     gc.prev_mono = prof_now_ns();
     gc.prev_proc = prof_process_cpu_ns();
+    gc.user_ratio = 1; /* (a pause's CPU is its wall time until one is read) */
+    gc.clock_every = 1;
     gc.ready = 1;
     gc_events_enable(1);
 }

@@ -54,7 +54,12 @@ struct gc_slot {
  * sampler), separate fields would let the second take the slot the first had just claimed but
  * not yet marked open, and the first thread's GC would lose its pause (unpaired end,
  * pause_ms 0). */
-enum { PS_GC = 1, PS_APP = 4 /* a GC run by an app thread */, PS_PERF = 8 /* its perf clock */ };
+enum {
+    PS_GC = 1,
+    PS_APP = 4,       /* a GC run by an app thread */
+    PS_PERF = 8,      /* its perf clock */
+    PS_UNCLOCKED = 16 /* its clock not read: one pause in clock_every is (gc_events_clock_every) */
+};
 enum { PO_UNUSED = 0, PO_OPEN = 1, PO_ENDED = 2 };
 #define PO_MAKE(tid, st, sec) \
     ((uint64_t)(tid) << 32 | (uint64_t)(st) << 28 | ((uint64_t)(sec) & 0x0fffffffu))
@@ -77,8 +82,10 @@ static struct gc_events_state {
     uint64_t by_depth[3], background, induced, starts, fg_starts, first_number;
     uint64_t last_started, last_fg, last_bg;
     uint64_t pause_ns_total, lost_pauses;
-    /* app threads' GC pauses: their wall time and their threads' CPU */
-    uint64_t user_wall_ns, user_cpu_ns;
+    /* app threads' GC pauses: their wall time, their count, and their threads' CPU with the
+     * wall time of the pauses it was read at */
+    uint64_t user_wall_ns, user_pauses, user_cpu_ns, user_wall_clocked_ns;
+    uint32_t clock_every; /* read the clock at one app pause in this many (0, 1: every one) */
     uint64_t unpaired, lost_user;
     uint64_t heap[GC_NHEAPS];
     uint32_t heap_count;
@@ -333,6 +340,25 @@ static void on_per_heap_history(const BYTE *d, ULONG len)
  *
  * The clock is read here before any thread is stopped and at GCRestartEEEnd after they all run
  * again, with the read that does not make the kernel switch threads (prof_gc_clock.c). */
+/* Whether this app thread's pause has its clock read: always while app threads pause less than
+ * PROF_GC_CLOCKED_PER_S times a second, else one pause in clock_every, drawn at random (a
+ * per-thread xorshift) so that no GC pattern lines up with the choice. A read is a system call
+ * (~1-6 us on a VM) at each end of the pause: at 100+ GCs a second, most of the GC events'
+ * cost. The pauses not read are estimated by clrscope-agg from their wall time (prof_gc.c). */
+static int clock_this_pause(void)
+{
+    uint32_t every = LD(gc_events.clock_every);
+    if (every <= 1)
+        return 1;
+    static PROF_TLS uint64_t rng;
+    if (!rng)
+        rng = ((uint64_t)prof_self_tid() << 32 | 1) * 0x9E3779B97F4A7C15ull;
+    rng ^= rng << 13;
+    rng ^= rng >> 7;
+    rng ^= rng << 17;
+    return (rng >> 11) % every == 0;
+}
+
 static void on_suspend_begin(const BYTE *d, ULONG len, int64_t now)
 {
     uint32_t reason = u32_at(d, len, 0);
@@ -350,9 +376,10 @@ static void on_suspend_begin(const BYTE *d, ULONG len, int64_t now)
     ST(p->t_begin, now);
     ST(p->starts_at_begin, __atomic_load_n(&gc_events.starts, __ATOMIC_ACQUIRE));
     ST(p->fg_starts_at_begin, __atomic_load_n(&gc_events.fg_starts, __ATOMIC_ACQUIRE));
-    int perf = 0;
-    ST(p->cpu_begin, app ? gc_clock_self_ns(&perf) : -1);
-    __atomic_store_n(&p->flags, (gc ? PS_GC : 0) | (app ? PS_APP : 0) | (perf ? PS_PERF : 0),
+    int perf = 0, clocked = app && clock_this_pause();
+    ST(p->cpu_begin, clocked ? gc_clock_self_ns(&perf) : -1);
+    __atomic_store_n(&p->flags, (gc ? PS_GC : 0) | (app ? PS_APP : 0) | (perf ? PS_PERF : 0) |
+                                    (app && !clocked ? PS_UNCLOCKED : 0),
                      __ATOMIC_RELEASE);
 }
 
@@ -377,13 +404,18 @@ static void on_restart_end(int64_t now)
     if (!(flags & PS_GC) || ns < 0)
         return;
     if (flags & PS_APP) {
-        int perf = 0;
-        int64_t cpu_end = cpu_begin >= 0 ? gc_clock_self_ns(&perf) : -1;
-        if (cpu_begin >= 0 && cpu_end >= cpu_begin && perf == !!(flags & PS_PERF))
-            ADD(gc_events.user_cpu_ns, (uint64_t)(cpu_end - cpu_begin));
-        else
-            ADD(gc_events.lost_user, 1);
+        if (!(flags & PS_UNCLOCKED)) {
+            int perf = 0;
+            int64_t cpu_end = cpu_begin >= 0 ? gc_clock_self_ns(&perf) : -1;
+            if (cpu_begin >= 0 && cpu_end >= cpu_begin && perf == !!(flags & PS_PERF)) {
+                ADD(gc_events.user_cpu_ns, (uint64_t)(cpu_end - cpu_begin));
+                ADD(gc_events.user_wall_clocked_ns, (uint64_t)ns);
+            } else {
+                ADD(gc_events.lost_user, 1);
+            }
+        }
         ADD(gc_events.user_wall_ns, (uint64_t)ns);
+        ADD(gc_events.user_pauses, 1);
     }
     ADD(gc_events.pause_ns_total, (uint64_t)ns);
     /* A GC that started inside this pause owns it. A background GC starts in the same pause as
@@ -454,12 +486,19 @@ void gc_events_enable(int on)
 void gc_events_counts(struct gc_event_counts *out)
 {
     out->user_wall_ns = LD(gc_events.user_wall_ns);
+    out->user_pauses = LD(gc_events.user_pauses);
     out->user_cpu_ns = LD(gc_events.user_cpu_ns);
+    out->user_wall_clocked_ns = LD(gc_events.user_wall_clocked_ns);
     out->pause_ns_total = LD(gc_events.pause_ns_total);
     for (int g = 0; g < 3; g++)
         out->by_depth[g] = LD(gc_events.by_depth[g]);
     for (int g = 0; g < GC_NHEAPS; g++)
         out->heap[g] = LD(gc_events.heap[g]);
+}
+
+void gc_events_set_clock_every(uint32_t every)
+{
+    ST(gc_events.clock_every, every);
 }
 
 uint64_t gc_events_last_started(void)

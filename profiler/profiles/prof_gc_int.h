@@ -27,13 +27,20 @@ enum { THR_OTHER = 0, THR_SERVER_GC = 1, THR_BGC = 2 };
 struct gc_event_counts {
     uint64_t by_depth[3];     /* GCs started, by condemned generation */
     uint64_t pause_ns_total;  /* the GC's suspensions of the runtime */
-    /* app threads' GC pauses: their wall time, and the CPU their threads' clocks counted */
-    uint64_t user_wall_ns, user_cpu_ns;
+    /* app threads' GC pauses: their wall time and count, the CPU their threads' clocks
+     * counted, and the wall time of the pauses whose clocks were read (all but those
+     * gc_events_set_clock_every left out, and reads that failed) */
+    uint64_t user_wall_ns, user_pauses, user_cpu_ns, user_wall_clocked_ns;
     uint64_t heap[GC_NHEAPS]; /* generation sizes after the latest GC */
 };
 /* Whether the callbacks record anything (prof_gc_init turns them on, prof_gc_stop off). */
 void gc_events_enable(int on);
 void gc_events_counts(struct gc_event_counts *out);
+/* App threads' pauses a second above which their CPU clocks are read at a share of them. */
+#define PROF_GC_CLOCKED_PER_S 32
+/* Read the clock at one app thread's pause in `every`, at random (1: at every one).
+ * clrscope-agg. */
+void gc_events_set_clock_every(uint32_t every);
 /* The number of the newest GC started (acquire), and of the first one seen (0: none yet). */
 uint64_t gc_events_last_started(void);
 uint64_t gc_events_first_number(void);

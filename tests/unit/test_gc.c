@@ -37,6 +37,19 @@ static void spin_ms(int ms)
     } while ((b.tv_sec - a.tv_sec) * 1000 + (b.tv_nsec - a.tv_nsec) / 1000000 < ms);
 }
 
+/* Burns about `us` microseconds of this thread's CPU. */
+static void spin_us(int us)
+{
+    struct timespec a, b;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &a);
+    volatile unsigned x = 0;
+    do {
+        for (int i = 0; i < 1000; i++)
+            x += (unsigned)i;
+        clock_gettime(CLOCK_THREAD_CPUTIME_ID, &b);
+    } while ((b.tv_sec - a.tv_sec) * 1000000 + (b.tv_nsec - a.tv_nsec) / 1000 < us);
+}
+
 static void put32(BYTE *p, uint32_t v)
 {
     memcpy(p, &v, 4);
@@ -414,6 +427,8 @@ int main(void)
     /* A GC that straddles ticks is booked when it ends, and no second takes more GC CPU than
      * the process used in it: the rest waits for the next seconds. ~150 ms of GC CPU before a
      * tick, ~5 ms after it, then the end and a tick at once: that second cannot hold it all. */
+    /* (a second without pauses: the 41 above made the module read one pause's clock in 2) */
+    prof_gc_tick(prof_unix_now());
     CHECK(prof_gc_view(60, 100, &v) == 0, "view before the straddling GC");
     size_t n0 = v.nseconds;
     double user_before = v.totals.gc_user_cpu_s;
@@ -454,6 +469,45 @@ int main(void)
     CHECK(booked_sum <= v.totals.process_cpu_s, "gc %.4f > process %.4f", booked_sum,
           v.totals.process_cpu_s);
     prof_gc_view_free(&v);
+
+    /* 5. An allocation-heavy app: 320 app-thread pauses in a second (~0.3 ms of CPU each, a
+     * third of them also 0.2 ms off CPU). Past PROF_GC_CLOCKED_PER_S a second, the next second
+     * reads the clock at one pause in 10 (at random) and estimates the others from their wall
+     * time at the read ones' CPU/wall ratio: the total stays the thread's CPU. */
+    struct gc_event_counts e0, e1;
+    prof_gc_tick(prof_unix_now());
+    for (int round = 0; round < 2; round++) {
+        CHECK(prof_gc_view(60, 100, &v) == 0, "view before round %d", round);
+        double before = v.totals.gc_user_cpu_s;
+        prof_gc_view_free(&v);
+        gc_events_counts(&e0);
+        int64_t ca = gc_clock_self_ns(&perf_clock);
+        for (int i = 0; i < 320; i++) {
+            suspend_begin(1);
+            spin_us(300);
+            if (i % 3 == 0)
+                nanosleep(&(struct timespec){0, 200000}, NULL);
+            restart_end();
+        }
+        int64_t cb = gc_clock_self_ns(&perf_clock);
+        gc_events_counts(&e1);
+        prof_gc_tick(prof_unix_now());
+        CHECK(prof_gc_view(60, 100, &v) == 0, "view after round %d", round);
+        double got5 = v.totals.gc_user_cpu_s - before, want5 = (double)(cb - ca) / 1e9;
+        prof_gc_view_free(&v);
+        double clocked = (double)(e1.user_wall_clocked_ns - e0.user_wall_clocked_ns);
+        double wall = (double)(e1.user_wall_ns - e0.user_wall_ns);
+        CHECK(e1.user_pauses - e0.user_pauses == 320, "round %d: %llu pauses", round,
+              (unsigned long long)(e1.user_pauses - e0.user_pauses));
+        if (round == 0)
+            CHECK(clocked == wall, "round 0: every pause clocked (%.0f of %.0f ns)", clocked,
+                  wall);
+        else
+            CHECK(clocked > 0 && clocked < 0.25 * wall,
+                  "round 1: one pause in 10 clocked (%.0f of %.0f ns)", clocked, wall);
+        CHECK(got5 > want5 * 0.8 && got5 < want5 * 1.1, "round %d: app GC CPU %.4f of %.4f",
+              round, got5, want5);
+    }
 
     prof_gc_stop();
     prof_gc_on_event(1, 2, (const BYTE *)"\7\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0", 16);
