@@ -15,6 +15,16 @@ from harness import (BUILD, ProfiledApp, available_runtimes, find_nodes, find_pa
                      tree_totals_by_name)
 from pprofdec import read_pprof
 
+def at_time(lines, key, t):
+    """The app's counter `key` at wall time t, interpolated between its truth lines."""
+    for a, b in zip(lines, lines[1:]):
+        if a["unix_s"] <= t <= b["unix_s"]:
+            f = (t - a["unix_s"]) / (b["unix_s"] - a["unix_s"]) if b["unix_s"] > a["unix_s"] else 0
+            return a[key] + f * (b[key] - a[key])
+    raise AssertionError(f"no truth lines around {t}: "
+                         f"{[x['unix_s'] for x in lines[:2]]}..{[x['unix_s'] for x in lines[-2:]]}")
+
+
 def cpu_ms_below(flame, caller):
     """CPU (ms) of a flame graph's samples under `caller`, by the name of the frame right below
     it."""
@@ -93,7 +103,8 @@ class TrieCompaction(unittest.TestCase):
 
     @classmethod
     def setUpClass(cls):
-        app = ProfiledApp("dynamic-code", ["--seconds", "150", "--call-ms", "1"], env={
+        app = ProfiledApp("dynamic-code", ["--seconds", "150", "--call-ms", "1",
+                                           "--truth-every-second"], env={
             "CLRSCOPE_PROFILES": "cpu", "CLRSCOPE_SAMPLING_HZ": "200",
             "CLRSCOPE_MAX_STACK_NODES": "1500", "CLRSCOPE_HISTORY_S": "10",
             "CLRSCOPE_MAX_NAME_BYTES": "65536"})
@@ -111,6 +122,8 @@ class TrieCompaction(unittest.TestCase):
             time.sleep(8)  # a window wholly after the first compaction of each
             cls.cpu = app.json("/api/v1/flamegraph?type=cpu&seconds=7")
             cls.status = app.json("/api/v1/status")
+            app.next_truth(timeout=3)  # (a line after the window's end)
+            cls.lines = [x for x in app.truth_lines() if "churn_cpu_ms" in x]
             app.stop()
             cls.final = app.wait_truth(timeout=60)
         finally:
@@ -153,11 +166,14 @@ class TrieCompaction(unittest.TestCase):
         # a cut path leaves the new method's CPU on its caller (or "[truncated]" below it)
         self.assertGreater(total, 0, self.cpu["root"].get("children"))
         self.assertGreater(named / total, 0.75, churn)
-        # the window's split between the long-lived method and the new ones is the app's (the
-        # loop alternates ~20 ms in each, so the whole run's split holds for any 7 s of it)
-        truth = self.final["churn_cpu_ms"] / (self.final["churn_cpu_ms"] + self.final["burn_cpu_ms"])
+        # the window's split between the long-lived method and the new ones is the app's over
+        # the same seconds (its truth lines, one a second, read at the window's ends)
+        t0, t1 = self.cpu["t_from"], self.cpu["t_to"]
+        churn_ms = at_time(self.lines, "churn_cpu_ms", t1) - at_time(self.lines, "churn_cpu_ms", t0)
+        burn_ms = at_time(self.lines, "burn_cpu_ms", t1) - at_time(self.lines, "burn_cpu_ms", t0)
+        truth = churn_ms / (churn_ms + burn_ms)
         got = named / (named + burn)
-        self.assertLess(abs(got - truth), 0.12, (got, truth, named, burn))
+        self.assertLess(abs(got - truth), 0.12, (got, truth, named, burn, churn_ms, burn_ms))
 
 
 class OsrFrames(unittest.TestCase):

@@ -1,5 +1,5 @@
 """
-The overhead governor pushed: an allocation storm under a 2 % budget. The storm's cost share
+The overhead governor pushed: an allocation storm under a 4 % budget. The storm's cost share
 depends on the app getting its cores (a starved app's own CPU falls while clrscope's threads'
 does not), so this runs alone (weight "alone" in tests/CMakeLists.txt).
 """
@@ -12,11 +12,16 @@ from harness import CPU_SPLIT_CALLERS, ProfiledApp, cpu_split, tree_totals_by_na
 class Governor(unittest.TestCase):
     """The overhead governor pushed: an allocation storm (alloc-mix unthrottled, ~10 GB/s and
     ~100,000 samples a second on one thread, where the allocation events cost the app tens of
-    per cent of its CPU) under CLRSCOPE_OVERHEAD_BUDGET=2% with no floor. The governor must turn
+    per cent of its CPU) under CLRSCOPE_OVERHEAD_BUDGET=4% with no floor. The governor must turn
     the allocation events down within its first 10 s window, hold the measured cost near the
     budget, switch without a failure, and keep the byte shares by type unbiased (every sample
     weighted by 1/share)."""
-    BUDGET = 0.02
+    # (4 %, not less: at this storm's several hundred GCs a second what the governor cannot turn
+    # down, clrscope's threads, the GC events and their callbacks, the CPU sampler's handler,
+    # cost 2.3 % here and up to 3.9 % on CI's machines with the allocation events at their
+    # least; at 4 % the governor holds them on about a tenth of each second, a level it sets
+    # rather than a floor it hits)
+    BUDGET = 0.04
     RUN = 28
     WINDOW = 10
 
@@ -68,13 +73,14 @@ class Governor(unittest.TestCase):
                      "under AddressSanitizer clrscope's own threads run 2-3 times slower than "
                      "they do (the app's JIT code does not): the cost measured is the "
                      "sanitizer's, and with the allocation events at their floor a slowed "
-                     "second of clrscope's threads alone can hold the window over 1.5 x 2 %")
+                     "second of clrscope's threads alone can hold the window over 1.5 x 4 %")
     def test_cost_comes_back_to_the_budget(self):
         hist = self.budget["history"]
         self.assertGreater(max(p["measured"] for p in hist), 1.5 * self.BUDGET,
                            "the storm cost more than the budget before the governor acted")
         last = [p["measured"] for p in hist[-5:]]
-        self.assertLess(sum(last) / len(last), 1.5 * self.BUDGET, hist[-10:])
+        self.assertLess(sum(last) / len(last), 1.5 * self.BUDGET,
+                        (hist[-10:], self.budget["by_source"], self.budget["sources"]))
         by = self.budget["by_source"]
         self.assertAlmostEqual(by["threads"] + by["callbacks"] + by["runtime_events"] +
                                by["suspensions"] + by["signal_handler"] + by["perf_events"],
@@ -141,16 +147,16 @@ class Governor(unittest.TestCase):
                   "last_change", "runtime_event_ns"):
             self.assertIn(k, b)
         self.assertEqual(b["floor_core"], 0)
-        # the allocation events change first; once they are at their least and the cost is still
-        # over (this storm sits at the budget's edge there: 2.0-2.6 % measured with the events at
-        # their least), the wall sampler is spaced out next, which the status says too
+        # the allocation events change first; were they at their least and the cost still over
+        # (a slower machine's floor nearer the budget), the wall sampler is spaced out next,
+        # which the status says too
         self.assertIn(b["last_change"]["source"], ("alloc", "wall", "cpu"), b)
         if b["last_change"]["source"] == "cpu":  # the last resort, with the wall at its least
             self.assertEqual(b["sources"]["wall"]["slowdown"], 5, b)
         if b["last_change"]["source"] in ("wall", "cpu"):
             self.assertTrue(any(p["alloc_on"] <= 0.0201 for p in self.budget["history"]),
                             self.budget["history"][-10:])
-        for m in ("clrscope_budget_target_ratio 0.02", "clrscope_budget_measured_ratio",
+        for m in (f"clrscope_budget_target_ratio {self.BUDGET:g}", "clrscope_budget_measured_ratio",
                   "clrscope_budget_alloc_on_ratio", "clrscope_budget_alloc_switches_total"):
             self.assertIn(m, self.metrics)
 

@@ -174,6 +174,7 @@ public static class Program
                 ["stopped_by"] = final ? stoppedBy ?? "done" : null,
                 ["exit_code"] = options.ExitCode,
                 ["elapsed_s"] = ElapsedSeconds,
+                ["unix_s"] = DateTimeOffset.UtcNow.ToUnixTimeMilliseconds() / 1000.0,
                 ["runtime_version"] = Environment.Version.ToString(),
                 ["framework_description"] = RuntimeInformation.FrameworkDescription,
             };
