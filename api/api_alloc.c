@@ -168,6 +168,9 @@ int api_allocations(const struct api_req *q, struct api_reply *out)
                                 "1/share, so shares stay unbiased; totals read low by the share "
                                 "of the app's time the events themselves slow it (see "
                                 "docs/overhead-budget.md)");
+    /* a governed window's types err as its total does by which part of each second was seen:
+     * their intervals widen by the total's widening (prof_alloc_time_widening) */
+    double widen = prof_alloc_time_widening((int64_t)floor(v.t_from), (int64_t)floor(v.t_to));
     int64_t tc = 0, tb = 0, ts = 0;
     cJSON *types = cJSON_AddArrayToObject(o, "types");
     for (long i = 0; i < ntypes; i++) {
@@ -184,7 +187,7 @@ int api_allocations(const struct api_req *q, struct api_reply *out)
         if (sums[i].samples > 0) {
             /* k samples of a type are a Poisson count: its estimate is off by about 1/sqrt(k)
              * (exact for objects of one size, the sampling being per byte) */
-            double rel = 1.96 / sqrt((double)sums[i].samples);
+            double rel = widen * 1.96 / sqrt((double)sums[i].samples);
             cJSON *ci = cJSON_AddArrayToObject(t, "bytes_ci95");
             cJSON_AddItemToArray(ci, cJSON_CreateNumber(
                                          round((double)sums[i].bytes * (rel < 1 ? 1 - rel : 0))));

@@ -303,34 +303,103 @@ void prof_alloc_set_scale(double scale)
     __atomic_store_n(&alloc.scale_bits, bits, __ATOMIC_RELAXED);
 }
 
-int prof_alloc_total_ci(int64_t from_s, int64_t to_s, double *lo, double *hi, uint64_t *samples)
+/* The parts of the total's interval over [from_s, to_s] (see prof_alloc_total_ci): the weighted
+ * failed trials' mean and the bytes past the sampled ones (wu), the sampling's variance, and the
+ * spread of the governed seconds' estimates with the neighbour pairs behind it (0: none). */
+struct total_parts {
+    double mean, wu, var, spread;
+    int pairs;
+    uint64_t samples;
+};
+
+static int total_parts(int64_t from_s, int64_t to_s, struct total_parts *tp)
 {
     if (alloc.method != ALLOC_METHOD_SAMPLED || !alloc.sec_samples)
         return -1;
-    uint64_t s = sec_sum(alloc.sec_samples, from_s, to_s);
-    double w = 0, w2 = 0, wu = 0;
+    memset(tp, 0, sizeof *tp);
+    tp->samples = sec_sum(alloc.sec_samples, from_s, to_s);
+    double q = 1 - SAMPLING_P;
+    double w = 0, w2 = 0, prev = 0, d2 = 0;
+    int governed = 0, prev_governed = 0;
     if (to_s - from_s >= (int64_t)alloc.nsec)
         from_s = to_s - (int64_t)alloc.nsec + 1;
     for (int64_t sec = from_s; sec <= to_s; sec++) { /* each second at its measured share */
         double f = prof_alloc_second_factor(sec);
-        w += f * (double)sec_sum(alloc.sec_w, sec, sec) / 1000.0;
+        double sw = f * (double)sec_sum(alloc.sec_w, sec, sec) / 1000.0;
+        double swu = f * (double)sec_sum(alloc.sec_wu, sec, sec);
+        w += sw;
         w2 += f * f * (double)sec_sum(alloc.sec_w2, sec, sec) / 1000.0;
-        wu += f * (double)sec_sum(alloc.sec_wu, sec, sec);
+        tp->wu += swu;
+        int64_t plan = sec_noted(alloc.sec_plan, sec);
+        int is_governed = plan > 0 && plan < 1000000;
+        double x = sw * q / SAMPLING_P + swu;
+        if (is_governed) {
+            governed++;
+            if (prev_governed) {
+                d2 += (x - prev) * (x - prev);
+                tp->pairs++;
+            }
+        }
+        prev = x;
+        prev_governed = is_governed;
     }
-    *samples = s;
-    /* Each sample ends a run of failed trials ~ Geometric(p): mean q/p, variance q/p^2; the
-     * total weighs sample i's run and its bytes past the sampled one (u_i) by the weight w_i the
-     * governor gave it (1 / the share of time the events were on when it came, as measured once
-     * its second ended: prof_alloc_second_factor), so the total is
-     * sum w_i (failures_i + u_i): mean q/p sum w + sum w u, sd sqrt(q sum w^2)/p, normal
-     * approximation (within ~0.01 of the exact quantiles from 30 samples on). The interval is
-     * the total's own (same samples, same weights); it does not widen for which part of each
-     * second the governor saw. */
-    double q = 1 - SAMPLING_P;
-    double mean = w * q / SAMPLING_P, sd = sqrt(w2 * q) / SAMPLING_P;
-    *lo = (mean - 1.96 * sd > 0 ? mean - 1.96 * sd : 0) + wu;
-    *hi = mean + 1.96 * sd + wu;
+    tp->mean = w * q / SAMPLING_P;
+    tp->var = w2 * q / (SAMPLING_P * SAMPLING_P);
+    if (governed >= 3 && tp->pairs >= 2)
+        tp->spread = governed * d2 / (2.0 * tp->pairs);
+    else
+        tp->pairs = 0;
     return 0;
+}
+
+/* Each sample ends a run of failed trials ~ Geometric(p): mean q/p, variance q/p^2; the total
+ * weighs sample i's run and its bytes past the sampled one (u_i) by the weight w_i the governor
+ * gave it (1 / the share of time the events were on when it came, as measured once its second
+ * ended: prof_alloc_second_factor), so the total is sum w_i (failures_i + u_i): mean
+ * q/p sum w + sum w u, sd sqrt(q sum w^2)/p, normal approximation (within ~0.01 of the exact
+ * quantiles from 30 samples on).
+ *
+ * That is the sampling's error alone. A governed second saw only the part of it the events were
+ * on, and an app that allocates in bursts allocates more in some parts than in others: the
+ * second's estimate errs by which part was seen, beyond the samples' count. The spread of
+ * neighbouring governed seconds' estimates measures both errors together (half the mean squared
+ * difference of neighbours, so that a rate that drifts over the window is not taken for error;
+ * a rate that truly changes from second to second is, which widens the interval rather than
+ * narrows it): n governed seconds add n times that spread, and the interval takes the larger of
+ * the two variances, the spread's with Student's t for its neighbour pairs (Cornish-Fisher's
+ * first term). Returns the half-width over the sampling's own (>= 1) through *widened. */
+static void total_interval(const struct total_parts *tp, double *lo, double *hi, double *widened)
+{
+    double var = tp->var, z = 1.96;
+    if (tp->pairs && tp->spread > var) {
+        var = tp->spread;
+        z = 1.96 + 2.37 / tp->pairs;
+    }
+    double sd = sqrt(var);
+    *lo = (tp->mean - z * sd > 0 ? tp->mean - z * sd : 0) + tp->wu;
+    *hi = tp->mean + z * sd + tp->wu;
+    *widened = tp->var > 0 ? z * sd / (1.96 * sqrt(tp->var)) : 1;
+}
+
+int prof_alloc_total_ci(int64_t from_s, int64_t to_s, double *lo, double *hi, uint64_t *samples)
+{
+    struct total_parts tp;
+    double widened;
+    if (total_parts(from_s, to_s, &tp))
+        return -1;
+    total_interval(&tp, lo, hi, &widened);
+    *samples = tp.samples;
+    return 0;
+}
+
+double prof_alloc_time_widening(int64_t from_s, int64_t to_s)
+{
+    struct total_parts tp;
+    double lo, hi, widened;
+    if (total_parts(from_s, to_s, &tp))
+        return 1;
+    total_interval(&tp, &lo, &hi, &widened);
+    return widened > 1 ? widened : 1;
 }
 
 /* ---- samples ---- */

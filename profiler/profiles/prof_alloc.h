@@ -50,6 +50,10 @@ void prof_alloc_get_stats(struct prof_alloc_stats *out);
 /* AllocationSampled only: a 95% interval for the bytes allocated over from_s..to_s, from the
  * design doc's "failed trials" model; *samples = samples in the window. -1 when unavailable. */
 int prof_alloc_total_ci(int64_t from_s, int64_t to_s, double *lo, double *hi, uint64_t *samples);
+/* How many times the total's interval over [from_s, to_s] is as wide as its samples' count
+ * alone makes it (>= 1; 1 without the governor or on .NET 8/9): the spread of the governed
+ * seconds' estimates, which the table's types take too. Any thread. */
+double prof_alloc_time_widening(int64_t from_s, int64_t to_s);
 /* The overhead governor (prof_budget), which turns the allocation events on for a share of
  * each second: every sample from now on stands for `scale` (1 / that share) times what it would;
  * and, once second `sec` (unix) has ended, the share it was planned at and the share the events
