@@ -168,7 +168,8 @@ void prof_gc_tick(double now_unix)
      * second holds more GC CPU than the process used in it */
     int64_t proc_ns = proc - gc.prev_proc > 0 ? proc - gc.prev_proc : 0;
     int64_t threads_ns = book(threads, &gc.carry_threads, proc_ns);
-    int64_t user_ns = book(user_cpu_delta(&ev, (double)(mono - gc.prev_mono) / 1e9), &gc.carry_user, proc_ns - threads_ns);
+    int64_t user = user_cpu_delta(&ev, (double)(mono - gc.prev_mono) / 1e9);
+    int64_t user_ns = book(user, &gc.carry_user, proc_ns - threads_ns);
     assert(threads_ns >= 0 && user_ns >= 0 && threads_ns + user_ns <= proc_ns);
 
     struct prof_gc_second s = {0};

@@ -24,19 +24,6 @@ static void sleep_ms(int ms)
     nanosleep(&ts, NULL);
 }
 
-/* Burns about `ms` of this thread's CPU. */
-static void spin_ms(int ms)
-{
-    struct timespec a, b;
-    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &a);
-    volatile unsigned x = 0;
-    do {
-        for (int i = 0; i < 10000; i++)
-            x += (unsigned)i;
-        clock_gettime(CLOCK_THREAD_CPUTIME_ID, &b);
-    } while ((b.tv_sec - a.tv_sec) * 1000 + (b.tv_nsec - a.tv_nsec) / 1000000 < ms);
-}
-
 /* Burns about `us` microseconds of this thread's CPU. */
 static void spin_us(int us)
 {
@@ -48,6 +35,12 @@ static void spin_us(int us)
             x += (unsigned)i;
         clock_gettime(CLOCK_THREAD_CPUTIME_ID, &b);
     } while ((b.tv_sec - a.tv_sec) * 1000000 + (b.tv_nsec - a.tv_nsec) / 1000 < us);
+}
+
+/* Burns about `ms` of this thread's CPU. */
+static void spin_ms(int ms)
+{
+    spin_us(ms * 1000);
 }
 
 static void put32(BYTE *p, uint32_t v)
