@@ -77,8 +77,9 @@ jobs=${CLRSCOPE_TEST_JOBS:-3}
 ctest --test-dir "$build" --output-on-failure -j"$jobs" ${CTEST_ARGS:-}
 
 # The same suite (but the browser test and the bench smoke run, whose apps get no sanitizer
-# preload, test_arm64, whose library is the cross build's, and test_cpu, whose checks are
-# statistical and whose code paths every other test runs) with ASan + UBSan. libclrscope.so is loaded into the
+# preload, test_arm64, whose library is the cross build's, and test_cpu, test_gc and
+# test_governor, whose checks are statistical or timed on a quiet machine and whose code paths
+# every other test runs: every profile and the 1 % budget are on by default) with ASan + UBSan. libclrscope.so is loaded into the
 # uninstrumented dotnet: the app gets libasan.so preloaded and options that leave CoreCLR its
 # signals (it turns SIGSEGV into NullReferenceException) and skip the leak check (the runtime's own
 # allocations at exit are not ours) and the new[]/delete pairing (the .NET 9 runtime frees with
@@ -102,7 +103,7 @@ if [ "${CLRSCOPE_TEST_ASAN:-1}" = 1 ]; then
   UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=${CLRSCOPE_UBSAN_HALT:-1}:log_path=$logs/ubsan" \
   CLRSCOPE_SANITIZER_LOGS="$logs" \
     ctest --test-dir "$asan" --output-on-failure -j"$jobs" \
-      -E '^(integration\.test_browser|integration\.test_cpu|integration\.test_arm64|bench\.smoke)$' \
+      -E '^(integration\.test_(browser|cpu|gc|governor|arm64)|bench\.smoke)$' \
       ${CTEST_ARGS:-}
   if [ -n "$(ls -A "$logs")" ]; then
     cat "$logs"/*

@@ -184,7 +184,10 @@ class OsrFrames(unittest.TestCase):
     the handler which code is OSR, and the handler finds the Tier0 record between."""
 
     def test_caller_kept_under_osr_code(self):
-        for rt in available_runtimes():
+        runtimes = available_runtimes()
+        if os.environ.get("CLRSCOPE_TEST_APP_PRELOAD"):
+            runtimes = runtimes[:1]  # under the sanitizers: the same C paths on every runtime
+        for rt in runtimes:
             with self.subTest(runtime=rt):
                 # (no overhead budget: on a loaded machine the governor may run the allocation
                 # events a few percent of each second, and the payload's few samples a second
@@ -258,7 +261,12 @@ class ExceptionDispatch(unittest.TestCase):
     THROW = "TestApp.Errors.ExceptionStormMode.Throw"
 
     def test_samples_reach_the_throwing_method(self):
-        for rt in available_runtimes():
+        runtimes = available_runtimes()
+        if os.environ.get("CLRSCOPE_TEST_APP_PRELOAD"):
+            # under the sanitizers: .NET 8's dispatch (C++ exceptions through the runtime's
+            # frames) and the newest's (managed, as .NET 9's)
+            runtimes = [r for r in runtimes if r != "net9"]
+        for rt in runtimes:
             with self.subTest(runtime=rt):
                 app = ProfiledApp("exception-storm", ["--storm", "100000000", "--seconds", "12"],
                                   runtime=rt, env={"CLRSCOPE_PROFILES": "cpu",
@@ -393,8 +401,12 @@ class JitCompilation(unittest.TestCase):
                     for c in node["children"]:
                         stack.append((c, name))
                 jit = sum(f["self"] for f in gtop["functions"] if f["name"] == "[native JIT]")
-                self.assertGreaterEqual(jit / gtop["total"], 0.4 * share,
-                                        (jit / gtop["total"], gtop["functions"][:5]))
+                if not os.environ.get("CLRSCOPE_TEST_APP_PRELOAD"):
+                    # (under the sanitizers the JIT's mallocs run in the preloaded libasan's
+                    # allocator, a library of its own that takes a tenth of the CPU here)
+                    self.assertGreaterEqual(jit / gtop["total"], 0.4 * share,
+                                            (jit / gtop["total"], gtop["functions"][:5]))
+                self.assertGreater(jit, 0, gtop["functions"][:5])
 
 
 class NativeSymbols(unittest.TestCase):
