@@ -118,6 +118,7 @@ void prof_alloc_session_needs(UINT64 *keywords, UINT32 *level)
         if (alloc.sec_on) {
             prof_store_set_scale(PK_ALLOC, 3, prof_alloc_second_factor);
             prof_store_set_scale(PK_ALLOC_TYPE, 3, prof_alloc_second_factor);
+            prof_live_set_factor(prof_alloc_second_factor_settled);
         }
     } else {
         alloc.method = ALLOC_METHOD_TICK;
@@ -287,6 +288,13 @@ double prof_alloc_second_factor(int64_t sec)
         return 1; /* unknown, nothing flowed (no samples to weigh), or not governed */
     double f = (double)plan / (double)on;
     return f < 0.02 ? 0.02 : f > 50 ? 50 : f;
+}
+
+int prof_alloc_second_factor_settled(int64_t sec, double *factor)
+{
+    *factor = prof_alloc_second_factor(sec);
+    int64_t last = __atomic_load_n(&alloc.last_noted, __ATOMIC_RELAXED);
+    return alloc.sec_on && last > 0 && sec <= last;
 }
 
 double prof_alloc_coverage(int64_t from_s, int64_t to_s)

@@ -67,6 +67,10 @@ void prof_alloc_note_coverage(int64_t sec, double on_fraction, double planned);
 double prof_alloc_coverage(int64_t from_s, int64_t to_s);
 /* planned / on of second `sec` (1 when either is unknown); any thread, no lock. */
 double prof_alloc_second_factor(int64_t sec);
+/* The same, and whether it is settled: 1 once the governor has noted the second or a later one
+ * (a second it did not note was fully on), 0 while it may still be noted. prof_live weighs the
+ * objects it tracks by it (prof_live_set_factor). Any thread, no lock. */
+int prof_alloc_second_factor_settled(int64_t sec, double *factor);
 /* A short note on the sampling method and its bias, for the API and the dashboard. */
 const char *prof_alloc_bias_note(void);
 

@@ -49,6 +49,8 @@ struct live_meta {
     uint32_t type;         /* index into g_live.agg.types */
     uint32_t nframes;
     const char **frames;   /* root first */
+    double factor;         /* its allocation second's planned / on, once settled (0: not yet;
+                            * prof_live_set_factor) */
 };
 
 struct hist_point {
@@ -136,6 +138,9 @@ int live_meta_current(uint32_t i);
 /* Collects the current live objects (optionally of one type name) into out, which has room
  * for g_live.cap. */
 size_t live_collect(struct live_obj *out, double now, const char *filter);
+/* What slot i's weights are multiplied by: 2^shift, times the factor of its allocation second
+ * (kept in its meta once settled). */
+double live_mult(uint32_t i);
 /* qsort order: by type, then by age. */
 int live_cmp_obj(const void *a, const void *b);
 /* Aggregates one type's run objs[0..n) (sorted by age) into t; scratch holds 3n doubles. */

@@ -163,7 +163,7 @@ int prof_live_view(const char *filter, struct prof_view *out)
         uint32_t node = 0;
         for (uint32_t f = 0; f < m->nframes; f++)
             node = trie_child(&t, node, m->frames[f]);
-        double mult = ldexp(1.0, (int)LD(&s->shift));
+        double mult = live_mult(i);
         struct prof_row *r = &out->rows[out->nrows++];
         r->node = node;
         r->tid = m->tid;
@@ -207,7 +207,7 @@ int prof_live_pprof_add(pprof_builder *b, int ncols, const int slot_to_col[PROF_
         int n = 0;
         for (uint32_t f = m->nframes; f > 0 && n < REC_MAX_FRAMES + 2; f--)
             leaf_first[n++] = m->frames[f - 1];
-        double mult = ldexp(1.0, (int)LD(&s->shift));
+        double mult = live_mult(i);
         int64_t v[PROF_NVALUES] = {llround(ld_d(&s->count_w) * mult),
                                    llround(ld_d(&s->bytes_w) * mult), 1};
         memset(vals, 0, (size_t)ncols * sizeof *vals);

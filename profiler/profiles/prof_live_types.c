@@ -95,6 +95,27 @@ static void retire_meta(uint32_t i)
     memset(m, 0, sizeof *m);
 }
 
+static prof_live_factor_fn factor_fn; /* atomic: set once, at Initialize */
+
+void prof_live_set_factor(prof_live_factor_fn fn)
+{
+    __atomic_store_n(&factor_fn, fn, __ATOMIC_RELEASE);
+}
+
+double live_mult(uint32_t i)
+{
+    struct live_meta *m = &g_live.agg.meta[i];
+    const struct live_slot *s = &g_live.tab.slots[i];
+    double mult = ldexp(1.0, (int)LD(&s->shift));
+    if (m->factor > 0)
+        return mult * m->factor;
+    prof_live_factor_fn fn = __atomic_load_n(&factor_fn, __ATOMIC_ACQUIRE);
+    double f = 1;
+    if (fn && fn(LD(&s->t_alloc_ms) / 1000, &f))
+        m->factor = f; /* (settled: the history tick's read keeps it within 10 s) */
+    return mult * f;
+}
+
 int live_meta_current(uint32_t i)
 {
     struct live_slot *s = &g_live.tab.slots[i];
@@ -147,7 +168,7 @@ size_t live_collect(struct live_obj *out, double now, const char *filter)
         if (filter && strcmp(g_live.agg.types[m->type].name, filter))
             continue;
         struct live_slot *s = &g_live.tab.slots[i];
-        double mult = ldexp(1.0, (int)LD(&s->shift));
+        double mult = live_mult(i);
         double t_alloc = (double)LD(&s->t_alloc_ms) / 1000.0;
         int64_t seen_ms = LD(&s->t_seen_ms);
         struct live_obj *o = &out[n];

@@ -5,6 +5,8 @@
  * would make every type after the 511th "[other types]" for the process's life, and a leak in
  * it would never be flagged). The runtime is played by a fake ICorProfilerInfo: weak handles
  * are the objects' addresses, and an object is collected when the test says so.
+ * Under the overhead governor each object's estimate is weighed by its allocation second's planned
+ * / on factor (prof_live_set_factor), kept once that second is settled.
  * And prof_typename's TypeID -> name cache (6,144 types): full, it starts again, instead of naming
  * every later type "[other types]".
  */
@@ -86,6 +88,31 @@ static int has_type(const struct prof_live_report *r, const char *name)
     return 0;
 }
 
+static double count_of(const char *name)
+{
+    struct prof_live_report r;
+    double c = -1;
+    if (prof_live_report(&r))
+        return -1;
+    for (size_t i = 0; i < r.ntypes; i++)
+        if (!strcmp(r.types[i].type, name))
+            c = r.types[i].count;
+    prof_live_report_free(&r);
+    return c;
+}
+
+/* The governor's notes, as prof_alloc keeps them: seconds up to `settled_to` are settled, at
+ * `factor_a` for second `sec_a` and `factor_b` for the others. */
+static int64_t settled_to, sec_a;
+static double factor_a, factor_b;
+static int fake_factor(int64_t sec, double *factor)
+{
+    *factor = sec == sec_a ? factor_a : factor_b;
+    if (sec > settled_to)
+        *factor = 1;
+    return sec <= settled_to;
+}
+
 int main(void)
 {
     static ICorProfilerInfo15Vtbl vt;
@@ -131,6 +158,24 @@ int main(void)
     CHECK(!prof_live_report(&r), "report");
     CHECK(has_type(&r, "App.Kept") && has_type(&r, "App.Fresh"), "live types keep their rows");
     prof_live_report_free(&r);
+
+    /* under the governor: object A's second settled at planned / on = 2 (the events flowed half
+     * the time planned), B's not yet (weighed 1 meanwhile) */
+    double ta = t + 230.2, tb = t + 232.2;
+    sec_a = (int64_t)(ta * 1000) / 1000;
+    settled_to = sec_a;
+    factor_a = 2.0;
+    factor_b = 1.5;
+    prof_live_set_factor(fake_factor);
+    CHECK(!track(660, "App.Governed", ta) && !track(661, "App.Governed", tb), "track two");
+    double c = count_of("App.Governed");
+    CHECK(c > 2.99 && c < 3.01, "A weighs 2, unsettled B 1 (%.3f)", c);
+    /* B's second settles; A's factor is kept as it was when settled */
+    settled_to = sec_a + 5;
+    factor_a = 4.0;
+    c = count_of("App.Governed");
+    CHECK(c > 3.49 && c < 3.51, "A kept at 2, B settled at 1.5 (%.3f)", c);
+    prof_live_set_factor(NULL);
 
     int named = 0;
     for (int i = 0; i < 7000; i++) {
