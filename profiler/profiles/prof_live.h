@@ -40,9 +40,10 @@ int prof_live_track(uintptr_t address, uint64_t size, int kind, double count_w, 
 /* The overhead governor runs the allocation events for a share of each second, and a sample's
  * weights (prof_live_track) stand for the share planned; prof_alloc learns, once the second has
  * ended, how much of it the events really flowed. `fn` gives that second's planned / on factor:
- * it returns 1 with *factor set once the second is settled (the factor then never changes), 0
- * with *factor = 1 while it is not yet. Every tracked object's estimate is weighed by the factor
- * of the second it was allocated in, kept once settled. Set once, at Initialize (prof_alloc). */
+ * it returns 1 with *factor set once the second is settled, 0 with *factor = 1 while it is not
+ * yet. Every tracked object's estimate is weighed by the factor of the second it was allocated
+ * in, the first settled one kept (prof_alloc forgets a second after the history's length). Set
+ * once, at Initialize (prof_alloc). */
 typedef int (*prof_live_factor_fn)(int64_t sec, double *factor);
 void prof_live_set_factor(prof_live_factor_fn fn);
 /* clrscope-agg, from prof_alloc's row: a REC_LIVE record (prof_alloc.h) with its frames named,
