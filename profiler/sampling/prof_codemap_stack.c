@@ -64,9 +64,12 @@ int prof_codemap_returns(const uintptr_t *ra, int n, uint64_t found, uint64_t ho
         if (src)
             src[k] = i;
         if (inl) { /* read before fns[k] is written: fns may be ra */
-            FunctionID x = fn[i] ? codemap_inlinee(fn[i], &codemap.pool[code[i]], ra[i] - 1, 1,
-                                                   k ? fns[k - 1] : 0)
-                                 : 0;
+            /* (a method the runtime named but whose code could not be learned has no entry:
+             * code -1) */
+            FunctionID x = fn[i] && code[i] >= 0
+                               ? codemap_inlinee(fn[i], &codemap.pool[code[i]], ra[i] - 1, 1,
+                                                 k ? fns[k - 1] : 0)
+                               : 0;
             inl[k] = x;
             codemap.st.inline_frames += x != 0;
         }
